@@ -1,0 +1,183 @@
+"""The one exception hierarchy of powerplane.
+
+::
+
+    PowerplaneError
+    ├── ConfigError              a bad deployment file or channel config (path, line, expectation)
+    │   └── SecretError          a secret reference that cannot be resolved (names the reference only)
+    ├── PluginLoadError          a plugin that failed to import or to register (plugin name, error)
+    ├── UnknownNode              a node name the deployment does not define
+    ├── NotOffered               the recoverability rule withholds this verb here (with the reason)
+    ├── NotSupported             a channel was asked for a verb it does not advertise (no I/O was done)
+    └── ChannelError             a channel or its device failed (channel name, target)
+        ├── Unreachable          connection refused, DNS failure, host down, no answer from the network
+        ├── AuthenticationFailed the device rejected the credentials or the client certificate
+        ├── ChannelTimeout       the device accepted the connection but did not answer in time
+        ├── RefusedByDevice      the device answered and refused the request (with its own words)
+        ├── TLSVerificationFailed the device's certificate did not verify against the configured CA
+        └── ProtocolError        the device answered something the channel cannot interpret
+
+Every plugin maps its library's exceptions into this tree with ``raise Mapped(...) from exc``.
+No message built here or by a plugin may contain a secret value.
+
+CLI exit codes: ``ChannelError`` -> 1, ``ConfigError`` / ``UnknownNode`` -> 2,
+``NotOffered`` -> 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "AuthenticationFailed",
+    "ChannelError",
+    "ChannelTimeout",
+    "ConfigError",
+    "ConfigProblem",
+    "NotOffered",
+    "NotSupported",
+    "PluginLoadError",
+    "PowerplaneError",
+    "ProtocolError",
+    "RefusedByDevice",
+    "SecretError",
+    "TLSVerificationFailed",
+    "Unreachable",
+    "UnknownNode",
+]
+
+
+class PowerplaneError(Exception):
+    """Base of every error powerplane raises on purpose."""
+
+    exit_code: int = 1
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One problem in a config: where (dotted path, line when known) and what was expected."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.path or "(top level)"
+        if self.line is not None:
+            where = f"{where} (line {self.line})"
+        return f"{where}: {self.message}"
+
+
+class ConfigError(PowerplaneError):
+    """A bad deployment file: one or more problems, each naming its path."""
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        problems: Sequence[ConfigProblem] | str,
+        *,
+        source: str | None = None,
+    ) -> None:
+        if isinstance(problems, str):
+            problems = [ConfigProblem("", problems)]
+        self.problems: tuple[ConfigProblem, ...] = tuple(problems)
+        self.source = source
+        head = f"invalid config {source}" if source else "invalid config"
+        lines = [f"{head}: {len(self.problems)} problem(s)"]
+        lines += [f"  {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+
+class SecretError(ConfigError):
+    """A secret reference that cannot be resolved; the message names the reference, never a value."""
+
+
+class PluginLoadError(PowerplaneError):
+    """A plugin that failed to import, or raised while registering."""
+
+    def __init__(self, plugin: str, error: str) -> None:
+        self.plugin = plugin
+        self.error = error
+        super().__init__(f"plugin {plugin!r} failed to load: {error}")
+
+
+class UnknownNode(PowerplaneError):
+    """A node name the deployment does not define."""
+
+    exit_code = 2
+
+    def __init__(self, node: str, known: Sequence[str] = ()) -> None:
+        self.node = node
+        hint = f"; known nodes: {', '.join(sorted(known)[:20])}" if known else ""
+        super().__init__(f"unknown node {node!r}{hint}")
+
+
+class NotOffered(PowerplaneError):
+    """The recoverability rule withholds this verb for this node."""
+
+    exit_code = 3
+
+    def __init__(self, node: str, verb: str, reason: str) -> None:
+        self.node = node
+        self.verb = verb
+        self.reason = reason
+        super().__init__(f"{verb} not offered for {node}: {reason}")
+
+
+class NotSupported(PowerplaneError):
+    """A channel was asked for a verb it does not advertise; raised before any I/O."""
+
+    exit_code = 3
+
+    def __init__(self, channel: str, verb: str, detail: str = "") -> None:
+        self.channel = channel
+        self.verb = verb
+        extra = f" ({detail})" if detail else ""
+        super().__init__(f"channel {channel!r} does not advertise {verb}{extra}")
+
+
+class ChannelError(PowerplaneError):
+    """A channel or its device failed. Carries the channel name and the target."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, channel: str = "", target: object = None) -> None:
+        self.channel = channel
+        self.target = target
+        self.message = message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        parts = []
+        if self.channel:
+            parts.append(f"channel {self.channel!r}")
+        if self.target not in (None, ""):
+            parts.append(f"target {self.target}")
+        prefix = f"{', '.join(parts)}: " if parts else ""
+        return f"{prefix}{self.message}"
+
+
+class Unreachable(ChannelError):
+    """Connection refused, DNS failure, or no route: the device could not be reached."""
+
+
+class AuthenticationFailed(ChannelError):
+    """The device rejected the credentials or the client certificate."""
+
+
+class ChannelTimeout(ChannelError):
+    """The device accepted the connection but did not answer within the bound."""
+
+
+class RefusedByDevice(ChannelError):
+    """The device answered and refused the request; the message carries the device's words."""
+
+
+class TLSVerificationFailed(ChannelError):
+    """The device's TLS certificate did not verify against the configured CA."""
+
+
+class ProtocolError(ChannelError):
+    """The device answered something the channel cannot interpret."""

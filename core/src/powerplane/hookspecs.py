@@ -1,0 +1,40 @@
+"""The plugin hooks of powerplane: one, ``register_channel_types``.
+
+A plugin is a module exposed under the entry-point group ``powerplane`` that
+implements the hook with :data:`hookimpl`::
+
+    from powerplane import ChannelType, hookimpl
+
+    @hookimpl
+    def register_channel_types(register):
+        register(ChannelType(name="mybmc", config=MyConfig, factory=MyChannel))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from powerplane.channel import ChannelType
+
+__all__ = ["hookimpl", "hookspec", "register_channel_types"]
+
+PROJECT = "powerplane"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+"""Marks a hook specification of powerplane."""
+hookimpl = pluggy.HookimplMarker(PROJECT)
+"""Marks a plugin's implementation of a powerplane hook."""
+
+
+@hookspec
+def register_channel_types(register: Callable[[ChannelType], None]) -> None:
+    """Register the channel types this plugin provides.
+
+    Call ``register(ChannelType(...))`` once per channel type. Called once per
+    plugin when plugins are first used, never at import. A name registered twice is
+    a load error of the second plugin; every other plugin still loads.
+    """
