@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -9,6 +10,22 @@ import yaml
 from powerplane.errors import ConfigError, ConfigProblem
 
 Path = tuple[str | int, ...]
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans: only true/false; ``on``, ``off``, ``yes``, ``no`` stay
+    strings (so ``machines: {m1: on}`` means the power state, not a boolean)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
 
 
 def format_path(path: Path) -> str:
@@ -25,7 +42,7 @@ def format_path(path: Path) -> str:
 def load_yaml(text: str, source: str) -> tuple[Any, dict[Path, int]]:
     """Parse ``text``; return the data and a map from each value's path to its line (1-based)."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -37,7 +54,7 @@ def load_yaml(text: str, source: str) -> tuple[Any, dict[Path, int]]:
         raise ConfigError([ConfigProblem("", f"YAML error: {exc}")], source=source) from None
     lines: dict[Path, int] = {}
     problems: list[ConfigProblem] = []
-    constructor = yaml.SafeLoader("")
+    constructor = _Loader("")
 
     def walk(node: yaml.Node, path: Path) -> Any:
         lines[path] = node.start_mark.line + 1

@@ -1,0 +1,106 @@
+"""The ``powerplane`` command line: a lazy click group.
+
+Built-in commands load on use; more commands come from the entry-point group
+``powerplane.cli`` (each entry point a :class:`click.Command`; the conformance
+distribution adds ``conformance`` and ``new-plugin`` this way). ``--help`` imports
+no plugin and no heavy library.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from importlib import metadata
+from typing import Any
+
+import click
+
+__all__ = ["cli", "main"]
+
+BUILTIN: dict[str, tuple[str, str, str]] = {
+    "plugins": ("powerplane.cli.commands", "plugins_cmd",
+                "Each plugin: name, version, channel types; failures and why."),
+    "offers": ("powerplane.cli.commands", "offers_cmd",
+               "Per node, per verb: offered or withheld, the channel, the reason."),
+    "invoke": ("powerplane.cli.commands", "invoke_cmd",
+               "Run one verb (reboot, shutdown, power-on, terminate) under the rule."),
+    "state": ("powerplane.cli.commands", "state_cmd",
+              "Read a node's power state back through its channels."),
+    "maintenance": ("powerplane.cli.maintenance", "maintenance_group",
+                    "The node-maintenance lifecycle: request, status, list, run, return, abandon."),
+    "demo": ("powerplane.cli.demo", "demo_cmd",
+             "Walk through the whole framework on loopback peers."),
+}
+
+EXTENSION_GROUP = "powerplane.cli"
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported only when they are run or asked for help."""
+
+    def _extensions(self) -> dict[str, metadata.EntryPoint]:
+        return {ep.name: ep for ep in metadata.entry_points(group=EXTENSION_GROUP)}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = set(BUILTIN)
+        names.update(self._extensions())
+        return sorted(names)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in BUILTIN:
+            module, attr, _ = BUILTIN[cmd_name]
+            try:
+                cmd = getattr(importlib.import_module(module), attr)
+            except ModuleNotFoundError:
+                return None
+            return cmd  # type: ignore[no-any-return]
+        ep = self._extensions().get(cmd_name)
+        if ep is None:
+            return None
+        try:
+            loaded = ep.load()
+        except Exception as exc:  # an extension that cannot load: say so, keep the rest
+            return _broken(cmd_name, f"{type(exc).__name__}: {exc}")
+        return loaded if isinstance(loaded, click.Command) else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, spec[2]) for name, spec in BUILTIN.items()]
+        for name in self._extensions():
+            if name not in BUILTIN:
+                rows.append((name, "(from an installed distribution)"))
+        rows.sort()
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _broken(name: str, error: str) -> click.Command:
+    def run() -> None:
+        click.echo(f"error: command {name!r} could not be loaded: {error}", err=True)
+        sys.exit(1)
+
+    return click.Command(name, callback=run, help=f"(failed to load: {error})")
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Deployment file (default: $POWERPLANE_CONFIG, else ./powerplane.yaml).",
+)
+@click.version_option(package_name="powerplane", prog_name="powerplane")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None) -> None:
+    """powerplane: control server power safely, through plugins, under the recoverability rule.
+
+    Exit codes: 0 done; 1 the channel or device failed; 2 bad input (usage, config,
+    unknown node); 3 refused by the rule.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console-script entry point."""
+    return cli.main(args=argv, prog_name="powerplane")

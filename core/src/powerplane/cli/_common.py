@@ -1,0 +1,87 @@
+"""What every CLI command shares: output (-o), error reporting and exit codes, the host."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from powerplane.host import PowerHost
+
+__all__ = [
+    "config_path",
+    "console",
+    "emit_json",
+    "handle_errors",
+    "open_host",
+    "output_option",
+    "run_async",
+]
+
+T = TypeVar("T")
+
+output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Tables for people, JSON for scripts.",
+)
+
+
+def console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def config_path(ctx: click.Context) -> str | None:
+    obj = ctx.find_root().obj or {}
+    value = obj.get("config")
+    return value if isinstance(value, str) else None
+
+
+def handle_errors(fn: Callable[..., T]) -> Callable[..., T]:
+    """Turn powerplane errors into one clear message on stderr and the contract's exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        from powerplane.errors import PowerplaneError
+
+        try:
+            return fn(*args, **kwargs)
+        except PowerplaneError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except ValueError as exc:  # bad input to the Python API (empty reason, bad verb)
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def open_host(ctx: click.Context) -> PowerHost:
+    """A host for the deployment named by --config / $POWERPLANE_CONFIG / ./powerplane.yaml."""
+    from powerplane.host import PowerHost
+
+    return PowerHost.from_config(config_path(ctx))
