@@ -76,7 +76,7 @@ def install() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - say so plainly on an old Python
         sys.exit("powerplane needs Python 3.11 or newer")
     cmd = argv[0] if argv else "help"
     rest = argv[1:]

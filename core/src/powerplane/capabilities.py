@@ -125,7 +125,7 @@ class CapabilitySet:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CapabilitySet):
             return NotImplemented
-        return self is other or self._key == other._key  # type: ignore[attr-defined,no-any-return]
+        return self is other or bool(self._key == other._key)  # type: ignore[attr-defined]
 
     def as_dict(self) -> dict[str, str]:
         """``{"reboot": "graceful", "power-on": "hard", ...}`` in verb order."""

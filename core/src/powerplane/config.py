@@ -160,8 +160,11 @@ def _problems(
 ) -> list[ConfigProblem]:
     out = []
     for err in exc.errors(include_input=False, include_url=False):
-        loc = tuple(p for p in (*prefix, *err["loc"]) if not (isinstance(p, str) and "[" in p))
-        path = tuple(str(p) if not isinstance(p, int) else p for p in loc)
+        path: tuple[str | int, ...] = tuple(
+            p if isinstance(p, int) else str(p)
+            for p in (*prefix, *err["loc"])
+            if not (isinstance(p, str) and "[" in p)
+        )
         msg = err["msg"]
         kind = err["type"]
         if kind == "extra_forbidden":
@@ -239,14 +242,14 @@ def parse_config(
     for nname, node in doc.nodes.items():
         refs = []
         for i, ref in enumerate(node.channels):
-            base = ("nodes", nname, "channels", i)
+            nbase: tuple[str | int, ...] = ("nodes", nname, "channels", i)
             if ref.channel not in doc.channels:
                 known = ", ".join(sorted(doc.channels)) or "none configured"
                 problems.append(
                     ConfigProblem(
-                        format_path((*base, "channel")),
+                        format_path((*nbase, "channel")),
                         f"unknown channel {ref.channel!r}; channels: {known}",
-                        lines.get((*base, "channel")),
+                        lines.get((*nbase, "channel")),
                     )
                 )
                 continue
@@ -261,9 +264,9 @@ def parse_config(
                 except (ValueError, TypeError) as exc:
                     problems.append(
                         ConfigProblem(
-                            format_path((*base, "target")),
+                            format_path((*nbase, "target")),
                             str(exc),
-                            lines.get((*base, "target"), lines.get(base)),
+                            lines.get((*nbase, "target"), lines.get(nbase)),
                         )
                     )
                     continue

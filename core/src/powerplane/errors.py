@@ -3,14 +3,14 @@
 ::
 
     PowerplaneError
-    ├── ConfigError              a bad deployment file or channel config (path, line, expectation)
-    │   └── SecretError          a secret reference that cannot be resolved (names the reference only)
-    ├── PluginLoadError          a plugin that failed to import or to register (plugin name, error)
+    ├── ConfigError              a bad deployment file or channel config (path, line, expected)
+    │   └── SecretError          a secret reference that cannot be resolved (names the reference)
+    ├── PluginLoadError          a plugin that failed to import or to register (name, error)
     ├── UnknownNode              a node name the deployment does not define
     ├── NotOffered               the recoverability rule withholds this verb here (with the reason)
-    ├── NotSupported             a channel was asked for a verb it does not advertise (no I/O was done)
+    ├── NotSupported             a channel was asked for a verb it does not advertise (no I/O)
     └── ChannelError             a channel or its device failed (channel name, target)
-        ├── Unreachable          connection refused, DNS failure, host down, no answer from the network
+        ├── Unreachable          connection refused, DNS failure, host down, no route
         ├── AuthenticationFailed the device rejected the credentials or the client certificate
         ├── ChannelTimeout       the device accepted the connection but did not answer in time
         ├── RefusedByDevice      the device answered and refused the request (with its own words)
@@ -43,8 +43,8 @@ __all__ = [
     "RefusedByDevice",
     "SecretError",
     "TLSVerificationFailed",
-    "Unreachable",
     "UnknownNode",
+    "Unreachable",
 ]
 
 
@@ -91,7 +91,7 @@ class ConfigError(PowerplaneError):
 
 
 class SecretError(ConfigError):
-    """A secret reference that cannot be resolved; the message names the reference, never a value."""
+    """A secret reference that cannot be resolved; names the reference, never a value."""
 
 
 class PluginLoadError(PowerplaneError):

@@ -116,7 +116,7 @@ class PowerHost:
     def from_config(
         cls, path: str | os.PathLike[str] | None = None, registry: Registry | None = None
     ) -> PowerHost:
-        """A host for the deployment file at ``path`` (see :func:`powerplane.config.find_config`)."""
+        """A host for the deployment file at ``path`` (as ``find_config`` finds it)."""
         return cls(load_config(path, registry=registry))
 
     async def __aenter__(self) -> PowerHost:

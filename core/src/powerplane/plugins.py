@@ -157,7 +157,7 @@ def load_plugins() -> Registry:
         version = ep.dist.version if ep.dist is not None else ""
         try:
             module: ModuleType = ep.load()
-        except BaseException as exc:  # noqa: BLE001 - import of third-party code: isolate all
+        except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             reg.failures.append(PluginFailure(ep.name, dist, version, _describe(exc)))

@@ -67,10 +67,10 @@ class PowerOffWatch:
         )
 
     def _remaining(self) -> float:
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         accepted = self.accepted_at
         if accepted.tzinfo is None:
-            accepted = accepted.replace(tzinfo=dt.timezone.utc)
+            accepted = accepted.replace(tzinfo=dt.UTC)
         return self.window - (now - accepted).total_seconds()
 
     async def _run(self) -> PowerOffConfirmed:
@@ -86,7 +86,7 @@ class PowerOffWatch:
                 self.readings += 1
                 if reading.state is PowerState.OFF:
                     self.status = PowerOffConfirmed.TRUE
-                    self.observed_at = dt.datetime.now(dt.timezone.utc)
+                    self.observed_at = dt.datetime.now(dt.UTC)
                     self.detail = "observed off"
                     return self.status
                 last = f"last reading {reading.state}" + (

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -45,6 +45,8 @@ from powerplane.errors import (
 )
 from powerplane.hookspecs import hookimpl
 from powerplane.secrets import SecretRef
+
+T = TypeVar("T")
 
 __all__ = ["Fault", "SimulatedChannel", "SimulatedConfig", "register_channel_types"]
 
@@ -146,7 +148,7 @@ class SimulatedChannel:
         if path.exists():
             data = json.loads(path.read_text(encoding="utf-8"))
             self._state.update(data.get("machines", {}))
-            self.dispatches = [tuple(d) for d in data.get("dispatches", [])]  # type: ignore[misc]
+            self.dispatches = [(str(d[0]), str(d[1])) for d in data.get("dispatches", [])]
 
     def _save_state(self) -> None:
         if self.config.state_file is None:
@@ -177,7 +179,7 @@ class SimulatedChannel:
         self.active += 1
         self.peak_active = max(self.peak_active, self.active)
 
-    async def _call(self, method: str, target: str, verb: bool, act: Callable[[], Any]) -> Any:
+    async def _call(self, method: str, target: str, verb: bool, act: Callable[[], T]) -> T:
         await self._enter(method, target, verb=verb)
         try:
             if self.config.latency_ms:
