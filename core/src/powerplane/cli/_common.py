@@ -77,7 +77,15 @@ def handle_errors(fn: Callable[..., T]) -> Callable[..., T]:
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
+    """Run ``coro`` to completion; in a fresh thread when a loop already runs here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def open_host(ctx: click.Context) -> PowerHost:

@@ -1,0 +1,5 @@
+"""``python -m powerplane.cli``."""
+
+from powerplane.cli import main
+
+main()

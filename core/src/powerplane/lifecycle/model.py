@@ -1,0 +1,308 @@
+"""The ``NodeMaintenance`` object: what was asked (spec) and what the machine did (status).
+
+The spec holds the request (node, intent, reason, who asked, the pre-flight snapshot the
+requester saw) and the later requests a person adds (return to service, abandon). The
+status holds the phase, conditions, the power dispatch records, refusal numbers, the last
+error and a timestamped history of every transition.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ACTIVE_PHASES",
+    "TERMINAL_PHASES",
+    "AbandonRequest",
+    "Condition",
+    "Dispatch",
+    "DispatchOutcome",
+    "Intent",
+    "MaintenanceSpec",
+    "MaintenanceStatus",
+    "NodeMaintenance",
+    "Phase",
+    "Preflight",
+    "QuorumNumbers",
+    "ReturnRequest",
+    "Transition",
+    "utcnow",
+]
+
+
+def utcnow() -> dt.datetime:
+    """The current time, timezone-aware UTC."""
+    return dt.datetime.now(dt.UTC)
+
+
+class Intent(str, Enum):
+    """How far a maintenance goes."""
+
+    CORDON = "cordon"
+    """Mark the node unschedulable and park at ``Cordoned`` until returned."""
+    DRAIN = "drain"
+    """Cordon, then evict every pod; park at ``Drained`` until returned."""
+    REBOOT = "reboot"
+    """Cordon, evacuate storage, drain, reboot, and return once the node is ready again."""
+    SHUTDOWN = "shutdown"
+    """Cordon, evacuate storage, drain, shut down; park at ``PoweredOff`` until returned."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def powers(self) -> bool:
+        """Whether this intent dispatches a power verb."""
+        return self in (Intent.REBOOT, Intent.SHUTDOWN)
+
+
+class Phase(str, Enum):
+    """Where a maintenance stands."""
+
+    REQUESTED = "Requested"
+    """Accepted, nothing done yet."""
+    CORDONED = "Cordoned"
+    """The node is unschedulable (storage evacuation runs here for reboot and shutdown)."""
+    DRAINING = "Draining"
+    """Pods are being evicted; PDB refusals are waited on, up to the drain deadline."""
+    DRAINED = "Drained"
+    """No pod is left; the power verb is dispatched from here (at most once)."""
+    REBOOTING = "Rebooting"
+    """The reboot was dispatched; waiting for the node to be ready again."""
+    POWERED_OFF = "PoweredOff"
+    """The shutdown was accepted (``poweredOffAt``); parks until returned."""
+    RETURNING = "Returning"
+    """Bringing the node back: power-on if needed, uncordon, end evacuation."""
+    COMPLETE = "Complete"
+    """Back in service (terminal)."""
+    REFUSED = "Refused"
+    """A safety rule refused it before anything was done (terminal)."""
+    FAILED = "Failed"
+    """It could not go on; ``lastError`` says why (terminal)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def terminal(self) -> bool:
+        """Whether no transition leaves this phase."""
+        return self in TERMINAL_PHASES
+
+
+TERMINAL_PHASES = frozenset({Phase.COMPLETE, Phase.REFUSED, Phase.FAILED})
+ACTIVE_PHASES = frozenset(set(Phase) - TERMINAL_PHASES)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Condition(_Model):
+    """One observed fact, Kubernetes-style: a type, a status, a reason and a message."""
+
+    type: str
+    """What the condition is about (``PowerOffConfirmed``, ``EvacuationPaused``, ...)."""
+    status: str
+    """``True``, ``False`` or ``Unknown``."""
+    reason: str = ""
+    """A CamelCase word for machines."""
+    message: str = ""
+    """A sentence for people."""
+    last_transition: dt.datetime = Field(default_factory=utcnow, alias="lastTransitionTime")
+    """When ``status`` last changed."""
+
+
+class DispatchOutcome(str, Enum):
+    """What became of a recorded dispatch."""
+
+    ACCEPTED = "accepted"
+    """The channel accepted the verb."""
+    FAILED = "failed"
+    """The channel or the rule refused it; it is never sent again."""
+    INDETERMINATE = "indeterminate"
+    """The process stopped between recording and confirming; read back, never resent."""
+
+
+class Dispatch(_Model):
+    """One power verb, recorded before it is sent (at most once)."""
+
+    verb: str
+    """The power verb (``reboot``, ``shutdown``, ``power-on``)."""
+    channel: str | None
+    """The channel the offer named at dispatch."""
+    attempt_id: str = Field(alias="attemptId")
+    """A unique id of this attempt."""
+    recorded_at: dt.datetime = Field(alias="recordedAt")
+    """When the dispatch was persisted, before sending."""
+    outcome: DispatchOutcome | None = None
+    """None until the outcome is recorded."""
+    outcome_at: dt.datetime | None = Field(None, alias="outcomeAt")
+    """When the outcome was recorded."""
+    detail: str = ""
+    """The channel's words, the error, or the readback that settled an indeterminate one."""
+
+
+class QuorumNumbers(_Model):
+    """The quorum guard's numbers, as shown in a refusal or a hazard."""
+
+    members: int
+    """Control-plane members derived from labels."""
+    ready: int
+    """Members ready and not taken out by another maintenance."""
+    quorum: int
+    """Members needed: ``members // 2 + 1``."""
+    margin: int
+    """``ready - quorum`` before this action."""
+    member: bool = False
+    """Whether the node under maintenance is itself a member."""
+
+
+class Preflight(_Model):
+    """What the requester was shown before accepting."""
+
+    pods: list[str] = Field(default_factory=list)
+    """Pods on the node that a drain would evict."""
+    pdbs: list[str] = Field(default_factory=list)
+    """PodDisruptionBudgets that cover those pods."""
+    quorum: QuorumNumbers | None = None
+    """The quorum numbers at request time (None with no control plane declared)."""
+    hazard: bool = False
+    """Whether the action consumes the last of the quorum margin."""
+    power: dict[str, Any] = Field(default_factory=dict)
+    """The power offer for the intent's verb at request time."""
+    storage: str = ""
+    """What storage evacuation will do."""
+    taken_at: dt.datetime = Field(default_factory=utcnow, alias="takenAt")
+    """When the snapshot was taken."""
+
+
+class ReturnRequest(_Model):
+    """A person asked for the node back in service."""
+
+    actor: str
+    reason: str
+    machine_confirmed: bool = Field(False, alias="machineConfirmed")
+    """A person confirms the machine is powered back on (where power-on is not offered)."""
+    at: dt.datetime = Field(default_factory=utcnow)
+
+
+class AbandonRequest(_Model):
+    """A person abandoned the maintenance; it goes back through ``Returning``."""
+
+    actor: str
+    reason: str
+    at: dt.datetime = Field(default_factory=utcnow)
+
+
+class MaintenanceSpec(_Model):
+    """What was asked."""
+
+    node: str
+    intent: Intent
+    reason: str
+    requested_by: str = Field(alias="requestedBy")
+    preflight: Preflight = Field(default_factory=Preflight)
+    return_request: ReturnRequest | None = Field(None, alias="returnRequest")
+    abandon: AbandonRequest | None = None
+
+
+class Transition(_Model):
+    """One phase change, with when and why."""
+
+    from_phase: Phase | None = Field(alias="from")
+    to: Phase
+    at: dt.datetime
+    why: str = ""
+
+
+class MaintenanceStatus(_Model):
+    """What the machine did."""
+
+    phase: Phase = Phase.REQUESTED
+    conditions: dict[str, Condition] = Field(default_factory=dict)
+    powered_off_at: dt.datetime | None = Field(None, alias="poweredOffAt")
+    """When the channel accepted the shutdown (bounds the readback window)."""
+    dispatches: list[Dispatch] = Field(default_factory=list)
+    """Every power verb recorded, in order (the main verb, then a power-on at return)."""
+    refusal: QuorumNumbers | None = None
+    """Quorum numbers of a refusal or a hold."""
+    refusal_reason: str = Field("", alias="refusalReason")
+    """Why it was refused or is held."""
+    hazard: bool = False
+    """The action consumed the last of the quorum margin."""
+    last_error: str = Field("", alias="lastError")
+    history: list[Transition] = Field(default_factory=list)
+    cordoned: bool = False
+    """Whether this maintenance cordoned the node (so returning uncordons it)."""
+    evacuation_started_at: dt.datetime | None = Field(None, alias="evacuationStartedAt")
+    evacuation_ended: bool = Field(False, alias="evacuationEnded")
+    drain_started_at: dt.datetime | None = Field(None, alias="drainStartedAt")
+    power_wait_started_at: dt.datetime | None = Field(None, alias="powerWaitStartedAt")
+    """When waiting for the node to come back began (reboot, power-on)."""
+
+
+class NodeMaintenance(_Model):
+    """One maintenance of one node (at most one active per node)."""
+
+    name: str
+    spec: MaintenanceSpec
+    status: MaintenanceStatus = Field(default_factory=MaintenanceStatus)
+    resource_version: int = Field(0, alias="resourceVersion")
+    """Bumped by the store on every write (optimistic concurrency)."""
+    created_at: dt.datetime = Field(default_factory=utcnow, alias="createdAt")
+
+    @property
+    def node(self) -> str:
+        return self.spec.node
+
+    @property
+    def phase(self) -> Phase:
+        return self.status.phase
+
+    def dispatch_for(self, verb: str) -> Dispatch | None:
+        """The recorded dispatch of ``verb`` (at most one per maintenance)."""
+        for d in self.status.dispatches:
+            if d.verb == verb:
+                return d
+        return None
+
+    def condition(self, kind: str) -> Condition | None:
+        return self.status.conditions.get(kind)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON shape of ``maintenance status -o json``."""
+        refusal: dict[str, Any] = {}
+        if self.status.refusal is not None or self.status.refusal_reason:
+            refusal = {"reason": self.status.refusal_reason}
+            if self.status.refusal is not None:
+                refusal.update(self.status.refusal.model_dump())
+        return {
+            "name": self.name,
+            "node": self.node,
+            "intent": self.spec.intent.value,
+            "phase": self.phase.value,
+            "conditions": {
+                k: c.model_dump(mode="json", by_alias=True)
+                for k, c in self.status.conditions.items()
+            },
+            "refusal": refusal,
+            "dispatches": len(self.status.dispatches),
+            "dispatchRecords": [
+                d.model_dump(mode="json", by_alias=True) for d in self.status.dispatches
+            ],
+            "poweredOffAt": (
+                self.status.powered_off_at.isoformat() if self.status.powered_off_at else None
+            ),
+            "hazard": self.status.hazard,
+            "lastError": self.status.last_error,
+            "requestedBy": self.spec.requested_by,
+            "reason": self.spec.reason,
+            "history": [
+                t.model_dump(mode="json", by_alias=True) for t in self.status.history
+            ],
+            "resourceVersion": self.resource_version,
+        }

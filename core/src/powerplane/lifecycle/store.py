@@ -1,0 +1,221 @@
+"""The embedded store: SQLite, one row per maintenance plus an append-only audit table.
+
+Every write of a maintenance names the resource version it read; a write that finds
+another version raises :class:`Conflict` (optimistic concurrency, so several runners may
+reconcile at once). A partial unique index keeps one active maintenance per node.
+The database runs in WAL mode, so a process killed at any point loses nothing committed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from powerplane.errors import PowerplaneError
+from powerplane.lifecycle.audit import Action, AuditRecord
+from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance
+
+__all__ = ["AlreadyActive", "Conflict", "NotFound", "Store"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS maintenance (
+    name TEXT PRIMARY KEY,
+    node TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    active INTEGER NOT NULL,
+    resource_version INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS one_active_per_node ON maintenance(node) WHERE active = 1;
+CREATE INDEX IF NOT EXISTS by_node ON maintenance(node, created_at);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    node TEXT NOT NULL,
+    maintenance TEXT NOT NULL,
+    source TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+"""
+
+
+class Conflict(PowerplaneError):
+    """Another writer changed the maintenance since it was read."""
+
+    exit_code = 1
+
+
+class AlreadyActive(PowerplaneError):
+    """The node already has an active maintenance."""
+
+    exit_code = 2
+
+    def __init__(self, node: str, name: str) -> None:
+        self.node = node
+        self.name = name
+        super().__init__(f"node {node} already has an active maintenance: {name}")
+
+
+class NotFound(PowerplaneError):
+    """No such maintenance (or no maintenance for that node)."""
+
+    exit_code = 2
+
+
+class Store:
+    """One SQLite file holding maintenances and the audit trail."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self.writes = 0
+        """Maintenance rows written by this process (created or updated)."""
+        self.after_write: Callable[[NodeMaintenance], None] | None = None
+        """Called after every committed maintenance write (progress output, tests)."""
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- maintenances ------------------------------------------------------------------------
+    def create(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
+        """Insert a new maintenance (version 1) and, in the same transaction, its audit record."""
+        m.resource_version = 1
+        now = dt.datetime.now(dt.UTC).isoformat()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT INTO maintenance VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (m.name, m.node, m.phase.value, int(m.phase not in TERMINAL_PHASES), 1,
+                 m.created_at.isoformat(), now, m.model_dump_json(by_alias=True)),
+            )
+            if audit is not None:
+                self._insert_audit(audit)
+            self._db.execute("COMMIT")
+        except sqlite3.IntegrityError as exc:
+            self._db.execute("ROLLBACK")
+            active = self.active_for(m.node)
+            if active is not None:
+                raise AlreadyActive(m.node, active.name) from exc
+            raise Conflict(f"maintenance {m.name} already exists") from exc
+        self._written(m)
+        return m
+
+    def update(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
+        """Write ``m`` if its version is still current; bumps the version. Raises Conflict."""
+        expected = m.resource_version
+        m.resource_version = expected + 1
+        now = dt.datetime.now(dt.UTC).isoformat()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            cur = self._db.execute(
+                "UPDATE maintenance SET phase = ?, active = ?, resource_version = ?, "
+                "updated_at = ?, body = ? WHERE name = ? AND resource_version = ?",
+                (m.phase.value, int(m.phase not in TERMINAL_PHASES), m.resource_version, now,
+                 m.model_dump_json(by_alias=True), m.name, expected),
+            )
+            if cur.rowcount != 1:
+                self._db.execute("ROLLBACK")
+                m.resource_version = expected
+                raise Conflict(f"maintenance {m.name} changed since version {expected}")
+            if audit is not None:
+                self._insert_audit(audit)
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            m.resource_version = expected
+            raise Conflict(f"maintenance {m.name} could not be written: {exc}") from exc
+        self._written(m)
+        return m
+
+    def _written(self, m: NodeMaintenance) -> None:
+        self.writes += 1
+        if self.after_write is not None:
+            self.after_write(m)
+
+    def get(self, name: str) -> NodeMaintenance:
+        row = self._db.execute("SELECT body FROM maintenance WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"no maintenance named {name!r}")
+        return NodeMaintenance.model_validate_json(row[0])
+
+    def active_for(self, node: str) -> NodeMaintenance | None:
+        row = self._db.execute(
+            "SELECT body FROM maintenance WHERE node = ? AND active = 1", (node,)
+        ).fetchone()
+        return NodeMaintenance.model_validate_json(row[0]) if row else None
+
+    def latest_for(self, node: str) -> NodeMaintenance | None:
+        """The active maintenance of ``node``, else its most recent one."""
+        active = self.active_for(node)
+        if active is not None:
+            return active
+        row = self._db.execute(
+            "SELECT body FROM maintenance WHERE node = ? ORDER BY created_at DESC, rowid DESC "
+            "LIMIT 1",
+            (node,),
+        ).fetchone()
+        return NodeMaintenance.model_validate_json(row[0]) if row else None
+
+    def find(self, name_or_node: str) -> NodeMaintenance:
+        """A maintenance by name, else the latest of a node by that name."""
+        try:
+            return self.get(name_or_node)
+        except NotFound:
+            found = self.latest_for(name_or_node)
+            if found is None:
+                raise NotFound(f"no maintenance named {name_or_node!r} and none for a node "
+                               f"of that name") from None
+            return found
+
+    def list(self, active_only: bool = False) -> list[NodeMaintenance]:
+        sql = "SELECT body FROM maintenance"
+        if active_only:
+            sql += " WHERE active = 1"
+        sql += " ORDER BY created_at, rowid"
+        return [NodeMaintenance.model_validate_json(r[0]) for r in self._db.execute(sql)]
+
+    def active(self) -> list[NodeMaintenance]:
+        return self.list(active_only=True)
+
+    # -- audit -------------------------------------------------------------------------------
+    def _insert_audit(self, rec: AuditRecord) -> None:
+        self._db.execute(
+            "INSERT INTO audit (at, actor, action, reason, node, maintenance, source, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (rec.at.isoformat(), rec.actor, rec.action.value, rec.reason, rec.node,
+             rec.maintenance, rec.source, rec.detail),
+        )
+
+    def append_audit(self, rec: AuditRecord) -> None:
+        """Append one audit record on its own."""
+        self._db.execute("BEGIN IMMEDIATE")
+        self._insert_audit(rec)
+        self._db.execute("COMMIT")
+
+    def audit(self, node: str | None = None) -> list[AuditRecord]:
+        sql = "SELECT at, actor, action, reason, node, maintenance, source, detail FROM audit"
+        args: tuple[str, ...] = ()
+        if node is not None:
+            sql += " WHERE node = ?"
+            args = (node,)
+        sql += " ORDER BY id"
+        return [
+            AuditRecord(
+                actor=r[1], action=Action(r[2]), reason=r[3], node=r[4], maintenance=r[5],
+                source=r[6], at=dt.datetime.fromisoformat(r[0]), detail=r[7],
+            )
+            for r in self._db.execute(sql, args)
+        ]
