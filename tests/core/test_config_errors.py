@@ -155,5 +155,5 @@ async def test_secret_is_resolved_at_use_and_never_shown(
     assert SECRET not in caplog.text
     result = CliRunner().invoke(cli, ["--config", str(path), "state", "n1", "-o", "json"])
     assert result.exit_code == 0, result.output
-    assert '"state": "on"' in result.output
+    assert 'credentials rejected' in result.output  # the file now holds a wrong password
     assert SECRET not in result.output
