@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-
 from powerplane import PowerHost, parse_config
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from powerplane import ConfigError, load_config
 from powerplane.cli import cli
 
@@ -21,7 +20,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
         ["channels.bmc.type (line 3): unknown channel type 'redfsh'; registered types:"],
     ),
     "unknown channel on a node": (
-        f"channels:\n{GOOD_CHANNEL}nodes:\n  n1:\n    channels:\n      - {{channel: labb, target: m1}}\n",
+        f"channels:\n{GOOD_CHANNEL}nodes:\n  n1:\n    channels:\n"
+        "      - {channel: labb, target: m1}\n",
         ["nodes.n1.channels[0].channel (line 8): unknown channel 'labb'; channels: lab"],
     ),
     "missing secret file": (

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from powerplane import (
     Acceptance,
     CapabilitySet,

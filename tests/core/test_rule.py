@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from powerplane import CapabilitySet, NotOffered, PowerHost, Verb
 from powerplane.config import Recovery
 from powerplane.recovery import decide
@@ -102,7 +101,8 @@ async def test_invoke_refuses_after_refresh_finds_channel_gone(
     async with host_for(cfg) as host:
         assert host.offer_for("n1")[Verb.SHUTDOWN].offered
         sim = host.channel("bmc")
-        object.__setattr__(sim, "config", sim.config.model_copy(update={"faults": {"*": "unreachable"}}))  # type: ignore[attr-defined]
+        broken = sim.config.model_copy(update={"faults": {"*": "unreachable"}})  # type: ignore[attr-defined]
+        object.__setattr__(sim, "config", broken)
         await host.refresh()
         with pytest.raises(NotOffered, match="could not be discovered"):
             await host.invoke("n1", Verb.SHUTDOWN, reason="x")

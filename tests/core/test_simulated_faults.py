@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from powerplane import (
     AuthenticationFailed,
     ChannelError,
@@ -127,7 +126,7 @@ async def test_an_exception_escaping_a_plugin_is_mapped_not_leaked(
         "nodes": {"n": {"channels": [{"channel": "l", "target": "m"}]}},
     }
     async with PowerHost(parse_config(cfg, registry=leaky_registry)) as host:
-        with pytest.raises(ProtocolError, match="unmapped builtins.KeyError") as info:
+        with pytest.raises(ProtocolError, match=r"unmapped builtins\.KeyError") as info:
             await host.invoke("n", Verb.REBOOT, reason="test")
         assert isinstance(info.value.__cause__, KeyError)
         reading = await host.read_power_state("n")  # a plain def, run in a worker thread
