@@ -1,0 +1,111 @@
+"""Mapping grpclib, ssl and socket failures into powerplane's error hierarchy.
+
+::
+
+    grpclib GRPCError UNAVAILABLE             -> Unreachable
+    grpclib GRPCError UNAUTHENTICATED         -> AuthenticationFailed
+    grpclib GRPCError PERMISSION_DENIED       -> AuthenticationFailed ("permission denied")
+    grpclib GRPCError DEADLINE_EXCEEDED       -> ChannelTimeout
+    grpclib GRPCError (any other status)      -> RefusedByDevice (with Talos's words)
+    TimeoutError (the call's deadline)        -> ChannelTimeout
+    ssl.SSLCertVerificationError              -> TLSVerificationFailed
+    ssl.SSLError, alert from the server       -> AuthenticationFailed (client cert rejected)
+    ssl.SSLError (other)                      -> TLSVerificationFailed
+    ConnectionRefusedError, OSError           -> Unreachable
+    connection lost                           -> Unreachable (the transport first probes the
+                                                 handshake: a TLS alert found that way maps
+                                                 as ssl.SSLError above)
+    anything else                             -> ProtocolError
+
+Messages name the endpoint and the cause; they never hold key material.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+import h2.exceptions
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError, StreamTerminatedError
+from grpclib.exceptions import ProtocolError as GrpclibProtocolError
+from powerplane import (
+    AuthenticationFailed,
+    ChannelError,
+    ChannelTimeout,
+    ProtocolError,
+    RefusedByDevice,
+    TLSVerificationFailed,
+    Unreachable,
+)
+
+__all__ = ["CERT_ALERTS", "map_error"]
+
+CERT_ALERTS = {
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "certificate required: no client certificate was "
+    "presented",
+    "TLSV1_ALERT_UNKNOWN_CA": "unknown certificate authority: the client certificate was not "
+    "issued by the endpoint's CA",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "bad certificate: the endpoint rejected the client "
+    "certificate",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "certificate unknown: the endpoint rejected the client "
+    "certificate",
+    "TLSV1_ALERT_DECRYPT_ERROR": "decrypt error: the client certificate's signature did not "
+    "verify",
+}
+"""TLS alerts a server sends when it rejects the client certificate, in words."""
+
+
+def map_error(
+    exc: BaseException,
+    *,
+    channel: str,
+    target: str,
+    endpoint: str,
+    timeout: float,
+) -> ChannelError:
+    """The powerplane error for ``exc`` (raise it ``from exc``)."""
+    kw = {"channel": channel, "target": target}
+    if isinstance(exc, ChannelError):
+        return exc
+    if isinstance(exc, GRPCError):
+        words = exc.message or exc.status.name
+        if exc.status is Status.UNAVAILABLE:
+            return Unreachable(f"node unavailable via {endpoint}: {words}", **kw)
+        if exc.status is Status.UNAUTHENTICATED:
+            return AuthenticationFailed(f"unauthenticated: {words}", **kw)
+        if exc.status is Status.PERMISSION_DENIED:
+            return AuthenticationFailed(
+                f"permission denied: {words} (the client certificate's role may not do this)",
+                **kw,
+            )
+        if exc.status is Status.DEADLINE_EXCEEDED:
+            return ChannelTimeout(f"deadline exceeded at {endpoint}: {words}", **kw)
+        return RefusedByDevice(f"Talos answered {exc.status.name}: {words}", **kw)
+    if isinstance(exc, TimeoutError):
+        return ChannelTimeout(f"no answer from {endpoint} within {timeout:g} s", **kw)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return TLSVerificationFailed(
+            f"the certificate of {endpoint} did not verify against the configured CA "
+            f"({exc.verify_message or exc.reason})",
+            **kw,
+        )
+    if isinstance(exc, ssl.SSLError):
+        alert = CERT_ALERTS.get(exc.reason or "")
+        if alert is not None:
+            return AuthenticationFailed(
+                f"{endpoint} rejected the client certificate (remote error: tls: {alert})", **kw
+            )
+        return TLSVerificationFailed(
+            f"TLS handshake with {endpoint} failed ({exc.reason or exc})", **kw
+        )
+    if isinstance(exc, ConnectionRefusedError):
+        return Unreachable(f"connection refused by {endpoint}", **kw)
+    if isinstance(exc, ConnectionResetError | StreamTerminatedError | BrokenPipeError):
+        return Unreachable(f"the connection to {endpoint} was lost ({exc})", **kw)
+    if isinstance(exc, OSError):
+        return Unreachable(f"cannot reach {endpoint}: {exc.strerror or type(exc).__name__}", **kw)
+    if isinstance(exc, GrpclibProtocolError | h2.exceptions.ProtocolError):
+        return ProtocolError(f"HTTP/2 protocol error from {endpoint}: {exc}", **kw)
+    return ProtocolError(
+        f"unexpected {type(exc).__module__}.{type(exc).__name__} from {endpoint}", **kw
+    )

@@ -1,0 +1,174 @@
+"""The gRPC transport: Talos's ``MachineService`` over mutual TLS with grpclib.
+
+One grpclib channel (one HTTP/2 connection) is kept per endpoint and reused by every
+call; each call carries the node in the ``nodes`` metadata, as talosctl does, and a
+deadline that covers connecting too. grpcio is not used because it cannot complete
+a TLS handshake with Talos's default Ed25519 certificates (grpc/grpc#24252).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from google.protobuf import empty_pb2
+from grpclib.client import Channel
+from grpclib.exceptions import StreamTerminatedError
+from powerplane import AuthenticationFailed
+
+from powerplane_talos._generated import machine_pb2
+from powerplane_talos._generated.machine_grpc import MachineServiceStub
+from powerplane_talos.config import RebootMode
+from powerplane_talos.errormap import map_error
+from powerplane_talos.talosconfig import Credentials, split_endpoint
+from powerplane_talos.tls import client_context
+
+__all__ = ["GrpcTransport"]
+
+T = TypeVar("T")
+
+_MODES = {
+    RebootMode.DEFAULT: machine_pb2.RebootRequest.DEFAULT,
+    RebootMode.POWERCYCLE: machine_pb2.RebootRequest.POWERCYCLE,
+    RebootMode.FORCE: machine_pb2.RebootRequest.FORCE,
+}
+
+
+class GrpcTransport:
+    """Reboot, Shutdown and Version for a node behind the credentials' first endpoint."""
+
+    def __init__(self, channel: str, creds: Credentials, timeout_s: float) -> None:
+        self.channel_name = channel
+        self.creds = creds
+        self.timeout_s = timeout_s
+        self.endpoint = creds.endpoints[0]
+        self._host, self._port = split_endpoint(self.endpoint)
+        self._ssl = client_context(creds.ca, creds.crt, creds.key)
+        self._channels: dict[asyncio.AbstractEventLoop, Channel] = {}
+        self.connections = 0
+        """How many grpclib channels (connections) this transport opened."""
+
+    def _channel(self) -> Channel:
+        loop = asyncio.get_running_loop()
+        found = self._channels.get(loop)
+        if found is None:
+            found = Channel(self._host, self._port, ssl=self._ssl)
+            self._channels[loop] = found
+            self.connections += 1
+        return found
+
+    async def _call(self, node: str, fn: Callable[[MachineServiceStub], Awaitable[T]]) -> T:
+        try:
+            return await asyncio.wait_for(fn(MachineServiceStub(self._channel())),
+                                          self.timeout_s)
+        except Exception as exc:
+            cause: BaseException = exc
+            if isinstance(exc, StreamTerminatedError | ConnectionResetError):
+                cause = await self._probe_handshake() or exc
+            if isinstance(cause, AuthenticationFailed):
+                cause.target = node
+            raise map_error(
+                cause,
+                channel=self.channel_name,
+                target=node,
+                endpoint=self.endpoint,
+                timeout=self.timeout_s,
+            ) from exc
+
+    async def _probe_handshake(self) -> BaseException | None:
+        """Why a connection was dropped, if the server rejected the client certificate.
+
+        A TLS 1.3 server rejects a client certificate after the client has finished its
+        side of the handshake; inside HTTP/2 that shows only as a lost connection. One
+        bare TLS connection tells: a TLS alert raises ``ssl.SSLError`` (mapped by its
+        reason), and a server that closes before sending its HTTP/2 settings has
+        rejected the certificate (an asyncio server closes without sending the alert).
+        """
+        try:
+            async with asyncio.timeout(min(self.timeout_s, 5.0)):
+                reader, writer = await asyncio.open_connection(
+                    self._host, self._port, ssl=self._ssl
+                )
+                try:
+                    first = await reader.read(1)
+                finally:
+                    writer.close()
+        except ssl.SSLError as exc:
+            return exc
+        except (OSError, TimeoutError):
+            return None
+        if first:
+            return None
+        cause = (
+            "certificate required: no client certificate was presented"
+            if self.creds.crt is None
+            else "the client certificate was not accepted: it is not issued by the "
+            "endpoint's CA (or is not valid)"
+        )
+        return AuthenticationFailed(
+            f"{self.endpoint} closed the connection after the TLS handshake "
+            f"(remote error: tls: {cause})",
+            channel=self.channel_name,
+        )
+
+    def _meta(self, node: str) -> dict[str, Any]:
+        return {"nodes": node}
+
+    async def reboot(self, node: str, mode: RebootMode) -> str:
+        """Send Reboot; the actor id Talos answers with."""
+        request = machine_pb2.RebootRequest(mode=_MODES[mode])
+        reply = await self._call(
+            node, lambda s: s.Reboot(request, metadata=self._meta(node), timeout=self.timeout_s)
+        )
+        return self._actor(node, reply.messages)
+
+    async def shutdown(self, node: str, force: bool) -> str:
+        """Send Shutdown; the actor id Talos answers with."""
+        request = machine_pb2.ShutdownRequest(force=force)
+        reply = await self._call(
+            node,
+            lambda s: s.Shutdown(request, metadata=self._meta(node), timeout=self.timeout_s),
+        )
+        return self._actor(node, reply.messages)
+
+    async def version(self, node: str) -> str:
+        """Call Version; the Talos version tag the node reports."""
+        reply = await self._call(
+            node,
+            lambda s: s.Version(empty_pb2.Empty(), metadata=self._meta(node),
+                                timeout=self.timeout_s),
+        )
+        for message in reply.messages:
+            self._check_metadata(node, message)
+            return str(message.version.tag)
+        return ""
+
+    def _actor(self, node: str, messages: Any) -> str:
+        for message in messages:
+            self._check_metadata(node, message)
+            return str(message.actor_id)
+        return ""
+
+    def _check_metadata(self, node: str, message: Any) -> None:
+        # apid reports a failure to reach the upstream node in metadata.error
+        error = message.metadata.error if message.HasField("metadata") else ""
+        if error:
+            from powerplane import RefusedByDevice, Unreachable
+
+            cls = Unreachable if "Unavailable" in error or "unavailable" in error \
+                else RefusedByDevice
+            raise cls(f"Talos reported for node {node}: {error}",
+                      channel=self.channel_name, target=node)
+
+    async def close(self) -> None:
+        """Close every connection this transport opened."""
+        channels, self._channels = self._channels, {}
+        for loop, ch in channels.items():
+            if loop.is_closed():
+                continue  # its transport went with its loop
+            try:
+                ch.close()
+            except RuntimeError:
+                pass
