@@ -1,0 +1,295 @@
+"""Vendor profiles: the SNMP objects and values that switch and read one outlet, as data.
+
+A profile is a small table: where to write to switch an outlet on or off, which object
+reads its state and what the values mean, and, where the PDU meters each outlet, which
+object reads its load. OID templates carry ``{outlet}`` for the outlet number. Adding a
+vendor is one :class:`Profile` entry here plus a test that drives it against snmpsim.
+
+Every entry cites where its OIDs come from. Ironic's SNMP power driver
+(``ironic/drivers/modules/snmp.py``, removed in commit 95f99ac58 of openstack/ironic;
+read at its parent 225147672) is the reference for the nine vendor families it
+supported; vendor MIBs fill in status and metering objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+
+__all__ = ["PROFILES", "LoadUnit", "OutletState", "Profile", "detect", "get_profile"]
+
+IRONIC = "openstack/ironic ironic/drivers/modules/snmp.py @225147672"
+
+
+class OutletState(str, Enum):
+    """What an outlet's status object says."""
+
+    ON = "on"
+    """The relay is closed: the outlet is energized."""
+    OFF = "off"
+    """The relay is open: no power at the outlet."""
+    TRANSITION = "transition"
+    """A switch is pending or under way (a delayed command, a cycle in progress)."""
+    UNKNOWN = "unknown"
+    """A value the profile does not know."""
+
+
+class LoadUnit(str, Enum):
+    """The unit a profile's load object reads in, after ``load_scale``."""
+
+    WATTS = "W"
+    """Active power in watts."""
+    AMPS = "A"
+    """Current in amperes."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One vendor's outlet objects. OIDs are dotted strings with ``{outlet}``."""
+
+    name: str
+    """Profile name used in config (``profile: apc-rpdu``)."""
+    vendor: str
+    """Vendor and product family, for people."""
+    source: str
+    """Where the OIDs and values come from (MIB name, driver source)."""
+    on_oid: str
+    """Object written to switch the outlet on."""
+    on_value: int
+    """Value written to ``on_oid``."""
+    off_oid: str
+    """Object written to switch the outlet off."""
+    off_value: int
+    """Value written to ``off_oid``."""
+    state_oid: str
+    """Object read for the outlet's state."""
+    state_values: Mapping[int, OutletState] = field(default_factory=dict)
+    """Status value -> state; anything else reads unknown."""
+    load_oid: str | None = None
+    """Object read for the outlet's load, where the PDU meters outlets."""
+    load_unit: LoadUnit = LoadUnit.WATTS
+    """Unit of the load after scaling."""
+    load_scale: float = 1.0
+    """Multiplier from the raw value to ``load_unit``."""
+    sys_object_id: str | None = None
+    """``sysObjectID`` prefix this profile is detected from (``profile: auto``)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state_values", MappingProxyType(dict(self.state_values)))
+
+    @property
+    def metered(self) -> bool:
+        """Whether the profile reads a per-outlet load."""
+        return self.load_oid is not None
+
+    def oid(self, template: str, outlet: int) -> str:
+        """``template`` with the outlet number filled in."""
+        return template.format(outlet=outlet)
+
+    def state_of(self, value: int) -> OutletState:
+        """The state a status value means."""
+        return self.state_values.get(value, OutletState.UNKNOWN)
+
+
+_ON, _OFF, _TR = OutletState.ON, OutletState.OFF, OutletState.TRANSITION
+
+_ENTRIES: tuple[Profile, ...] = (
+    Profile(
+        name="apc-rpdu",
+        vendor="APC Rack PDU (PowerNet-MIB rPDU, AP78xx/AP79xx)",
+        source=f"{IRONIC} SNMPDriverAPCRackPDU; PowerNet-MIB rPDUOutletControlOutletCommand "
+        "(immediateOn 1, immediateOff 2; reads back the outlet state)",
+        on_oid="1.3.6.1.4.1.318.1.1.12.3.3.1.1.4.{outlet}",
+        on_value=1,
+        off_oid="1.3.6.1.4.1.318.1.1.12.3.3.1.1.4.{outlet}",
+        off_value=2,
+        state_oid="1.3.6.1.4.1.318.1.1.12.3.3.1.1.4.{outlet}",
+        state_values={1: _ON, 2: _OFF, 3: _TR},
+        sys_object_id="1.3.6.1.4.1.318.1.1.12",
+    ),
+    Profile(
+        name="apc-rpdu2",
+        vendor="APC Switched / Metered-by-Outlet Rack PDU (PowerNet-MIB rPDU2, AP86xx/AP89xx)",
+        source="PowerNet-MIB rPDU2OutletSwitchedControlCommand (immediateOn 1, immediateOff 2), "
+        "rPDU2OutletSwitchedStatusState (off 1, on 2), rPDU2OutletMeteredStatusPower (W)",
+        on_oid="1.3.6.1.4.1.318.1.1.26.9.2.4.1.5.{outlet}",
+        on_value=1,
+        off_oid="1.3.6.1.4.1.318.1.1.26.9.2.4.1.5.{outlet}",
+        off_value=2,
+        state_oid="1.3.6.1.4.1.318.1.1.26.9.2.3.1.5.{outlet}",
+        state_values={1: _OFF, 2: _ON},
+        load_oid="1.3.6.1.4.1.318.1.1.26.9.4.3.1.7.{outlet}",
+        load_unit=LoadUnit.WATTS,
+    ),
+    Profile(
+        name="apc-masterswitch",
+        vendor="APC MasterSwitch (PowerNet-MIB sPDUOutletCtl)",
+        source=f"{IRONIC} SNMPDriverAPCMasterSwitch",
+        on_oid="1.3.6.1.4.1.318.1.1.4.4.2.1.3.{outlet}",
+        on_value=1,
+        off_oid="1.3.6.1.4.1.318.1.1.4.4.2.1.3.{outlet}",
+        off_value=2,
+        state_oid="1.3.6.1.4.1.318.1.1.4.4.2.1.3.{outlet}",
+        state_values={1: _ON, 2: _OFF},
+        sys_object_id="1.3.6.1.4.1.318.1.1.4",
+    ),
+    Profile(
+        name="apc-masterswitch-plus",
+        vendor="APC MasterSwitch Plus (PowerNet-MIB sPDUOutletControlMSP)",
+        source=f"{IRONIC} SNMPDriverAPCMasterSwitchPlus",
+        on_oid="1.3.6.1.4.1.318.1.1.6.5.1.1.5.{outlet}",
+        on_value=1,
+        off_oid="1.3.6.1.4.1.318.1.1.6.5.1.1.5.{outlet}",
+        off_value=3,
+        state_oid="1.3.6.1.4.1.318.1.1.6.5.1.1.5.{outlet}",
+        state_values={1: _ON, 3: _OFF},
+        sys_object_id="1.3.6.1.4.1.318.1.1.6",
+    ),
+    Profile(
+        name="aten",
+        vendor="Aten PE-series PDU",
+        source=f"{IRONIC} SNMPDriverAten (Outlet Power: 1 off, 2 on, 3 pending, 4 reset)",
+        on_oid="1.3.6.1.4.1.21317.1.3.2.2.2.2.{outlet}.0",
+        on_value=2,
+        off_oid="1.3.6.1.4.1.21317.1.3.2.2.2.2.{outlet}.0",
+        off_value=1,
+        state_oid="1.3.6.1.4.1.21317.1.3.2.2.2.2.{outlet}.0",
+        state_values={1: _OFF, 2: _ON, 3: _TR, 4: _TR},
+        sys_object_id="1.3.6.1.4.1.21317",
+    ),
+    Profile(
+        name="cyberpower",
+        vendor="CyberPower switched PDU (CPS-MIB ePDUOutletControlOutletCommand)",
+        source=f"{IRONIC} SNMPDriverCyberPower",
+        on_oid="1.3.6.1.4.1.3808.1.1.3.3.3.1.1.4.{outlet}",
+        on_value=1,
+        off_oid="1.3.6.1.4.1.3808.1.1.3.3.3.1.1.4.{outlet}",
+        off_value=2,
+        state_oid="1.3.6.1.4.1.3808.1.1.3.3.3.1.1.4.{outlet}",
+        state_values={1: _ON, 2: _OFF},
+        sys_object_id="1.3.6.1.4.1.3808",
+    ),
+    Profile(
+        name="eaton-epdu",
+        vendor="Eaton ePDU (EATON-EPDU-MIB outletControlTable)",
+        source=f"{IRONIC} SNMPDriverEatonPower (untested there); EATON-EPDU-MIB "
+        "outletControlStatus .2 (off 0, on 1, pendingOff 2, pendingOn 3), "
+        "outletControlOffCmd .3, outletControlOnCmd .4 (write 0 = now), indexed by "
+        "strappingIndex.outletIndex (0 = the master unit). Ironic's code omits the "
+        "strapping index and swaps .3/.4 against its own docstring; this follows the MIB",
+        on_oid="1.3.6.1.4.1.534.6.6.7.6.6.1.4.0.{outlet}",
+        on_value=0,
+        off_oid="1.3.6.1.4.1.534.6.6.7.6.6.1.3.0.{outlet}",
+        off_value=0,
+        state_oid="1.3.6.1.4.1.534.6.6.7.6.6.1.2.0.{outlet}",
+        state_values={0: _OFF, 1: _ON, 2: _TR, 3: _TR},
+        sys_object_id="1.3.6.1.4.1.534",
+    ),
+    Profile(
+        name="teltronix",
+        vendor="Teltronix PDU",
+        source=f"{IRONIC} SNMPDriverTeltronix (Outlet Power: 1 off, 2 on)",
+        on_oid="1.3.6.1.4.1.23620.1.2.2.1.4.{outlet}",
+        on_value=2,
+        off_oid="1.3.6.1.4.1.23620.1.2.2.1.4.{outlet}",
+        off_value=1,
+        state_oid="1.3.6.1.4.1.23620.1.2.2.1.4.{outlet}",
+        state_values={1: _OFF, 2: _ON},
+        sys_object_id="1.3.6.1.4.1.23620",
+    ),
+    Profile(
+        name="baytech-mrp27",
+        vendor="Baytech MRP27 (unit 1)",
+        source=f"{IRONIC} SNMPDriverBaytechMRP27 (0 off, 1 on)",
+        on_oid="1.3.6.1.4.1.4779.1.3.5.3.1.3.1.{outlet}",
+        on_value=1,
+        off_oid="1.3.6.1.4.1.4779.1.3.5.3.1.3.1.{outlet}",
+        off_value=0,
+        state_oid="1.3.6.1.4.1.4779.1.3.5.3.1.3.1.{outlet}",
+        state_values={0: _OFF, 1: _ON},
+    ),
+    Profile(
+        name="servertech-sentry3",
+        vendor="Server Technology Sentry 3 (Sentry3-MIB, tower 1 infeed 1)",
+        source=f"{IRONIC} SNMPDriverServerTechSentry3: outletStatus .5 (off 0, on 1, "
+        "offWait 2, onWait 3), outletControlAction .11 (on 1, off 2)",
+        on_oid="1.3.6.1.4.1.1718.3.2.3.1.11.1.1.{outlet}",
+        on_value=1,
+        off_oid="1.3.6.1.4.1.1718.3.2.3.1.11.1.1.{outlet}",
+        off_value=2,
+        state_oid="1.3.6.1.4.1.1718.3.2.3.1.5.1.1.{outlet}",
+        state_values={0: _OFF, 1: _ON, 2: _TR, 3: _TR},
+    ),
+    Profile(
+        name="servertech-sentry4",
+        vendor="Server Technology Sentry 4 (Sentry4-MIB, unit 1 input 1)",
+        source=f"{IRONIC} SNMPDriverServerTechSentry4: st4OutletControlState .5.1.1 "
+        "(pendOn 8, pendOff 9, off 10, on 11), st4OutletControlAction .5.1.2 (on 1, off 2); "
+        "Sentry4-MIB st4OutletActivePower .3.1.7 (W)",
+        on_oid="1.3.6.1.4.1.1718.4.1.8.5.1.2.1.1.{outlet}",
+        on_value=1,
+        off_oid="1.3.6.1.4.1.1718.4.1.8.5.1.2.1.1.{outlet}",
+        off_value=2,
+        state_oid="1.3.6.1.4.1.1718.4.1.8.5.1.1.1.1.{outlet}",
+        state_values={8: _TR, 9: _TR, 10: _OFF, 11: _ON, 12: _TR},
+        load_oid="1.3.6.1.4.1.1718.4.1.8.3.1.7.1.1.{outlet}",
+        load_unit=LoadUnit.WATTS,
+    ),
+    Profile(
+        name="raritan-pdu2",
+        vendor="Raritan PX2/PX3 (PDU2-MIB, pdu 1)",
+        source=f"{IRONIC} SNMPDriverRaritanPDU2: outletSwitchingOperation .2 (off 0, on 1), "
+        "outletSwitchingState .3 (on 7, off 8); PDU2-MIB measurementsOutletSensorValue "
+        "(sensor type activePower 5, W)",
+        on_oid="1.3.6.1.4.1.13742.6.4.1.2.1.2.1.{outlet}",
+        on_value=1,
+        off_oid="1.3.6.1.4.1.13742.6.4.1.2.1.2.1.{outlet}",
+        off_value=0,
+        state_oid="1.3.6.1.4.1.13742.6.4.1.2.1.3.1.{outlet}",
+        state_values={7: _ON, 8: _OFF},
+        load_oid="1.3.6.1.4.1.13742.6.5.4.3.1.4.1.{outlet}.5",
+        load_unit=LoadUnit.WATTS,
+        sys_object_id="1.3.6.1.4.1.13742.6",
+    ),
+    Profile(
+        name="vertiv-geist",
+        vendor="Vertiv Geist NU30017L/NU30019L (GEIST-V5-MIB ctrlOutlet)",
+        source=f"{IRONIC} SNMPDriverVertivGeistPDU: ctrlOutletStatus .4 (on 1, off 2, "
+        "on2off 3, off2on 4), ctrlOutletAction .6 (on 2, off 4)",
+        on_oid="1.3.6.1.4.1.21239.5.2.3.5.1.6.{outlet}",
+        on_value=2,
+        off_oid="1.3.6.1.4.1.21239.5.2.3.5.1.6.{outlet}",
+        off_value=4,
+        state_oid="1.3.6.1.4.1.21239.5.2.3.5.1.4.{outlet}",
+        state_values={1: _ON, 2: _OFF, 3: _TR, 4: _TR, 5: _TR, 6: _TR},
+    ),
+)
+
+PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in _ENTRIES})
+"""Every built-in profile by name."""
+
+
+def get_profile(name: str) -> Profile:
+    """The profile named ``name``; ``KeyError`` naming the valid ones otherwise."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        valid = ", ".join(sorted(PROFILES))
+        raise KeyError(f"unknown PDU profile {name!r}; expected auto or one of: {valid}") from None
+
+
+def detect(sys_object_id: str) -> Profile | None:
+    """The profile whose ``sysObjectID`` prefix is the longest match, as Ironic's auto driver."""
+    oid = sys_object_id.strip(".")
+    best: Profile | None = None
+    for profile in _ENTRIES:
+        prefix = profile.sys_object_id
+        if prefix is None:
+            continue
+        if (oid == prefix or oid.startswith(prefix + ".")) and (
+            best is None or len(prefix) > len(best.sys_object_id or "")
+        ):
+            best = profile
+    return best

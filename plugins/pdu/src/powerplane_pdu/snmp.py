@@ -1,0 +1,285 @@
+"""The SNMP driver: one PDU over SNMP v1, v2c or v3 (pysnmp 7, asyncio), per a vendor profile.
+
+A switch writes explicit on or off values (never a vendor "reboot" command), so every
+write is idempotent and safe to retry; all outlets of one request go in one SET (up to
+``max_varbinds``), which SNMP applies all or nothing. A read is one GET of every outlet's
+status object, and load object where the profile meters outlets.
+
+Errors map into powerplane's tree: no response -> ``ChannelTimeout`` (SNMP v1/v2c cannot
+tell a wrong community from a host that is down: both are silent), a v3 digest, user or
+decryption failure -> ``AuthenticationFailed``, an error status in the response ->
+``RefusedByDevice``, a bad address -> ``Unreachable``. No message carries a community or key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from powerplane import (
+    AuthenticationFailed,
+    ChannelError,
+    ChannelTimeout,
+    PowerplaneError,
+    ProtocolError,
+    RefusedByDevice,
+    Unreachable,
+)
+from pysnmp.error import PySnmpError
+from pysnmp.hlapi.v3arch.asyncio import (
+    CommunityData,
+    ContextData,
+    ObjectIdentity,
+    ObjectType,
+    SnmpEngine,
+    UdpTransportTarget,
+    UsmUserData,
+    get_cmd,
+    set_cmd,
+)
+from pysnmp.proto import errind
+from pysnmp.proto.rfc1902 import Integer32
+from pysnmp.proto.rfc1905 import EndOfMibView, NoSuchInstance, NoSuchObject
+
+from powerplane_pdu import usm
+from powerplane_pdu.config import PduSpec
+from powerplane_pdu.outlets import OutletId, OutletReading
+from powerplane_pdu.profiles import OutletState, Profile, detect, get_profile
+
+__all__ = ["SYS_OBJECT_ID", "SnmpPdu"]
+
+SYS_OBJECT_ID = "1.3.6.1.2.1.1.2.0"
+"""SNMPv2-MIB::sysObjectID.0, read to detect the profile."""
+
+_AUTH_ERRORS = (
+    errind.WrongDigest,
+    errind.UnknownUserName,
+    errind.AuthenticationFailure,
+    errind.AuthenticationError,
+    errind.DecryptionError,
+    errind.UnknownSecurityName,
+    errind.UnsupportedSecurityLevel,
+    errind.UnknownCommunityName,
+    errind.NotInTimeWindow,
+)
+
+
+class SnmpPdu:
+    """One PDU driven over SNMP with one vendor profile."""
+
+    def __init__(self, channel: str, feed_label: str, spec: PduSpec) -> None:
+        assert spec.host is not None
+        self.channel = channel
+        self.label = feed_label
+        self.spec = spec
+        self.endpoint = f"snmp://{spec.host}:{spec.port}"
+        self.requests = 0
+        self._profile: Profile | None = (
+            None if spec.profile == "auto" else get_profile(spec.profile)
+        )
+        self._engine: SnmpEngine | None = None
+        self._transport: UdpTransportTarget | None = None
+        self._auth: CommunityData | UsmUserData | None = None
+        self._lock = asyncio.Lock()
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _error(self, cls: type[ChannelError], message: str) -> ChannelError:
+        return cls(f"{self.label} ({self.endpoint}): {message}", channel=self.channel)
+
+    def _auth_data(self) -> CommunityData | UsmUserData:
+        if self._auth is None:
+            spec = self.spec
+            if spec.version in ("1", "2c"):
+                assert spec.community is not None
+                model = 0 if spec.version == "1" else 1
+                self._auth = CommunityData(spec.community.reveal(), mpModel=model)
+            else:
+                assert spec.user is not None
+                self._auth = UsmUserData(
+                    spec.user,
+                    authKey=spec.auth_key.reveal() if spec.auth_key else None,
+                    privKey=spec.priv_key.reveal() if spec.priv_key else None,
+                    authProtocol=usm.auth_protocol(spec.auth_protocol),
+                    privProtocol=usm.priv_protocol(spec.priv_protocol),
+                )
+        return self._auth
+
+    async def _setup(self) -> tuple[SnmpEngine, UdpTransportTarget]:
+        async with self._lock:
+            if self._engine is None:
+                self._engine = SnmpEngine()
+            if self._transport is None:
+                try:
+                    self._transport = await UdpTransportTarget.create(
+                        (self.spec.host, self.spec.port),
+                        timeout=self.spec.timeout_s,
+                        retries=self.spec.retries,
+                    )
+                except PySnmpError as exc:
+                    raise self._error(Unreachable, "cannot resolve the address") from exc
+            return self._engine, self._transport
+
+    async def _request(self, op: str, var_binds: list[ObjectType]) -> list[Any]:
+        """One GET or SET; returns the response var-binds or raises a mapped error."""
+        engine, transport = await self._setup()
+        auth = self._auth_data()
+        context = ContextData(contextName=self.spec.context)
+        command = get_cmd if op == "get" else set_cmd
+        self.requests += 1
+        try:
+            indication, status, index, binds = await command(
+                engine, auth, transport, context, *var_binds, lookupMib=False
+            )
+        except PySnmpError as exc:
+            raise self._error(ProtocolError, f"SNMP {op} failed: {type(exc).__name__}") from exc
+        except OSError as exc:
+            raise self._error(Unreachable, f"network error: {exc.strerror or exc}") from exc
+        if indication:
+            raise self._indication(op, indication)
+        if status:
+            name = status.prettyPrint() if hasattr(status, "prettyPrint") else str(status)
+            where = ""
+            if index and 0 < int(index) <= len(var_binds):
+                where = f" at {var_binds[int(index) - 1][0].prettyPrint()}"
+            raise self._error(RefusedByDevice, f"SNMP {op} refused: {name}{where}")
+        return list(binds)
+
+    def _indication(self, op: str, indication: Any) -> ChannelError:
+        text = str(indication)
+        if isinstance(indication, errind.RequestTimedOut):
+            tries = self.spec.retries + 1
+            hint = (
+                "wrong community, host down or SNMP disabled"
+                if self.spec.version != "3"
+                else "host down or SNMP disabled"
+            )
+            err = self._error(
+                ChannelTimeout,
+                f"no SNMP response to {op} after {tries} attempt(s) of "
+                f"{self.spec.timeout_s:g} s ({hint})",
+            )
+        elif isinstance(indication, _AUTH_ERRORS):
+            err = self._error(AuthenticationFailed, f"SNMP credentials rejected ({text})")
+        else:
+            err = self._error(ProtocolError, f"SNMP {op} failed ({text})")
+        return err
+
+    async def profile(self) -> Profile:
+        """The profile in use; with ``auto``, detected once from ``sysObjectID``."""
+        if self._profile is None:
+            binds = await self._request("get", [ObjectType(ObjectIdentity(SYS_OBJECT_ID))])
+            value = binds[0][1] if binds else None
+            if value is None or isinstance(value, NoSuchObject | NoSuchInstance | EndOfMibView):
+                raise self._error(ProtocolError, "the agent has no sysObjectID; set 'profile'")
+            oid = value.prettyPrint()
+            found = detect(oid)
+            if found is None:
+                raise self._error(
+                    ProtocolError, f"sysObjectID {oid} matches no PDU profile; set 'profile'"
+                )
+            self._profile = found
+        return self._profile
+
+    def _chunks(self, items: Sequence[Any], per: int = 1) -> list[Sequence[Any]]:
+        size = max(1, self.spec.max_varbinds // per)
+        return [items[i : i + size] for i in range(0, len(items), size)]
+
+    # -- the driver protocol -------------------------------------------------------------
+    async def switch(
+        self, outlets: Sequence[OutletId], on: bool
+    ) -> dict[OutletId, PowerplaneError | None]:
+        """Write on or off for every outlet, one SET per ``max_varbinds`` outlets."""
+        result: dict[OutletId, PowerplaneError | None] = {}
+        numbers = [o for o in outlets if isinstance(o, int)]
+        for o in outlets:
+            if not isinstance(o, int):
+                result[o] = self._error(ProtocolError, f"SNMP outlets are numbers, not {o!r}")
+        if not numbers:
+            return result
+        try:
+            profile = await self.profile()
+        except ChannelError as exc:
+            return {**result, **dict.fromkeys(numbers, exc)}
+        oid, value = (
+            (profile.on_oid, profile.on_value) if on else (profile.off_oid, profile.off_value)
+        )
+        for chunk in self._chunks(numbers):
+            binds = [
+                ObjectType(ObjectIdentity(profile.oid(oid, o)), Integer32(value)) for o in chunk
+            ]
+            try:
+                await self._request("set", binds)
+            except ChannelError as exc:
+                result.update(dict.fromkeys(chunk, exc))
+            else:
+                result.update(dict.fromkeys(chunk))
+        return result
+
+    async def read(
+        self, outlets: Sequence[OutletId]
+    ) -> dict[OutletId, OutletReading | PowerplaneError]:
+        """GET every outlet's status (and load where metered)."""
+        result: dict[OutletId, OutletReading | PowerplaneError] = {}
+        numbers = [o for o in outlets if isinstance(o, int)]
+        for o in outlets:
+            if not isinstance(o, int):
+                result[o] = self._error(ProtocolError, f"SNMP outlets are numbers, not {o!r}")
+        if not numbers:
+            return result
+        try:
+            profile = await self.profile()
+        except ChannelError as exc:
+            return {**result, **dict.fromkeys(numbers, exc)}
+        per = 2 if profile.metered else 1
+        for chunk in self._chunks(numbers, per):
+            binds = []
+            for o in chunk:
+                binds.append(ObjectType(ObjectIdentity(profile.oid(profile.state_oid, o))))
+                if profile.load_oid is not None:
+                    binds.append(ObjectType(ObjectIdentity(profile.oid(profile.load_oid, o))))
+            try:
+                values = await self._request("get", binds)
+            except ChannelError as exc:
+                result.update(dict.fromkeys(chunk, exc))
+                continue
+            for i, o in enumerate(chunk):
+                result[o] = self._reading(profile, o, values[i * per : (i + 1) * per])
+        return result
+
+    def _reading(
+        self, profile: Profile, outlet: int, binds: list[Any]
+    ) -> OutletReading | PowerplaneError:
+        if len(binds) < 1:
+            return self._error(ProtocolError, f"outlet {outlet}: no value in the response")
+        raw = binds[0][1]
+        if isinstance(raw, NoSuchObject | NoSuchInstance | EndOfMibView):
+            return self._error(
+                ProtocolError,
+                f"outlet {outlet}: no such object (no such outlet, or not a "
+                f"{profile.name} PDU)",
+            )
+        try:
+            value = int(raw)
+        except (TypeError, ValueError) as exc:
+            return self._error(ProtocolError, f"outlet {outlet}: status is not an integer: {exc}")
+        state = profile.state_of(value)
+        load: float | None = None
+        if profile.load_oid is not None and len(binds) > 1:
+            raw_load = binds[1][1]
+            if not isinstance(raw_load, NoSuchObject | NoSuchInstance | EndOfMibView):
+                try:
+                    load = int(raw_load) * profile.load_scale
+                except (TypeError, ValueError):
+                    load = None
+        detail = "" if state is not OutletState.UNKNOWN else f"status value {value}"
+        return OutletReading(state, load, profile.load_unit.value, False, detail)
+
+    async def close(self) -> None:
+        """Close the engine's sockets."""
+        engine, self._engine, self._transport = self._engine, None, None
+        if engine is not None:
+            try:
+                engine.close_dispatcher()
+            except Exception:
+                pass
