@@ -1,0 +1,373 @@
+"""The ``ec2`` channel: Amazon EC2 through boto3.
+
+=============  =======================  =========================================
+verb           API call                 notes
+=============  =======================  =========================================
+reboot         ``RebootInstances``      graceful (the OS is asked to restart)
+shutdown       ``StopInstances``        graceful (the OS is asked to shut down)
+power-on       ``StartInstances``       refused here for a terminated instance
+terminate      ``TerminateInstances``   offered by core only for replaceable nodes
+readback       ``DescribeInstances``    running on, stopped off, terminated off
+=============  =======================  =========================================
+
+Every verb reads the instances first (one ``DescribeInstances`` per batch), so that
+an unknown id is an error naming that id, a verb the instance's state cannot take
+(start a terminated instance) is refused per instance before anything is sent, and
+a verb whose end state is already reached (start a running instance) is accepted
+without a call.
+``invoke_batch`` acts on up to ``batch_size`` instances per API call; results stay
+per instance. Throttled reads and idempotent writes (stop, start, terminate) are
+retried with backoff; a reboot is never repeated. botocore's own retries are off.
+
+boto3 is imported when the first client is built, never at plugin discovery.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from powerplane.capabilities import CapabilitySet, Source, Verb
+from powerplane.channel import Acceptance, Reading, require
+from powerplane.errors import ChannelError, PowerplaneError, RefusedByDevice
+
+from powerplane_cloud.backoff import Backoff
+from powerplane_cloud.ec2_config import EC2Config
+
+__all__ = ["EC2Channel", "reading_for_state"]
+
+_CAPS = CapabilitySet.of(
+    graceful=[Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE],
+    hard=[Verb.POWER_ON],
+    source=Source.INTRINSIC,
+    detail="EC2 API: RebootInstances, StopInstances, StartInstances, TerminateInstances",
+)
+
+
+@dataclass(frozen=True)
+class _Op:
+    operation: str
+    """The boto3 client method."""
+    response_key: str | None
+    """Where the per-instance state changes are in the response (reboot returns none)."""
+    idempotent: bool
+    """Whether repeating it leaves the same end state (then throttling is retried)."""
+
+
+_OPS = {
+    Verb.REBOOT: _Op("reboot_instances", None, idempotent=False),
+    Verb.SHUTDOWN: _Op("stop_instances", "StoppingInstances", idempotent=True),
+    Verb.POWER_ON: _Op("start_instances", "StartingInstances", idempotent=True),
+    Verb.TERMINATE: _Op("terminate_instances", "TerminatingInstances", idempotent=True),
+}
+
+_ALREADY = {
+    ("terminated", Verb.TERMINATE): "already terminated",
+    ("running", Verb.POWER_ON): "already running",
+    ("stopped", Verb.SHUTDOWN): "already stopped",
+}
+"""Verbs whose end state the instance is already in: accepted, nothing is sent."""
+
+_TRANSITIONS = frozenset({"pending", "stopping", "shutting-down"})
+
+
+def reading_for_state(state: str) -> Reading:
+    """The reading for an EC2 instance state name."""
+    if state == "running":
+        return Reading.on()
+    if state == "stopped":
+        return Reading.off()
+    if state == "terminated":
+        return Reading.off("terminated")
+    if state in _TRANSITIONS:
+        return Reading.unknown(f"in transition ({state})")
+    return Reading.unknown(f"unrecognised instance state {state!r}")
+
+
+def _refusal(verb: Verb, instance: str, state: str) -> str | None:
+    """Why ``verb`` cannot be sent to an instance in ``state`` (None: it can)."""
+    gone = state in ("terminated", "shutting-down")
+    if verb is Verb.POWER_ON:
+        if gone:
+            return f"instance {instance} is {state}: a terminated instance cannot be started"
+        if state == "stopping":
+            return f"instance {instance} is stopping: it can be started once stopped"
+    if verb is Verb.SHUTDOWN and gone:
+        return f"instance {instance} is {state}: there is nothing to stop"
+    if verb is Verb.REBOOT:
+        if gone:
+            return f"instance {instance} is {state}: there is nothing to reboot"
+        if state in ("stopped", "stopping"):
+            return f"instance {instance} is {state}: only a running instance can be rebooted"
+    return None
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield list(items[i : i + size])
+
+
+Outcome = Acceptance | PowerplaneError
+
+
+class EC2Channel:
+    """One EC2 account (or assumed role) in one region."""
+
+    def __init__(self, name: str, config: EC2Config) -> None:
+        self.name = name
+        self.config = config
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._expires: dt.datetime | None = None
+        self._backoff = Backoff(config.throttle_retries, config.backoff_base_s,
+                                config.backoff_max_s)
+        self.api_calls: Counter[str] = Counter()
+        """API calls sent, by boto3 operation name (retries included)."""
+
+    # -- the client ---------------------------------------------------------------------------
+    def endpoint(self, target: str) -> str:
+        """The API endpoint every call of this channel reaches."""
+        return self.config.endpoint_url or f"ec2.{self.config.region}"
+
+    def _session(self) -> Any:
+        import boto3
+
+        cfg = self.config
+        if cfg.access_key_id is not None and cfg.secret_access_key is not None:
+            return boto3.session.Session(
+                aws_access_key_id=cfg.access_key_id.reveal(),
+                aws_secret_access_key=cfg.secret_access_key.reveal(),
+                aws_session_token=cfg.session_token.reveal() if cfg.session_token else None,
+                region_name=cfg.region,
+            )
+        return boto3.session.Session(profile_name=cfg.profile, region_name=cfg.region)
+
+    def _botocore_config(self) -> Any:
+        from botocore.config import Config
+
+        return Config(
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            connect_timeout=self.config.timeout_s,
+            read_timeout=self.config.timeout_s,
+            user_agent_extra="powerplane-cloud",
+        )
+
+    def _build(self) -> Any:
+        cfg = self.config
+        session = self._session()
+        verify: Any = cfg.verify
+        creds: dict[str, Any] = {}
+        if cfg.role_arn is not None:
+            sts = session.client(
+                "sts",
+                endpoint_url=cfg.sts_endpoint_url or cfg.endpoint_url,
+                verify=verify,
+                config=self._botocore_config(),
+            )
+            kwargs: dict[str, Any] = {
+                "RoleArn": cfg.role_arn,
+                "RoleSessionName": cfg.role_session_name,
+            }
+            if cfg.external_id is not None:
+                kwargs["ExternalId"] = cfg.external_id
+            self.api_calls["assume_role"] += 1
+            got = self._guard("assume_role", None, lambda: sts.assume_role(**kwargs))["Credentials"]
+            creds = {
+                "aws_access_key_id": got["AccessKeyId"],
+                "aws_secret_access_key": got["SecretAccessKey"],
+                "aws_session_token": got["SessionToken"],
+            }
+            expiration = got.get("Expiration")
+            self._expires = expiration if isinstance(expiration, dt.datetime) else None
+        return session.client(
+            "ec2",
+            endpoint_url=cfg.endpoint_url,
+            verify=verify,
+            config=self._botocore_config(),
+            **creds,
+        )
+
+    def _ec2(self) -> Any:
+        with self._lock:
+            if self._client is not None and self._expires is not None:
+                left = self._expires - dt.datetime.now(dt.UTC)
+                if left < dt.timedelta(minutes=5):
+                    self._client.close()
+                    self._client = None
+            if self._client is None:
+                self._client = self._build()
+            return self._client
+
+    def _guard(self, operation: str, target: object, call: Any) -> Any:
+        """Run one boto3 call, mapping its exceptions (no retry)."""
+        from botocore import exceptions as bce
+
+        from powerplane_cloud.ec2_errors import map_botocore_error, map_client_error
+
+        try:
+            return call()
+        except bce.ClientError as exc:
+            raise map_client_error(
+                exc, channel=self.name, target=target, operation=operation
+            ) from exc
+        except bce.BotoCoreError as exc:
+            raise map_botocore_error(
+                exc, channel=self.name, target=target, operation=operation
+            ) from exc
+
+    def _api(self, operation: str, *, retry: bool, target: object, **kwargs: Any) -> Any:
+        """One API call; throttling is retried with backoff only when ``retry``."""
+        from botocore import exceptions as bce
+
+        from powerplane_cloud.ec2_errors import is_throttle, map_client_error
+
+        client = self._ec2()
+        attempt = 0
+        while True:
+            self.api_calls[operation] += 1
+            try:
+                return self._guard(operation, target,
+                                   lambda: getattr(client, operation)(**kwargs))
+            except ChannelError as exc:
+                cause = exc.__cause__
+                if (
+                    retry
+                    and isinstance(cause, bce.ClientError)
+                    and is_throttle(cause)
+                    and attempt < self._backoff.retries
+                ):
+                    time.sleep(self._backoff.delay(attempt))
+                    attempt += 1
+                    continue
+                if isinstance(cause, bce.ClientError) and is_throttle(cause) and attempt:
+                    raise map_client_error(
+                        cause, channel=self.name, target=target,
+                        operation=f"{operation} (after {attempt + 1} attempts)",
+                    ) from cause
+                raise
+
+    # -- reading ------------------------------------------------------------------------------
+    def _states(self, ids: Sequence[str]) -> dict[str, str]:
+        """Instance id -> state name for those of ``ids`` that exist (one read per page)."""
+        target: object = ids[0] if len(ids) == 1 else f"{len(ids)} instances"
+        states: dict[str, str] = {}
+        kwargs: dict[str, Any] = {"Filters": [{"Name": "instance-id", "Values": list(ids)}]}
+        while True:
+            page = self._api("describe_instances", retry=True, target=target, **kwargs)
+            for reservation in page.get("Reservations", []):
+                for inst in reservation.get("Instances", []):
+                    states[inst["InstanceId"]] = inst["State"]["Name"]
+            token = page.get("NextToken")
+            if not token:
+                return states
+            kwargs["NextToken"] = token
+
+    def _missing(self, instance: str) -> RefusedByDevice:
+        return RefusedByDevice(
+            f"instance {instance} does not exist (InvalidInstanceID.NotFound)",
+            channel=self.name,
+            target=instance,
+        )
+
+    def _state_of(self, instance: str) -> str:
+        state = self._states([instance]).get(instance)
+        if state is None:
+            raise self._missing(instance)
+        return state
+
+    # -- acting -------------------------------------------------------------------------------
+    def _act(self, verb: Verb, targets: Sequence[str]) -> list[Outcome]:
+        op = _OPS[verb]
+        unique = list(dict.fromkeys(targets))
+        out: dict[str, Outcome] = {}
+        for chunk in _chunks(unique, self.config.batch_size):
+            try:
+                states = self._states(chunk)
+            except PowerplaneError as exc:
+                out.update(dict.fromkeys(chunk, exc))
+                continue
+            send: list[str] = []
+            for instance in chunk:
+                state = states.get(instance)
+                if state is None:
+                    out[instance] = self._missing(instance)
+                elif (why := _refusal(verb, instance, state)) is not None:
+                    out[instance] = RefusedByDevice(why, channel=self.name, target=instance)
+                elif (state, verb) in _ALREADY:
+                    out[instance] = Acceptance(_ALREADY[state, verb])
+                else:
+                    send.append(instance)
+            if send:
+                out.update(self._send(verb, op, send))
+        return [out[t] for t in targets]
+
+    def _send(self, verb: Verb, op: _Op, ids: list[str]) -> dict[str, Outcome]:
+        target: object = ids[0] if len(ids) == 1 else f"{len(ids)} instances"
+        try:
+            response = self._api(op.operation, retry=op.idempotent, target=target,
+                                 InstanceIds=ids)
+        except PowerplaneError as exc:
+            return dict.fromkeys(ids, exc)
+        if op.response_key is None:
+            return dict.fromkeys(ids, Acceptance(f"{verb.value} requested"))
+        changes = {c["InstanceId"]: c for c in response.get(op.response_key, [])}
+        out: dict[str, Outcome] = {}
+        for instance in ids:
+            change = changes.get(instance)
+            if change is None:
+                out[instance] = RefusedByDevice(
+                    f"{op.operation} did not report instance {instance}",
+                    channel=self.name,
+                    target=instance,
+                )
+                continue
+            before = change.get("PreviousState", {}).get("Name", "?")
+            after = change.get("CurrentState", {}).get("Name", "?")
+            out[instance] = Acceptance(f"{before} -> {after}")
+        return out
+
+    def _one(self, verb: Verb, target: str) -> Acceptance:
+        require(_CAPS, verb, self.name)
+        (outcome,) = self._act(verb, [target])
+        if isinstance(outcome, PowerplaneError):
+            raise outcome
+        return outcome
+
+    # -- the channel protocol ----------------------------------------------------------------
+    def capabilities(self, target: str) -> CapabilitySet:
+        """The API's verbs, once the instance is found; nothing for a terminated one."""
+        state = self._state_of(target)
+        if state in ("terminated", "shutting-down"):
+            return CapabilitySet.empty(f"instance {target} is {state}", Source.DISCOVERED)
+        return _CAPS
+
+    def reboot(self, target: str) -> Acceptance:
+        return self._one(Verb.REBOOT, target)
+
+    def shutdown(self, target: str) -> Acceptance:
+        return self._one(Verb.SHUTDOWN, target)
+
+    def power_on(self, target: str) -> Acceptance:
+        return self._one(Verb.POWER_ON, target)
+
+    def terminate(self, target: str) -> Acceptance:
+        return self._one(Verb.TERMINATE, target)
+
+    def invoke_batch(self, verb: Verb, targets: Sequence[str]) -> list[Outcome]:
+        """``verb`` on many instances, ``batch_size`` ids per API call; one outcome each."""
+        require(_CAPS, verb, self.name)
+        return self._act(verb, targets)
+
+    def read_power_state(self, target: str) -> Reading:
+        return reading_for_state(self._state_of(target))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
