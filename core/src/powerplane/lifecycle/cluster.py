@@ -64,7 +64,7 @@ class ClusterPort(Protocol):
     applicable: bool
     """False for bare machines: cordon and drain are recorded as not applicable."""
 
-    async def labels(self) -> dict[str, dict[str, str]]:
+    async def labels(self) -> Mapping[str, Mapping[str, str]]:
         """Every node and its labels (control-plane membership is derived from these)."""
         ...
 
@@ -151,8 +151,8 @@ class SimulatedCluster:
         os.replace(tmp, path)
 
     # -- the port ----------------------------------------------------------------------------
-    async def labels(self) -> dict[str, dict[str, str]]:
-        return {n: dict(v) for n, v in self._labels.items()}
+    async def labels(self) -> Mapping[str, Mapping[str, str]]:
+        return self._labels
 
     async def is_ready(self, node: str) -> bool | None:
         self._load()
@@ -260,8 +260,8 @@ class NoCluster:
         self._labels = {n: dict(v) for n, v in node_labels.items()}
         self._power_of = power_of
 
-    async def labels(self) -> dict[str, dict[str, str]]:
-        return {n: dict(v) for n, v in self._labels.items()}
+    async def labels(self) -> Mapping[str, Mapping[str, str]]:
+        return self._labels
 
     async def is_ready(self, node: str) -> bool | None:
         if self._power_of is None:

@@ -20,7 +20,7 @@ from powerplane.lifecycle.model import (
     utcnow,
 )
 
-__all__ = ["ALLOWED", "InvalidTransition", "PARKED", "is_allowed", "park_phase", "transition"]
+__all__ = ["ALLOWED", "PARKED", "InvalidTransition", "is_allowed", "park_phase", "transition"]
 
 P = Phase
 

@@ -180,7 +180,7 @@ class Store:
                                f"of that name") from None
             return found
 
-    def list(self, active_only: bool = False) -> list[NodeMaintenance]:
+    def all(self, active_only: bool = False) -> list[NodeMaintenance]:
         sql = "SELECT body FROM maintenance"
         if active_only:
             sql += " WHERE active = 1"
@@ -188,7 +188,7 @@ class Store:
         return [NodeMaintenance.model_validate_json(r[0]) for r in self._db.execute(sql)]
 
     def active(self) -> list[NodeMaintenance]:
-        return self.list(active_only=True)
+        return self.all(active_only=True)
 
     # -- audit -------------------------------------------------------------------------------
     def _insert_audit(self, rec: AuditRecord) -> None:

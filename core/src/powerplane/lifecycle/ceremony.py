@@ -1,0 +1,149 @@
+"""The ceremony ladder: what a person must supply for each action.
+
+=====================================  ==================================================
+action                                 ceremony
+=====================================  ==================================================
+``servers:cordon``, ``uncordon``       a reason
+``servers:drain``                      a reason, acknowledgement of the pre-flight impact
+``servers:reboot``, ``shutdown``       a reason, the acknowledgement, the typed node name
+consuming the last of quorum margin    hazard: also a typed hazard reason and the node name
+below quorum                           refused: no ceremony upgrades a refusal
+=====================================  ==================================================
+
+Every reason meets the deployment's reason policy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from powerplane.errors import PowerplaneError
+from powerplane.lifecycle.audit import Action
+from powerplane.lifecycle.model import Intent, QuorumNumbers
+from powerplane.lifecycle.settings import ReasonPolicy
+
+__all__ = [
+    "Ceremony",
+    "CeremonyRequired",
+    "MaintenanceRefused",
+    "Step",
+    "action_for",
+    "missing",
+    "reason_problem",
+    "required",
+]
+
+
+class Step(str, Enum):
+    """One thing a person supplies."""
+
+    REASON = "reason"
+    """Why, meeting the reason policy."""
+    ACK_PREFLIGHT = "ack-preflight"
+    """I have seen the pre-flight impact (pods, budgets, quorum)."""
+    TYPED_NODE = "typed-node"
+    """The node name, typed."""
+    HAZARD_REASON = "hazard-reason"
+    """A typed reason for consuming the last of the quorum margin."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Ceremony:
+    """What the requester supplied."""
+
+    reason: str
+    actor: str
+    confirm_node: str | None = None
+    ack_preflight: bool = False
+    hazard_reason: str | None = None
+
+
+class CeremonyRequired(PowerplaneError):
+    """The request lacks part of its ceremony (nothing was recorded)."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("request not accepted: " + "; ".join(problems))
+
+
+class MaintenanceRefused(PowerplaneError):
+    """A safety rule refuses the request; no ceremony can upgrade it."""
+
+    exit_code = 3
+
+    def __init__(self, node: str, reason: str, numbers: QuorumNumbers | None = None) -> None:
+        self.node = node
+        self.reason = reason
+        self.numbers = numbers
+        super().__init__(f"refused for {node}: {reason}")
+
+
+_ACTIONS = {
+    Intent.CORDON: Action.CORDON,
+    Intent.DRAIN: Action.DRAIN,
+    Intent.REBOOT: Action.REBOOT,
+    Intent.SHUTDOWN: Action.SHUTDOWN,
+}
+
+
+def action_for(intent: Intent) -> Action:
+    """The action name a request of ``intent`` is audited under."""
+    return _ACTIONS[intent]
+
+
+def required(action: Action, hazard: bool) -> list[Step]:
+    """The steps ``action`` needs (with ``hazard``: the hazard tier on top)."""
+    steps = [Step.REASON]
+    if action in (Action.DRAIN, Action.REBOOT, Action.SHUTDOWN):
+        steps.append(Step.ACK_PREFLIGHT)
+    if action in (Action.REBOOT, Action.SHUTDOWN) or hazard:
+        steps.append(Step.TYPED_NODE)
+    if hazard:
+        steps.append(Step.HAZARD_REASON)
+    return steps
+
+
+def reason_problem(reason: str | None, policy: ReasonPolicy, what: str = "reason") -> str | None:
+    """Why ``reason`` does not meet the policy, or None."""
+    text = (reason or "").strip()
+    if not text:
+        return f"a {what} is required"
+    if text.lower() in {f.lower() for f in policy.forbidden}:
+        return f"the {what} {text!r} is not accepted by the reason policy"
+    if len(text) < policy.min_length:
+        return f"the {what} must have at least {policy.min_length} characters"
+    if policy.pattern is not None and not re.search(policy.pattern, text):
+        return f"the {what} must match the reason policy pattern {policy.pattern!r}"
+    return None
+
+
+def missing(
+    node: str, action: Action, hazard: bool, ceremony: Ceremony, policy: ReasonPolicy
+) -> list[str]:
+    """What the ceremony still lacks, in words (empty when complete)."""
+    problems: list[str] = []
+    for step in required(action, hazard):
+        if step is Step.REASON:
+            problem = reason_problem(ceremony.reason, policy)
+            if problem:
+                problems.append(problem)
+        elif step is Step.ACK_PREFLIGHT and not ceremony.ack_preflight:
+            problems.append(f"{action} needs acknowledgement of the pre-flight impact "
+                            "(--ack-preflight)")
+        elif step is Step.TYPED_NODE and ceremony.confirm_node != node:
+            problems.append(f"{action} needs the node name typed (--confirm-node {node})")
+        elif step is Step.HAZARD_REASON:
+            problem = reason_problem(ceremony.hazard_reason, policy, "hazard reason")
+            if problem:
+                problems.append(f"hazard: this consumes the last of the quorum margin; "
+                                f"{problem} (--hazard-reason)")
+    if not ceremony.actor.strip():
+        problems.append("an actor is required")
+    return problems

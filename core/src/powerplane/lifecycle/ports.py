@@ -1,0 +1,84 @@
+"""The ports a maintenance reaches the world through, built from the deployment.
+
+Power is the ``PowerHost`` (the offer is re-checked at every dispatch); the cluster
+and storage ports come from ``lifecycle.cluster`` and ``lifecycle.storage``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from powerplane.errors import ConfigError, ConfigProblem, PowerplaneError
+from powerplane.host import PowerHost
+from powerplane.lifecycle.cluster import ClusterPort, NoCluster, SimulatedCluster
+from powerplane.lifecycle.settings import (
+    LifecycleConfig,
+    NoneClusterConfig,
+    SimulatedClusterConfig,
+    SimulatedStorageConfig,
+)
+from powerplane.lifecycle.storage import NoStorage, SimulatedStorage, StoragePort
+
+__all__ = ["Ports", "build_ports", "machine_state"]
+
+
+@dataclass
+class Ports:
+    """Power, cluster and storage, as one maintenance sees them."""
+
+    host: PowerHost
+    cluster: ClusterPort
+    storage: StoragePort
+
+
+async def machine_state(host: PowerHost, node: str) -> str:
+    """A node's machine power state (``none`` when it has no channel).
+
+    A simulated channel answers with its machine's true state (``state_of``);
+    any other channel is read back through the host.
+    """
+    spec = host.nodes[node]
+    if not spec.channels:
+        return "none"
+    for ref in spec.channels:
+        try:
+            ch = host.channel(ref.channel)
+        except KeyError:
+            continue
+        state_of = getattr(ch, "state_of", None)
+        if callable(state_of):
+            try:
+                return str(state_of(ref.target))
+            except KeyError:
+                continue
+    try:
+        return (await host.read_power_state(node)).state.value
+    except PowerplaneError:
+        return "unknown"
+
+
+def build_ports(host: PowerHost, config: LifecycleConfig) -> Ports:
+    """The ports the config names, wired to ``host``."""
+    labels = {name: dict(spec.labels) for name, spec in host.nodes.items()}
+
+    async def power_of(node: str) -> str:
+        return await machine_state(host, node)
+
+    cluster: ClusterPort
+    if isinstance(config.cluster, SimulatedClusterConfig):
+        cluster = SimulatedCluster(config.cluster, labels, power_of)
+    else:
+        assert isinstance(config.cluster, NoneClusterConfig)
+        cluster = NoCluster(labels, power_of)
+    storage: StoragePort
+    if isinstance(config.storage, SimulatedStorageConfig):
+        storage = SimulatedStorage(config.storage)
+    elif config.storage.type == "longhorn":
+        raise ConfigError(
+            [ConfigProblem("lifecycle.storage.type",
+                           "longhorn needs the Kubernetes cluster port, which is not built "
+                           "yet; use {type: simulated, preset: longhorn} or none")]
+        )
+    else:
+        storage = NoStorage()
+    return Ports(host, cluster, storage)

@@ -1,0 +1,268 @@
+"""``Lifecycle``: requests with ceremony, the reconcile loop, and reads, over one store.
+
+::
+
+    async with PowerHost(deployment) as host:
+        lc = Lifecycle.for_host(host)
+        m = await lc.request("node-1", "reboot", Ceremony(reason=..., actor=..., ...))
+        await lc.run(until_idle=True)
+
+Each accepted request appends an audit record (what a person asked for) in the same
+transaction that records it; the status records what the machine then did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import getpass
+import os
+import uuid
+from collections.abc import Callable
+
+from powerplane.capabilities import Verb
+from powerplane.errors import NotOffered, UnknownNode
+from powerplane.host import PowerHost
+from powerplane.lifecycle import guard
+from powerplane.lifecycle.audit import Action, AuditRecord
+from powerplane.lifecycle.ceremony import (
+    Ceremony,
+    CeremonyRequired,
+    MaintenanceRefused,
+    action_for,
+    missing,
+)
+from powerplane.lifecycle.model import (
+    AbandonRequest,
+    Intent,
+    MaintenanceSpec,
+    NodeMaintenance,
+    Phase,
+    Preflight,
+    ReturnRequest,
+    utcnow,
+)
+from powerplane.lifecycle.phases import park_phase
+from powerplane.lifecycle.ports import Ports, build_ports
+from powerplane.lifecycle.reconciler import Reconciler, Result
+from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
+from powerplane.lifecycle.store import AlreadyActive, Conflict, NotFound, Store
+
+__all__ = ["Lifecycle", "NotReturnable", "default_actor"]
+
+
+class NotReturnable(NotFound):
+    """Return to service applies to a parked maintenance; others are abandoned."""
+
+
+def default_actor() -> str:
+    """The person at this terminal (``$POWERPLANE_ACTOR``, else the login name)."""
+    actor = os.environ.get("POWERPLANE_ACTOR")
+    if actor:
+        return actor
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+class Lifecycle:
+    """The maintenance lifecycle of one deployment."""
+
+    def __init__(
+        self,
+        host: PowerHost,
+        config: LifecycleConfig,
+        store: Store,
+        ports: Ports | None = None,
+        clock: Callable[[], dt.datetime] = utcnow,
+    ) -> None:
+        self.host = host
+        self.config = config
+        self.store = store
+        self.ports = ports if ports is not None else build_ports(host, config)
+        self.clock = clock
+        self.reconciler = Reconciler(store, self.ports, config, clock)
+
+    @classmethod
+    def for_host(cls, host: PowerHost, clock: Callable[[], dt.datetime] = utcnow) -> Lifecycle:
+        """A lifecycle for the host's deployment (its ``lifecycle:`` section)."""
+        deployment = host.deployment
+        config = lifecycle_config(deployment.lifecycle, deployment.source)
+        store = Store(config.store_path(deployment.source))
+        return cls(host, config, store, clock=clock)
+
+    def close(self) -> None:
+        for name in list(self.reconciler.watches):
+            self.reconciler._drop_watch(name)
+        self.store.close()
+
+    # -- requests ----------------------------------------------------------------------------
+    async def preflight(
+        self, node: str, intent: Intent | str
+    ) -> tuple[Preflight, guard.SafetyVerdict]:
+        """What a request would do: pods, budgets, quorum numbers, hazard, the power offer."""
+        intent = Intent(intent)
+        if node not in self.host.nodes:
+            raise UnknownNode(node, list(self.host.nodes))
+        others = [o for o in self.store.active() if o.node != node]
+        verdict = await guard.check(self.ports, self.config, node, others, count_requested=True)
+        pods = await self.ports.cluster.pods_on(node)
+        power: dict[str, object] = {}
+        if intent.powers:
+            verb = Verb.REBOOT if intent is Intent.REBOOT else Verb.SHUTDOWN
+            power = self.host.offer_for(node)[verb].as_dict()
+            power["verb"] = verb.value
+        storage = "nothing to evacuate"
+        hook = self.ports.storage.hook
+        if intent.powers and hook is not None and await self.ports.storage.read(node) is not None:
+            storage = f"evacuate with the {hook.name} hook before drain"
+        return (
+            Preflight(
+                pods=pods,
+                pdbs=await self.ports.cluster.pdbs_for(pods),
+                quorum=verdict.numbers,
+                hazard=verdict.hazard,
+                power=power,
+                storage=storage,
+            ),
+            verdict,
+        )
+
+    async def request(
+        self, node: str, intent: Intent | str, ceremony: Ceremony
+    ) -> NodeMaintenance:
+        """Accept a maintenance request (or raise why not); appends its audit record."""
+        intent = Intent(intent)
+        if node not in self.host.nodes:
+            raise UnknownNode(node, list(self.host.nodes))
+        active = self.store.active_for(node)
+        if active is not None:
+            raise AlreadyActive(node, active.name)
+        pre, verdict = await self.preflight(node, intent)
+        if not verdict.allowed:
+            raise MaintenanceRefused(node, verdict.reason, verdict.numbers)
+        if intent.powers and not pre.power.get("offered"):
+            raise NotOffered(node, str(pre.power.get("verb")), str(pre.power.get("reason", "")))
+        action = action_for(intent)
+        problems = missing(node, action, verdict.hazard, ceremony, self.config.reason_policy)
+        if problems:
+            raise CeremonyRequired(problems)
+        stamp = self.clock().strftime("%Y%m%d%H%M%S")
+        m = NodeMaintenance(
+            name=f"{node}-{intent.value}-{stamp}-{uuid.uuid4().hex[:6]}",
+            spec=MaintenanceSpec(
+                node=node,
+                intent=intent,
+                reason=ceremony.reason.strip(),
+                requested_by=ceremony.actor,
+                preflight=pre,
+            ),
+        )
+        m.status.hazard = verdict.hazard
+        detail = ""
+        if verdict.hazard:
+            detail = f"hazard acknowledged: {(ceremony.hazard_reason or '').strip()}"
+        record = AuditRecord(
+            actor=ceremony.actor, action=action, reason=m.spec.reason, node=node,
+            maintenance=m.name, at=self.clock(), detail=detail,
+        )
+        return self.store.create(m, record)
+
+    def _active(self, node: str) -> NodeMaintenance:
+        m = self.store.active_for(node)
+        if m is None:
+            raise NotFound(f"node {node} has no active maintenance")
+        return m
+
+    def return_to_service(
+        self, node: str, ceremony: Ceremony, machine_on: bool = False
+    ) -> NodeMaintenance:
+        """Ask for a parked maintenance to return the node (``servers:uncordon``)."""
+        problems = missing(node, Action.UNCORDON, False, ceremony, self.config.reason_policy)
+        if problems:
+            raise CeremonyRequired(problems)
+        for _ in range(5):
+            m = self._active(node)
+            paused = m.condition("EvacuationPaused")
+            parked = m.phase is park_phase(m.spec.intent) or (
+                paused is not None and paused.status == "True"
+            )
+            if not parked:
+                raise NotReturnable(
+                    f"maintenance {m.name} is in phase {m.phase}; return applies to a "
+                    f"maintenance parked at {park_phase(m.spec.intent) or 'no phase'}; "
+                    "use abandon to stop it"
+                )
+            m.spec.return_request = ReturnRequest(
+                actor=ceremony.actor, reason=ceremony.reason.strip(),
+                machine_confirmed=machine_on, at=self.clock(),
+            )
+            records = [AuditRecord(actor=ceremony.actor, action=Action.UNCORDON,
+                                   reason=ceremony.reason.strip(),
+                                   node=node, maintenance=m.name, at=self.clock(),
+                                   detail="machine confirmed on by a person" if machine_on
+                                   else "")]
+            if m.phase is Phase.POWERED_OFF and not machine_on:
+                records.append(AuditRecord(actor=ceremony.actor, action=Action.POWER_ON,
+                                           reason=ceremony.reason.strip(), node=node,
+                                           maintenance=m.name, at=self.clock()))
+            try:
+                self.store.update(m, records[0])
+            except Conflict:
+                continue
+            for extra in records[1:]:
+                self.store.append_audit(extra)
+            return m
+        raise Conflict(f"maintenance of {node} kept changing; try again")
+
+    def abandon(self, node: str, ceremony: Ceremony) -> NodeMaintenance:
+        """Abandon the node's active maintenance; it returns through ``Returning``."""
+        problems = missing(node, Action.ABANDON, False, ceremony, self.config.reason_policy)
+        if problems:
+            raise CeremonyRequired(problems)
+        for _ in range(5):
+            m = self._active(node)
+            if m.spec.abandon is None:
+                m.spec.abandon = AbandonRequest(
+                    actor=ceremony.actor, reason=ceremony.reason.strip(), at=self.clock()
+                )
+            record = AuditRecord(actor=ceremony.actor, action=Action.ABANDON,
+                                 reason=ceremony.reason.strip(), node=node,
+                                 maintenance=m.name, at=self.clock())
+            try:
+                return self.store.update(m, record)
+            except Conflict:
+                continue
+        raise Conflict(f"maintenance of {node} kept changing; try again")
+
+    # -- reconcile ---------------------------------------------------------------------------
+    async def reconcile(self, name: str) -> Result:
+        return await self.reconciler.reconcile(name)
+
+    async def run_pass(self) -> dict[str, Result]:
+        """Reconcile every active maintenance once, ``concurrency`` at a time."""
+        sem = asyncio.Semaphore(self.config.concurrency)
+        names = [m.name for m in self.store.active()]
+        results: dict[str, Result] = {}
+
+        async def one(name: str) -> None:
+            async with sem:
+                results[name] = await self.reconciler.reconcile(name)
+
+        await asyncio.gather(*(one(n) for n in names))
+        return results
+
+    async def run(self, until_idle: bool = True, max_passes: int | None = None) -> int:
+        """Reconcile until nothing can advance (``until_idle``) or forever; returns passes."""
+        passes = 0
+        while True:
+            results = await self.run_pass()
+            passes += 1
+            if max_passes is not None and passes >= max_passes:
+                return passes
+            if until_idle and all(r in (Result.PARKED, Result.DONE) for r in results.values()):
+                return passes
+            if any(r is Result.ADVANCED for r in results.values()):
+                continue
+            await asyncio.sleep(self.config.tick_s)
