@@ -1,0 +1,264 @@
+"""The ``redfish`` channel: reboot, shutdown, power-on and readback of Redfish systems.
+
+Capabilities are read from the BMC (``ResetType@Redfish.AllowableValues`` on the system's
+``#ComputerSystem.Reset`` action, else the ``@Redfish.ActionInfo`` resource it points at),
+never assumed, and mapped to verbs by :mod:`powerplane_redfish.mapping`. Discovery is
+cached per target, so a steady-state verb costs one POST. Readback reads ``PowerState``.
+
+sushy is synchronous, so every method is a plain ``def``: the host runs them in worker
+threads, bounded per endpoint through :meth:`RedfishChannel.endpoint`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import sushy
+from powerplane import (
+    Acceptance,
+    CapabilitySet,
+    ChannelTimeout,
+    ConfigError,
+    ProtocolError,
+    Reading,
+    Source,
+    Verb,
+    require,
+)
+
+from powerplane_redfish.config import RedfishConfig, ResetType, ShutdownMode
+from powerplane_redfish.connection import Connection
+from powerplane_redfish.mapping import Plan, parse_reset_types, plan
+
+__all__ = ["RedfishChannel", "parse_target"]
+
+_RESET = "#ComputerSystem.Reset"
+_ALLOWABLE = "ResetType@Redfish.AllowableValues"
+_ACTION_INFO = "@Redfish.ActionInfo"
+
+
+def parse_target(raw: Any) -> str | None:
+    """A system path (``/redfish/v1/Systems/1``); None for a service with one system."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.startswith("/") or raw.strip("/") == "":
+        raise ValueError(
+            "expected a system path such as /redfish/v1/Systems/1 "
+            "(or no target, when the service has exactly one system)"
+        )
+    return raw.rstrip("/")
+
+
+@dataclass(frozen=True)
+class _System:
+    """What discovery found for one target."""
+
+    path: str
+    reset_target: str | None
+    plan: Plan
+
+
+class RedfishChannel:
+    """One Redfish service (one BMC endpoint) and the systems behind it."""
+
+    def __init__(self, name: str, config: RedfishConfig) -> None:
+        self.name = name
+        self.config = config
+        self.connection = Connection(name, config)
+        self._systems: dict[str | None, _System] = {}
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def endpoint(self, target: str | None) -> str:
+        """The BMC every call of this channel reaches (calls are bounded per endpoint)."""
+        return self.config.endpoint
+
+    def _system(self, target: str | None) -> _System:
+        found = self._systems.get(target)
+        return found if found is not None else self._discover(target)
+
+    def _discover(self, target: str | None) -> _System:
+        with self.connection.use(target) as (root, conn):
+            path = target if target is not None else self._only_system(root)
+            body = self.connection.get_json(conn, path)
+            action = (body.get("Actions") or {}).get(_RESET)
+            if not isinstance(action, dict):
+                action = None
+            reset_target = action.get("target") if action is not None else None
+            if not isinstance(reset_target, str):
+                reset_target = None
+            if self.config.reset_types is not None:
+                found = self._declared(path, reset_target)
+            else:
+                found = self._discovered(conn, path, action, reset_target)
+        self._systems[target] = found
+        return found
+
+    def _only_system(self, root: sushy.Sushy) -> str:
+        members = sorted(root.get_system_collection().members_identities)
+        if len(members) == 1:
+            return str(members[0])
+        if not members:
+            raise ConfigError(f"channel {self.name!r}: the Redfish service has no systems")
+        raise ConfigError(
+            f"channel {self.name!r}: the Redfish service has {len(members)} systems, so each "
+            f"node must name its target; systems: {', '.join(members)}"
+        )
+
+    def _plan(self, allowed: frozenset[ResetType], source: Source, where: str) -> Plan:
+        return plan(allowed, self.config.shutdown, self.config.reboot, source=source, where=where)
+
+    def _declared(self, path: str, reset_target: str | None) -> _System:
+        declared = frozenset(self.config.reset_types or ())
+        target = reset_target or f"{path}/Actions/ComputerSystem.Reset"
+        return _System(path, target, self._plan(declared, Source.DECLARED, "declared in config"))
+
+    def _discovered(
+        self, conn: Any, path: str, action: dict[str, Any] | None, reset_target: str | None
+    ) -> _System:
+        if action is None or reset_target is None:
+            caps = CapabilitySet.empty(f"{path} has no {_RESET} action with a target")
+            return _System(path, None, Plan(caps))
+        values = action.get(_ALLOWABLE)
+        where = f"{path} {_ALLOWABLE}"
+        info_uri = action.get(_ACTION_INFO)
+        if not isinstance(values, list) and isinstance(info_uri, str):
+            info = self.connection.get_json(conn, info_uri)
+            values = _action_info_values(info)
+            where = f"ActionInfo {info_uri}"
+        if not isinstance(values, list):
+            caps = CapabilitySet.empty(
+                f"the service advertises no reset types for {path} (neither {_ALLOWABLE} "
+                f"nor a ResetType in {_ACTION_INFO}); declare them with reset_types in config"
+            )
+            return _System(path, reset_target, Plan(caps))
+        allowed = parse_reset_types(values)
+        return _System(path, reset_target, self._plan(allowed, Source.DISCOVERED, where))
+
+    def _reset(self, system: _System, reset: ResetType, target: str | None) -> None:
+        if system.reset_target is None:
+            raise ProtocolError(f"{system.path} has no reset action", channel=self.name,
+                                target=target)
+        with self.connection.use(target, action=f"ResetType={reset.value}") as (_, conn):
+            conn.post(system.reset_target, data={"ResetType": reset.value})
+
+    def _power_state(self, system: _System, target: str | None) -> str | None:
+        with self.connection.use(target) as (_, conn):
+            body = self.connection.get_json(conn, system.path)
+        state = body.get("PowerState")
+        return state if isinstance(state, str) else None
+
+    def _await_off(self, system: _System, target: str | None) -> tuple[bool, str | None]:
+        """Read ``PowerState`` until it is ``Off`` or ``shutdown_wait_s`` has passed."""
+        deadline = time.monotonic() + self.config.shutdown_wait_s
+        while True:
+            state = self._power_state(system, target)
+            if state == "Off":
+                return True, state
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False, state
+            time.sleep(min(self.config.poll_interval_s, left))
+
+    def _graceful_then_force(self, system: _System, target: str | None) -> tuple[bool, str]:
+        """Send the plan's shutdown; force off once if it is graceful and did not finish.
+
+        Returns whether the system read off in the end, and what a person should know.
+        """
+        first = system.plan.shutdown
+        assert first is not None
+        wait = self.config.shutdown_wait_s
+        self._reset(system, first, target)
+        off, state = self._await_off(system, target)
+        if off or first is not ResetType.GRACEFUL_SHUTDOWN:
+            note = "" if off else f"{first.value} sent; not off within {wait:g} s"
+            return off, note
+        seen = f"PowerState {state}" if state else "no PowerState"
+        if system.plan.force_off is None:
+            return False, (
+                f"the graceful shutdown did not finish within {wait:g} s ({seen}); "
+                "the service does not accept ForceOff, so none was sent"
+            )
+        self._reset(system, system.plan.force_off, target)
+        return False, (
+            f"the graceful shutdown did not finish within {wait:g} s ({seen}); ForceOff sent"
+        )
+
+    # -- the channel protocol ----------------------------------------------------------------
+    def capabilities(self, target: str | None) -> CapabilitySet:
+        """Discover (again) what the BMC accepts for ``target`` and map it to verbs."""
+        return self._discover(target).plan.caps
+
+    def power_on(self, target: str | None) -> Acceptance:
+        """``On`` (or ``ForceOn``): one POST once discovered."""
+        system = self._system(target)
+        require(system.plan.caps, Verb.POWER_ON, self.name)
+        assert system.plan.power_on is not None
+        self._reset(system, system.plan.power_on, target)
+        return Acceptance()
+
+    def shutdown(self, target: str | None) -> Acceptance:
+        """``GracefulShutdown`` or ``ForceOff`` as configured; see ``graceful-then-force``."""
+        system = self._system(target)
+        require(system.plan.caps, Verb.SHUTDOWN, self.name)
+        first = system.plan.shutdown
+        assert first is not None
+        if (
+            self.config.shutdown is ShutdownMode.GRACEFUL_THEN_FORCE
+            and first is ResetType.GRACEFUL_SHUTDOWN
+        ):
+            _, note = self._graceful_then_force(system, target)
+            return Acceptance(note)
+        self._reset(system, first, target)
+        return Acceptance()
+
+    def reboot(self, target: str | None) -> Acceptance:
+        """``GracefulRestart``, ``ForceRestart``/``PowerCycle``, or shutdown-then-on."""
+        system = self._system(target)
+        require(system.plan.caps, Verb.REBOOT, self.name)
+        if system.plan.reboot is not None:
+            self._reset(system, system.plan.reboot, target)
+            return Acceptance()
+        # graceful-then-force: an observed shutdown (forced if it does not finish), then On.
+        off, note = self._graceful_then_force(system, target)
+        if not off:
+            off, _ = self._await_off(system, target)
+        if not off:
+            raise ChannelTimeout(
+                f"reboot: the system did not read off within {self.config.shutdown_wait_s:g} s"
+                f" ({note}); On was not sent",
+                channel=self.name,
+                target=target,
+            )
+        assert system.plan.power_on is not None
+        self._reset(system, system.plan.power_on, target)
+        return Acceptance(f"{note}; then {system.plan.power_on.value} sent" if note else "")
+
+    def read_power_state(self, target: str | None) -> Reading:
+        """``PowerState``: On -> on, Off -> off, anything else or absent -> unknown."""
+        system = self._system(target)
+        state = self._power_state(system, target)
+        if state == "On":
+            return Reading.on()
+        if state == "Off":
+            return Reading.off()
+        if state is None:
+            return Reading.unknown(f"{system.path} reports no PowerState")
+        return Reading.unknown(f"PowerState is {state} (not settled)")
+
+    def close(self) -> None:
+        """Log the Redfish session out and close the connection."""
+        self.connection.close()
+
+
+def _action_info_values(info: dict[str, Any]) -> list[Any] | None:
+    """The ``AllowableValues`` of the ``ResetType`` parameter of an ActionInfo resource."""
+    params = info.get("Parameters")
+    if not isinstance(params, list):
+        return None
+    for param in params:
+        if isinstance(param, dict) and param.get("Name") == "ResetType":
+            values = param.get("AllowableValues")
+            return values if isinstance(values, list) else None
+    return None

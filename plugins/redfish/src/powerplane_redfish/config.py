@@ -1,0 +1,137 @@
+"""The ``redfish`` channel config: where the BMC is, how to log in, how each verb is carried.
+
+One channel is one BMC endpoint (one Redfish service). Its nodes name a system of that
+service as their target (``/redfish/v1/Systems/1``), or omit the target when the
+service has exactly one system.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+from powerplane import SecretRef
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["AuthMode", "RebootMode", "RedfishConfig", "ResetType", "ShutdownMode"]
+
+
+class ResetType(str, Enum):
+    """The Redfish ``ResetType`` values this plugin knows (DSP0268 ``Resource.ResetType``)."""
+
+    ON = "On"
+    """Turn the system on."""
+    FORCE_ON = "ForceOn"
+    """Turn the system on at once."""
+    FORCE_OFF = "ForceOff"
+    """Turn the system off at once, not graceful (a power cut)."""
+    GRACEFUL_SHUTDOWN = "GracefulShutdown"
+    """Ask the OS to shut down in sequence, then power off."""
+    GRACEFUL_RESTART = "GracefulRestart"
+    """Ask the OS to restart in sequence."""
+    FORCE_RESTART = "ForceRestart"
+    """Restart at once, not graceful."""
+    POWER_CYCLE = "PowerCycle"
+    """Power off, then on again, not graceful."""
+    NMI = "Nmi"
+    """Send a non-maskable interrupt (not a power verb: never mapped)."""
+    PUSH_POWER_BUTTON = "PushPowerButton"
+    """Simulate the power button (its effect depends on the state: never mapped)."""
+    SUSPEND = "Suspend"
+    """Suspend the system (not a power verb: never mapped)."""
+    PAUSE = "Pause"
+    """Pause execution (not a power verb: never mapped)."""
+    RESUME = "Resume"
+    """Resume execution (not a power verb: never mapped)."""
+    FULL_POWER_CYCLE = "FullPowerCycle"
+    """Cycle power of the whole system and its enclosure (never mapped)."""
+
+
+class AuthMode(str, Enum):
+    """How the channel authenticates to the Redfish service."""
+
+    SESSION = "session"
+    """A Redfish session (``X-Auth-Token``), logged out on close and after errors."""
+    BASIC = "basic"
+    """HTTP basic authentication on every request."""
+    AUTO = "auto"
+    """A session where the service offers one, else basic authentication."""
+
+
+class ShutdownMode(str, Enum):
+    """How ``shutdown`` is carried."""
+
+    GRACEFUL = "graceful"
+    """``GracefulShutdown`` only; the OS decides when power goes."""
+    GRACEFUL_THEN_FORCE = "graceful-then-force"
+    """``GracefulShutdown``; ``ForceOff`` once if not off after ``shutdown_wait_s``."""
+    FORCE = "force"
+    """``ForceOff``: a power cut."""
+
+
+class RebootMode(str, Enum):
+    """How ``reboot`` is carried."""
+
+    GRACEFUL = "graceful"
+    """``GracefulRestart``."""
+    FORCE = "force"
+    """``ForceRestart``, or ``PowerCycle`` where the service has no ``ForceRestart``."""
+    GRACEFUL_THEN_FORCE = "graceful-then-force"
+    """A shutdown as in ``graceful-then-force`` (observed through ``PowerState``), then ``On``."""
+
+
+class RedfishConfig(BaseModel):
+    """Config keys of a ``redfish`` channel."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpoint: str
+    """Base URL of the Redfish service: scheme and authority (``https://10.0.0.5:8443``)."""
+    username: str
+    """Account name on the BMC."""
+    password: SecretRef
+    """The account's password, as a secret reference ``{env: NAME}`` or ``{file: PATH}``."""
+    verify: bool | str = True
+    """TLS verification: ``true`` (system CAs), ``false`` (none), or a CA bundle path."""
+    auth: AuthMode = AuthMode.AUTO
+    """``session``, ``basic`` or ``auto`` (a session where offered, else basic)."""
+    connect_timeout_s: float = Field(5.0, gt=0)
+    """Bound on establishing a connection to the BMC, in seconds."""
+    read_timeout_s: float = Field(30.0, gt=0)
+    """Bound on waiting for the BMC's answer to one request, in seconds."""
+    shutdown: ShutdownMode = ShutdownMode.GRACEFUL
+    """How shutdown is carried: ``graceful``, ``graceful-then-force`` or ``force``."""
+    shutdown_wait_s: float = Field(30.0, gt=0)
+    """In ``graceful-then-force``: how long to wait for the system to read off before ``ForceOff``.
+
+    Keep it well below the host's ``limits.timeout_s``: the wait runs inside the verb's call.
+    """
+    reboot: RebootMode = RebootMode.GRACEFUL
+    """How reboot is carried: ``graceful``, ``force`` or ``graceful-then-force``."""
+    poll_interval_s: float = Field(1.0, gt=0)
+    """How often ``PowerState`` is read while waiting in ``graceful-then-force``."""
+    reset_types: list[ResetType] | None = None
+    """Operator override: the reset types this BMC accepts, used instead of what it advertises.
+
+    The capability set then records its source as *declared*, not discovered.
+    """
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_is_url(cls, value: str) -> str:
+        if not value.startswith(("https://", "http://")):
+            raise ValueError("expected a URL starting with https:// or http://")
+        return value.rstrip("/")
+
+    @field_validator("verify")
+    @classmethod
+    def _ca_bundle_exists(cls, value: bool | str) -> bool | str:
+        if isinstance(value, str) and not Path(value).expanduser().exists():
+            raise ValueError(f"CA bundle {value!r} does not exist")
+        return value
+
+    @model_validator(mode="after")
+    def _wait_fits_cadence(self) -> RedfishConfig:
+        if self.poll_interval_s > self.shutdown_wait_s:
+            raise ValueError("poll_interval_s must not exceed shutdown_wait_s")
+        return self

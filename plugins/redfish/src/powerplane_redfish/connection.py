@@ -1,0 +1,148 @@
+"""One sushy root per BMC endpoint: created on first use, reused, logged out on close and errors.
+
+A Redfish service allows few sessions, so a channel holds exactly one :class:`sushy.Sushy`
+root (one login) for its endpoint and every node and call reuses it. When a call fails in a
+way that puts the connection in doubt (unreachable, timeout, TLS, authentication, an answer
+that makes no sense) the root is dropped and its session logged out, best effort; the next
+call logs in again. A refusal of one request (an HTTP 4xx/5xx with the BMC's words) keeps it.
+
+Requests are not retried: sushy's connector is built with one attempt per request, so a
+reset is sent at most once and every failure surfaces within the configured timeouts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sushy
+from powerplane import PowerplaneError, RefusedByDevice
+from sushy import auth as sushy_auth
+from sushy import connector as sushy_connector
+
+from powerplane_redfish.config import AuthMode, RedfishConfig
+from powerplane_redfish.errors import HANDLED, map_error
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("powerplane_redfish")
+
+
+class Connection:
+    """The channel's one sushy root (and Redfish session) for its endpoint."""
+
+    def __init__(self, channel: str, config: RedfishConfig) -> None:
+        self.channel = channel
+        self.config = config
+        self._lock = threading.Lock()
+        self._root: sushy.Sushy | None = None
+        self._conn: sushy_connector.Connector | None = None
+        self.logins = 0
+        """How many times a root was created (a login, for a session service)."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _make_auth(self, password: str) -> sushy_auth.AuthBase:
+        user = self.config.username
+        if self.config.auth is AuthMode.SESSION:
+            return sushy_auth.SessionAuth(username=user, password=password)
+        if self.config.auth is AuthMode.BASIC:
+            return sushy_auth.BasicAuth(username=user, password=password)
+        return sushy_auth.SessionOrBasicAuth(username=user, password=password)
+
+    def _open(self) -> tuple[sushy.Sushy, sushy_connector.Connector]:
+        cfg = self.config
+        password = cfg.password.reveal()
+        conn = sushy_connector.Connector(
+            cfg.endpoint,
+            verify=cfg.verify,
+            # One attempt per request: sushy retries transport errors (POSTs included)
+            # unless told otherwise, which would break "a verb is sent at most once".
+            server_side_retries=1,
+            server_side_retries_delay=0,
+            default_request_timeout=cfg.read_timeout_s,
+            connect_timeout=cfg.connect_timeout_s,
+        )
+        auth = self._make_auth(password)
+        try:
+            root = sushy.Sushy(cfg.endpoint, verify=cfg.verify, auth=auth, connector=conn)
+        except BaseException:
+            _logout(auth)
+            conn.close()
+            raise
+        self.logins += 1
+        return root, conn
+
+    def _current(self) -> tuple[sushy.Sushy, sushy_connector.Connector]:
+        with self._lock:
+            if self._root is None or self._conn is None:
+                self._root, self._conn = self._open()
+            return self._root, self._conn
+
+    def drop(self, root: sushy.Sushy | None = None) -> None:
+        """Log out and forget the root (only if it is still ``root``, when given)."""
+        with self._lock:
+            if self._root is None or (root is not None and root is not self._root):
+                return
+            old, conn = self._root, self._conn
+            self._root = self._conn = None
+        _logout(getattr(old, "_auth", None))
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        """Log out the session (if any) and close the HTTP session."""
+        self.drop()
+
+    # -- calls -------------------------------------------------------------------------------
+    @contextmanager
+    def use(
+        self, target: object, action: str | None = None
+    ) -> Iterator[tuple[sushy.Sushy, sushy_connector.Connector]]:
+        """The root and connector for one call; library errors come out mapped.
+
+        A mapped error other than a refusal drops the root (and logs its session out).
+        """
+        root: sushy.Sushy | None = None
+        try:
+            root, conn = self._current()
+            yield root, conn
+        except HANDLED as exc:
+            mapped = map_error(
+                exc,
+                channel=self.channel,
+                target=target,
+                action=action,
+                verify=self.config.verify,
+                secrets=self._secrets(),
+            )
+            if not isinstance(mapped, RefusedByDevice):
+                self.drop(root)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def _secrets(self) -> tuple[str, ...]:
+        try:
+            return (self.config.password.reveal(),)
+        except PowerplaneError:
+            return ()
+
+    def get_json(self, conn: sushy_connector.Connector, path: str) -> dict[str, Any]:
+        """GET ``path`` and return its JSON object."""
+        body = conn.get(path).json()
+        if not isinstance(body, dict):
+            raise ValueError(f"{path} is not a JSON object")
+        return body
+
+
+def _logout(auth: object) -> None:
+    """Log a Redfish session out, best effort (a session-less auth does nothing)."""
+    if not isinstance(auth, sushy_auth.AuthBase):
+        return
+    try:
+        auth.close()
+    except HANDLED as exc:
+        log.warning("logging out of the Redfish session failed: %s", type(exc).__name__)

@@ -1,0 +1,170 @@
+"""Mapping sushy's and requests' exceptions into powerplane's hierarchy.
+
+::
+
+    sushy.exceptions.AccessError (401/403)       -> AuthenticationFailed
+    sushy.exceptions.MissingXAuthToken           -> ProtocolError
+    sushy.exceptions.HTTPError (other 4xx/5xx)   -> RefusedByDevice (with @Message.ExtendedInfo)
+    sushy.exceptions.ConnectionError, caused by
+        requests SSLError                        -> TLSVerificationFailed
+        requests ConnectTimeout                  -> Unreachable (no answer from the network)
+        requests ReadTimeout / Timeout           -> ChannelTimeout
+        requests ConnectionError                 -> Unreachable
+        anything else                            -> ProtocolError
+    requests exceptions met directly             -> as above
+    other sushy.exceptions.SushyError            -> ProtocolError
+    ValueError (a body that is not JSON)         -> ProtocolError
+    OSError (socket, file)                       -> Unreachable (ssl errors: TLS, as above)
+
+:data:`HANDLED` lists the base classes :func:`map_error` accepts; a test proves every
+subclass of them maps to a :class:`~powerplane.ChannelError`. No message carries a secret:
+the password is scrubbed from every text taken from the device or a library.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import Iterable
+
+import requests
+from powerplane import (
+    AuthenticationFailed,
+    ChannelError,
+    ChannelTimeout,
+    ProtocolError,
+    RefusedByDevice,
+    TLSVerificationFailed,
+    Unreachable,
+)
+from sushy import exceptions as sushy_exc
+
+__all__ = ["HANDLED", "map_error"]
+
+HANDLED: tuple[type[BaseException], ...] = (
+    sushy_exc.SushyError,
+    requests.exceptions.RequestException,
+    OSError,
+    ValueError,
+)
+"""The exception classes (and their subclasses) a channel call maps; others escape to the host."""
+
+
+def _scrub(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, outermost first."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def _device_words(exc: sushy_exc.HTTPError) -> str:
+    """The BMC's own words: every ``@Message.ExtendedInfo`` message, else its error message."""
+    info = exc.extended_info
+    messages: list[str] = []
+    if isinstance(info, dict):
+        info = [info]
+    if isinstance(info, list):
+        for item in info:
+            if isinstance(item, dict):
+                text = item.get("Message") or item.get("MessageId")
+                if isinstance(text, str) and text:
+                    messages.append(text)
+    if not messages and isinstance(exc.detail, str) and exc.detail:
+        messages.append(exc.detail)
+    return "; ".join(messages) or "no message"
+
+
+def _transport(
+    exc: BaseException, verify: bool | str
+) -> tuple[type[ChannelError], str] | None:
+    """Classify a transport failure found anywhere in ``exc``'s chain."""
+    for link in _chain(exc):
+        if isinstance(link, requests.exceptions.SSLError | ssl.SSLError):
+            text = str(link)
+            if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+                where = f"the CA bundle {verify}" if isinstance(verify, str) else "the system CAs"
+                return TLSVerificationFailed, (
+                    f"the BMC's TLS certificate did not verify against {where}"
+                )
+            if "timed out" in text:
+                return ChannelTimeout, "the BMC did not complete the TLS handshake in time"
+            return TLSVerificationFailed, "TLS handshake with the BMC failed"
+        if isinstance(link, requests.exceptions.ConnectTimeout):
+            return Unreachable, "no answer from the network within the connect timeout"
+        if isinstance(link, requests.exceptions.Timeout | TimeoutError):
+            return ChannelTimeout, "the BMC accepted the connection but did not answer in time"
+        if isinstance(link, requests.exceptions.ConnectionError | ConnectionError):
+            return Unreachable, _connection_words(link)
+    return None
+
+
+def _connection_words(exc: BaseException) -> str:
+    text = str(exc)
+    if "Connection refused" in text:
+        return "connection refused"
+    if "Name or service not known" in text or "NameResolution" in text or "getaddrinfo" in text:
+        return "the BMC's host name does not resolve"
+    if "RemoteDisconnected" in text or "Connection aborted" in text or "reset by peer" in text:
+        return "the BMC closed the connection without answering"
+    return "cannot connect to the BMC"
+
+
+def map_error(
+    exc: BaseException,
+    *,
+    channel: str,
+    target: object,
+    action: str | None = None,
+    verify: bool | str = True,
+    secrets: Iterable[str] = (),
+) -> ChannelError:
+    """The :class:`~powerplane.ChannelError` for ``exc`` (raise it ``from exc``).
+
+    ``action`` names the request when it was a reset (``ResetType=ForceOff``), so a refusal
+    says what was refused.
+    """
+    secrets = tuple(secrets)
+    what = f"{action}: " if action else ""
+
+    def make(cls: type[ChannelError], message: str) -> ChannelError:
+        return cls(_scrub(f"{what}{message}", secrets), channel=channel, target=target)
+
+    if isinstance(exc, ChannelError):
+        return exc
+    if isinstance(exc, sushy_exc.AccessError):
+        return make(
+            AuthenticationFailed,
+            f"the BMC rejected the credentials (HTTP {exc.status_code}): {_device_words(exc)}",
+        )
+    if isinstance(exc, sushy_exc.MissingXAuthToken):
+        return make(ProtocolError, "the BMC created a session but returned no X-Auth-Token")
+    if isinstance(exc, sushy_exc.HTTPError):
+        return make(
+            RefusedByDevice,
+            f"the BMC refused the request (HTTP {exc.status_code}): {_device_words(exc)}",
+        )
+    found = _transport(exc, verify)
+    if found is not None:
+        return make(*found)
+    if isinstance(exc, requests.exceptions.JSONDecodeError | json.JSONDecodeError):
+        return make(ProtocolError, "the BMC answered with a body that is not valid JSON")
+    if isinstance(exc, ValueError):
+        return make(ProtocolError, f"unexpected answer from the BMC: {exc}")
+    if isinstance(exc, sushy_exc.SushyError):
+        return make(ProtocolError, f"unexpected answer from the BMC: {exc}")
+    if isinstance(exc, requests.exceptions.RequestException):
+        return make(ProtocolError, f"HTTP request failed: {type(exc).__name__}")
+    if isinstance(exc, OSError):
+        reason = exc.strerror or type(exc).__name__
+        return make(Unreachable, f"I/O error talking to the BMC: {reason}")
+    return make(ProtocolError, f"unexpected {type(exc).__name__}")
