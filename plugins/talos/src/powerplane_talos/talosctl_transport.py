@@ -53,8 +53,10 @@ def map_stderr(stderr: str, status: int, *, channel: str, target: str) -> Channe
     """The powerplane error for a talosctl that exited ``status`` with ``stderr``."""
     kw = {"channel": channel, "target": target}
     text = " ".join(stderr.split())
-    if len(text) > 400:
-        text = text[:400] + "..."
+    if "rpc error:" in text:  # keep gRPC's status text, drop talosctl's preamble
+        text = text[text.index("rpc error:"):]
+    if len(text) > 600:
+        text = text[:600] + "..."
     if not text:
         text = f"talosctl exited {status} without a message"
     if "x509:" in text or "failed to verify certificate" in text:
