@@ -30,6 +30,9 @@ class Verb(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    # hash as the string it equals (Enum's default hashes the name, in Python)
+    __hash__ = str.__hash__
+
     @property
     def method(self) -> str:
         """The channel method that carries this verb (``power-on`` -> ``power_on``)."""

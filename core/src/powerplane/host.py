@@ -109,6 +109,7 @@ class PowerHost:
         self._ep_sems: dict[Any, asyncio.Semaphore] = {}
         self._total: asyncio.Semaphore | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._async_methods: dict[tuple[str, str], bool] = {}
         self._started = False
 
     # -- construction ------------------------------------------------------------------------
@@ -245,11 +246,25 @@ class PowerHost:
                 return ref.target
         raise KeyError(channel)
 
-    def _check(self, node: str, verb: Verb) -> tuple[NodeSpec, VerbOffer]:
+    def _decide_fresh(self, node: str) -> dict[Verb, VerbOffer]:
+        """The rule evaluated now, from the discovered capabilities, without any cache."""
         spec = self._spec(node)
+        return decide(self._views(spec), spec.site, spec.classification,
+                      self.deployment.recovery)
+
+    def _recheck(self, node: str) -> tuple[NodeSpec, dict[Verb, VerbOffer]]:
+        """The rule applied now to what discovery currently holds (not the offer cache).
+
+        ``decide`` is pure, so it is memoized on its inputs: the node's channel views,
+        site and classification; the memo is cleared whenever discovery runs again.
+        """
+        spec = self._spec(node)
+        return spec, self._decide(spec)
+
+    def _check(self, node: str, verb: Verb) -> tuple[NodeSpec, VerbOffer]:
         # The rule, decided again at dispatch: not the cached offer.
-        offer = decide(self._views(spec), spec.site, spec.classification,
-                       self.deployment.recovery)[verb]
+        spec, offers = self._recheck(node)
+        offer = offers[verb]
         if not offer.offered:
             raise NotOffered(node, verb.value, offer.reason)
         return spec, offer
@@ -267,7 +282,14 @@ class PowerHost:
         if not reason or not reason.strip():
             raise ValueError("a reason is required for every power verb")
         spec, offer = self._check(node, verb)
-        assert offer.channel is not None
+        return await self._dispatch(node, spec, offer, reason, wait)
+
+    async def _dispatch(
+        self, node: str, spec: NodeSpec, offer: VerbOffer, reason: str, wait: float = 0.0
+    ) -> InvokeResult:
+        """Send a verb the rule has just allowed (callers run ``_check`` right before)."""
+        verb = offer.verb
+        assert offer.offered and offer.channel is not None
         target = self._target(spec, offer.channel)
         log.info("invoke %s %s via %s: %s", verb.value, node, offer.channel, reason)
         acceptance = await self._call(offer.channel, verb.method, target)
@@ -304,7 +326,7 @@ class PowerHost:
             raise ValueError("a reason is required for every power verb")
         results: dict[str, InvokeResult | PowerplaneError] = {}
         batches: dict[str, list[tuple[str, Any]]] = {}
-        singles: list[str] = []
+        singles: list[tuple[str, NodeSpec, VerbOffer]] = []
         for node in dict.fromkeys(nodes):
             try:
                 spec, offer = self._check(node, verb)
@@ -318,11 +340,11 @@ class PowerHost:
                     (node, self._target(spec, offer.channel))
                 )
             else:
-                singles.append(node)
+                singles.append((node, spec, offer))
 
-        async def single(node: str) -> None:
+        async def single(node: str, spec: NodeSpec, offer: VerbOffer) -> None:
             try:
-                results[node] = await self.invoke(node, verb, reason)
+                results[node] = await self._dispatch(node, spec, offer, reason)
             except PowerplaneError as exc:
                 results[node] = exc
 
@@ -345,7 +367,7 @@ class PowerHost:
                     results[node] = InvokeResult(node, verb, channel, True, None, detail)
 
         await asyncio.gather(
-            *(single(n) for n in singles), *(batch(c, m) for c, m in batches.items())
+            *(single(*s) for s in singles), *(batch(c, m) for c, m in batches.items())
         )
         return {n: results[n] for n in dict.fromkeys(nodes)}
 
@@ -420,8 +442,10 @@ class PowerHost:
         except Exception:
             return name
 
-    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if inspect.iscoroutinefunction(fn):
+    async def _run(self, fn: Callable[..., Any], *args: Any, is_async: bool | None = None) -> Any:
+        if is_async is None:
+            is_async = inspect.iscoroutinefunction(fn)
+        if is_async:
             return await fn(*args)
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(self._executor, fn, *args)
@@ -437,6 +461,9 @@ class PowerHost:
         fn = getattr(channel, method, None)
         if fn is None:
             raise ProtocolError(f"the channel has no method {method}()", channel=name)
+        is_async = self._async_methods.get((name, method))
+        if is_async is None:
+            is_async = self._async_methods[(name, method)] = inspect.iscoroutinefunction(fn)
         endpoint = self._endpoint(name, channel, target)
         sem = self._ep_sems.get(endpoint)
         if sem is None:
@@ -446,7 +473,8 @@ class PowerHost:
         call_args = args if args else (target,)
         async with sem, self._total:
             try:
-                return await asyncio.wait_for(self._run(fn, *call_args), timeout)
+                async with asyncio.timeout(timeout):
+                    return await self._run(fn, *call_args, is_async=is_async)
             except PowerplaneError:
                 raise
             except TimeoutError:
