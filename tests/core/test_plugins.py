@@ -139,3 +139,19 @@ def test_every_hook_is_documented_and_tested() -> None:
         if callable(fn) and hasattr(fn, "powerplane_spec"):
             assert fn.__doc__ and len(fn.__doc__) > 40, name
             assert f"def {name}" in tests, f"hook {name} has no test"
+
+
+def test_plugin_discovery_imports_no_heavy_library() -> None:
+    """`powerplane plugins` loads every installed plugin; none may import its client library."""
+    code = (
+        "import sys, runpy\n"
+        "sys.argv=['powerplane','plugins']\n"
+        "try:\n  runpy.run_module('powerplane.cli', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "heavy=[m for m in ('sushy','boto3','botocore','grpc','grpclib','pysnmp','httpx',"
+        "'google.protobuf') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "HEAVY []" in out
