@@ -26,7 +26,7 @@ SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 MOCKUPS = SHARED / "redfish-mockups"
 EMU_PASSWORD_ENV = "PP_TEST_EMU_PASSWORD"
 MOCKUP_PASSWORD_ENV = "PP_TEST_MOCKUP_PASSWORD"
-EMULATED_SYSTEMS = 12
+EMULATED_SYSTEMS = 32
 
 
 @pytest.fixture(scope="session")
