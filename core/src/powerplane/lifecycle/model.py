@@ -126,6 +126,9 @@ class DispatchOutcome(str, Enum):
     INDETERMINATE = "indeterminate"
     """The process stopped between recording and confirming; read back, never resent."""
 
+    def __str__(self) -> str:
+        return self.value
+
 
 class Dispatch(_Model):
     """One power verb, recorded before it is sent (at most once)."""

@@ -1,0 +1,326 @@
+"""``powerplane maintenance``: request, status, list, abandon, return, run.
+
+The ceremony comes as flags for scripts (``--confirm-node``, ``--ack-preflight``,
+``--hazard-reason``, ``--actor``) or as prompts for a person at a terminal. A refusal is
+never turned into a prompt: below quorum, a virtual node or a withheld verb exits 3.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from powerplane.cli._common import (
+    config_path,
+    console,
+    emit_json,
+    handle_errors,
+    open_host,
+    output_option,
+    run_async,
+)
+
+if TYPE_CHECKING:
+    from powerplane.lifecycle.model import NodeMaintenance, Preflight
+    from powerplane.lifecycle.store import Store
+
+__all__ = ["maintenance_group"]
+
+
+@click.group("maintenance")
+def maintenance_group() -> None:
+    """The node-maintenance lifecycle: cordon, drain, reboot or shut down, return to service."""
+
+
+def _open_store(ctx: click.Context) -> Store:
+    from powerplane.config import load_config
+    from powerplane.lifecycle.settings import lifecycle_config
+    from powerplane.lifecycle.store import Store
+
+    deployment = load_config(config_path(ctx))
+    config = lifecycle_config(deployment.lifecycle, deployment.source)
+    return Store(config.store_path(deployment.source))
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
+def _ask_reason(value: str | None, what: str = "reason") -> str:
+    if value is not None:
+        return value
+    if not _interactive():
+        raise click.UsageError(f"--{what.replace(' ', '-')} is required")
+    return str(click.prompt(f"{what.capitalize()} (recorded in the audit trail)"))
+
+
+def _actor(value: str | None) -> str:
+    from powerplane.lifecycle.service import default_actor
+
+    return value or default_actor()
+
+
+def _print_preflight(node: str, intent: str, pre: Preflight, hazard_reason: str) -> None:
+    out = console(stderr=True)
+    out.print(f"[bold]pre-flight[/bold] for {intent} of {node}:")
+    out.print(f"  pods to evict: {', '.join(pre.pods) or 'none'}")
+    if pre.pdbs:
+        out.print(f"  disruption budgets: {', '.join(pre.pdbs)}")
+    if pre.quorum is not None:
+        q = pre.quorum
+        out.print(f"  control plane: {q.members} members, {q.ready} ready, quorum {q.quorum}, "
+                  f"margin {q.margin}")
+    if pre.hazard:
+        out.print(f"  [bold red]HAZARD[/bold red]: {hazard_reason}")
+    if pre.power:
+        if pre.power.get("offered"):
+            out.print(f"  power: {pre.power.get('verb')} via {pre.power.get('channel')}")
+        else:
+            out.print(f"  power: {pre.power.get('verb')} withheld: {pre.power.get('reason')}")
+    out.print(f"  storage: {pre.storage}")
+
+
+@maintenance_group.command("request")
+@click.argument("node")
+@click.option("--intent", type=click.Choice(["cordon", "drain", "reboot", "shutdown"]),
+              required=True, help="How far the maintenance goes.")
+@click.option("--reason", default=None, help="Why (must meet the reason policy).")
+@click.option("--actor", default=None, help="Who asks (default: $POWERPLANE_ACTOR or login).")
+@click.option("--confirm-node", default=None, help="The node name, typed (reboot, shutdown).")
+@click.option("--ack-preflight", is_flag=True, help="Acknowledge the pre-flight impact.")
+@click.option("--hazard-reason", default=None,
+              help="Typed reason for consuming the last of the quorum margin.")
+@output_option
+@click.pass_context
+@handle_errors
+def request_cmd(
+    ctx: click.Context,
+    node: str,
+    intent: str,
+    reason: str | None,
+    actor: str | None,
+    confirm_node: str | None,
+    ack_preflight: bool,
+    hazard_reason: str | None,
+    output: str,
+) -> None:
+    """Request a maintenance of NODE with the ceremony its intent needs."""
+    from powerplane.capabilities import Verb
+    from powerplane.errors import NotOffered
+    from powerplane.lifecycle.ceremony import (
+        Ceremony,
+        MaintenanceRefused,
+        Step,
+        action_for,
+        required,
+    )
+    from powerplane.lifecycle.model import Intent
+    from powerplane.lifecycle.service import Lifecycle
+
+    the_intent = Intent(intent)
+
+    async def go() -> dict[str, Any]:
+        async with open_host(ctx) as host:
+            lc = Lifecycle.for_host(host)
+            try:
+                pre, verdict = await lc.preflight(node, the_intent)
+                if not verdict.allowed:
+                    raise MaintenanceRefused(node, verdict.reason, verdict.numbers)
+                if the_intent.powers and not pre.power.get("offered"):
+                    verb = Verb.REBOOT if the_intent is Intent.REBOOT else Verb.SHUTDOWN
+                    raise NotOffered(node, verb.value, str(pre.power.get("reason", "")))
+                steps = required(action_for(the_intent), verdict.hazard)
+                people = _interactive()
+                if people:
+                    _print_preflight(node, intent, pre, verdict.reason)
+                why = _ask_reason(reason)
+                ack = ack_preflight
+                if Step.ACK_PREFLIGHT in steps and not ack and people:
+                    ack = click.confirm("Acknowledge the pre-flight impact?", default=False,
+                                        err=True)
+                typed = confirm_node
+                if Step.TYPED_NODE in steps and typed is None and people:
+                    typed = click.prompt("Type the node name to confirm", default="",
+                                         show_default=False, err=True)
+                hazard = hazard_reason
+                if Step.HAZARD_REASON in steps and hazard is None and people:
+                    hazard = click.prompt("Hazard: type the reason for consuming the last of "
+                                          "the quorum margin", err=True)
+                m = await lc.request(
+                    node,
+                    the_intent,
+                    Ceremony(reason=why, actor=_actor(actor), confirm_node=typed,
+                             ack_preflight=ack, hazard_reason=hazard),
+                )
+                return m.summary()
+            finally:
+                lc.close()
+
+    data = run_async(go())
+    if output == "json":
+        emit_json(data)
+        return
+    hazard = " [bold red](hazard)[/bold red]" if data["hazard"] else ""
+    console().print(f"requested {data['name']}: {data['intent']} of {data['node']}{hazard}; "
+                    "run `powerplane maintenance run` to carry it out")
+
+
+def _show(m: dict[str, Any]) -> None:
+    echo = click.echo
+    echo(f"{m['name']}  node {m['node']}  intent {m['intent']}  phase {m['phase']}")
+    echo(f"  requested by {m['requestedBy']}: {m['reason']}")
+    if m["refusal"]:
+        echo(f"  refusal: {m['refusal'].get('reason', '')}")
+    if m["lastError"]:
+        echo(f"  last error: {m['lastError']}")
+    for kind, cond in m["conditions"].items():
+        echo(f"  {kind}={cond['status']} ({cond['reason']}) {cond['message']}")
+    for d in m["dispatchRecords"]:
+        echo(f"  dispatch {d['verb']} via {d['channel']} at {d['recordedAt']}: "
+             f"{d['outcome'] or 'no outcome yet'} {d['detail']}")
+    for t in m["history"]:
+        echo(f"  {t['at']}  {t['from']} -> {t['to']}  {t['why']}")
+
+
+@maintenance_group.command("status")
+@click.argument("node_or_name")
+@output_option
+@click.pass_context
+@handle_errors
+def status_cmd(ctx: click.Context, node_or_name: str, output: str) -> None:
+    """The maintenance of NODE (its active one, else its latest), or one by name."""
+    store = _open_store(ctx)
+    try:
+        data = store.find(node_or_name).summary()
+    finally:
+        store.close()
+    if output == "json":
+        emit_json(data)
+    else:
+        _show(data)
+
+
+@maintenance_group.command("list")
+@click.option("--all", "show_all", is_flag=True, help="Include finished maintenances.")
+@output_option
+@click.pass_context
+@handle_errors
+def list_cmd(ctx: click.Context, show_all: bool, output: str) -> None:
+    """Active maintenances (every one with --all)."""
+    store = _open_store(ctx)
+    try:
+        rows = [m.summary() for m in store.all(active_only=not show_all)]
+    finally:
+        store.close()
+    if output == "json":
+        emit_json({"maintenances": rows})
+        return
+    from rich.table import Table
+
+    table = Table(title="maintenances", title_justify="left")
+    for col in ("name", "node", "intent", "phase", "dispatches", "requested by"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["node"], r["intent"], r["phase"], str(r["dispatches"]),
+                      r["requestedBy"])
+    console().print(table)
+
+
+def _person_request(
+    ctx: click.Context,
+    node: str,
+    reason: str | None,
+    actor: str | None,
+    output: str,
+    act: Callable[[Any, Any], NodeMaintenance],
+) -> None:
+    from powerplane.lifecycle.ceremony import Ceremony
+    from powerplane.lifecycle.service import Lifecycle
+
+    why = _ask_reason(reason)
+    lc = Lifecycle.for_host(open_host(ctx))  # records a request: no channel is touched
+    try:
+        m = act(lc, Ceremony(reason=why, actor=_actor(actor)))
+    finally:
+        lc.close()
+    data = m.summary()
+    if output == "json":
+        emit_json(data)
+    else:
+        console().print(f"{data['name']}: recorded; `powerplane maintenance run` carries it out")
+
+
+@maintenance_group.command("return")
+@click.argument("node")
+@click.option("--reason", default=None, help="Why (must meet the reason policy).")
+@click.option("--actor", default=None, help="Who asks (default: $POWERPLANE_ACTOR or login).")
+@click.option("--machine-on", is_flag=True,
+              help="Confirm a person powered the machine back on (where power-on is withheld).")
+@output_option
+@click.pass_context
+@handle_errors
+def return_cmd(
+    ctx: click.Context, node: str, reason: str | None, actor: str | None, machine_on: bool,
+    output: str,
+) -> None:
+    """Return NODE to service from a parked maintenance (power-on where offered, uncordon)."""
+    _person_request(ctx, node, reason, actor, output,
+                    lambda lc, c: lc.return_to_service(node, c, machine_on=machine_on))
+
+
+@maintenance_group.command("abandon")
+@click.argument("node")
+@click.option("--reason", default=None, help="Why (must meet the reason policy).")
+@click.option("--actor", default=None, help="Who asks (default: $POWERPLANE_ACTOR or login).")
+@output_option
+@click.pass_context
+@handle_errors
+def abandon_cmd(
+    ctx: click.Context, node: str, reason: str | None, actor: str | None, output: str
+) -> None:
+    """Abandon NODE's active maintenance; it returns the node through Returning."""
+    _person_request(ctx, node, reason, actor, output, lambda lc, c: lc.abandon(node, c))
+
+
+@maintenance_group.command("run")
+@click.option("--until-idle", is_flag=True,
+              help="Stop once nothing can advance without a person (else run until Ctrl-C).")
+@click.option("--max-passes", type=int, default=None, help="Stop after this many passes.")
+@output_option
+@click.pass_context
+@handle_errors
+def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output: str) -> None:
+    """Reconcile every active maintenance, printing each phase change as it happens."""
+    from powerplane.lifecycle.service import Lifecycle
+
+    seen: dict[str, str] = {}
+
+    async def go() -> list[dict[str, Any]]:
+        async with open_host(ctx) as host:
+            lc = Lifecycle.for_host(host)
+            names = {m.name for m in lc.store.active()}
+
+            def progress(m: NodeMaintenance) -> None:
+                names.add(m.name)
+                before = seen.get(m.name)
+                seen[m.name] = m.phase.value
+                if output != "json" and before != m.phase.value and m.status.history:
+                    last = m.status.history[-1]
+                    click.echo(f"{m.node}: {last.from_phase} -> {last.to}  {last.why}")
+
+            lc.store.after_write = progress
+            try:
+                await lc.run(until_idle=until_idle, max_passes=max_passes)
+                return [lc.store.get(n).summary() for n in sorted(names)]
+            finally:
+                lc.close()
+
+    rows = run_async(go())
+    if output == "json":
+        emit_json({"maintenances": rows})
+        return
+    for r in rows:
+        console().print(f"{r['node']}: {r['phase']} ({r['name']})")
