@@ -1,0 +1,188 @@
+"""The ``openstack`` channel: OpenStack Compute (Nova) through httpx, async.
+
+=============  =====================================================  ==========
+verb           request                                                graceful
+=============  =====================================================  ==========
+reboot         ``POST /servers/{id}/action {"reboot": {"type": ...}}`` SOFT: yes
+shutdown       ``POST /servers/{id}/action {"os-stop": null}``         yes
+power-on       ``POST /servers/{id}/action {"os-start": null}``        no
+terminate      ``DELETE /servers/{id}``                                yes
+readback       ``GET /servers/{id}``                                   --
+=============  =====================================================  ==========
+
+Tokens come from :mod:`powerplane_cloud.keystone`; a ``401`` renews the token once
+and repeats the request once (a rejected request was not carried out). A rate
+limited (``429``/``413``) GET or DELETE is retried with backoff; an action never is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import httpx
+from powerplane.capabilities import CapabilitySet, Source, Verb
+from powerplane.channel import Acceptance, Reading, require
+from powerplane.errors import ProtocolError
+
+from powerplane_cloud.backoff import Backoff
+from powerplane_cloud.keystone import Keystone
+from powerplane_cloud.openstack_config import OpenStackConfig
+from powerplane_cloud.openstack_errors import THROTTLE_STATUSES, map_status, map_transport
+
+__all__ = ["POWER_STATES", "OpenStackChannel", "reading_for_server"]
+
+POWER_STATES = {0: "NOSTATE", 1: "RUNNING", 3: "PAUSED", 4: "SHUTDOWN", 6: "CRASHED",
+                7: "SUSPENDED"}
+"""Nova's ``OS-EXT-STS:power_state`` values and their names."""
+
+_GONE = frozenset({"DELETED", "SOFT_DELETED"})
+
+
+def reading_for_server(server: dict[str, Any]) -> Reading:
+    """The reading for a Compute ``server`` object."""
+    status = str(server.get("status", ""))
+    task = server.get("OS-EXT-STS:task_state")
+    power = server.get("OS-EXT-STS:power_state")
+    if task:
+        return Reading.unknown(f"task in progress ({task}), status {status}")
+    if status in _GONE:
+        return Reading.off(status.lower())
+    if isinstance(power, int):
+        if power == 1:
+            return Reading.on()
+        if power == 4:
+            return Reading.off()
+        name = POWER_STATES.get(power, str(power))
+        return Reading.unknown(f"power state {name}, status {status}")
+    if status == "ACTIVE":
+        return Reading.on()
+    if status == "SHUTOFF":
+        return Reading.off()
+    return Reading.unknown(f"status {status or 'missing'}")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers.get("Retry-After", ""))
+    except ValueError:
+        return None
+
+
+class OpenStackChannel:
+    """One project of one OpenStack cloud."""
+
+    def __init__(self, name: str, config: OpenStackConfig) -> None:
+        self.name = name
+        self.config = config
+        self.keystone = Keystone(config, name)
+        self._client: httpx.AsyncClient | None = None
+        self._backoff = Backoff(config.throttle_retries, config.backoff_base_s,
+                                config.backoff_max_s)
+        soft = config.reboot_type == "SOFT"
+        self._caps = CapabilitySet.of(
+            graceful=[Verb.SHUTDOWN, Verb.TERMINATE, *([Verb.REBOOT] if soft else [])],
+            hard=[Verb.POWER_ON, *([] if soft else [Verb.REBOOT])],
+            source=Source.INTRINSIC,
+            detail=f"OpenStack Compute API: reboot {config.reboot_type}, os-stop, os-start, "
+            "DELETE",
+        )
+        self.requests: Counter[str] = Counter()
+        """Compute API requests sent, by what they were (``os-stop``, ``GET server``, ...)."""
+
+    def endpoint(self, target: str) -> str:
+        """The API every call of this channel reaches."""
+        return self.config.compute_url or self.config.identity_url
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                verify=self.config.verify,
+                timeout=httpx.Timeout(self.config.timeout_s),
+                headers={"Accept": "application/json", "User-Agent": "powerplane-cloud"},
+            )
+        return self._client
+
+    async def _request(
+        self, method: str, target: str, what: str, *, path: str = "",
+        body: Any = None, retry: bool = False,
+    ) -> httpx.Response:
+        client = self._http()
+        token = await self.keystone.token(client)
+        renewed = False
+        attempt = 0
+        while True:
+            self.requests[what] += 1
+            try:
+                response = await client.request(
+                    method,
+                    f"{token.compute_url}/servers/{target}{path}",
+                    json=body,
+                    headers={"X-Auth-Token": token.value},
+                )
+            except httpx.HTTPError as exc:
+                raise map_transport(exc, channel=self.name, target=target, what=what) from exc
+            status = response.status_code
+            if status == 401 and not renewed:
+                token = await self.keystone.token(client, stale=token)
+                renewed = True
+                continue
+            if status in THROTTLE_STATUSES and retry and attempt < self._backoff.retries:
+                await asyncio.sleep(self._backoff.delay(attempt, _retry_after(response)))
+                attempt += 1
+                continue
+            if status >= 400:
+                raise map_status(response, channel=self.name, target=target, what=what)
+            return response
+
+    async def _server(self, target: str) -> dict[str, Any]:
+        response = await self._request("GET", target, "GET server", retry=True)
+        try:
+            server = response.json()["server"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProtocolError("GET server: the answer has no server object",
+                                channel=self.name, target=target) from exc
+        if not isinstance(server, dict):
+            raise ProtocolError("GET server: the answer has no server object",
+                                channel=self.name, target=target)
+        return server
+
+    async def _action(self, target: str, what: str, body: dict[str, Any]) -> Acceptance:
+        response = await self._request("POST", target, what, path="/action", body=body)
+        return Acceptance(f"{what} accepted ({response.status_code})")
+
+    # -- the channel protocol ----------------------------------------------------------------
+    async def capabilities(self, target: str) -> CapabilitySet:
+        """The API's verbs, once the server is found; nothing for a deleted one."""
+        server = await self._server(target)
+        status = str(server.get("status", ""))
+        if status in _GONE:
+            return CapabilitySet.empty(f"server {target} is {status}")
+        return self._caps
+
+    async def reboot(self, target: str) -> Acceptance:
+        require(self._caps, Verb.REBOOT, self.name)
+        kind = self.config.reboot_type
+        return await self._action(target, f"reboot {kind}", {"reboot": {"type": kind}})
+
+    async def shutdown(self, target: str) -> Acceptance:
+        require(self._caps, Verb.SHUTDOWN, self.name)
+        return await self._action(target, "os-stop", {"os-stop": None})
+
+    async def power_on(self, target: str) -> Acceptance:
+        require(self._caps, Verb.POWER_ON, self.name)
+        return await self._action(target, "os-start", {"os-start": None})
+
+    async def terminate(self, target: str) -> Acceptance:
+        require(self._caps, Verb.TERMINATE, self.name)
+        response = await self._request("DELETE", target, "DELETE server", retry=True)
+        return Acceptance(f"delete accepted ({response.status_code})")
+
+    async def read_power_state(self, target: str) -> Reading:
+        return reading_for_server(await self._server(target))
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
