@@ -38,6 +38,7 @@ DEVICES: dict[str, tuple[str, dict[int, str], str | None]] = {
     "feed-b": ("apc-rpdu2", FOUR, None),
     "feed-a2": ("apc-rpdu2", FOUR, None),
     "offers": ("apc-rpdu", FOUR, None),
+    "offers-cycle": ("apc-rpdu", FOUR, None),
     "policy": ("apc-rpdu", FOUR, None),
     "readback": ("apc-rpdu2", FOUR, None),
     "batch": ("apc-rpdu2", dict.fromkeys(range(1, 9), "on"), None),
