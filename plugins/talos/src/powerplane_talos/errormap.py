@@ -86,17 +86,18 @@ def map_error(
     if isinstance(exc, ssl.SSLCertVerificationError):
         return TLSVerificationFailed(
             f"the certificate of {endpoint} did not verify against the configured CA "
-            f"({exc.verify_message or exc.reason})",
+            f"({getattr(exc, 'verify_message', None) or getattr(exc, 'reason', None) or exc})",
             **kw,
         )
     if isinstance(exc, ssl.SSLError):
-        alert = CERT_ALERTS.get(exc.reason or "")
+        reason = getattr(exc, "reason", None) or ""
+        alert = CERT_ALERTS.get(reason)
         if alert is not None:
             return AuthenticationFailed(
                 f"{endpoint} rejected the client certificate (remote error: tls: {alert})", **kw
             )
         return TLSVerificationFailed(
-            f"TLS handshake with {endpoint} failed ({exc.reason or exc})", **kw
+            f"TLS handshake with {endpoint} failed ({reason or exc})", **kw
         )
     if isinstance(exc, ConnectionRefusedError):
         return Unreachable(f"connection refused by {endpoint}", **kw)
