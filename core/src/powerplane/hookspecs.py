@@ -19,8 +19,9 @@ import pluggy
 
 if TYPE_CHECKING:
     from powerplane.channel import ChannelType
+    from powerplane.demo import DemoPeer
 
-__all__ = ["hookimpl", "hookspec", "register_channel_types"]
+__all__ = ["hookimpl", "hookspec", "register_channel_types", "register_demo_peers"]
 
 PROJECT = "powerplane"
 
@@ -37,4 +38,15 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
     Call ``register(ChannelType(...))`` once per channel type. Called once per
     plugin when plugins are first used, never at import. A name registered twice is
     a load error of the second plugin; every other plugin still loads.
+    """
+
+
+@hookspec
+def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+    """Register the real protocol peers this plugin can start on loopback for ``powerplane demo``.
+
+    Optional. Call ``register(DemoPeer(...))`` once per peer (an emulator, a mock
+    server, a simulator); the demo starts each in a temporary directory, configures
+    a channel of this plugin against it, and stops it by its own handle afterwards.
+    Importing the peer's machinery must happen inside ``DemoPeer.start``.
     """

@@ -27,6 +27,7 @@ from powerplane.errors import PluginLoadError
 
 if TYPE_CHECKING:
     from powerplane.channel import ChannelType
+    from powerplane.demo import DemoPeer
 
 __all__ = ["PluginFailure", "PluginInfo", "Registry", "load_plugins", "registry"]
 
@@ -65,6 +66,7 @@ class Registry:
     failures: list[PluginFailure] = field(default_factory=list)
     channel_types: dict[str, ChannelType] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)
+    demo_peers: dict[str, DemoPeer] = field(default_factory=dict)
     manager: pluggy.PluginManager = field(
         default_factory=lambda: _new_manager(),
     )
@@ -77,15 +79,16 @@ class Registry:
         Used for entry points, and by tests to register a plugin for one test.
         """
         found: list[ChannelType] = []
+        peers: list[DemoPeer] = []
         try:
             self.manager.register(module, name=name)
-            impls = [
-                impl
-                for impl in self.manager.hook.register_channel_types.get_hookimpls()
-                if impl.plugin_name == name
-            ]
-            for impl in impls:
-                impl.function(register=found.append)
+            for hook, sink in (
+                (self.manager.hook.register_channel_types, found.append),
+                (self.manager.hook.register_demo_peers, peers.append),
+            ):
+                for impl in hook.get_hookimpls():
+                    if impl.plugin_name == name:
+                        impl.function(register=sink)
         except Exception as exc:  # a plugin's own bug: isolate it
             self._unregister(name)
             self.failures.append(PluginFailure(name, distribution, version, _describe(exc)))
@@ -100,6 +103,8 @@ class Registry:
         for ctype in found:
             self.channel_types[ctype.name] = ctype
             self.owners[ctype.name] = name
+        for peer in peers:
+            self.demo_peers.setdefault(peer.name, peer)
         self.plugins.append(
             PluginInfo(name, distribution, version, tuple(t.name for t in found))
         )

@@ -1,0 +1,23 @@
+"""``powerplane demo``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from powerplane.cli._common import console, handle_errors
+
+__all__ = ["demo_cmd"]
+
+
+@click.command("demo")
+@click.option("--keep", is_flag=True, help="Leave the peers running; print the config path.")
+@click.option("--only", default=None, help="Only these peers, comma-separated (redfish,talos).")
+@handle_errors
+def demo_cmd(keep: bool, only: str | None) -> None:
+    """Start the bundled peers on loopback and walk through the whole framework."""
+    from powerplane.demo import Demo
+
+    wanted = {x.strip() for x in only.split(",") if x.strip()} if only else None
+    sys.exit(Demo(console(), only=wanted, keep=keep).run())
