@@ -1,0 +1,278 @@
+"""Redfish PowerDistribution against DMTF's public-pdu mockup served by a small test PDU.
+
+respx stands in only for the failures the mockup cannot give (busy, timeouts, garbage).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from pdu_peers import RedfishServer
+from powerplane import (
+    AuthenticationFailed,
+    ChannelError,
+    ChannelTimeout,
+    PowerHost,
+    PowerState,
+    ProtocolError,
+    RefusedByDevice,
+    TLSVerificationFailed,
+    Unreachable,
+    Verb,
+    parse_config,
+)
+from powerplane_pdu import PduChannel, parse_target
+
+PASSWORD = "pdu-Pa55word-zz"
+A1 = parse_target({"outlets": ["A1"]})
+A12 = parse_target({"outlets": ["A1", "A2"]})
+OUTLET = "/redfish/v1/PowerEquipment/RackPDUs/1/Outlets"
+
+
+@pytest.fixture
+def password_file(tmp_path: Path) -> Path:
+    path = tmp_path / "pdu-password"
+    path.write_text(PASSWORD + "\n")
+    return path
+
+
+@pytest.fixture
+def redfish_pdu(public_pdu: Path, password_file: Path) -> Iterator[RedfishServer]:
+    server = RedfishServer(public_pdu, "admin", password_file)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _cfg(url: str, password_file: Path, **keys: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "protocol": "redfish",
+        "endpoint": url,
+        "username": "admin",
+        "password": {"file": str(password_file)},
+        "timeout_s": 5,
+        "reboot_delay_s": 0,
+    }
+    cfg.update(keys)
+    return cfg
+
+
+def _patch(server: RedfishServer, outlet: str, body: dict[str, Any]) -> None:
+    httpx.patch(f"{server.url}{OUTLET}/{outlet}", json=body,
+                auth=("admin", PASSWORD)).raise_for_status()
+
+
+def _counts(server: RedfishServer) -> dict[str, int]:
+    return dict(httpx.get(f"{server.url}/_test/counts").json())
+
+
+@pytest.mark.parametrize("auth", ["session", "basic"])
+async def test_outlets_switch_off_on_and_cycle_with_metered_readback(
+    auth: str,
+    redfish_pdu: RedfishServer,
+    password_file: Path,
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    ch = channel_for(_cfg(redfish_pdu.url, password_file, auth=auth))
+    caps = await ch.capabilities(A12)
+    assert caps.as_dict() == {"reboot": "hard", "shutdown": "hard", "power-on": "hard"}
+    reading = await ch.read_power_state(A12)
+    assert reading.state is PowerState.ON, reading  # the mockup meters: 197.4 W on A1
+    await ch.shutdown(A12)
+    off = await ch.read_power_state(A12)
+    assert off.state is PowerState.OFF
+    await ch.power_on(A12)
+    assert (await ch.read_power_state(A12)).state is PowerState.ON
+    posts = _counts(redfish_pdu).get("POST", 0)
+    done = await ch.reboot(A12)
+    assert done.detail.count("switched off and on again") == 2
+    # explicit Off then On per outlet, never a PowerCycle
+    assert _counts(redfish_pdu)["POST"] - posts == 4
+    assert (await ch.read_power_state(A12)).state is PowerState.ON
+    await ch.close()
+    if auth == "session":
+        assert _counts(redfish_pdu).get("DELETE") == 1, "the session is logged out on close"
+
+
+async def test_through_power_host(redfish_pdu: RedfishServer, password_file: Path) -> None:
+    cfg = {
+        "channels": {"pdu-r": {"type": "pdu", **_cfg(redfish_pdu.url, password_file)}},
+        "nodes": {"n1": {"channels": [{"channel": "pdu-r", "target": {"outlets": ["B1"]}}]}},
+    }
+    async with PowerHost(parse_config(cfg)) as host:
+        assert host.offer_for("n1")[Verb.SHUTDOWN].offered
+        await host.invoke("n1", Verb.SHUTDOWN, reason="test")
+        assert (await host.read_power_state("n1")).state is PowerState.OFF
+
+
+async def test_locked_outlet_is_refused_with_the_reason(
+    redfish_pdu: RedfishServer, password_file: Path, channel_for: Callable[..., PduChannel]
+) -> None:
+    _patch(redfish_pdu, "A2", {"PowerControlLocked": True})
+    ch = channel_for(_cfg(redfish_pdu.url, password_file))
+    with pytest.raises(RefusedByDevice, match="PowerControlLocked") as info:
+        await ch.shutdown(A12)
+    assert "rack/A1: switched off" in str(info.value)
+    assert "rack/A2: FAILED (RefusedByDevice" in str(info.value)
+    assert _counts(redfish_pdu).get("POST", 0) <= 2  # session login + A1 only
+    reading = await ch.read_power_state(parse_target({"outlets": ["A2"]}))
+    assert reading.state is PowerState.ON
+
+
+async def test_outlet_in_transition_reads_unknown(
+    redfish_pdu: RedfishServer, password_file: Path, channel_for: Callable[..., PduChannel]
+) -> None:
+    _patch(redfish_pdu, "A3", {"PowerStateInTransition": True})
+    ch = channel_for(_cfg(redfish_pdu.url, password_file))
+    reading = await ch.read_power_state(parse_target({"outlets": ["A3"]}))
+    assert reading.state is PowerState.UNKNOWN
+    assert "in transition" in reading.detail
+
+
+@pytest.mark.parametrize("auth", ["session", "basic"])
+async def test_wrong_password_fails_authentication_without_the_password(
+    auth: str,
+    redfish_pdu: RedfishServer,
+    tmp_path: Path,
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-Pa55word")
+    ch = channel_for(_cfg(redfish_pdu.url, wrong, auth=auth))
+    with pytest.raises(AuthenticationFailed) as info:
+        await ch.capabilities(A1)
+    assert "not-the-Pa55word" not in str(info.value)
+    assert PASSWORD not in str(info.value)
+
+
+async def test_unknown_outlet_is_refused_by_the_device(
+    redfish_pdu: RedfishServer, password_file: Path, channel_for: Callable[..., PduChannel]
+) -> None:
+    ch = channel_for(_cfg(redfish_pdu.url, password_file))
+    reading = await ch.read_power_state(parse_target({"outlets": ["Z9"]}))
+    assert reading.state is PowerState.UNKNOWN and "HTTP 404" in reading.detail
+
+
+# -- TLS --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tls_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-pdu")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    d = tmp_path_factory.mktemp("tls")
+    (d / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (d / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return d / "cert.pem", d / "key.pem"
+
+
+@pytest.fixture
+def tls_pdu(
+    public_pdu: Path, password_file: Path, tls_pair: tuple[Path, Path]
+) -> Iterator[RedfishServer]:
+    server = RedfishServer(public_pdu, "admin", password_file, tls=tls_pair)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_tls_verified_against_the_configured_ca(
+    tls_pdu: RedfishServer,
+    tls_pair: tuple[Path, Path],
+    password_file: Path,
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    ch = channel_for(_cfg(tls_pdu.url, password_file, verify=str(tls_pair[0])))
+    assert (await ch.read_power_state(A1)).state is PowerState.ON
+    untrusted = channel_for(_cfg(tls_pdu.url, password_file, verify=True))
+    with pytest.raises(TLSVerificationFailed):
+        await untrusted.capabilities(A1)
+
+
+# -- failures the mockup cannot give (respx) --------------------------------------------------
+BASE = "https://pdu.invalid"
+
+
+def _mocked_outlet() -> dict[str, Any]:
+    return {
+        "Id": "A1", "PowerState": "On",
+        "Actions": {"#Outlet.PowerControl": {"target": f"{OUTLET}/A1/Outlet.PowerControl"}},
+    }
+
+
+@respx.mock
+async def test_busy_pdu_refusal_carries_the_devices_words(
+    password_file: Path, channel_for: Callable[..., PduChannel]
+) -> None:
+    respx.get(f"{BASE}{OUTLET}/A1").respond(200, json=_mocked_outlet())
+    respx.post(f"{BASE}{OUTLET}/A1/Outlet.PowerControl").respond(503, json={"error": {
+        "code": "Base.1.0.ServiceTemporarilyUnavailable",
+        "@Message.ExtendedInfo": [{"Message": "The relay board is busy; retry later."}]}})
+    ch = channel_for(_cfg(BASE, password_file, auth="basic"))
+    with pytest.raises(RefusedByDevice, match="HTTP 503 The relay board is busy"):
+        await ch.shutdown(A1)
+
+
+@pytest.mark.parametrize(
+    ("raised", "mapped"),
+    [
+        (httpx.ConnectError("refused"), Unreachable),
+        (httpx.ConnectTimeout("slow"), ChannelTimeout),
+        (httpx.ReadTimeout("slow"), ChannelTimeout),
+        (httpx.WriteTimeout("slow"), ChannelTimeout),
+        (httpx.PoolTimeout("slow"), ChannelTimeout),
+        (httpx.ReadError("reset"), ProtocolError),
+        (httpx.RemoteProtocolError("garbage"), ProtocolError),
+        (httpx.UnsupportedProtocol("gopher"), ProtocolError),
+        (httpx.TooManyRedirects("loop"), ProtocolError),
+    ],
+)
+async def test_every_httpx_failure_maps_into_the_channel_error_tree(
+    raised: Exception,
+    mapped: type[ChannelError],
+    password_file: Path,
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    with respx.mock:
+        respx.get(f"{BASE}{OUTLET}/A1").mock(side_effect=raised)
+        ch = channel_for(_cfg(BASE, password_file, auth="basic"))
+        with pytest.raises(mapped) as info:
+            await ch.capabilities(A1)
+    assert info.value.__cause__ is raised
+
+
+@respx.mock
+async def test_a_body_that_is_not_json_is_a_protocol_error(
+    password_file: Path, channel_for: Callable[..., PduChannel]
+) -> None:
+    respx.get(f"{BASE}{OUTLET}/A1").respond(200, text="<html>login</html>")
+    ch = channel_for(_cfg(BASE, password_file, auth="basic"))
+    with pytest.raises(ProtocolError, match="not JSON"):
+        await ch.capabilities(A1)
