@@ -185,8 +185,10 @@ class Lifecycle:
         for _ in range(5):
             m = self._active(node)
             paused = m.condition("EvacuationPaused")
-            parked = m.phase is park_phase(m.spec.intent) or (
-                paused is not None and paused.status == "True"
+            parked = (
+                m.phase is park_phase(m.spec.intent)
+                or m.phase is Phase.RETURNING  # e.g. adding a person's power-on confirmation
+                or (paused is not None and paused.status == "True")
             )
             if not parked:
                 raise NotReturnable(
