@@ -1,0 +1,132 @@
+"""The pdu channel type's config and target: loaded through the entry point, errors by path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from powerplane import ConfigError, PowerHost, Verb, parse_config
+from powerplane.plugins import load_plugins
+from powerplane_pdu import PROFILES, OutletRef, detect, parse_target
+
+
+def _deployment(channel: dict[str, Any], target: Any = None) -> dict[str, Any]:
+    return {
+        "channels": {"rack-a": {"type": "pdu", **channel}},
+        "nodes": {"n1": {"channels": [
+            {"channel": "rack-a", "target": target if target is not None else {"outlets": [3]}}
+        ]}},
+    }
+
+
+@pytest.fixture
+def community(tmp_path: Path) -> dict[str, str]:
+    path = tmp_path / "community"
+    path.write_text("private\n")
+    return {"file": str(path)}
+
+
+def test_the_pdu_type_is_registered_through_the_entry_point() -> None:
+    registry = load_plugins()
+    assert registry.owners["pdu"] == "pdu"
+    info = next(p for p in registry.plugins if p.name == "pdu")
+    assert info.channel_types == ("pdu",)
+    assert not [f for f in registry.failures if f.name == "pdu"]
+
+
+def test_contract_example_parses(community: dict[str, str]) -> None:
+    cfg = _deployment({"protocol": "snmp", "profile": "apc-rpdu", "host": "127.0.0.1",
+                       "community": community}, {"outlets": [3, 4]})
+    parsed = parse_config(cfg)
+    target = parsed.nodes["n1"].channels[0].target
+    assert target.outlets == (OutletRef("", 3), OutletRef("", 4))
+
+
+@pytest.mark.parametrize(
+    ("channel", "expected"),
+    [
+        ({"protocol": "snmp", "profile": "apc-rpdu", "community": "inline"},
+         "needs 'host'|inline secret"),
+        ({"protocol": "snmp", "profile": "apc-rpdu", "host": "h", "community": "public"},
+         "inline secret values are not accepted"),
+        ({"protocol": "snmp", "profile": "nope", "host": "h", "community": {"env": "HOME"}},
+         "unknown profile 'nope'; expected auto or one of: apc-masterswitch"),
+        ({"protocol": "snmp", "host": "h"}, "needs 'community'"),
+        ({"protocol": "snmp", "host": "h", "version": 3}, "v3 needs 'user'"),
+        ({"protocol": "snmp", "host": "h", "version": "3", "user": "u",
+          "priv_protocol": "aes", "priv_key": {"env": "HOME"}},
+         "privacy needs authentication"),
+        ({"protocol": "redfish"}, "needs 'endpoint'"),
+        ({"protocol": "modbus", "host": "h"}, "snmp"),
+        ({"protocol": "snmp", "host": "h", "community": {"env": "HOME"},
+          "on_when_already_on": "maybe"}, "refuse"),
+    ],
+)
+def test_bad_channel_config_is_reported_under_its_path(
+    channel: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(ConfigError, match=expected) as info:
+        parse_config(_deployment(channel))
+    assert "channels.rack-a" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ([3, 4], "expected {outlets"),
+        ({"outlets": []}, "non-empty list"),
+        ({"outlets": [0]}, "not an outlet number"),
+        ({"outlets": [-1]}, "start at 1"),
+        ({"outlets": [True]}, "not an outlet number"),
+        ({"outlets": [3, 3]}, "listed twice"),
+        ({"sockets": [3]}, "unknown key"),
+        ({"feeds": {"b": "3"}}, "feeds.b: expected a non-empty list"),
+        ({}, "at least one outlet"),
+    ],
+)
+def test_bad_target_is_reported_under_the_node(
+    community: dict[str, str], target: Any, expected: str
+) -> None:
+    cfg = _deployment({"protocol": "snmp", "profile": "apc-rpdu", "host": "127.0.0.1",
+                       "community": community}, target)
+    with pytest.raises(ConfigError, match=expected) as info:
+        parse_config(cfg)
+    assert "nodes.n1.channels" in str(info.value)
+
+
+def test_target_with_feeds_keeps_its_order() -> None:
+    target = parse_target({"outlets": [3, "A1"], "feeds": {"b": [3]}})
+    assert [r.label("rack") for r in target.outlets] == ["rack/3", "rack/A1", "rack.b/3"]
+    assert target.by_feed() == {"": [3, "A1"], "b": [3]}
+
+
+async def test_a_feed_the_channel_does_not_declare_withholds_every_verb(
+    community: dict[str, str],
+) -> None:
+    cfg = _deployment({"protocol": "snmp", "profile": "apc-rpdu", "host": "127.0.0.1",
+                       "community": community}, {"outlets": [1], "feeds": {"b": [1]}})
+    async with PowerHost(parse_config(cfg)) as host:
+        offer = host.offer_for("n1")[Verb.SHUTDOWN]
+        assert not offer.offered
+        assert "feed(s) b not declared under 'feeds'" in offer.reason
+
+
+def test_at_least_the_nine_ironic_vendor_families_have_a_profile() -> None:
+    families = {
+        "apc": "apc-rpdu", "aten": "aten", "cyberpower": "cyberpower", "eaton": "eaton-epdu",
+        "teltronix": "teltronix", "baytech": "baytech-mrp27",
+        "sentry3": "servertech-sentry3", "sentry4": "servertech-sentry4",
+        "raritan": "raritan-pdu2", "geist": "vertiv-geist",
+    }
+    for profile in families.values():
+        assert profile in PROFILES
+        assert PROFILES[profile].source
+
+
+def test_detection_takes_the_longest_sys_object_id_prefix() -> None:
+    found = detect("1.3.6.1.4.1.318.1.1.12.3")
+    assert found is not None and found.name == "apc-rpdu"
+    found = detect(".1.3.6.1.4.1.318.1.1.4.2")
+    assert found is not None and found.name == "apc-masterswitch"
+    assert detect("1.3.6.1.4.1.3181") is None
