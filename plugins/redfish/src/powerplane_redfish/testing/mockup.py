@@ -285,8 +285,10 @@ class MockupServer:
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> MockupServer:
         """Serve in a daemon thread."""
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name=f"mockup-{self.port}")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            name=f"mockup-{self.port}",
+        )
         self._thread.start()
         return self
 
