@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+
 from powerplane import PowerHost, parse_config
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from powerplane import (
     Acceptance,
     CapabilitySet,

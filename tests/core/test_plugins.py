@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
+
 from powerplane import ChannelType, hookimpl
 from powerplane.plugins import load_plugins
-from pydantic import BaseModel
 
 HERE = Path(__file__).parent
 POWERPLANE = [sys.executable, "-m", "powerplane.cli"]

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from powerplane import CapabilitySet, NotOffered, PowerHost, Verb
 from powerplane.config import Recovery
 from powerplane.recovery import decide

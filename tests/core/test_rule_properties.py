@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from powerplane import CapabilitySet, NotOffered, PowerHost, Verb, parse_config
 from powerplane.config import Recovery
 from powerplane.recovery import decide

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from powerplane import (
     AuthenticationFailed,
     ChannelError,

@@ -1,0 +1,145 @@
+"""Stop then start 500 EC2 instances: ``invoke_many`` against a sequential boto3 loop.
+
+Both run against the same moto server (started here, on a free loopback port) in the
+same run. The baseline is the loop an operator would write: one ``StopInstances``
+call per instance, then one ``StartInstances`` call per instance. powerplane's
+``invoke_many`` groups the nodes of the ``ec2`` channel into ``invoke_batch`` calls
+(``batch_size`` ids per API call, each batch read first with one ``DescribeInstances``).
+Printed: wall time of each and their ratio, API calls of each and their ratio.
+Discovery (entering ``PowerHost``) is timed separately and not part of the ratio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from typing import Any
+
+import boto3
+
+from powerplane import InvokeResult, PowerHost, Verb, parse_config
+from powerplane_cloud.ec2 import EC2Channel
+
+INSTANCES = 500
+REGION = "us-east-1"
+AMI = "ami-12c6146b"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_moto(workdir: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
+                return proc, url
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit("moto did not start") from None
+            time.sleep(0.1)
+
+
+def states(client: Any, ids: list[str]) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for page in client.get_paginator("describe_instances").paginate(InstanceIds=ids):
+        for res in page["Reservations"]:
+            for inst in res["Instances"]:
+                out[inst["State"]["Name"]] += 1
+    return out
+
+
+def baseline(client: Any, ids: list[str]) -> tuple[float, int]:
+    calls = Counter[str]()
+
+    def count(event_name: str, **_: Any) -> None:
+        calls[event_name] += 1
+
+    client.meta.events.register("before-call.ec2", count)
+    t0 = time.perf_counter()
+    for iid in ids:
+        client.stop_instances(InstanceIds=[iid])
+    for iid in ids:
+        client.start_instances(InstanceIds=[iid])
+    wall = time.perf_counter() - t0
+    client.meta.events.unregister("before-call.ec2", count)
+    return wall, sum(calls.values())
+
+
+async def powerplane_run(url: str, ids: list[str]) -> tuple[float, int, float]:
+    cfg = {
+        "channels": {"aws": {"type": "ec2", "region": REGION, "endpoint_url": url,
+                             "access_key_id": {"env": "BENCH_AWS_KEY"},
+                             "secret_access_key": {"env": "BENCH_AWS_SECRET"}}},
+        "nodes": {f"n{i}": {"classification": "replaceable",
+                            "channels": [{"channel": "aws", "target": iid}]}
+                  for i, iid in enumerate(ids)},
+        "limits": {"timeout_s": 120},
+    }
+    t0 = time.perf_counter()
+    async with PowerHost(parse_config(cfg)) as host:
+        discovery = time.perf_counter() - t0
+        channel = host.channel("aws")
+        assert isinstance(channel, EC2Channel)
+        channel.api_calls.clear()
+        nodes = list(host.nodes)
+        t0 = time.perf_counter()
+        stopped = await host.invoke_many(nodes, Verb.SHUTDOWN, reason="bench")
+        started = await host.invoke_many(nodes, Verb.POWER_ON, reason="bench")
+        wall = time.perf_counter() - t0
+        bad = [n for r in (stopped, started) for n, v in r.items()
+               if not isinstance(v, InvokeResult)]
+        if bad:
+            raise SystemExit(f"{len(bad)} nodes failed, e.g. {stopped.get(bad[0])}")
+        return wall, sum(channel.api_calls.values()), discovery
+
+
+def main() -> None:
+    os.environ.setdefault("BENCH_AWS_KEY", "testing")
+    os.environ.setdefault("BENCH_AWS_SECRET", "testing")
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url = start_moto(tmp)
+        try:
+            client = boto3.client("ec2", region_name=REGION, endpoint_url=url,
+                                  aws_access_key_id="testing",
+                                  aws_secret_access_key="testing")
+            ids = [i["InstanceId"] for i in client.run_instances(
+                ImageId=AMI, MinCount=INSTANCES, MaxCount=INSTANCES)["Instances"]]
+            base_wall, base_calls = baseline(client, ids)
+            assert states(client, ids) == {"running": INSTANCES}
+            ours_wall, ours_calls, discovery = asyncio.run(powerplane_run(url, ids))
+            assert states(client, ids) == {"running": INSTANCES}
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    print(f"stop then start of {INSTANCES} EC2 instances (moto server, loopback)")
+    print(f"sequential boto3 loop: {base_wall:.2f} s, {base_calls} API calls")
+    print(f"invoke_many (ec2 invoke_batch): {ours_wall:.2f} s, {ours_calls} API calls "
+          f"(discovery before it: {discovery:.2f} s)")
+    print(f"wall-time ratio (loop / invoke_many): {base_wall / ours_wall:.1f}x faster")
+    print(f"API-call ratio (loop / invoke_many): {base_calls / ours_calls:.1f}x fewer "
+          f"({ours_calls} vs {base_calls})")
+
+
+if __name__ == "__main__":
+    main()
