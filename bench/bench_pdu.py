@@ -65,9 +65,8 @@ async def run(port: int, community_file: Path, n: int, delay: float) -> None:
         if failed:
             raise SystemExit(f"invoke_many failed for {failed[:5]}: {results[failed[0]]}")
 
-        on = sum(
-            (await host.read_power_state(node)).state is PowerState.ON for node in nodes
-        )
+        readings = [await host.read_power_state(node) for node in nodes]
+        on = sum(r.state is PowerState.ON for r in readings)
         if on != n:
             raise SystemExit(f"after the cycles only {on} of {n} nodes read on")
 
