@@ -1,0 +1,109 @@
+"""Run the suite from Python: what ``powerplane conformance`` does, as a function."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from powerplane.errors import ConfigError, ConfigProblem
+from powerplane.plugins import Registry
+from powerplane_conformance.settings import Target, load_target
+
+__all__ = ["RunSummary", "run_suite", "validate_target"]
+
+PYTEST_USAGE = 4
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A finished run: the process exit status it implies and the results.json document."""
+
+    exit_code: int
+    """0 when nothing failed; 1 when a check failed (or the run broke); 2 on bad input."""
+    data: dict[str, Any]
+    """The results.json document."""
+
+
+def validate_target(
+    target: str | os.PathLike[str] | Mapping[str, Any],
+    channel: str | None = None,
+    registry: Registry | None = None,
+) -> Target:
+    """Load and validate the target (and ``channel``, if given); ConfigError when bad."""
+    loaded = load_target(target, registry=registry)
+    if channel is not None:
+        used = {ref.channel for n in loaded.nodes for ref in loaded.deployment.nodes[n].channels}
+        if channel not in used:
+            known = ", ".join(sorted(used)) or "none"
+            raise ConfigError([ConfigProblem(
+                "--channel", f"channel {channel!r} reaches none of the nodes under test; "
+                             f"channels: {known}")], source=loaded.deployment.source)
+    return loaded
+
+
+def run_suite(
+    target: str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    channel: str | None = None,
+    report: str | os.PathLike[str] | None = None,
+    junit: str | os.PathLike[str] | None = None,
+    in_subprocess: bool = False,
+    pytest_args: Sequence[str] = (),
+) -> RunSummary:
+    """Run every check against ``target`` (a file or target data) and return the results.
+
+    Validates the target first (raises :class:`~powerplane.errors.ConfigError`). pytest's
+    own progress goes to stderr. In-process by default (channel types registered in
+    this process are seen); ``in_subprocess`` runs ``python -m pytest`` instead.
+    """
+    import yaml
+
+    from powerplane_conformance import cli_suite
+
+    with tempfile.TemporaryDirectory(prefix="powerplane-conformance-") as tmp:
+        work = Path(tmp)
+        if isinstance(target, Mapping):
+            path = work / "target.yaml"
+            path.write_text(yaml.safe_dump(dict(target), sort_keys=False), encoding="utf-8")
+        else:
+            path = Path(target).resolve()
+        validate_target(path, channel)
+        out = Path(report).resolve() if report else work / "results.json"
+        ini = work / "pytest.ini"
+        ini.write_text("[pytest]\njunit_family = xunit1\n", encoding="utf-8")
+        args = [
+            str(Path(cli_suite.__file__).resolve()),
+            "-c", str(ini), "--rootdir", str(work),
+            "-p", "no:cacheprovider", "-p", "no:warnings", "-q", "--tb=no", "--no-header", "-rN",
+            "--powerplane-target", str(path), "--powerplane-report", str(out),
+        ]
+        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+            args += ["-p", "powerplane_conformance.plugin"]
+        if channel:
+            args += ["--powerplane-channel", channel]
+        if junit:
+            args += ["--junitxml", str(Path(junit).resolve())]
+        args += list(pytest_args)
+        if in_subprocess:
+            code = subprocess.run([sys.executable, "-m", "pytest", *args], stdout=sys.stderr,
+                                  check=False).returncode
+        else:
+            import pytest
+
+            with contextlib.redirect_stdout(sys.stderr):
+                code = int(pytest.main(args))
+        if not out.exists():
+            reason = "usage error" if code == PYTEST_USAGE else f"pytest exit status {code}"
+            raise ConfigError(f"the suite did not run ({reason}); see the output above",
+                              source=str(path))
+        data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    failed = data["counts"]["fail"] > 0 or code not in (0, 1)
+    return RunSummary(1 if failed else 0, data)

@@ -1,0 +1,174 @@
+"""The machinery of one check: the ``@check`` declaration (assertion, verb requirement or
+common to all channels, destructive or not) and the context a running check works with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import pytest
+
+from powerplane.capabilities import CapabilitySet, Verb
+from powerplane_conformance.assertions import ASSERTIONS, Assertion, assertion_id
+
+if TYPE_CHECKING:
+    from powerplane_conformance.session import ConformanceSession, Subject
+
+__all__ = [
+    "ALL_SUBJECTS",
+    "CheckContext",
+    "CheckSpec",
+    "check",
+    "redact",
+    "spec_of",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ALL_SUBJECTS = "*"
+"""The subject id of a check that spans every subject of a channel (concurrency)."""
+
+META = pytest.StashKey[dict[str, Any]]()
+"""Per item: the assertion id, text, channel, node and verb of the check."""
+NOT_TESTED = pytest.StashKey[bool]()
+"""Per item: the skip is a NOT TESTED (blocked by the target file), not a SKIP."""
+XFAIL = pytest.StashKey[str]()
+"""Per item: the declared defect's reason (strict xfail)."""
+SECRETS = pytest.StashKey[set[str]]()
+"""Per config: every secret value seen, redacted from every message."""
+CONTEXTS = pytest.StashKey["list[ConformanceSession]"]()
+"""Per config: every session run, for results.json."""
+
+NOT_TESTED_PREFIX = "NOT TESTED: "
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """What a check proves and what it needs."""
+
+    template: str
+    """Assertion id, with ``{VERB}`` for checks parametrized by verb."""
+    verbs: tuple[Verb, ...] = ()
+    """The verbs it is parametrized over (each one its requirement)."""
+    verb: Verb | None = None
+    """The one verb it requires (when not parametrized)."""
+    common: bool = False
+    """Applies to every channel, whatever it advertises."""
+    absent: bool = False
+    """Applies to the verbs a channel does NOT advertise (the refusal check)."""
+    destructive: bool = False
+    """Changes power state: NOT TESTED unless ``allow_destructive``."""
+    per_channel: bool = False
+    """Spans all subjects of a channel at once (concurrency)."""
+
+    def assertion(self, verb: Verb | None) -> Assertion:
+        return ASSERTIONS[assertion_id(self.template, verb)]
+
+
+def check(
+    template: str,
+    *,
+    verb: Verb | None = None,
+    verbs: Sequence[Verb] = (),
+    common: bool = False,
+    absent: bool = False,
+    destructive: bool = False,
+    per_channel: bool = False,
+) -> Callable[[F], F]:
+    """Declare a suite test: the assertion it proves and the verb it requires.
+
+    Every test declares a verb requirement (``verb=``, ``verbs=`` or ``absent=True`` with
+    ``verbs=``) or ``common=True``.
+    """
+    spec = CheckSpec(template, tuple(verbs), verb, common, absent, destructive, per_channel)
+    for v in spec.verbs or ((spec.verb,) if spec.verb else (None,)):
+        spec.assertion(v)  # unknown ids fail at import
+
+    def mark(fn: F) -> F:
+        fn._pp_check = spec  # type: ignore[attr-defined]
+        if spec.verbs:
+            ids = [v.value for v in spec.verbs]
+            fn = pytest.mark.parametrize("verb", list(spec.verbs), ids=ids)(fn)
+        return fn
+
+    return mark
+
+
+def spec_of(fn: Any) -> CheckSpec | None:
+    """The :class:`CheckSpec` of a test function, if it is a suite check."""
+    spec = getattr(fn, "_pp_check", None)
+    return spec if isinstance(spec, CheckSpec) else None
+
+
+def redact(text: str, secrets: set[str]) -> str:
+    """``text`` with every secret value replaced by ``<redacted>``."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, "<redacted>")
+    return text
+
+
+class CheckContext:
+    """What a running check works with: the session, its subject, the verb, and the ways
+    to end (``fail``, ``not_tested``, ``skip``)."""
+
+    def __init__(
+        self,
+        item: pytest.Item,
+        session: ConformanceSession,
+        spec: CheckSpec,
+        subject: Subject | None,
+        verb: Verb | None,
+    ) -> None:
+        self.item = item
+        self.session = session
+        self.spec = spec
+        self.subject_or_none = subject
+        self.verb = verb
+        self.assertion = spec.assertion(verb)
+        self.settings = session.settings
+
+    @property
+    def subject(self) -> Subject:
+        assert self.subject_or_none is not None, "a per-channel check has no single subject"
+        return self.subject_or_none
+
+    @property
+    def caps(self) -> CapabilitySet:
+        caps = self.session.caps(self.subject)
+        assert isinstance(caps, CapabilitySet)
+        return caps
+
+    def _secrets(self) -> set[str]:
+        return self.item.config.stash.setdefault(SECRETS, set())
+
+    def remember_secret(self, value: str) -> None:
+        """Redact ``value`` from every message of the run."""
+        if value:
+            self._secrets().add(value)
+
+    def fail(self, expected: str, observed: str) -> NoReturn:
+        """End as FAIL: the assertion, what was expected and what was observed."""
+        text = (f"{self.assertion.id}: {self.assertion.text}\n"
+                f"  expected: {expected}\n  observed: {observed}")
+        pytest.fail(redact(text, self._secrets()), pytrace=False)
+
+    def not_tested(self, reason: str) -> NoReturn:
+        """End as NOT TESTED: the target file (or a failed precondition) blocks this check."""
+        self.item.stash[NOT_TESTED] = True
+        pytest.skip(NOT_TESTED_PREFIX + redact(reason, self._secrets()))
+
+    def skip(self, reason: str) -> NoReturn:
+        """End as SKIP: the channel does not advertise what the check needs."""
+        pytest.skip(redact(reason, self._secrets()))
+
+    def latency(self, seconds: float) -> None:
+        """Record how long the verb took to settle (a JUnit property and in results.json)."""
+        self.item.user_properties.append(("latency_s", round(seconds, 3)))
+
+    def precondition(self, subject: Subject, want: Any) -> None:
+        """Bring the machine to ``want`` or end as NOT TESTED with why not."""
+        why = self.session.ensure(subject, want)
+        if why is not None:
+            self.not_tested(f"precondition not met on {subject.key}: {why}")

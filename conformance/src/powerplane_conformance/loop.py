@@ -1,0 +1,71 @@
+"""One asyncio event loop on a background thread, so synchronous pytest checks can drive
+async channels whose clients stay bound to the loop that created them."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["LoopThread", "OuterTimeout"]
+
+T = TypeVar("T")
+
+
+class OuterTimeout(Exception):
+    """The suite's own bound on a call ran out: the channel hung past every bound it has."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(f"no answer within the suite's bound of {seconds:g} s")
+
+
+class LoopThread:
+    """A running event loop on a daemon thread; :meth:`run` blocks on one coroutine."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._main, name="powerplane-conformance-loop", daemon=True
+        )
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and wait for it; :class:`OuterTimeout` after ``timeout``."""
+
+        async def bounded() -> T:
+            if timeout is None:
+                return await coro
+            try:
+                return await asyncio.wait_for(coro, timeout)
+            except TimeoutError:
+                raise OuterTimeout(timeout) from None
+
+        future = asyncio.run_coroutine_threadsafe(bounded(), self.loop)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise OuterTimeout(timeout or 0.0) from None
+
+    def close(self) -> None:
+        """Stop the loop and its thread (waits for worker threads briefly)."""
+        if self.loop.is_closed():
+            return
+
+        async def drain() -> None:
+            await self.loop.shutdown_asyncgens()
+
+        try:
+            asyncio.run_coroutine_threadsafe(drain(), self.loop).result(5)
+        except Exception:
+            pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self.loop.close()

@@ -1,0 +1,47 @@
+"""Outcomes of a check, counted separately and never merged, and one check's result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Any
+
+__all__ = ["Outcome", "Result"]
+
+
+class Outcome(str, Enum):
+    """What became of one check."""
+
+    PASS = "pass"
+    """The channel advertised the behaviour and showed it."""
+    FAIL = "fail"
+    """The channel advertised the behaviour and misbehaved (or an xfail passed unexpectedly)."""
+    SKIP = "skip"
+    """The channel does not advertise what the check needs."""
+    NOT_TESTED = "not_tested"
+    """The target file blocks the check (allow_destructive off, no negative hints, ...)."""
+    XFAIL = "xfail"
+    """A defect the target file declares, and it occurred."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class Result:
+    """One check on one channel (and node): its assertion, outcome and what was observed."""
+
+    id: str
+    text: str
+    channel: str | None
+    node: str | None
+    verb: str | None
+    outcome: Outcome
+    message: str = ""
+    latency_s: float | None = None
+    test: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        return data

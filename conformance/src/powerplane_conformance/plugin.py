@@ -1,0 +1,192 @@
+"""The pytest plugin (entry point ``pytest11``): inert unless the suite runs.
+
+It adds ``--powerplane-target``, ``--powerplane-channel`` and ``--powerplane-report``,
+parametrizes suite checks by subject, classifies outcomes (PASS, FAIL, SKIP, NOT TESTED,
+XFAIL, with strict declared defects), and writes ``results.json``. Its hooks touch only
+tests declared with ``@check`` in a :class:`~powerplane_conformance.suite.ConformanceSuite`;
+every other test of every other project is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from powerplane_conformance.checks import (
+    ALL_SUBJECTS,
+    CONTEXTS,
+    META,
+    NOT_TESTED,
+    NOT_TESTED_PREFIX,
+    SECRETS,
+    XFAIL,
+    redact,
+    spec_of,
+)
+from powerplane_conformance.outcomes import Outcome, Result
+
+if TYPE_CHECKING:
+    from powerplane_conformance.session import ConformanceSession
+
+__all__ = [
+    "pytest_addoption",
+    "pytest_generate_tests",
+    "pytest_runtest_makereport",
+    "pytest_sessionfinish",
+    "pytest_terminal_summary",
+]
+
+RESULTS = pytest.StashKey[dict[str, Result]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("powerplane", "powerplane conformance suite")
+    group.addoption("--powerplane-target", dest="powerplane_target", default=None,
+                    metavar="FILE", help="Target file (a deployment config with a "
+                    "conformance: section). Without it the suite stays inert.")
+    group.addoption("--powerplane-channel", dest="powerplane_channel", default=None,
+                    metavar="NAME", help="Test only this channel of the target.")
+    group.addoption("--powerplane-report", dest="powerplane_report", default=None,
+                    metavar="PATH", help="Write results.json here.")
+
+
+def _subjects_from_file(config: pytest.Config) -> list[str] | None:
+    """``node@channel`` for each channel of each node the target file names (no validation)."""
+    path = config.getoption("powerplane_target", None)
+    if not path:
+        return None
+    try:
+        from powerplane._yaml import load_yaml
+
+        data, _ = load_yaml(Path(path).read_text(encoding="utf-8"), str(path))
+    except Exception:
+        return None
+    if not isinstance(data, dict):
+        return None
+    nodes = data.get("nodes") or {}
+    section = data.get("conformance") or {}
+    names = section.get("nodes") if isinstance(section, dict) else None
+    if not isinstance(nodes, dict):
+        return None
+    only = config.getoption("powerplane_channel", None)
+    out: list[str] = []
+    for name in names if isinstance(names, list) else list(nodes):
+        spec = nodes.get(name)
+        refs = spec.get("channels") if isinstance(spec, dict) else None
+        for ref in refs if isinstance(refs, list) else []:
+            channel = ref.get("channel") if isinstance(ref, dict) else None
+            if isinstance(channel, str) and (not only or channel == only):
+                out.append(f"{name}@{channel}")
+    return out or None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    spec = spec_of(metafunc.function)
+    if spec is None or "subject" not in metafunc.fixturenames:
+        return
+    if spec.per_channel:
+        metafunc.parametrize("subject", [ALL_SUBJECTS], ids=["all"])
+        return
+    subjects = getattr(metafunc.cls, "conformance_subjects", None)
+    if subjects is None:
+        subjects = _subjects_from_file(metafunc.config)
+    if subjects:
+        metafunc.parametrize("subject", list(subjects), ids=list(subjects))
+
+
+def _reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        text = str(longrepr[2])
+        return text.removeprefix("Skipped: ")
+    return report.longreprtext.strip()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    meta = item.stash.get(META, None)
+    if meta is None:
+        return report
+    declared = item.stash.get(XFAIL, None)
+    if report.when == "call" and declared is not None:
+        if report.failed:
+            report.outcome = "skipped"
+            report.wasxfail = declared
+        elif report.passed:
+            report.outcome = "failed"
+            report.longrepr = (f"[XPASS(strict)] {meta['id']}: the declared defect did not "
+                               f"occur: {declared}")
+    outcome: Outcome | None = None
+    message = ""
+    if report.when == "setup" and not report.passed:
+        outcome = Outcome.FAIL if report.failed else Outcome.SKIP
+    elif report.when == "call":
+        if report.passed:
+            outcome = Outcome.PASS
+        elif report.failed:
+            outcome = Outcome.FAIL
+        elif hasattr(report, "wasxfail"):
+            outcome = Outcome.XFAIL
+            message = f"declared defect: {declared}"
+        else:
+            outcome = Outcome.SKIP
+    if outcome is None:
+        return report
+    if not message:
+        message = _reason(report) if not report.passed else ""
+    if outcome is Outcome.SKIP and item.stash.get(NOT_TESTED, False):
+        outcome = Outcome.NOT_TESTED
+        message = message.removeprefix(NOT_TESTED_PREFIX)
+    if outcome is Outcome.XFAIL:
+        message = f"{message} (observed: {report.longreprtext.strip()})" if report.longrepr \
+            else message
+    latency = next((v for k, v in item.user_properties if k == "latency_s"), None)
+    secrets = item.config.stash.get(SECRETS, set())
+    result = Result(
+        id=meta["id"], text=meta["text"], channel=meta["channel"] or None, node=meta["node"],
+        verb=meta["verb"], outcome=outcome, message=redact(message, secrets),
+        latency_s=float(latency) if isinstance(latency, int | float) else None,
+        test=item.nodeid,
+    )
+    item.config.stash.setdefault(RESULTS, {})[item.nodeid] = result
+    return report
+
+
+def results_of(config: pytest.Config) -> list[Result]:
+    """Every result recorded in this pytest run, in run order."""
+    return list(config.stash.get(RESULTS, {}).values())
+
+
+def _sessions(config: pytest.Config) -> list[ConformanceSession]:
+    empty: list[ConformanceSession] = []
+    return config.stash.get(CONTEXTS, empty)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    path = config.getoption("powerplane_report", None)
+    if not path:
+        return
+    from powerplane_conformance.report import build_results
+
+    data = build_results(results_of(config), _sessions(config))
+    text = redact(json.dumps(data, indent=2, default=str), config.stash.get(SECRETS, set()))
+    Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    results = results_of(config)
+    if not results or config.getoption("powerplane_report", None):
+        return  # the CLI prints its own summary
+    from powerplane_conformance.report import build_results, summary_text
+
+    data = build_results(results, _sessions(config))
+    terminalreporter.write_sep("=", "powerplane conformance")
+    terminalreporter.write_line(summary_text(data))

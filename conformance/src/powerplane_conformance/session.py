@@ -1,0 +1,328 @@
+"""One conformance session: the target, a started host, the subjects under test, and the
+calls, readback waits and state restoration every check is built from."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from powerplane.capabilities import CapabilitySet, Verb
+from powerplane.channel import Channel, PowerState, Reading, maybe_await
+from powerplane.errors import ChannelError
+from powerplane.host import PowerHost
+from powerplane.plugins import Registry
+from powerplane.plugins import registry as default_registry
+from powerplane.secrets import SecretRef
+from powerplane_conformance.loop import LoopThread
+from powerplane_conformance.settings import ConformanceSettings, Target
+
+__all__ = ["ConformanceSession", "Observation", "Subject", "describe_error"]
+
+END_STATE = {Verb.REBOOT: PowerState.ON, Verb.POWER_ON: PowerState.ON,
+             Verb.SHUTDOWN: PowerState.OFF, Verb.TERMINATE: PowerState.OFF}
+"""The state each verb leads to."""
+START_STATE = {Verb.REBOOT: PowerState.ON, Verb.POWER_ON: PowerState.OFF,
+               Verb.SHUTDOWN: PowerState.ON, Verb.TERMINATE: PowerState.ON}
+"""The state each verb is tested from."""
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One node as one of its channels addresses it."""
+
+    node: str
+    channel: str
+    target: Any
+    type_name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.node}@{self.channel}"
+
+
+@dataclass
+class Observation:
+    """What readback showed while waiting for a state."""
+
+    ok: bool
+    states: list[str] = field(default_factory=list)
+    detail: str = ""
+    elapsed: float = 0.0
+    error: str = ""
+
+    def describe(self) -> str:
+        """``off, then unknown x3, then on (5 readings over 1.2 s)``."""
+        runs: list[list[Any]] = []
+        for s in self.states:
+            if runs and runs[-1][0] == s:
+                runs[-1][1] += 1
+            else:
+                runs.append([s, 1])
+        seq = ", then ".join(f"{s} x{n}" if n > 1 else str(s) for s, n in runs) or "nothing"
+        text = f"{seq} ({len(self.states)} readings over {self.elapsed:.1f} s)"
+        if self.detail:
+            text += f"; last detail: {self.detail}"
+        if self.error:
+            text += f"; error: {self.error}"
+        return text
+
+
+def describe_error(exc: BaseException) -> str:
+    """``RefusedByDevice: channel 'lab', target m1: no such machine``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _secret_refs(model: Any) -> Iterator[tuple[str, SecretRef]]:
+    if isinstance(model, SecretRef):
+        yield "", model
+    elif isinstance(model, BaseModel):
+        for name in type(model).model_fields:
+            for sub, ref in _secret_refs(getattr(model, name)):
+                yield (f"{name}.{sub}" if sub else name), ref
+    elif isinstance(model, dict):
+        for key, value in model.items():
+            for sub, ref in _secret_refs(value):
+                yield (f"{key}.{sub}" if sub else str(key)), ref
+    elif isinstance(model, list | tuple):
+        for i, value in enumerate(model):
+            for sub, ref in _secret_refs(value):
+                yield (f"{i}.{sub}" if sub else str(i)), ref
+
+
+class ConformanceSession:
+    """A started host for one target, and the operations checks are made of."""
+
+    def __init__(
+        self,
+        target: Target,
+        channel: str | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.target = target
+        self.settings: ConformanceSettings = target.settings
+        self.deployment = target.deployment
+        self.registry = registry if registry is not None else default_registry()
+        self.channel_filter = channel
+        self.loop = LoopThread()
+        self.host = PowerHost(self.deployment)
+        self.original: dict[str, PowerState] = {}
+        self.terminated: set[str] = set()
+        self.identities: dict[str, dict[str, Any]] = {}
+        self.subjects = self._subjects()
+        limit = self.settings.call_timeout_s or self.deployment.limits.timeout_s
+        self.call_timeout: float = limit
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Create the channels, discover capabilities, record each machine's power state."""
+        self.loop.run(self.host.start(), self.call_timeout * 2 + 10)
+        for subject in self.subjects:
+            try:
+                reading = self.read(subject)
+            except Exception:
+                continue
+            self.original[subject.key] = reading.state
+            ident = getattr(self.channel_of(subject), "identity", None)
+            if ident is not None and subject.channel not in self.identities:
+                try:
+                    found = self.call(ident, subject.target)
+                    if isinstance(found, dict):
+                        self.identities[subject.channel] = {str(k): v for k, v in found.items()}
+                except Exception:
+                    pass
+
+    def close(self) -> None:
+        """Put every machine back the way it was (best effort), close the channels."""
+        for subject in self.subjects:
+            try:
+                self.restore(subject)
+            except Exception:
+                pass
+        try:
+            self.loop.run(self.host.close(), 30)
+        finally:
+            self.loop.close()
+
+    def _subjects(self) -> list[Subject]:
+        out = []
+        for node in self.target.nodes:
+            spec = self.deployment.nodes[node]
+            for ref in spec.channels:
+                if self.channel_filter and ref.channel != self.channel_filter:
+                    continue
+                ctype = self.deployment.channels[ref.channel].type.name
+                out.append(Subject(node, ref.channel, ref.target, ctype))
+        return out
+
+    def subject(self, key: str | None) -> Subject:
+        """The subject named ``node@channel`` or ``node`` (its first channel); None: the first."""
+        if not self.subjects:
+            raise LookupError("the target names no node with a channel to test"
+                              + (f" on channel {self.channel_filter!r}"
+                                 if self.channel_filter else ""))
+        if key is None:
+            return self.subjects[0]
+        for s in self.subjects:
+            if key in (s.key, s.node):
+                return s
+        raise LookupError(f"no subject {key!r} in the target; subjects: "
+                          + ", ".join(s.key for s in self.subjects))
+
+    def channels(self) -> dict[str, list[Subject]]:
+        """Subjects grouped by channel."""
+        out: dict[str, list[Subject]] = {}
+        for s in self.subjects:
+            out.setdefault(s.channel, []).append(s)
+        return out
+
+    # -- facts -------------------------------------------------------------------------------
+    def caps(self, subject: Subject) -> CapabilitySet | str:
+        """The discovered capability set, or why discovery failed."""
+        return self.host.capabilities(subject.channel, subject.target)
+
+    def channel_of(self, subject: Subject) -> Channel:
+        return self.host.channel(subject.channel)
+
+    def plugin_of(self, type_name: str) -> dict[str, str]:
+        """The plugin that registered a channel type: name, distribution, version."""
+        owner = self.registry.owners.get(type_name, "")
+        for info in self.registry.plugins:
+            if info.name == owner:
+                return {"name": info.name, "distribution": info.distribution,
+                        "version": info.version}
+        return {"name": owner, "distribution": "", "version": ""}
+
+    def secrets(self, channel: str) -> list[tuple[str, str]]:
+        """Every secret value the channel is configured with, as (config key, value)."""
+        configured = self.deployment.channels[channel]
+        out = []
+        for key, ref in _secret_refs(configured.config):
+            try:
+                value = ref.reveal()
+            except Exception:
+                continue
+            if value:
+                out.append((key, value))
+        return out
+
+    # -- calls -------------------------------------------------------------------------------
+    def call(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+        """Call a channel method (sync or async) on the session loop, bounded."""
+        return self.loop.run(maybe_await(fn, *args), timeout or self.call_timeout)
+
+    def invoke(self, subject: Subject, verb: Verb, channel: Channel | None = None) -> Any:
+        """Send ``verb`` straight to the channel (the rule is not the channel's to prove)."""
+        ch = channel or self.channel_of(subject)
+        fn = getattr(ch, verb.method, None)
+        if fn is None:
+            raise ChannelError(f"the channel has no method {verb.method}()",
+                               channel=subject.channel)
+        return self.call(fn, subject.target)
+
+    def read(self, subject: Subject, channel: Channel | None = None) -> Reading:
+        ch = channel or self.channel_of(subject)
+        reading = self.call(ch.read_power_state, subject.target)
+        if not isinstance(reading, Reading):
+            raise TypeError(f"read_power_state returned {type(reading).__name__}, not a Reading")
+        return reading
+
+    def fresh_channel(self, subject: Subject, overrides: dict[str, Any] | None = None) -> Channel:
+        """A new instance of the subject's channel (a fresh session), config keys overridden."""
+        configured = self.deployment.channels[subject.channel]
+        raw = dict((self.deployment.raw or {}).get("channels", {}).get(subject.channel, {}))
+        raw.pop("type", None)
+        raw.update(overrides or {})
+        config = configured.type.config.model_validate(raw)
+
+        async def make() -> Channel:
+            return configured.type.factory(subject.channel, config)
+
+        return self.loop.run(make(), self.call_timeout)
+
+    def close_channel(self, channel: Channel) -> None:
+        try:
+            self.call(channel.close, timeout=10)
+        except Exception:
+            pass
+
+    # -- readback ----------------------------------------------------------------------------
+    def accepts(self, subject: Subject, want: PowerState) -> Callable[[Reading], bool]:
+        """Whether a reading shows ``want``; off for a blind channel means "no longer on"."""
+        caps = self.caps(subject)
+        blind = isinstance(caps, CapabilitySet) and not caps.sees_power_off
+        if want is PowerState.OFF and blind:
+            return lambda r: r.state is not PowerState.ON
+        return lambda r: r.state is want
+
+    def wait_for(
+        self,
+        subject: Subject,
+        want: PowerState,
+        timeout: float | None = None,
+        channel: Channel | None = None,
+        full_window: bool = False,
+    ) -> Observation:
+        """Read back until ``want`` shows (or for the whole window when ``full_window``)."""
+        accept = self.accepts(subject, want)
+        limit = timeout if timeout is not None else self.settings.settle_timeout_s
+        obs = Observation(ok=False)
+        start = time.monotonic()
+        delay = 0.02
+        while True:
+            try:
+                reading = self.read(subject, channel)
+                obs.states.append(reading.state.value)
+                obs.detail = reading.detail
+                obs.error = ""
+                if accept(reading):
+                    obs.ok = True
+                    if not full_window:
+                        break
+            except Exception as exc:
+                obs.states.append("error")
+                obs.error = describe_error(exc)
+            obs.elapsed = time.monotonic() - start
+            if obs.elapsed + delay > limit:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        obs.elapsed = time.monotonic() - start
+        return obs
+
+    def ensure(self, subject: Subject, want: PowerState) -> str | None:
+        """Bring the machine to ``want`` first; None when it is there, else why not."""
+        caps = self.caps(subject)
+        if not isinstance(caps, CapabilitySet):
+            return f"discovery failed: {caps}"
+        try:
+            if self.accepts(subject, want)(self.read(subject)):
+                return None
+        except Exception as exc:
+            return f"readback failed: {describe_error(exc)}"
+        verb = Verb.POWER_ON if want is PowerState.ON else Verb.SHUTDOWN
+        if not caps.advertises(verb):
+            return (f"the machine is not {want.value} and channel {subject.channel!r} does not "
+                    f"advertise {verb.value} to make it so")
+        try:
+            self.invoke(subject, verb)
+        except Exception as exc:
+            return f"{verb.value} to reach {want.value} failed: {describe_error(exc)}"
+        obs = self.wait_for(subject, want)
+        if not obs.ok:
+            ident = "POWER_ON_READBACK" if verb is Verb.POWER_ON else "SHUTDOWN_READBACK"
+            return (f"the machine did not read {want.value} after {verb.value} "
+                    f"(see {ident}): {obs.describe()}")
+        return None
+
+    def restore(self, subject: Subject) -> str | None:
+        """Bring the machine back to the state it had at the start; None when done."""
+        if subject.key in self.terminated:
+            return "the machine was terminated"
+        original = self.original.get(subject.key)
+        if original is None or original is PowerState.UNKNOWN:
+            return "its original state is unknown"
+        return self.ensure(subject, original)

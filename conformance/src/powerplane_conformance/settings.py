@@ -1,0 +1,187 @@
+"""The ``conformance:`` section of a target file, validated with path-named errors.
+
+A target file is a deployment config (channels, nodes, ...) with one more section::
+
+    conformance:
+      nodes: [node-2]                 # the nodes the suite may act on (default: every node)
+      allow_destructive: true         # false: state-changing checks are NOT TESTED
+      settle_timeout_s: 30
+      expected_capabilities:          # optional: discovered verbs must equal these
+        bench-bmc: [reboot, shutdown, power-on]
+      xfail:                          # optional: assertion id -> known defect (strict)
+        POWER_ON_IDEMPOTENT: "firmware 2.1 rejects On while on"
+      negative:                       # optional, per channel: how to build the negative cases
+        bench-bmc:
+          address_key: endpoint
+          address_format: "https://{host}:{port}"
+          secret_key: password
+          timeout_key: timeout_s
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from powerplane.capabilities import Verb
+from powerplane.config import Deployment, load_config, parse_config
+from powerplane.errors import ConfigError, ConfigProblem
+from powerplane.plugins import Registry
+
+__all__ = ["ConformanceSettings", "NegativeHints", "Target", "load_target"]
+
+SECTION = "conformance"
+
+
+class NegativeHints(BaseModel):
+    """How the suite derives the negative cases from one channel's config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address_key: str | None = None
+    """The channel config key that holds the device address (``endpoint``, ``host``)."""
+    address_format: str = "{host}:{port}"
+    """How to write a loopback address into ``address_key`` (``https://{host}:{port}``)."""
+    port_key: str | None = None
+    """Where the port goes when the channel keeps it in a key of its own."""
+    secret_key: str | None = None
+    """The channel config key that holds its secret (a ``{env:}``/``{file:}`` reference)."""
+    timeout_key: str | None = None
+    """The channel config key that bounds one call (seconds); set low for the negative cases."""
+    timeout_s: float = Field(2.0, gt=0)
+    """The value written into ``timeout_key`` for the negative cases."""
+    unknown_target: Any = None
+    """A target the device does not have (default: the first target with a suffix, if a string)."""
+
+
+class ConformanceSettings(BaseModel):
+    """What the suite may do to the target, and what it should expect."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    nodes: list[str] | None = None
+    """The nodes the suite may act on (default: every node of the file)."""
+    allow_destructive: bool = False
+    """Run state-changing checks; when false they are NOT TESTED, with that reason."""
+    allow_terminate: bool = False
+    """Also run terminate (destroys a cloud instance; never restored)."""
+    settle_timeout_s: float = Field(30.0, gt=0)
+    """How long readback may take to reach the state a verb leads to."""
+    repeat: int = Field(3, ge=1, le=100)
+    """How many times the repetition checks run each verb."""
+    call_timeout_s: float | None = Field(None, gt=0)
+    """Bound on one channel call (default: the file's ``limits.timeout_s``)."""
+    expected_capabilities: dict[str, list[Verb]] = Field(default_factory=dict)
+    """Per channel: the verbs discovery must find, exactly (catches firmware drift)."""
+    xfail: dict[str, str] = Field(default_factory=dict)
+    """Known defects: assertion id -> reason. Strict: an unexpected pass is a failure."""
+    negative: dict[str, NegativeHints] = Field(default_factory=dict)
+    """Per channel: how to build the negative cases (closed port, silent server, bad secret)."""
+
+    @field_validator("expected_capabilities", mode="before")
+    @classmethod
+    def _parse_verbs(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: [Verb.parse(v) if isinstance(v, str) else v for v in vs]
+                if isinstance(vs, list) else vs
+                for k, vs in value.items()
+            }
+        return value
+
+
+@dataclass(frozen=True)
+class Target:
+    """A validated target: the deployment and its conformance settings."""
+
+    deployment: Deployment
+    settings: ConformanceSettings
+
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes the suite may act on."""
+        if self.settings.nodes is not None:
+            return list(self.settings.nodes)
+        return list(self.deployment.nodes)
+
+
+def _format(loc: tuple[int | str, ...]) -> str:
+    out = SECTION
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _problems(exc: ValidationError) -> list[ConfigProblem]:
+    out = []
+    for err in exc.errors(include_input=False, include_url=False):
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        out.append(ConfigProblem(_format(tuple(err["loc"])), msg))
+    return out
+
+
+def validate_settings(deployment: Deployment) -> ConformanceSettings:
+    """Validate the deployment's raw ``conformance`` section against the deployment itself."""
+    from powerplane_conformance.assertions import ASSERTIONS
+
+    raw = deployment.conformance
+    source = deployment.source
+    if raw is None:
+        raise ConfigError(
+            [ConfigProblem(SECTION, "required section is missing: the target file must say "
+                                    "which nodes the suite may act on")],
+            source=source,
+        )
+    try:
+        settings = ConformanceSettings.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc), source=source) from None
+    problems: list[ConfigProblem] = []
+    for i, node in enumerate(settings.nodes or []):
+        if node not in deployment.nodes:
+            known = ", ".join(sorted(deployment.nodes)) or "none"
+            problems.append(ConfigProblem(f"{SECTION}.nodes[{i}]",
+                                          f"unknown node {node!r}; nodes: {known}"))
+        elif not deployment.nodes[node].channels:
+            problems.append(ConfigProblem(f"{SECTION}.nodes[{i}]",
+                                          f"node {node!r} has no channel to test"))
+    if settings.nodes is not None and not settings.nodes:
+        problems.append(ConfigProblem(f"{SECTION}.nodes", "expected at least one node"))
+    for key in ("expected_capabilities", "negative"):
+        for name in getattr(settings, key):
+            if name not in deployment.channels:
+                known = ", ".join(sorted(deployment.channels)) or "none"
+                problems.append(ConfigProblem(f"{SECTION}.{key}.{name}",
+                                              f"unknown channel {name!r}; channels: {known}"))
+    for ident in settings.xfail:
+        if ident not in ASSERTIONS:
+            problems.append(ConfigProblem(f"{SECTION}.xfail.{ident}",
+                                          f"unknown assertion id {ident!r}"))
+    if problems:
+        raise ConfigError(problems, source=source)
+    return settings
+
+
+def load_target(
+    source: str | os.PathLike[str] | Mapping[str, Any], registry: Registry | None = None
+) -> Target:
+    """Load a target file (a path) or target data (a mapping) and validate it.
+
+    Raises :class:`~powerplane.errors.ConfigError` with one path-named problem per fault.
+    """
+    if isinstance(source, Mapping):
+        deployment = parse_config(dict(source), registry=registry, source="<target>")
+    else:
+        deployment = load_config(Path(source), registry=registry)
+    return Target(deployment, validate_settings(deployment))
