@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from powerplane_talos import TalosChannel, TalosConfig
 from powerplane_talos.mock import MockControl
 

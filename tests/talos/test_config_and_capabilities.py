@@ -6,6 +6,7 @@ import base64
 from pathlib import Path
 
 import pytest
+
 from powerplane import ConfigError, NotSupported, Source, Verb, parse_config
 from powerplane.plugins import registry
 from powerplane_talos import TalosChannel, TalosConfig

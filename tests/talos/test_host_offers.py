@@ -11,6 +11,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+
 from powerplane import NotOffered, PowerHost, PowerOffConfirmed, PowerState, Verb, parse_config
 
 pytestmark = pytest.mark.timeout(60)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from powerplane import (
     AuthenticationFailed,
     ChannelTimeout,

@@ -13,6 +13,7 @@ import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
+
 from powerplane import (
     AuthenticationFailed,
     ChannelError,
@@ -99,3 +100,15 @@ def test_every_library_failure_maps_into_the_hierarchy(
                     timeout=5)
     assert type(err) is expected
     assert err.channel == "talos" and err.target == "10.0.0.11"
+
+
+def test_committed_generated_modules_are_what_the_script_generates() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("grpc_tools")
+    script = Path(__file__).resolve().parents[2] / "plugins/talos/scripts/generate_protos.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

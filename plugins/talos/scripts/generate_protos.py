@@ -2,7 +2,8 @@
 
 Run from anywhere with the workspace venv (needs grpcio-tools and grpclib)::
 
-    .venv/bin/python plugins/talos/scripts/generate_protos.py
+    .venv/bin/python plugins/talos/scripts/generate_protos.py           # regenerate
+    .venv/bin/python plugins/talos/scripts/generate_protos.py --check   # committed = fresh?
 
 It runs grpcio-tools' ``protoc`` (``--python_out``, ``--pyi_out`` and
 ``--grpclib_python_out``; grpclib ships the ``protoc-gen-grpclib_python`` plugin)
@@ -18,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -36,29 +38,48 @@ def _relative(text: str) -> str:
     return re.sub(rf"\b{dotted}\.", "", text)
 
 
-def main() -> int:
+def generate(into: Path) -> list[Path]:
+    """Run protoc with outputs under ``into``; the generated files, imports made relative."""
     from grpc_tools import protoc  # type: ignore[import-untyped]
 
-    plugin_dir = Path(sys.executable).parent
-    env_path = f"{plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    os.environ["PATH"] = env_path
+    # protoc finds protoc-gen-grpclib_python on PATH, next to this interpreter
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     include = Path(protoc.__file__).parent / "_proto"
     args = [
         "grpc_tools.protoc",
         f"-I{SRC}",
         f"-I{include}",
-        f"--python_out={SRC}",
-        f"--pyi_out={SRC}",
-        f"--grpclib_python_out={SRC}",
+        f"--python_out={into}",
+        f"--pyi_out={into}",
+        f"--grpclib_python_out={into}",
         *[f"powerplane_talos/_generated/{p}" for p in PROTOS],
     ]
     code = protoc.main(args)
     if code != 0:
-        return int(code)
-    for path in sorted(OUT.glob("*_pb2.py")) + sorted(OUT.glob("*_pb2.pyi")) + sorted(
-        OUT.glob("*_grpc.py")
-    ):
+        raise SystemExit(f"protoc failed with status {code}")
+    out = into / "powerplane_talos" / "_generated"
+    files = sorted(out.glob("*_pb2.py")) + sorted(out.glob("*_pb2.pyi")) + sorted(
+        out.glob("*_grpc.py")
+    )
+    for path in files:
         path.write_text(_relative(path.read_text(encoding="utf-8")), encoding="utf-8")
+    return files
+
+
+def main(argv: list[str]) -> int:
+    if "--check" in argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            stale = [
+                p.name for p in generate(Path(tmp))
+                if not (OUT / p.name).is_file()
+                or (OUT / p.name).read_text(encoding="utf-8") != p.read_text(encoding="utf-8")
+            ]
+        if stale:
+            print(f"stale generated modules: {', '.join(stale)}; run {Path(__file__).name}")
+            return 1
+        print("generated modules are fresh")
+        return 0
+    for path in generate(SRC):
         print(f"wrote {path.relative_to(SRC)}")
     version = subprocess.run(
         [sys.executable, "-c", "from google.protobuf import __version__; print(__version__)"],
@@ -72,4 +93,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -25,7 +25,6 @@ from powerplane import (
     Verb,
     require,
 )
-
 from powerplane_talos.config import RebootMode, TalosConfig, Transport
 from powerplane_talos.grpc_transport import GrpcTransport
 from powerplane_talos.talosconfig import (

@@ -20,9 +20,9 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-from powerplane import SecretRef
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from powerplane import SecretRef
 from powerplane_talos.talosconfig import load_talosconfig, split_endpoint
 
 __all__ = ["RebootMode", "TalosConfig", "Transport"]

@@ -28,6 +28,7 @@ import h2.exceptions
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.exceptions import ProtocolError as GrpclibProtocolError
+
 from powerplane import (
     AuthenticationFailed,
     ChannelError,

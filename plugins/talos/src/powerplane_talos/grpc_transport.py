@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 from google.protobuf import empty_pb2
 from grpclib.client import Channel
 from grpclib.exceptions import StreamTerminatedError
-from powerplane import AuthenticationFailed
 
+from powerplane import AuthenticationFailed
 from powerplane_talos._generated import machine_pb2
 from powerplane_talos._generated.machine_grpc import MachineServiceStub
 from powerplane_talos.config import RebootMode

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from powerplane import ChannelType, hookimpl
-
 from powerplane_talos.channel import TalosChannel, parse_target
 from powerplane_talos.config import TalosConfig
 

@@ -30,7 +30,6 @@ from powerplane import (
     TLSVerificationFailed,
     Unreachable,
 )
-
 from powerplane_talos.config import RebootMode
 
 __all__ = ["TalosctlTransport", "map_stderr", "resolve_binary"]

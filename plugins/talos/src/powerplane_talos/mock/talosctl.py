@@ -25,7 +25,6 @@ from powerplane import (
     TLSVerificationFailed,
     Unreachable,
 )
-
 from powerplane_talos.config import RebootMode
 from powerplane_talos.grpc_transport import GrpcTransport
 from powerplane_talos.talosconfig import load_talosconfig
