@@ -1,16 +1,16 @@
 """The ``ec2`` channel: Amazon EC2 through boto3.
 
-=============  =======================  =========================================
-verb           API call                 notes
-=============  =======================  =========================================
-reboot         ``RebootInstances``      graceful (the OS is asked to restart)
-shutdown       ``StopInstances``        graceful (the OS is asked to shut down)
-power-on       ``StartInstances``       refused here for a terminated instance
-terminate      ``TerminateInstances``   offered by core only for replaceable nodes
-readback       ``DescribeInstances``    running on, stopped off, terminated off
-=============  =======================  =========================================
+==========  ==========================  ==========================================
+verb        API call                    notes
+==========  ==========================  ==========================================
+reboot      ``RebootInstances``         graceful (the OS is asked to restart)
+shutdown    ``StopInstances``           graceful (the OS is asked to shut down)
+power-on    ``StartInstances``          refused here for a terminated instance
+terminate   ``TerminateInstances``      offered by core only for replaceable nodes
+readback    ``DescribeInstanceStatus``  running on, stopped off, terminated off
+==========  ==========================  ==========================================
 
-Every verb reads the instances first (one ``DescribeInstances`` per batch), so that
+Every verb reads the instances first (one ``DescribeInstanceStatus`` per batch), so that
 an unknown id is an error naming that id, a verb the instance's state cannot take
 (start a terminated instance) is refused per instance before anything is sent, and
 a verb whose end state is already reached (start a running instance) is accepted
@@ -253,8 +253,40 @@ class EC2Channel:
 
     # -- reading ------------------------------------------------------------------------------
     def _states(self, ids: Sequence[str]) -> dict[str, str]:
-        """Instance id -> state name for those of ``ids`` that exist (one read per page)."""
-        target: object = ids[0] if len(ids) == 1 else f"{len(ids)} instances"
+        """Instance id -> state name for those of ``ids`` that exist.
+
+        Fast path: one ``DescribeInstanceStatus`` (state only, at most 100 ids). Ids it
+        does not report, or all of them when it fails on an unknown id, are read with
+        ``DescribeInstances`` filtered by id, which omits unknown ids instead of failing.
+        """
+        from botocore.exceptions import ClientError
+
+        from powerplane_cloud.ec2_errors import NOT_FOUND_CODES, error_code
+
+        target = self._label(ids)
+        states: dict[str, str] = {}
+        try:
+            kwargs: dict[str, Any] = {"InstanceIds": list(ids), "IncludeAllInstances": True}
+            while True:
+                page = self._api("describe_instance_status", retry=True, target=target,
+                                 **kwargs)
+                for status in page.get("InstanceStatuses", []):
+                    states[status["InstanceId"]] = status["InstanceState"]["Name"]
+                if not page.get("NextToken"):
+                    break
+                kwargs["NextToken"] = page["NextToken"]
+        except ChannelError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, ClientError) and error_code(cause) in NOT_FOUND_CODES):
+                raise
+        rest = [i for i in ids if i not in states]
+        if rest:
+            states.update(self._described(rest))
+        return states
+
+    def _described(self, ids: Sequence[str]) -> dict[str, str]:
+        """Instance id -> state name through ``DescribeInstances`` filtered by id."""
+        target = self._label(ids)
         states: dict[str, str] = {}
         kwargs: dict[str, Any] = {"Filters": [{"Name": "instance-id", "Values": list(ids)}]}
         while True:
@@ -266,6 +298,10 @@ class EC2Channel:
             if not token:
                 return states
             kwargs["NextToken"] = token
+
+    @staticmethod
+    def _label(ids: Sequence[str]) -> object:
+        return ids[0] if len(ids) == 1 else f"{len(ids)} instances"
 
     def _missing(self, instance: str) -> RefusedByDevice:
         return RefusedByDevice(
@@ -307,7 +343,7 @@ class EC2Channel:
         return [out[t] for t in targets]
 
     def _send(self, verb: Verb, op: _Op, ids: list[str]) -> dict[str, Outcome]:
-        target: object = ids[0] if len(ids) == 1 else f"{len(ids)} instances"
+        target = self._label(ids)
         try:
             response = self._api(op.operation, retry=op.idempotent, target=target,
                                  InstanceIds=ids)

@@ -57,8 +57,8 @@ class EC2Config(BaseModel):
     """TLS verification: true, false, or a CA bundle path."""
     timeout_s: float = Field(30.0, gt=0)
     """Connect and read timeout of each API call."""
-    batch_size: int = Field(100, ge=1, le=1000)
-    """Instance ids per API call when many nodes are acted on together."""
+    batch_size: int = Field(100, ge=1, le=100)
+    """Instance ids per API call when many nodes are acted on together (EC2 reads take 100)."""
     throttle_retries: int = Field(4, ge=0, le=10)
     """Retries of a throttled read or idempotent write (stop, start, terminate)."""
     backoff_base_s: float = Field(0.5, gt=0)
