@@ -10,7 +10,7 @@ import pytest
 from powerplane import ConfigError, NotSupported, Source, Verb, parse_config
 from powerplane.plugins import registry
 from powerplane_talos import TalosChannel, TalosConfig
-from powerplane_talos.channel import parse_target
+from powerplane_talos.config import parse_target
 from powerplane_talos.mock import pki
 from powerplane_talos.talosconfig import (
     DEFAULT_PORT,

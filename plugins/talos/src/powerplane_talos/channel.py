@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Protocol
+from typing import Protocol
 
 from powerplane import (
     Acceptance,
@@ -36,7 +36,7 @@ from powerplane_talos.talosconfig import (
 )
 from powerplane_talos.talosctl_transport import TalosctlTransport
 
-__all__ = ["TalosChannel", "TalosTransport", "parse_target"]
+__all__ = ["TalosChannel", "TalosTransport"]
 
 DARK = "a dark Talos machine is indistinguishable from a network fault"
 
@@ -51,13 +51,6 @@ class TalosTransport(Protocol):
     async def version(self, node: str) -> str: ...
 
     async def close(self) -> None: ...
-
-
-def parse_target(raw: Any) -> str:
-    """A Talos target is the node's address (as sent in the ``nodes`` metadata)."""
-    if not isinstance(raw, str) or not raw.strip():
-        raise ValueError("expected the node's address (a non-empty string)")
-    return raw.strip()
 
 
 def _credentials(name: str, config: TalosConfig) -> Credentials:

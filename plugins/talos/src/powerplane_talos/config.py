@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from powerplane import SecretRef
 from powerplane_talos.talosconfig import load_talosconfig, split_endpoint
 
-__all__ = ["RebootMode", "TalosConfig", "Transport"]
+__all__ = ["RebootMode", "TalosConfig", "Transport", "parse_target"]
 
 
 class Transport(str, Enum):
@@ -115,3 +116,10 @@ class TalosConfig(BaseModel):
         if (self.crt is None) != (self.key is None):
             raise ValueError("'crt' and 'key' must be given together")
         return self
+
+
+def parse_target(raw: Any) -> str:
+    """A Talos target is the node's address (as sent in the ``nodes`` metadata)."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError("expected the node's address (a non-empty string)")
+    return raw.strip()

@@ -1,19 +1,30 @@
-"""The plugin module the ``powerplane`` entry point ``talos`` names: registers the type."""
+"""The plugin module the ``powerplane`` entry point ``talos`` names: registers the type.
+
+It imports only the config model; the channel (grpclib, protobuf) is imported when
+the first ``talos`` channel is created, so plugin discovery stays cheap.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from powerplane import ChannelType, hookimpl
-from powerplane_talos.channel import TalosChannel, parse_target
-from powerplane_talos.config import TalosConfig
+from powerplane_talos.config import TalosConfig, parse_target
 
 __all__ = ["TALOS", "register_channel_types"]
+
+
+def _factory(name: str, config: Any) -> Any:
+    from powerplane_talos.channel import TalosChannel
+
+    return TalosChannel(name, config)
+
 
 TALOS = ChannelType(
     name="talos",
     config=TalosConfig,
-    factory=TalosChannel,
+    factory=_factory,
     target=parse_target,
     description="Talos machine API (gRPC over mutual TLS, or talosctl): reboot and "
     "graceful shutdown, never power-on",
