@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from powerplane import PowerHost, parse_config
 from powerplane_redfish.testing.emulator import SushyEmulator
 from powerplane_redfish.testing.mockup import MockupServer

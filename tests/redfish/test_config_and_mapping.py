@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from powerplane import ConfigError, Source, parse_config
 from powerplane.plugins import registry
 from powerplane_redfish import RebootMode, ResetType, ShutdownMode, parse_target, plan

@@ -7,6 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+
 from powerplane import (
     CapabilitySet,
     ConfigError,

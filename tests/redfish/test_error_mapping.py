@@ -13,6 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 import requests
+from sushy import exceptions as sushy_exc
+
 from powerplane import (
     AuthenticationFailed,
     ChannelError,
@@ -25,7 +27,6 @@ from powerplane import (
 from powerplane_redfish import RedfishConfig
 from powerplane_redfish.connection import Connection
 from powerplane_redfish.errors import map_error
-from sushy import exceptions as sushy_exc
 
 SECRET = "Sup3r-Secret-Value"
 

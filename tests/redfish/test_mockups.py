@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from powerplane import (
     AuthenticationFailed,
     CapabilitySet,
@@ -76,6 +77,23 @@ async def test_sessions_balance_across_a_dropped_connection(
         ch.close()
     assert server.sessions_created == server.sessions_deleted == 2
     assert server.live_sessions() == 0
+
+
+async def test_a_reset_whose_connection_drops_is_not_sent_again(
+    mockup: Callable[..., MockupServer], mockup_cfg
+) -> None:
+    server = mockup("public-rackmount1")
+    target = server.systems[0]
+    ch = channel_for(mockup_cfg(server))
+    try:
+        await asyncio.to_thread(ch.capabilities, target)
+        server.drop_next()
+        with pytest.raises(Unreachable):
+            await asyncio.to_thread(ch.reboot, target)
+    finally:
+        ch.close()
+    assert server.requests.count(("POST", target + RESET)) == 1
+    assert server.sessions_created == server.sessions_deleted == 1
 
 
 async def test_a_refused_reset_carries_the_bmcs_words_and_keeps_the_session(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sushy
+
 from powerplane import (
     Acceptance,
     CapabilitySet,
@@ -27,7 +28,6 @@ from powerplane import (
     Verb,
     require,
 )
-
 from powerplane_redfish.config import RedfishConfig, ResetType, ShutdownMode
 from powerplane_redfish.connection import Connection
 from powerplane_redfish.mapping import Plan, parse_reset_types, plan

@@ -10,8 +10,9 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-from powerplane import SecretRef
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from powerplane import SecretRef
 
 __all__ = ["AuthMode", "RebootMode", "RedfishConfig", "ResetType", "ShutdownMode"]
 

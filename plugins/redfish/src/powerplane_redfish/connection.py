@@ -6,8 +6,10 @@ way that puts the connection in doubt (unreachable, timeout, TLS, authentication
 that makes no sense) the root is dropped and its session logged out, best effort; the next
 call logs in again. A refusal of one request (an HTTP 4xx/5xx with the BMC's words) keeps it.
 
-Requests are not retried: sushy's connector is built with one attempt per request, so a
-reset is sent at most once and every failure surfaces within the configured timeouts.
+A reset is never retried: sushy's connector is built with one attempt per request (and
+without its retry of a POST on vendor "not ready" messages), so a reset is sent at most once
+and every failure surfaces within the configured timeouts. A GET answered 5xx is retried
+once, at once.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import sushy
-from powerplane import PowerplaneError, RefusedByDevice
 from sushy import auth as sushy_auth
 from sushy import connector as sushy_connector
 
+from powerplane import PowerplaneError, RefusedByDevice
 from powerplane_redfish.config import AuthMode, RedfishConfig
 from powerplane_redfish.errors import HANDLED, map_error
 
@@ -55,11 +57,12 @@ class Connection:
     def _open(self) -> tuple[sushy.Sushy, sushy_connector.Connector]:
         cfg = self.config
         password = cfg.password.reveal()
-        conn = sushy_connector.Connector(
+        conn = _Connector(
             cfg.endpoint,
             verify=cfg.verify,
             # One attempt per request: sushy retries transport errors (POSTs included)
             # unless told otherwise, which would break "a verb is sent at most once".
+            # A GET answered 5xx is retried once, at once.
             server_side_retries=1,
             server_side_retries_delay=0,
             default_request_timeout=cfg.read_timeout_s,
@@ -136,6 +139,14 @@ class Connection:
         if not isinstance(body, dict):
             raise ValueError(f"{path} is not a JSON object")
         return body
+
+
+class _Connector(sushy_connector.Connector):  # type: ignore[misc]
+    """sushy's connector, minus its retry of a POST on vendor "not ready" messages."""
+
+    def check_retry_on_exception(self, exception_msg: object) -> bool:
+        """Never: a refused reset is reported, not sent again."""
+        return False
 
 
 def _logout(auth: object) -> None:

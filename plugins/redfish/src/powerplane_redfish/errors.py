@@ -28,6 +28,8 @@ import ssl
 from collections.abc import Iterable
 
 import requests
+from sushy import exceptions as sushy_exc
+
 from powerplane import (
     AuthenticationFailed,
     ChannelError,
@@ -37,7 +39,6 @@ from powerplane import (
     TLSVerificationFailed,
     Unreachable,
 )
-from sushy import exceptions as sushy_exc
 
 __all__ = ["HANDLED", "map_error"]
 

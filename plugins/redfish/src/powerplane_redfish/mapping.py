@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from powerplane import CapabilitySet, Source, Verb
-
 from powerplane_redfish.config import RebootMode, ResetType, ShutdownMode
 
 __all__ = ["Plan", "parse_reset_types", "plan"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from powerplane import ChannelType, hookimpl
-
 from powerplane_redfish.channel import RedfishChannel, parse_target
 from powerplane_redfish.config import RedfishConfig
 
