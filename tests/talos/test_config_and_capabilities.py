@@ -111,3 +111,15 @@ def test_target_is_a_node_address() -> None:
     assert parse_target(" 10.0.0.11 ") == "10.0.0.11"
     with pytest.raises(ValueError, match="node's address"):
         parse_target({"outlets": [1]})
+
+
+def test_plugin_discovery_does_not_import_grpclib_or_protobuf() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, powerplane_talos.plugin; "
+            "print(sorted(m for m in ('grpclib', 'google.protobuf', 'cryptography') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
