@@ -82,7 +82,8 @@ def run_suite(
         args = [
             str(Path(cli_suite.__file__).resolve()),
             "-c", str(ini), "--rootdir", str(work),
-            "-p", "no:cacheprovider", "-p", "no:warnings", "-q", "--tb=no", "--no-header", "-rN",
+            "-p", "no:cacheprovider", "-p", "no:warnings",
+            "-p", "no:asyncio", "-q", "--tb=no", "--no-header", "-rN",
             "--powerplane-target", str(path), "--powerplane-report", str(out),
         ]
         if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):

@@ -125,7 +125,12 @@ class ConformanceSession:
                 reading = self.read(subject)
             except Exception:
                 continue
-            self.original[subject.key] = reading.state
+            state = reading.state
+            caps = self.caps(subject)
+            if state is PowerState.UNKNOWN and isinstance(caps, CapabilitySet) \
+                    and not caps.sees_power_off:
+                state = PowerState.OFF  # a blind channel's "unknown" is as off as it can see
+            self.original[subject.key] = state
             ident = getattr(self.channel_of(subject), "identity", None)
             if ident is not None and subject.channel not in self.identities:
                 try:
@@ -286,9 +291,10 @@ class ConformanceSession:
                 obs.states.append("error")
                 obs.error = describe_error(exc)
             obs.elapsed = time.monotonic() - start
-            if obs.elapsed + delay > limit:
+            remaining = limit - obs.elapsed
+            if remaining <= 0:
                 break
-            time.sleep(delay)
+            time.sleep(min(delay, remaining))
             delay = min(delay * 2, 1.0)
         obs.elapsed = time.monotonic() - start
         return obs

@@ -1,0 +1,121 @@
+"""Channel types that lie, each in one way the conformance suite must catch.
+
+Each wraps core's simulated channel; registered for the tests with
+``Registry.add_module`` (see conftest.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from powerplane import (
+    Acceptance,
+    AuthenticationFailed,
+    CapabilitySet,
+    ChannelType,
+    PowerplaneError,
+    Reading,
+    hookimpl,
+)
+from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
+
+
+class OffReader(SimulatedChannel):
+    """Readback reports off while the machine is on."""
+
+    async def read_power_state(self, target: str) -> Reading:
+        await super().read_power_state(target)
+        return Reading.off("chassis says off")
+
+
+class BlindButSaysOff(SimulatedChannel):
+    """Declares it cannot see power off, then reports off."""
+
+    async def capabilities(self, target: str) -> CapabilitySet:
+        caps = await super().capabilities(target)
+        return CapabilitySet(caps.verbs, caps.source, caps.detail, sees_power_off=False)
+
+
+class StaleReader(SimulatedChannel):
+    """Caches the first reading of each machine forever. Every session to one endpoint
+    shares one device (as real devices are), so a fresh session sees the truth."""
+
+    _devices: ClassVar[dict[str, SimulatedChannel]] = {}
+
+    def __init__(self, name: str, config: SimulatedConfig) -> None:
+        super().__init__(name, config)
+        key = config.endpoint or name
+        self.device = self._devices.setdefault(key, SimulatedChannel(name, config))
+        self._cache: dict[str, Reading] = {}
+
+    async def reboot(self, target: str) -> Acceptance:
+        return await self.device.reboot(target)
+
+    async def shutdown(self, target: str) -> Acceptance:
+        return await self.device.shutdown(target)
+
+    async def power_on(self, target: str) -> Acceptance:
+        return await self.device.power_on(target)
+
+    async def read_power_state(self, target: str) -> Reading:
+        if target not in self._cache:
+            self._cache[target] = await self.device.read_power_state(target)
+        return self._cache[target]
+
+
+class Swallower(SimulatedChannel):
+    """Swallows every error of a verb and reports success."""
+
+    async def _quiet(self, fn: Callable[[str], Any], target: str) -> Acceptance:
+        try:
+            await fn(target)
+        except PowerplaneError:
+            pass
+        return Acceptance()
+
+    async def reboot(self, target: str) -> Acceptance:
+        return await self._quiet(super().reboot, target)
+
+    async def shutdown(self, target: str) -> Acceptance:
+        return await self._quiet(super().shutdown, target)
+
+    async def power_on(self, target: str) -> Acceptance:
+        return await self._quiet(super().power_on, target)
+
+
+class Leaker(SimulatedChannel):
+    """Puts its password into the authentication error."""
+
+    async def read_power_state(self, target: str) -> Reading:
+        try:
+            return await super().read_power_state(target)
+        except AuthenticationFailed as exc:
+            given = self.config.password.reveal() if self.config.password else ""
+            raise AuthenticationFailed(f"login rejected for password {given!r}",
+                                       channel=self.name, target=target) from exc
+
+
+class NoOp(SimulatedChannel):
+    """Does not advertise shutdown, yet accepts it and does nothing."""
+
+    async def shutdown(self, target: str) -> Acceptance:
+        return Acceptance()
+
+
+LIARS = {
+    "liar-off-reader": OffReader,
+    "liar-blind": BlindButSaysOff,
+    "liar-stale": StaleReader,
+    "liar-swallow": Swallower,
+    "liar-leak": Leaker,
+    "liar-noop": NoOp,
+}
+
+
+@hookimpl
+def register_channel_types(register: Callable[[ChannelType], None]) -> None:
+    for name, cls in LIARS.items():
+        register(ChannelType(name=name, config=SimulatedConfig, factory=cls,
+                             target=parse_target, description="a liar, for the tests"))
+
