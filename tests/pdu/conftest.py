@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pdu_peers import SnmpSim, write_snmprec
+
 from powerplane_pdu import PROFILES, PduChannel, PduChannelConfig
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
@@ -42,7 +43,10 @@ DEVICES: dict[str, tuple[str, dict[int, str], str | None]] = {
     "policy": ("apc-rpdu", FOUR, None),
     "readback": ("apc-rpdu2", FOUR, None),
     "batch": ("apc-rpdu2", dict.fromkeys(range(1, 9), "on"), None),
+    "faulty": ("eaton-epdu", FOUR, None),
 }
+FAULTY = {"faulty": frozenset({2})}
+"""Devices whose listed outlets fail every SET (genErr), as a PDU with a stuck relay might."""
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +56,8 @@ def snmpsim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SnmpSim]:
     data = work / "data"
     data.mkdir()
     for community, (profile, outlets, sys_oid) in DEVICES.items():
-        write_snmprec(data, community, PROFILES[profile], outlets, sys_oid)
+        write_snmprec(data, community, PROFILES[profile], outlets, sys_oid,
+                      FAULTY.get(community, frozenset()))
     sim = SnmpSim(data, work, AUTH_KEY, PRIV_KEY)
     sim.start()
     try:

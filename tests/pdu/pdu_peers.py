@@ -51,9 +51,12 @@ def _oid_key(oid: str) -> tuple[int, ...]:
 
 
 def snmprec_lines(
-    profile: Profile, outlets: dict[int, str], sys_object_id: str | None = None
+    profile: Profile,
+    outlets: dict[int, str],
+    sys_object_id: str | None = None,
+    faulty: frozenset[int] = frozenset(),
 ) -> list[str]:
-    """Records for one PDU whose outlets start ``on`` or ``off``."""
+    """Records for one PDU whose outlets start ``on`` or ``off``; ``faulty`` ones fail SETs."""
     records: dict[str, str] = {}
     sys_oid = sys_object_id or profile.sys_object_id or "1.3.6.1.4.1.99999.1"
     records["1.3.6.1.2.1.1.2.0"] = f"6|{sys_oid}"
@@ -77,7 +80,8 @@ def snmprec_lines(
         for oid, items in effects.items():
             initial = start_state if oid == state_oid else -1
             eff = f",eff={'/'.join(items)}" if items else ""
-            records[oid] = f"2:pduoutlet|value={initial}{eff}"
+            err = ",error=1" if n in faulty and oid != state_oid else ""
+            records[oid] = f"2:pduoutlet|value={initial}{eff}{err}"
         if state_oid not in records:
             records[state_oid] = f"2:pduoutlet|value={start_state}"
         if load_oid:
@@ -91,10 +95,12 @@ def write_snmprec(
     profile: Profile,
     outlets: dict[int, str],
     sys_object_id: str | None = None,
+    faulty: frozenset[int] = frozenset(),
 ) -> Path:
     """Write ``<name>.snmprec``: community ``name`` reaches this PDU."""
     path = data_dir / f"{name}.snmprec"
-    path.write_text("\n".join(snmprec_lines(profile, outlets, sys_object_id)) + "\n")
+    lines = snmprec_lines(profile, outlets, sys_object_id, faulty)
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from powerplane import ConfigError, PowerHost, Verb, parse_config
 from powerplane.plugins import load_plugins
 from powerplane_pdu import PROFILES, OutletRef, detect, parse_target

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from pdu_peers import SnmpSim, free_udp_port
+
 from powerplane import (
     ChannelTimeout,
     PowerHost,

@@ -15,6 +15,7 @@ import httpx
 import pytest
 import respx
 from pdu_peers import RedfishServer
+
 from powerplane import (
     AuthenticationFailed,
     ChannelError,

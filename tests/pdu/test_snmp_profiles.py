@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from conftest import AUTH_KEY, PRIV_KEY
 from pdu_peers import free_udp_port
+
 from powerplane import (
     AuthenticationFailed,
     ChannelTimeout,
@@ -184,3 +185,53 @@ async def test_a_missing_outlet_is_named(
     reading = await ch.read_power_state(parse_target({"outlets": [1, 9]}))
     assert reading.state is PowerState.UNKNOWN
     assert "rack/9" in reading.detail and "no such object" in reading.detail
+
+
+async def test_a_set_the_agent_rejects_is_refused_by_the_device_naming_the_object(
+    snmp_config: Callable[..., dict[str, Any]],
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    ch = channel_for(snmp_config("faulty"))
+    with pytest.raises(RefusedByDevice, match=r"SNMP set refused: genErr at 1\.3\.6") as info:
+        await ch.shutdown(parse_target({"outlets": [2]}))
+    assert "rack/2: FAILED" in str(info.value)
+    # the faulty outlet is named; the others of the same request are written one by one
+    # (agents differ on whether a refused SET applied its other writes)
+    with pytest.raises(RefusedByDevice) as info:
+        await ch.shutdown(parse_target({"outlets": [1, 2, 3]}))
+    text = str(info.value)
+    assert "shutdown failed on 1 of 3 outlet(s)" in text
+    assert "rack/1: switched off" in text and "rack/3: switched off" in text
+    assert "rack/2: FAILED (RefusedByDevice" in text
+    reading = await ch.read_power_state(parse_target({"outlets": [1, 3]}))
+    assert reading.state is PowerState.OFF
+
+
+@pytest.mark.parametrize(
+    ("indication", "mapped"),
+    [
+        ("RequestTimedOut", ChannelTimeout),
+        ("WrongDigest", AuthenticationFailed),
+        ("UnknownUserName", AuthenticationFailed),
+        ("AuthenticationFailure", AuthenticationFailed),
+        ("DecryptionError", AuthenticationFailed),
+        ("UnknownSecurityName", AuthenticationFailed),
+        ("UnsupportedSecurityLevel", AuthenticationFailed),
+        ("NotInTimeWindow", AuthenticationFailed),
+        ("UnknownCommunityName", AuthenticationFailed),
+        ("ParseError", ProtocolError),
+        ("OtherError", ProtocolError),
+    ],
+)
+def test_every_snmp_error_indication_maps_into_the_channel_error_tree(
+    indication: str, mapped: type[Exception], secret: Callable[[str], Any]
+) -> None:
+    from pysnmp.proto import errind
+
+    from powerplane_pdu.config import PduSpec
+    from powerplane_pdu.snmp import SnmpPdu
+
+    spec = PduSpec(protocol="snmp", profile="apc-rpdu", host="127.0.0.1",
+                   community=secret("c"))  # type: ignore[arg-type]
+    error = SnmpPdu("rack", "rack", spec)._indication("get", getattr(errind, indication)("x"))
+    assert type(error) is mapped

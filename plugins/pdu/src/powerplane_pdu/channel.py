@@ -36,7 +36,6 @@ from powerplane import (
     Verb,
     require,
 )
-
 from powerplane_pdu.config import PduChannelConfig, PduSpec
 from powerplane_pdu.outlets import MAIN, OutletReading, OutletRef, OutletTarget, PduDriver
 from powerplane_pdu.profiles import OutletState

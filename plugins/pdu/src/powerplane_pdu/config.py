@@ -23,9 +23,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from powerplane import SecretRef
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from powerplane import SecretRef
 from powerplane_pdu.profiles import PROFILES
 
 __all__ = ["AuthProtocol", "PduChannelConfig", "PduSpec", "PrivProtocol"]

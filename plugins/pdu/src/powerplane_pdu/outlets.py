@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from powerplane import PowerplaneError
-
 from powerplane_pdu.profiles import OutletState
 
 __all__ = [

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from powerplane import ChannelType, hookimpl
-
 from powerplane_pdu.channel import PduChannel
 from powerplane_pdu.config import PduChannelConfig
 from powerplane_pdu.outlets import parse_target

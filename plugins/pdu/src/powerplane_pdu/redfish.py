@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
+
 from powerplane import (
     AuthenticationFailed,
     ChannelError,
@@ -29,7 +30,6 @@ from powerplane import (
     TLSVerificationFailed,
     Unreachable,
 )
-
 from powerplane_pdu.config import PduSpec
 from powerplane_pdu.outlets import OutletId, OutletReading
 from powerplane_pdu.profiles import OutletState

@@ -17,15 +17,6 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from powerplane import (
-    AuthenticationFailed,
-    ChannelError,
-    ChannelTimeout,
-    PowerplaneError,
-    ProtocolError,
-    RefusedByDevice,
-    Unreachable,
-)
 from pysnmp.error import PySnmpError
 from pysnmp.hlapi.v3arch.asyncio import (
     CommunityData,
@@ -42,6 +33,15 @@ from pysnmp.proto import errind
 from pysnmp.proto.rfc1902 import Integer32
 from pysnmp.proto.rfc1905 import EndOfMibView, NoSuchInstance, NoSuchObject
 
+from powerplane import (
+    AuthenticationFailed,
+    ChannelError,
+    ChannelTimeout,
+    PowerplaneError,
+    ProtocolError,
+    RefusedByDevice,
+    Unreachable,
+)
 from powerplane_pdu import usm
 from powerplane_pdu.config import PduSpec
 from powerplane_pdu.outlets import OutletId, OutletReading
@@ -120,8 +120,16 @@ class SnmpPdu:
                     raise self._error(Unreachable, "cannot resolve the address") from exc
             return self._engine, self._transport
 
-    async def _request(self, op: str, var_binds: list[ObjectType]) -> list[Any]:
-        """One GET or SET; returns the response var-binds or raises a mapped error."""
+    async def _request(
+        self, op: str, oids: Sequence[str], value: int | None = None
+    ) -> list[Any]:
+        """One GET of ``oids``, or SET of each to ``value``; the response var-binds."""
+        var_binds = [
+            ObjectType(ObjectIdentity(oid))
+            if value is None
+            else ObjectType(ObjectIdentity(oid), Integer32(value))
+            for oid in oids
+        ]
         engine, transport = await self._setup()
         auth = self._auth_data()
         context = ContextData(contextName=self.spec.context)
@@ -140,8 +148,8 @@ class SnmpPdu:
         if status:
             name = status.prettyPrint() if hasattr(status, "prettyPrint") else str(status)
             where = ""
-            if index and 0 < int(index) <= len(var_binds):
-                where = f" at {var_binds[int(index) - 1][0].prettyPrint()}"
+            if index and 0 < int(index) <= len(oids):
+                where = f" at {oids[int(index) - 1]}"
             raise self._error(RefusedByDevice, f"SNMP {op} refused: {name}{where}")
         return list(binds)
 
@@ -168,7 +176,7 @@ class SnmpPdu:
     async def profile(self) -> Profile:
         """The profile in use; with ``auto``, detected once from ``sysObjectID``."""
         if self._profile is None:
-            binds = await self._request("get", [ObjectType(ObjectIdentity(SYS_OBJECT_ID))])
+            binds = await self._request("get", [SYS_OBJECT_ID])
             value = binds[0][1] if binds else None
             if value is None or isinstance(value, NoSuchObject | NoSuchInstance | EndOfMibView):
                 raise self._error(ProtocolError, "the agent has no sysObjectID; set 'profile'")
@@ -205,11 +213,22 @@ class SnmpPdu:
             (profile.on_oid, profile.on_value) if on else (profile.off_oid, profile.off_value)
         )
         for chunk in self._chunks(numbers):
-            binds = [
-                ObjectType(ObjectIdentity(profile.oid(oid, o)), Integer32(value)) for o in chunk
-            ]
             try:
-                await self._request("set", binds)
+                await self._request("set", [profile.oid(oid, o) for o in chunk], value)
+            except RefusedByDevice as exc:
+                if len(chunk) == 1:
+                    result[chunk[0]] = exc
+                    continue
+                # Agents differ in whether a refused SET applied its other writes, and in
+                # how well they point at the culprit: write each outlet alone to learn
+                # its own outcome (explicit on/off writes are idempotent).
+                for o in chunk:
+                    try:
+                        await self._request("set", [profile.oid(oid, o)], value)
+                    except ChannelError as one:
+                        result[o] = one
+                    else:
+                        result[o] = None
             except ChannelError as exc:
                 result.update(dict.fromkeys(chunk, exc))
             else:
@@ -233,13 +252,13 @@ class SnmpPdu:
             return {**result, **dict.fromkeys(numbers, exc)}
         per = 2 if profile.metered else 1
         for chunk in self._chunks(numbers, per):
-            binds = []
+            oids: list[str] = []
             for o in chunk:
-                binds.append(ObjectType(ObjectIdentity(profile.oid(profile.state_oid, o))))
+                oids.append(profile.oid(profile.state_oid, o))
                 if profile.load_oid is not None:
-                    binds.append(ObjectType(ObjectIdentity(profile.oid(profile.load_oid, o))))
+                    oids.append(profile.oid(profile.load_oid, o))
             try:
-                values = await self._request("get", binds)
+                values = await self._request("get", oids)
             except ChannelError as exc:
                 result.update(dict.fromkeys(chunk, exc))
                 continue
