@@ -14,6 +14,7 @@ from conftest import (
     ec2_channel_config,
     free_port,
 )
+
 from powerplane import (
     AuthenticationFailed,
     NotOffered,

@@ -18,6 +18,7 @@ from openstack_fake import (
     FakeOpenStack,
     Server,
 )
+
 from powerplane import (
     AuthenticationFailed,
     ChannelError,

@@ -35,7 +35,6 @@ from typing import Any
 from powerplane.capabilities import CapabilitySet, Source, Verb
 from powerplane.channel import Acceptance, Reading, require
 from powerplane.errors import ChannelError, PowerplaneError, RefusedByDevice
-
 from powerplane_cloud.backoff import Backoff
 from powerplane_cloud.ec2_config import EC2Config
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from powerplane.secrets import SecretRef
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from powerplane.secrets import SecretRef
 
 __all__ = ["EC2Config", "parse_instance_id"]
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from botocore import exceptions as bce
+
 from powerplane.errors import (
     AuthenticationFailed,
     ChannelError,

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from powerplane.errors import AuthenticationFailed, ChannelError, ProtocolError
 
+from powerplane.errors import AuthenticationFailed, ChannelError, ProtocolError
 from powerplane_cloud.openstack_config import (
     ApplicationCredentialAuth,
     OpenStackConfig,

@@ -22,10 +22,10 @@ from collections import Counter
 from typing import Any
 
 import httpx
+
 from powerplane.capabilities import CapabilitySet, Source, Verb
 from powerplane.channel import Acceptance, Reading, require
 from powerplane.errors import ProtocolError
-
 from powerplane_cloud.backoff import Backoff
 from powerplane_cloud.keystone import Keystone
 from powerplane_cloud.openstack_config import OpenStackConfig

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from powerplane.secrets import SecretRef
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from powerplane.secrets import SecretRef
 
 __all__ = [
     "ApplicationCredentialAuth",

@@ -29,6 +29,7 @@ import json
 from typing import Any
 
 import httpx
+
 from powerplane.errors import (
     AuthenticationFailed,
     ChannelError,

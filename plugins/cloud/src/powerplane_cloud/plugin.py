@@ -11,7 +11,6 @@ from typing import Any
 
 from powerplane.channel import ChannelType
 from powerplane.hookspecs import hookimpl
-
 from powerplane_cloud.ec2_config import EC2Config, parse_instance_id
 from powerplane_cloud.openstack_config import OpenStackConfig, parse_server_id
 
