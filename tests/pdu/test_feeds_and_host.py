@@ -156,3 +156,39 @@ async def test_power_on_through_the_pdu_cycles_when_configured(
         assert done.channel == "rack-a" and done.detail == "rack-a/3: switched on"
         done = await host.invoke("node-1", Verb.POWER_ON, reason="again")
         assert done.detail == "rack-a/3: already on; switched off and on again"
+
+
+async def test_invoke_many_batches_every_outlet_into_one_set_per_step(
+    snmp_config: Callable[..., dict[str, Any]],
+) -> None:
+    nodes = {f"n{i}": {"channels": [{"channel": "rack", "target": {"outlets": [i]}}]}
+             for i in range(1, 9)}
+    cfg = {"channels": {"rack": {"type": "pdu", **snmp_config("batch")}}, "nodes": nodes}
+    async with PowerHost(parse_config(cfg)) as host:
+        channel = host.channel("rack")
+        assert isinstance(channel, PduChannel)
+        before = channel.requests()
+        results = await host.invoke_many(list(nodes), Verb.REBOOT, reason="kernel")
+        assert all(getattr(r, "accepted", False) for r in results.values()), results
+        assert channel.requests() - before == 2, "one SET off and one SET on for 8 outlets"
+
+        results = await host.invoke_many(list(nodes), Verb.SHUTDOWN, reason="PSU")
+        assert all(getattr(r, "accepted", False) for r in results.values()), results
+        for node in nodes:
+            assert (await host.read_power_state(node)).state is PowerState.OFF
+
+        results = await host.invoke_many(list(nodes), Verb.POWER_ON, reason="back")
+        assert all(getattr(r, "accepted", False) for r in results.values()), results
+        again = await host.invoke_many(["n1"], Verb.POWER_ON, reason="again")
+        assert isinstance(again["n1"], RefusedByDevice)
+
+
+async def test_metered_outlet_below_standby_reads_unknown_not_on(
+    snmp_config: Callable[..., dict[str, Any]],
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    ch = channel_for(snmp_config("readback", standby_watts=200))
+    reading = await ch.read_power_state(parse_target({"outlets": [1]}))
+    assert reading.state is PowerState.UNKNOWN
+    assert reading.detail.startswith("outlet energized; machine not visible: draw at or below")
+    assert "rack/1 150 W" in reading.detail
