@@ -25,7 +25,7 @@ from powerplane import (
     Verb,
     parse_config,
 )
-from powerplane_cloud.ec2 import EC2Channel
+from powerplane_cloud.ec2 import EC2Channel, reading_for_state
 from powerplane_cloud.ec2_config import EC2Config
 
 
@@ -249,3 +249,22 @@ async def test_a_role_is_assumed_through_sts(moto: Moto) -> None:
     assert ch.read_power_state(iid).state is PowerState.ON
     assert ch.api_calls["assume_role"] == 1
     ch.close()
+
+
+@pytest.mark.parametrize(
+    ("state", "reading", "detail"),
+    [
+        ("running", PowerState.ON, ""),
+        ("stopped", PowerState.OFF, ""),
+        ("terminated", PowerState.OFF, "terminated"),
+        ("pending", PowerState.UNKNOWN, "in transition (pending)"),
+        ("stopping", PowerState.UNKNOWN, "in transition (stopping)"),
+        ("shutting-down", PowerState.UNKNOWN, "in transition (shutting-down)"),
+        ("hibernating", PowerState.UNKNOWN, "unrecognised instance state 'hibernating'"),
+    ],
+)
+def test_instance_states_read_as_on_off_or_unknown(
+    state: str, reading: PowerState, detail: str
+) -> None:
+    got = reading_for_state(state)
+    assert (got.state, got.detail) == (reading, detail)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
@@ -138,6 +139,16 @@ async def test_an_expired_token_is_renewed_once_on_401(cloud: Any) -> None:
     assert routes["auth"].call_count == 2
     assert ch.requests["os-start"] == 2
     assert fake.servers[SID].status == "ACTIVE"
+
+
+async def test_a_token_about_to_expire_is_renewed_before_use(cloud: Any) -> None:
+    fake, routes = cloud
+    fake.lifetime = dt.timedelta(seconds=30)  # inside the one-minute margin
+    ch = channel(app_cred_config())
+    await ch.read_power_state(SID)
+    await ch.read_power_state(SID)
+    assert routes["auth"].call_count == 2
+    assert ch.requests["GET server"] == 2  # never sent with a token about to expire
 
 
 async def test_a_401_after_renewal_is_authentication_failed_not_a_loop(cloud: Any) -> None:
