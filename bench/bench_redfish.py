@@ -83,12 +83,12 @@ def sequential_loop(emu: SushyEmulator, paths: list[str]) -> float:
 async def invoke_many(
     emu: SushyEmulator, paths: list[str], per_endpoint: int
 ) -> tuple[float, float, int]:
+    nodes = {
+        f"n{i:03d}": {"channels": [{"channel": "bmc", "target": p}]} for i, p in enumerate(paths)
+    }
     cfg = {
         "channels": {"bmc": channel_cfg(emu)},
-        "nodes": {
-            f"n{i:03d}": {"channels": [{"channel": "bmc", "target": p}]}
-            for i, p in enumerate(paths)
-        },
+        "nodes": nodes,
         "limits": {"per_endpoint": per_endpoint, "timeout_s": 120},
     }
     start = time.perf_counter()
@@ -96,7 +96,7 @@ async def invoke_many(
         discovered = time.perf_counter() - start
         emu.reset_count()
         start = time.perf_counter()
-        results = await host.invoke_many(list(cfg["nodes"]), Verb.REBOOT, reason="bench")
+        results = await host.invoke_many(list(nodes), Verb.REBOOT, reason="bench")
         elapsed = time.perf_counter() - start
         failures = sum(1 for r in results.values() if isinstance(r, Exception))
         if failures:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from powerplane import (
     CapabilitySet,
     ConfigError,
+    PowerHost,
     PowerOffConfirmed,
     PowerState,
     Source,
@@ -19,11 +23,15 @@ from powerplane import (
 from powerplane_redfish import RedfishChannel
 from powerplane_redfish.testing.emulator import SushyEmulator
 
+HostFor = Callable[[dict[str, Any]], AbstractAsyncContextManager[PowerHost]]
+CfgFn = Callable[..., dict[str, Any]]
+
+
 WAIT = 20.0  # seconds a test reads back before giving up (an explicit operation timeout)
 
 
 async def test_capabilities_discovered_from_allowable_values(
-    host_for, emu_cfg, one_node, emu_system
+    host_for: HostFor, emu_cfg: CfgFn, one_node: CfgFn, emu_system: str
 ) -> None:
     async with host_for(one_node(emu_cfg(), emu_system)) as host:
         caps = host.capabilities("bmc", emu_system)
@@ -33,7 +41,9 @@ async def test_capabilities_discovered_from_allowable_values(
     assert "ResetType@Redfish.AllowableValues" in caps.detail
 
 
-async def test_modes_change_what_is_advertised(host_for, emu_cfg, one_node, emu_system) -> None:
+async def test_modes_change_what_is_advertised(
+    host_for: HostFor, emu_cfg: CfgFn, one_node: CfgFn, emu_system: str
+) -> None:
     cfg = emu_cfg(shutdown="force", reboot="force")
     async with host_for(one_node(cfg, emu_system)) as host:
         caps = host.capabilities("bmc", emu_system)
@@ -42,7 +52,7 @@ async def test_modes_change_what_is_advertised(host_for, emu_cfg, one_node, emu_
 
 
 async def test_graceful_shutdown_then_power_on_read_back(
-    host_for, emu_cfg, one_node, emu_system
+    host_for: HostFor, emu_cfg: CfgFn, one_node: CfgFn, emu_system: str
 ) -> None:
     async with host_for(one_node(emu_cfg(), emu_system, site="lab")) as host:
         off = await host.invoke("n1", Verb.SHUTDOWN, reason="test", wait=WAIT)
@@ -52,14 +62,16 @@ async def test_graceful_shutdown_then_power_on_read_back(
         assert on.readback is PowerState.ON
 
 
-async def test_force_shutdown_reads_off(host_for, emu_cfg, one_node, emu_system) -> None:
+async def test_force_shutdown_reads_off(
+    host_for: HostFor, emu_cfg: CfgFn, one_node: CfgFn, emu_system: str
+) -> None:
     async with host_for(one_node(emu_cfg(shutdown="force"), emu_system)) as host:
         result = await host.invoke("n1", Verb.SHUTDOWN, reason="test", wait=WAIT)
     assert result.readback is PowerState.OFF
 
 
 async def test_graceful_then_force_shutdown_that_finishes_sends_no_force_off(
-    host_for, emu_cfg, one_node, emu_system, emulator: SushyEmulator
+    host_for: HostFor, emu_cfg: CfgFn, one_node: CfgFn, emu_system: str, emulator: SushyEmulator
 ) -> None:
     cfg = emu_cfg(shutdown="graceful-then-force", shutdown_wait_s=10, poll_interval_s=0.2)
     async with host_for(one_node(cfg, emu_system)) as host:
@@ -73,7 +85,7 @@ async def test_graceful_then_force_shutdown_that_finishes_sends_no_force_off(
 
 @pytest.mark.parametrize("mode", ["graceful", "force", "graceful-then-force"])
 async def test_reboot_each_mode_reads_back_on(
-    mode: str, host_for, emu_cfg, one_node, emu_system
+    mode: str, host_for: HostFor, emu_cfg: CfgFn, one_node: CfgFn, emu_system: str
 ) -> None:
     cfg = emu_cfg(reboot=mode, shutdown_wait_s=10, poll_interval_s=0.2)
     async with host_for(one_node(cfg, emu_system)) as host:
@@ -83,7 +95,7 @@ async def test_reboot_each_mode_reads_back_on(
 
 
 async def test_steady_state_verb_costs_one_post(
-    emu_cfg, emu_system, emulator: SushyEmulator
+    emu_cfg: CfgFn, emu_system: str, emulator: SushyEmulator
 ) -> None:
     from powerplane import parse_config
 
@@ -105,7 +117,7 @@ async def test_steady_state_verb_costs_one_post(
 
 
 async def test_omitted_target_with_many_systems_is_a_config_error_naming_them(
-    host_for, emu_cfg, one_node, emulator: SushyEmulator
+    host_for: HostFor, emu_cfg: CfgFn, one_node: CfgFn, emulator: SushyEmulator
 ) -> None:
     async with host_for(one_node(emu_cfg(), None)) as host:
         reason = host.capabilities("bmc", None)
@@ -121,7 +133,7 @@ async def test_omitted_target_with_many_systems_is_a_config_error_naming_them(
 
 @pytest.mark.slow
 async def test_real_emulator_delay_is_seen_through_readback(
-    tmp_path: Path, host_for, one_node, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, host_for: HostFor, one_node: CfgFn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The ``sushy-emulator`` CLI applies a power change 1-11 s later; readback waits for it."""
     with SushyEmulator(tmp_path, cli=True, zero_delay=False) as emu:

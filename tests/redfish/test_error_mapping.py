@@ -63,7 +63,8 @@ def instance(cls: type[BaseException]) -> BaseException:
         status = 401 if issubclass(cls, sushy_exc.AccessError) else 400
         return cls("POST", "https://bmc/x", response(status))
     if issubclass(cls, sushy_exc.SushyError):
-        return cls(message=f"sushy says {SECRET}")
+        made: BaseException = cls(message=f"sushy says {SECRET}")  # type: ignore[call-arg]
+        return made
     if issubclass(cls, json.JSONDecodeError):
         return cls(f"requests says {SECRET}", "doc", 0)
     return cls(f"requests says {SECRET}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +14,20 @@ import pytest
 from powerplane import (
     AuthenticationFailed,
     ChannelTimeout,
+    PowerHost,
     TLSVerificationFailed,
     Unreachable,
+    Verb,
     parse_config,
 )
 from powerplane_redfish import RedfishChannel
 from powerplane_redfish.testing.emulator import SushyEmulator
 from powerplane_redfish.testing.sockets import SilentServer, closed_port
 from powerplane_redfish.testing.tls import make_ca
+
+HostFor = Callable[[dict[str, Any]], AbstractAsyncContextManager[PowerHost]]
+CfgFn = Callable[..., dict[str, Any]]
+
 
 BOUND = 20.0  # an explicit bound on each failing operation
 WRONG = "Wr0ng-Passw0rd-9f3a"
@@ -116,7 +123,7 @@ async def test_verify_false_reaches_the_emulator(
 
 
 async def test_unreachable_bmc_has_its_verbs_withheld_with_the_reason(
-    host_for, one_node, monkeypatch: pytest.MonkeyPatch
+    host_for: HostFor, one_node: CfgFn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PP_TEST_PASSWORD", "x")
     cfg = {
@@ -125,8 +132,8 @@ async def test_unreachable_bmc_has_its_verbs_withheld_with_the_reason(
     }
     async with host_for(one_node(cfg, TARGET)) as host:
         offer = host.offer_for("n1")
-    assert not offer.verbs["reboot"].offered
-    assert "connection refused" in offer.verbs["reboot"].reason
+    assert not offer.verbs[Verb.REBOOT].offered
+    assert "connection refused" in offer.verbs[Verb.REBOOT].reason
 
 
 def test_emulator_fixture_is_tls_and_basic_auth(emulator: SushyEmulator) -> None:

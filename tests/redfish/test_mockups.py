@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from powerplane import (
     CapabilitySet,
     ConfigError,
     NotSupported,
+    PowerHost,
     PowerState,
     RefusedByDevice,
     Source,
@@ -27,6 +29,10 @@ from powerplane import (
 )
 from powerplane_redfish import RedfishChannel
 from powerplane_redfish.testing.mockup import MockupServer
+
+HostFor = Callable[[dict[str, Any]], AbstractAsyncContextManager[PowerHost]]
+CfgFn = Callable[..., dict[str, Any]]
+
 
 RESET = "/Actions/ComputerSystem.Reset"
 
@@ -40,7 +46,7 @@ def channel_for(cfg: dict[str, Any]) -> RedfishChannel:
 
 
 async def test_hundred_calls_use_one_session_and_log_it_out(
-    mockup: Callable[..., MockupServer], mockup_cfg, host_for, one_node
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn, host_for: HostFor, one_node: CfgFn
 ) -> None:
     server = mockup("public-rackmount1")
     target = server.systems[0]
@@ -58,7 +64,7 @@ async def test_hundred_calls_use_one_session_and_log_it_out(
 
 
 async def test_sessions_balance_across_a_dropped_connection(
-    mockup: Callable[..., MockupServer], mockup_cfg
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
 ) -> None:
     server = mockup("public-rackmount1")
     target = server.systems[0]
@@ -80,7 +86,7 @@ async def test_sessions_balance_across_a_dropped_connection(
 
 
 async def test_a_reset_whose_connection_drops_is_not_sent_again(
-    mockup: Callable[..., MockupServer], mockup_cfg
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
 ) -> None:
     server = mockup("public-rackmount1")
     target = server.systems[0]
@@ -97,7 +103,7 @@ async def test_a_reset_whose_connection_drops_is_not_sent_again(
 
 
 async def test_a_refused_reset_carries_the_bmcs_words_and_keeps_the_session(
-    mockup: Callable[..., MockupServer], mockup_cfg
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
 ) -> None:
     server = mockup("public-rackmount1")
     target = server.systems[0]
@@ -118,7 +124,7 @@ async def test_a_refused_reset_carries_the_bmcs_words_and_keeps_the_session(
 
 
 async def test_session_login_with_a_wrong_password_is_an_authentication_error(
-    mockup: Callable[..., MockupServer], mockup_cfg, monkeypatch: pytest.MonkeyPatch
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = mockup("public-rackmount1")
     monkeypatch.setenv("PP_TEST_WRONG", "not-the-Passw0rd")
@@ -133,7 +139,7 @@ async def test_session_login_with_a_wrong_password_is_an_authentication_error(
 
 
 async def test_omitted_target_on_a_one_system_service(
-    mockup: Callable[..., MockupServer], mockup_cfg, host_for, one_node
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn, host_for: HostFor, one_node: CfgFn
 ) -> None:
     server = mockup("public-rackmount1")
     async with host_for(one_node(mockup_cfg(server), None)) as host:
@@ -143,29 +149,30 @@ async def test_omitted_target_on_a_one_system_service(
 
 
 async def test_four_blades_behind_one_manager(
-    mockup: Callable[..., MockupServer], mockup_cfg, host_for
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn, host_for: HostFor
 ) -> None:
     server = mockup("public-bladed")
     assert len(server.systems) == 4
+    nodes = {
+        f"blade-{i}": {"channels": [{"channel": "bmc", "target": path}]}
+        for i, path in enumerate(server.systems)
+    }
     cfg = {
         "channels": {"bmc": mockup_cfg(server, shutdown="force")},
-        "nodes": {
-            f"blade-{i}": {"channels": [{"channel": "bmc", "target": path}]}
-            for i, path in enumerate(server.systems)
-        },
+        "nodes": nodes,
         "recovery": {"attendedRack": True},
     }
     async with host_for(cfg) as host:
-        results = await host.invoke_many(list(cfg["nodes"]), Verb.SHUTDOWN, reason="blades")
+        results = await host.invoke_many(list(nodes), Verb.SHUTDOWN, reason="blades")
         assert all(not isinstance(r, Exception) for r in results.values())
-        readings = [await host.read_power_state(n) for n in cfg["nodes"]]
+        readings = [await host.read_power_state(n) for n in nodes]
     assert all(r.state is PowerState.OFF for r in readings)
     assert sorted(server.reset_log()) == sorted((p, "ForceOff") for p in server.systems)
     assert server.sessions_created == server.sessions_deleted == 1
 
 
 async def test_omitted_target_with_four_blades_names_them(
-    mockup: Callable[..., MockupServer], mockup_cfg
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
 ) -> None:
     server = mockup("public-bladed")
     ch = channel_for(mockup_cfg(server))
@@ -179,7 +186,7 @@ async def test_omitted_target_with_four_blades_names_them(
 
 
 async def test_no_allowable_values_advertises_nothing_and_says_so(
-    mockup: Callable[..., MockupServer], mockup_cfg, host_for, one_node
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn, host_for: HostFor, one_node: CfgFn
 ) -> None:
     server = mockup("public-rackmount1", advertise="none")
     target = server.systems[0]
@@ -198,7 +205,7 @@ async def test_no_allowable_values_advertises_nothing_and_says_so(
 
 
 async def test_allowable_values_read_from_action_info(
-    mockup: Callable[..., MockupServer], mockup_cfg
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
 ) -> None:
     server = mockup("public-bladed", advertise="action-info")
     target = server.systems[1]
@@ -216,7 +223,7 @@ async def test_allowable_values_read_from_action_info(
 
 
 async def test_declared_reset_types_override_a_silent_service(
-    mockup: Callable[..., MockupServer], mockup_cfg
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
 ) -> None:
     server = mockup("public-rackmount1", advertise="none")
     ch = channel_for(mockup_cfg(server, reset_types=["On", "ForceOff"]))
@@ -229,7 +236,7 @@ async def test_declared_reset_types_override_a_silent_service(
 
 
 async def test_graceful_then_force_sends_force_off_once_when_the_os_ignores_it(
-    mockup: Callable[..., MockupServer], mockup_cfg, host_for, one_node
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn, host_for: HostFor, one_node: CfgFn
 ) -> None:
     server = mockup("public-rackmount1", ignore_graceful=True)
     target = server.systems[0]
@@ -244,7 +251,7 @@ async def test_graceful_then_force_sends_force_off_once_when_the_os_ignores_it(
 
 
 async def test_graceful_then_force_reboot_is_an_observed_shutdown_then_on(
-    mockup: Callable[..., MockupServer], mockup_cfg
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
 ) -> None:
     server = mockup("public-rackmount1", ignore_graceful=True)
     target = server.systems[0]
@@ -272,7 +279,7 @@ async def test_graceful_then_force_reboot_is_an_observed_shutdown_then_on(
 )
 async def test_readback_maps_power_state(
     state: str | None, expected: PowerState, detail: str,
-    mockup: Callable[..., MockupServer], mockup_cfg,
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn,
 ) -> None:
     server = mockup("public-rackmount1")
     target = server.systems[0]
@@ -287,7 +294,7 @@ async def test_readback_maps_power_state(
 
 
 async def test_auto_auth_uses_the_session_service(
-    mockup: Callable[..., MockupServer], mockup_cfg
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
 ) -> None:
     server = mockup("public-rackmount1")
     ch = channel_for(mockup_cfg(server, auth="auto"))
@@ -300,7 +307,7 @@ async def test_auto_auth_uses_the_session_service(
 
 
 async def test_basic_auth_opens_no_session(
-    mockup: Callable[..., MockupServer], mockup_cfg
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
 ) -> None:
     server = mockup("public-rackmount1")
     ch = channel_for(mockup_cfg(server, auth="basic"))

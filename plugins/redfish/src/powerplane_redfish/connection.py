@@ -157,3 +157,7 @@ def _logout(auth: object) -> None:
         auth.close()
     except HANDLED as exc:
         log.warning("logging out of the Redfish session failed: %s", type(exc).__name__)
+    finally:
+        # Never try again from sushy's __del__ (at garbage collection, in any thread).
+        if isinstance(auth, sushy_auth.SessionAuth) and auth.can_refresh_session():
+            auth.reset_session_attrs()
