@@ -1,0 +1,156 @@
+"""The crash test: ``maintenance run`` in a subprocess, SIGKILLed at each phase, restarted.
+
+The process kills itself with SIGKILL right after the named point is committed
+(``POWERPLANE_CRASH_AT``), so every phase (and the gap between persisting a dispatch and
+sending it, and between sending and recording the outcome) is hit deterministically.
+The simulated channel's ``state_file`` counts every dispatch across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ceremony
+
+from powerplane.config import load_config
+from powerplane.host import PowerHost
+from powerplane.lifecycle import Lifecycle, Phase, Store
+
+RUN = "import sys; from powerplane.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def write_config(tmp: Path) -> Path:
+    cfg: dict[str, Any] = {
+        "channels": {"lab": {
+            "type": "simulated",
+            "machines": {"cp1": "on", "cp2": "on", "cp3": "on", "w1": "on"},
+            "state_file": str(tmp / "machines.json"),
+        }},
+        "nodes": {
+            **{cp: {"labels": {"node-role.kubernetes.io/control-plane": ""},
+                    "channels": [{"channel": "lab", "target": cp}]}
+               for cp in ("cp1", "cp2", "cp3")},
+            "w1": {"channels": [{"channel": "lab", "target": "w1"}]},
+        },
+        "lifecycle": {
+            "store": "lifecycle.db",
+            "cluster": {"type": "simulated", "pods": {"w1": ["web-1", "web-2"]},
+                        "state_file": str(tmp / "cluster.json")},
+            "tick_s": 0.02,
+            "readback_window_s": 2,
+            "readback_cadence_s": 0.02,
+        },
+    }
+    path = tmp / "powerplane.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return path
+
+
+def powerplane(config: Path, *args: str, crash_at: str | None = None) -> int:
+    env = {k: v for k, v in os.environ.items() if k != "POWERPLANE_CRASH_AT"}
+    if crash_at:
+        env["POWERPLANE_CRASH_AT"] = crash_at
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN, "--config", str(config), *args],
+        env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+    )
+    return proc.returncode
+
+
+def request(config: Path, intent: str) -> str:
+    async def go() -> str:
+        async with PowerHost(load_config(config)) as host:
+            lc = Lifecycle.for_host(host)
+            try:
+                return (await lc.request("w1", intent, ceremony("w1"))).name
+            finally:
+                lc.close()
+
+    return asyncio.run(go())
+
+
+def sent(tmp: Path) -> list[list[str]]:
+    """Every dispatch the simulated channel received, across all processes."""
+    path = tmp / "machines.json"
+    if not path.exists():  # written on the first dispatch
+        return []
+    return list(json.loads(path.read_text())["dispatches"])
+
+
+def load(tmp: Path, name: str) -> Any:
+    store = Store(tmp / "lifecycle.db")
+    try:
+        return store.get(name), store.audit()
+    finally:
+        store.close()
+
+
+REBOOT_PATH = [Phase.CORDONED, Phase.DRAINING, Phase.DRAINED, Phase.REBOOTING,
+               Phase.RETURNING, Phase.COMPLETE]
+
+
+@pytest.mark.parametrize("point", [
+    "phase:Cordoned", "phase:Draining", "phase:Drained", "dispatch-sent:reboot",
+    "phase:Rebooting", "phase:Returning", "phase:Complete",
+])
+def test_sigkill_at_each_phase_of_a_reboot_sends_exactly_one(tmp_path: Path, point: str) -> None:
+    config = write_config(tmp_path)
+    name = request(config, "reboot")
+    assert powerplane(config, "maintenance", "run", "--until-idle", crash_at=point) \
+        == -signal.SIGKILL
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    m, audit = load(tmp_path, name)
+    assert m.phase is Phase.COMPLETE
+    assert [t.to for t in m.status.history] == REBOOT_PATH
+    assert sent(tmp_path) == [["reboot", "w1"]]
+    assert len(m.status.dispatches) == 1
+    assert [a.action.value for a in audit] == ["servers:reboot"]
+
+
+def test_sigkill_between_persisting_and_sending_never_sends(tmp_path: Path) -> None:
+    """At most once: the restart finds a dispatch with no outcome and reads back instead."""
+    config = write_config(tmp_path)
+    name = request(config, "reboot")
+    assert powerplane(config, "maintenance", "run", "--until-idle",
+                      crash_at="dispatch-recorded:reboot") == -signal.SIGKILL
+    m, _ = load(tmp_path, name)
+    assert m.phase is Phase.DRAINED and m.status.dispatches[0].outcome is None
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    m, _ = load(tmp_path, name)
+    assert m.phase is Phase.COMPLETE
+    assert sent(tmp_path) == []  # recorded, never sent, never resent
+    assert m.status.dispatches[0].outcome.value == "indeterminate"
+    assert m.status.conditions["DispatchIndeterminate"].status == "True"
+
+
+@pytest.mark.parametrize("point", [
+    "dispatch-sent:shutdown", "phase:PoweredOff", "dispatch-sent:power-on", "phase:Returning",
+])
+def test_sigkill_around_shutdown_and_power_on(tmp_path: Path, point: str) -> None:
+    config = write_config(tmp_path)
+    name = request(config, "shutdown")
+    first = powerplane(config, "maintenance", "run", "--until-idle", crash_at=point)
+    if first == -signal.SIGKILL:
+        assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    assert load(tmp_path, name)[0].phase is Phase.POWERED_OFF
+    assert powerplane(config, "maintenance", "return", "w1", "--reason", "PSU replaced ok",
+                      "--actor", "bob") == 0
+    second = powerplane(config, "maintenance", "run", "--until-idle", crash_at=point)
+    assert (first == -signal.SIGKILL) != (second == -signal.SIGKILL)
+    if second == -signal.SIGKILL:
+        assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    m, audit = load(tmp_path, name)
+    assert m.phase is Phase.COMPLETE
+    assert sent(tmp_path) == [["shutdown", "w1"], ["power-on", "w1"]]
+    assert m.status.powered_off_at is not None
+    assert [a.action.value for a in audit] == [
+        "servers:shutdown", "servers:uncordon", "servers:power-on"]
