@@ -131,3 +131,15 @@ def test_detection_takes_the_longest_sys_object_id_prefix() -> None:
     found = detect(".1.3.6.1.4.1.318.1.1.4.2")
     assert found is not None and found.name == "apc-masterswitch"
     assert detect("1.3.6.1.4.1.3181") is None
+
+
+def test_plugin_discovery_does_not_import_pysnmp_or_httpx() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, powerplane_pdu.plugin; "
+            "print(sorted(m for m in ('pysnmp', 'httpx', 'powerplane_pdu.channel') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,20 +1,36 @@
-"""The plugin module the ``powerplane`` entry point loads: registers the ``pdu`` channel type."""
+"""The plugin module the ``powerplane`` entry point loads: registers the ``pdu`` channel type.
+
+Discovery stays light: the channel (and with it pysnmp and httpx) is imported only when a
+``pdu`` channel is created.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from powerplane import ChannelType, hookimpl
-from powerplane_pdu.channel import PduChannel
 from powerplane_pdu.config import PduChannelConfig
 from powerplane_pdu.outlets import parse_target
 
-__all__ = ["PDU", "register_channel_types"]
+if TYPE_CHECKING:
+    from powerplane_pdu.channel import PduChannel
+
+__all__ = ["PDU", "make_channel", "register_channel_types"]
+
+
+
+def make_channel(name: str, config: PduChannelConfig) -> PduChannel:
+    """Create a ``pdu`` channel (imports the SNMP and Redfish drivers on first use)."""
+    from powerplane_pdu.channel import PduChannel
+
+    return PduChannel(name, config)
+
 
 PDU = ChannelType(
     name="pdu",
     config=PduChannelConfig,
-    factory=PduChannel,
+    factory=make_channel,
     target=parse_target,
     description="switched PDU outlets over SNMP (vendor profiles) or Redfish PowerDistribution",
 )
