@@ -94,8 +94,7 @@ def run_suite(
             args += ["--junitxml", str(Path(junit).resolve())]
         args += list(pytest_args)
         if in_subprocess:
-            code = subprocess.run([sys.executable, "-m", "pytest", *args], stdout=sys.stderr,
-                                  check=False).returncode
+            code = _subprocess([sys.executable, "-m", "pytest", *args])
         else:
             import pytest
 
@@ -108,3 +107,14 @@ def run_suite(
         data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     failed = data["counts"]["fail"] > 0 or code not in (0, 1)
     return RunSummary(1 if failed else 0, data)
+
+
+def _subprocess(argv: list[str]) -> int:
+    """Run pytest in a child; its output goes to our stderr (stdout stays for the summary)."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        sys.stderr.write(proc.stdout + proc.stderr)
+        return proc.returncode
+    return subprocess.run(argv, stdout=sys.stderr, check=False).returncode

@@ -309,7 +309,7 @@ from powerplane_conformance import ConformanceSuite
 
 
 class Test${cls}Conformance(ConformanceSuite):
-    conformance_subjects = ["n1", "n2"]
+    conformance_subjects = ("n1", "n2")
 
     @pytest.fixture(scope="class")
     @classmethod

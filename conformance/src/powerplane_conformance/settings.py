@@ -24,9 +24,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from powerplane.capabilities import Verb
 from powerplane.config import Deployment, load_config, parse_config
@@ -36,6 +36,14 @@ from powerplane.plugins import Registry
 __all__ = ["ConformanceSettings", "NegativeHints", "Target", "load_target"]
 
 SECTION = "conformance"
+
+
+def _verb(value: Any) -> Any:
+    return Verb.parse(value) if isinstance(value, str) else value
+
+
+VerbName = Annotated[Verb, BeforeValidator(_verb)]
+"""A verb, written ``power-on``, ``power_on`` or ``POWER_ON``."""
 
 
 class NegativeHints(BaseModel):
@@ -76,23 +84,13 @@ class ConformanceSettings(BaseModel):
     """How many times the repetition checks run each verb."""
     call_timeout_s: float | None = Field(None, gt=0)
     """Bound on one channel call (default: the file's ``limits.timeout_s``)."""
-    expected_capabilities: dict[str, list[Verb]] = Field(default_factory=dict)
+    expected_capabilities: dict[str, list[VerbName]] = Field(default_factory=dict)
     """Per channel: the verbs discovery must find, exactly (catches firmware drift)."""
     xfail: dict[str, str] = Field(default_factory=dict)
     """Known defects: assertion id -> reason. Strict: an unexpected pass is a failure."""
     negative: dict[str, NegativeHints] = Field(default_factory=dict)
     """Per channel: how to build the negative cases (closed port, silent server, bad secret)."""
 
-    @field_validator("expected_capabilities", mode="before")
-    @classmethod
-    def _parse_verbs(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {
-                k: [Verb.parse(v) if isinstance(v, str) else v for v in vs]
-                if isinstance(vs, list) else vs
-                for k, vs in value.items()
-            }
-        return value
 
 
 @dataclass(frozen=True)
