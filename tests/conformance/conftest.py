@@ -55,3 +55,34 @@ def run(
         return run_suite(write_target(data), report=tmp_path / "results.json", **kw)
 
     return go
+
+
+@pytest.fixture(scope="session")
+def lineproto_peer() -> Iterator[tuple[int, str]]:
+    """lineproto_server.py on a free loopback port: (port, password). Stopped by its handle."""
+    import subprocess
+    import sys
+
+    import conformance_lineproto
+
+    password = "pp-line-secret-8d2e"
+    script = Path(__file__).with_name("lineproto_server.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "m1=on", "m2=off"],
+        stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "LINEPROTO_PASSWORD": password},
+    )
+    reg = registry()
+    reg.add_module("conformance-lineproto", conformance_lineproto, "tests", "0")
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield port, password
+    finally:
+        reg.remove("conformance-lineproto")
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

@@ -112,6 +112,7 @@ class ConformanceSession:
         self.original: dict[str, PowerState] = {}
         self.terminated: set[str] = set()
         self.identities: dict[str, dict[str, Any]] = {}
+        self._plugins: dict[str, dict[str, str]] = {}
         self.subjects = self._subjects()
         limit = self.settings.call_timeout_s or self.deployment.limits.timeout_s
         self.call_timeout: float = limit
@@ -120,6 +121,8 @@ class ConformanceSession:
     def start(self) -> None:
         """Create the channels, discover capabilities, record each machine's power state."""
         self.loop.run(self.host.start(), self.call_timeout * 2 + 10)
+        for configured in self.deployment.channels.values():
+            self._plugins[configured.type.name] = self.plugin_of(configured.type.name)
         for subject in self.subjects:
             try:
                 reading = self.read(subject)
@@ -194,6 +197,8 @@ class ConformanceSession:
 
     def plugin_of(self, type_name: str) -> dict[str, str]:
         """The plugin that registered a channel type: name, distribution, version."""
+        if type_name in self._plugins:
+            return self._plugins[type_name]
         owner = self.registry.owners.get(type_name, "")
         for info in self.registry.plugins:
             if info.name == owner:
