@@ -17,7 +17,8 @@ def test_redfish_registers_through_its_entry_point() -> None:
     reg = registry()
     ctype = reg.get("redfish")
     assert ctype is not None
-    assert ctype.factory.__module__ == "powerplane_redfish.channel"
+    assert ctype.factory.__module__ == "powerplane_redfish.plugin"
+    assert reg.owners["redfish"] == "redfish"
 
 
 def base(**kw: object) -> dict[str, object]:

@@ -28,7 +28,7 @@ from powerplane import (
     Verb,
     require,
 )
-from powerplane_redfish.config import RedfishConfig, ResetType, ShutdownMode
+from powerplane_redfish.config import RedfishConfig, ResetType, ShutdownMode, parse_target
 from powerplane_redfish.connection import Connection
 from powerplane_redfish.mapping import Plan, parse_reset_types, plan
 
@@ -37,18 +37,6 @@ __all__ = ["RedfishChannel", "parse_target"]
 _RESET = "#ComputerSystem.Reset"
 _ALLOWABLE = "ResetType@Redfish.AllowableValues"
 _ACTION_INFO = "@Redfish.ActionInfo"
-
-
-def parse_target(raw: Any) -> str | None:
-    """A system path (``/redfish/v1/Systems/1``); None for a service with one system."""
-    if raw is None:
-        return None
-    if not isinstance(raw, str) or not raw.startswith("/") or raw.strip("/") == "":
-        raise ValueError(
-            "expected a system path such as /redfish/v1/Systems/1 "
-            "(or no target, when the service has exactly one system)"
-        )
-    return raw.rstrip("/")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -136,3 +137,15 @@ class RedfishConfig(BaseModel):
         if self.poll_interval_s > self.shutdown_wait_s:
             raise ValueError("poll_interval_s must not exceed shutdown_wait_s")
         return self
+
+
+def parse_target(raw: Any) -> str | None:
+    """A system path (``/redfish/v1/Systems/1``); None for a service with one system."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.startswith("/") or raw.strip("/") == "":
+        raise ValueError(
+            "expected a system path such as /redfish/v1/Systems/1 "
+            "(or no target, when the service has exactly one system)"
+        )
+    return raw.rstrip("/")

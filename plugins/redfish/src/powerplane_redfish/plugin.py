@@ -9,17 +9,26 @@ Entry point (in this distribution's ``pyproject.toml``)::
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from powerplane import ChannelType, hookimpl
-from powerplane_redfish.channel import RedfishChannel, parse_target
-from powerplane_redfish.config import RedfishConfig
+from powerplane_redfish.config import RedfishConfig, parse_target
 
 __all__ = ["REDFISH", "register_channel_types"]
+
+
+
+def _factory(name: str, config: Any) -> Any:
+    # imported here so that plugin discovery never imports sushy
+    from powerplane_redfish.channel import RedfishChannel
+
+    return RedfishChannel(name, config)
+
 
 REDFISH = ChannelType(
     name="redfish",
     config=RedfishConfig,
-    factory=RedfishChannel,
+    factory=_factory,
     target=parse_target,
     description="BMC power through Redfish (sushy): capabilities read from the BMC",
 )
