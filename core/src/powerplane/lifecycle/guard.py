@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from powerplane.lifecycle.model import NodeMaintenance, Phase, QuorumNumbers
+from powerplane.lifecycle.model import Phase, QuorumNumbers
 from powerplane.lifecycle.ports import Ports
 from powerplane.lifecycle.quorum import assess, derive_membership
 from powerplane.lifecycle.settings import LifecycleConfig
@@ -32,14 +32,15 @@ async def check(
     ports: Ports,
     config: LifecycleConfig,
     node: str,
-    others: list[NodeMaintenance],
+    others: list[tuple[str, Phase]],
     *,
     count_requested: bool,
 ) -> SafetyVerdict:
     """Whether ``node`` may be taken out of service now.
 
-    ``others`` are the other active maintenances; those past ``Requested`` (all of them
-    when ``count_requested``) count as having taken their node out of service.
+    ``others`` are the other active maintenances as ``(node, phase)``; those past
+    ``Requested`` (all of them when ``count_requested``) count as having taken their node
+    out of service.
     """
     labels = await ports.cluster.labels()
     if config.virtual_label in labels.get(node, {}):
@@ -53,9 +54,9 @@ async def check(
     for member in members or []:
         ready[member] = await ports.cluster.is_ready(member)
     taken = {
-        o.node
-        for o in others
-        if o.node != node and (count_requested or o.phase is not Phase.REQUESTED)
+        other
+        for other, phase in others
+        if other != node and (count_requested or phase is not Phase.REQUESTED)
     }
     verdict = assess(
         node,

@@ -145,7 +145,8 @@ class Reconciler:
         return await handler(m)
 
     async def _safety(self, m: NodeMaintenance) -> guard.SafetyVerdict:
-        others = [o for o in self.store.active() if o.name != m.name]
+        others = [(node, phase) for name, node, phase in self.store.active_phases()
+                  if name != m.name]
         return await guard.check(
             self.ports, self.config, m.node, others, count_requested=False
         )

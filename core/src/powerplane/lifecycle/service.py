@@ -105,7 +105,7 @@ class Lifecycle:
         intent = Intent(intent)
         if node not in self.host.nodes:
             raise UnknownNode(node, list(self.host.nodes))
-        others = [o for o in self.store.active() if o.node != node]
+        others = [(n, phase) for _, n, phase in self.store.active_phases() if n != node]
         verdict = await guard.check(self.ports, self.config, node, others, count_requested=True)
         pods = await self.ports.cluster.pods_on(node)
         power: dict[str, object] = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from powerplane.errors import PowerplaneError
 from powerplane.lifecycle.audit import Action, AuditRecord
-from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance
+from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance, Phase
 
 __all__ = ["AlreadyActive", "Conflict", "NotFound", "Store"]
 
@@ -189,6 +189,11 @@ class Store:
 
     def active(self) -> list[NodeMaintenance]:
         return self.all(active_only=True)
+
+    def active_phases(self) -> list[tuple[str, str, Phase]]:
+        """``(name, node, phase)`` of every active maintenance, without reading the bodies."""
+        rows = self._db.execute("SELECT name, node, phase FROM maintenance WHERE active = 1")
+        return [(r[0], r[1], Phase(r[2])) for r in rows]
 
     # -- audit -------------------------------------------------------------------------------
     def _insert_audit(self, rec: AuditRecord) -> None:
