@@ -12,9 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from powerplane import ChannelType, hookimpl
+from powerplane.demo import DemoPeer
 from powerplane_redfish.config import RedfishConfig, parse_target
 
-__all__ = ["REDFISH", "register_channel_types"]
+__all__ = ["REDFISH", "register_channel_types", "register_demo_peers"]
 
 
 
@@ -38,3 +39,11 @@ REDFISH = ChannelType(
 def register_channel_types(register: Callable[[ChannelType], None]) -> None:
     """Register the ``redfish`` channel type."""
     register(REDFISH)
+
+
+@hookimpl
+def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+    """Offer the sushy-tools emulator to ``powerplane demo``."""
+    from powerplane_redfish.demo import PEER
+
+    register(PEER)

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from powerplane import ChannelType, hookimpl
+from powerplane.demo import DemoPeer
 from powerplane_talos.config import TalosConfig, parse_target
 
-__all__ = ["TALOS", "register_channel_types"]
+__all__ = ["TALOS", "register_channel_types", "register_demo_peers"]
 
 
 def _factory(name: str, config: Any) -> Any:
@@ -35,3 +36,11 @@ TALOS = ChannelType(
 def register_channel_types(register: Callable[[ChannelType], None]) -> None:
     """Register the ``talos`` channel type."""
     register(TALOS)
+
+
+@hookimpl
+def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+    """Offer the Talos mock to ``powerplane demo``."""
+    from powerplane_talos.demo import PEER
+
+    register(PEER)
