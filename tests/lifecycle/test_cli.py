@@ -1,0 +1,109 @@
+"""``powerplane maintenance``: JSON shapes, exit codes, ceremony flags and prompts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from conftest import make_config
+
+from powerplane.cli import cli
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    cfg = make_config(tmp_path, cluster={"type": "simulated", "pods": {"w1": ["web-1"]}})
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return path
+
+
+def pp(config: Path, *args: str, stdin: str | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, ["--config", str(config), "maintenance", *args], input=stdin)
+
+
+REBOOT = ("request", "w1", "--intent", "reboot", "--reason", "kernel 6.8 rollout",
+          "--actor", "ops-bot", "--confirm-node", "w1", "--ack-preflight", "-o", "json")
+
+
+def test_request_run_status_json(config: Path) -> None:
+    res = pp(config, *REBOOT)
+    assert res.exit_code == 0, res.output
+    name = json.loads(res.output)["name"]
+    res = pp(config, "run", "--until-idle")
+    assert res.exit_code == 0, res.output
+    assert "w1: Drained -> Rebooting" in res.output
+    res = pp(config, "status", "w1", "-o", "json")
+    data = json.loads(res.output)
+    assert {"name", "node", "intent", "phase", "conditions", "refusal", "dispatches"} <= set(data)
+    assert (data["name"], data["phase"], data["dispatches"]) == (name, "Complete", 1)
+    listed = json.loads(pp(config, "list", "--all", "-o", "json").output)
+    assert [m["name"] for m in listed["maintenances"]] == [name]
+    assert json.loads(pp(config, "list", "-o", "json").output) == {"maintenances": []}
+
+
+def test_missing_ceremony_exits_2_and_records_nothing(config: Path) -> None:
+    res = pp(config, "request", "w1", "--intent", "reboot", "--reason", "kernel 6.8 rollout")
+    assert res.exit_code == 2
+    assert "--confirm-node w1" in res.output
+    assert json.loads(pp(config, "list", "-o", "json").output) == {"maintenances": []}
+
+
+def test_below_quorum_exits_3_whatever_the_ceremony(config: Path) -> None:
+    hazard = ("--actor", "a", "--confirm-node", "cp1", "--ack-preflight",
+              "--hazard-reason", "planned window CHG-7")
+    assert pp(config, "request", "cp1", "--intent", "cordon", "--reason", "rack move",
+              *hazard).exit_code == 0
+    assert pp(config, "run", "--until-idle").exit_code == 0
+    res = pp(config, "request", "cp2", "--intent", "cordon", "--reason", "rack move",
+             "--actor", "a", "--confirm-node", "cp2", "--ack-preflight",
+             "--hazard-reason", "planned window CHG-7")
+    assert res.exit_code == 3
+    assert "3 control-plane members, 2 ready, quorum 2, margin 0" in res.output
+
+
+def test_unknown_node_exits_2(config: Path) -> None:
+    assert pp(config, "request", "nope", "--intent", "cordon", "--reason", "x" * 10).exit_code == 2
+
+
+def test_prompts_for_a_person(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import powerplane.cli.maintenance as mod
+
+    monkeypatch.setattr(mod, "_interactive", lambda: True)
+    res = pp(config, "request", "w1", "--intent", "shutdown", "--actor", "eve",
+             stdin="swap the PSU in slot 2\ny\nw1\n")
+    assert res.exit_code == 0, res.output
+    assert "pre-flight" in res.output and "web-1" in res.output
+    status = json.loads(pp(config, "status", "w1", "-o", "json").output)
+    assert status["intent"] == "shutdown" and status["requestedBy"] == "eve"
+
+
+def test_return_and_abandon(config: Path) -> None:
+    assert pp(config, "request", "w1", "--intent", "drain", "--reason", "rack move",
+              "--actor", "a", "--ack-preflight").exit_code == 0
+    assert pp(config, "run", "--until-idle").exit_code == 0
+    assert json.loads(pp(config, "status", "w1", "-o", "json").output)["phase"] == "Drained"
+    res = pp(config, "return", "w1", "--reason", "rack moved", "--actor", "a", "-o", "json")
+    assert res.exit_code == 0, res.output
+    assert pp(config, "run", "--until-idle").exit_code == 0
+    assert json.loads(pp(config, "status", "w1", "-o", "json").output)["phase"] == "Complete"
+    assert pp(config, "request", "w1", "--intent", "cordon", "--reason", "rack move",
+              "--actor", "a").exit_code == 0
+    assert pp(config, "abandon", "w1", "--reason", "not today", "--actor", "a").exit_code == 0
+    assert pp(config, "run", "--until-idle").exit_code == 0
+    data = json.loads(pp(config, "status", "w1", "-o", "json").output)
+    assert data["phase"] == "Complete"
+    assert [h["to"] for h in data["history"]] == ["Returning", "Complete"]
+    assert pp(config, "abandon", "w1", "--reason", "not today").exit_code == 2  # none active
+
+
+def test_bad_lifecycle_config_names_the_path(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path, lifecycle={"drain_deadline_s": "soon"})
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    res = pp(path, "list")
+    assert res.exit_code == 2
+    assert "lifecycle.drain_deadline_s" in res.output
