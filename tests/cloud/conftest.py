@@ -9,6 +9,7 @@ in front of moto answers ``RequestLimitExceeded`` for chosen actions.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import socket
 import subprocess
@@ -48,6 +49,8 @@ class Moto:
     process: subprocess.Popen[bytes]
     user_key: tuple[str, str] | None = None
     """A valid access key of a user without permissions (the auth-checking server only)."""
+    operator_key: tuple[str, str] | None = None
+    """A valid access key of a user allowed ec2:* (the auth-checking server only)."""
 
     def reset(self) -> None:
         req = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST")
@@ -131,12 +134,19 @@ def moto(moto_server: Moto) -> Moto:
 
 @pytest.fixture(scope="session")
 def moto_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
-    """A moto server that checks credentials (the first two calls create a user and key)."""
-    server = start_moto(tmp_path_factory.mktemp("moto-auth"), INITIAL_NO_AUTH_ACTION_COUNT="2")
+    """A moto server that checks credentials (its first five calls create two users)."""
+    server = start_moto(tmp_path_factory.mktemp("moto-auth"), INITIAL_NO_AUTH_ACTION_COUNT="5")
     iam = server.client("iam")
     iam.create_user(UserName="no-permissions")
     key = iam.create_access_key(UserName="no-permissions")["AccessKey"]
     server.user_key = (key["AccessKeyId"], key["SecretAccessKey"])
+    iam.create_user(UserName="operator")
+    key = iam.create_access_key(UserName="operator")["AccessKey"]
+    iam.put_user_policy(UserName="operator", PolicyName="ec2", PolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "ec2:*", "Resource": "*"}],
+    }))
+    server.operator_key = (key["AccessKeyId"], key["SecretAccessKey"])
     yield server
     stop(server.process)
 

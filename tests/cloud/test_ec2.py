@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -268,3 +269,19 @@ def test_instance_states_read_as_on_off_or_unknown(
 ) -> None:
     got = reading_for_state(state)
     assert (got.state, got.detail) == (reading, detail)
+
+
+async def test_no_secret_reaches_a_log_line_even_at_debug(
+    moto: Moto, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("botocore", "boto3"):
+        logging.getLogger(name).setLevel(logging.NOTSET)  # as in a fresh process
+    caplog.set_level(logging.DEBUG)
+    (iid,) = moto.run()
+    ch = channel(moto.url, role_arn="arn:aws:iam::123456789012:role/powerplane")
+    ch.shutdown(iid)
+    temporary = ch._client._request_signer._credentials  # the assumed role's keys
+    assert temporary.secret_key and temporary.token
+    for secret in (SECRET_VALUE, temporary.secret_key, temporary.token):
+        assert secret not in caplog.text
+    assert "stop_instances" in str(ch.api_calls)

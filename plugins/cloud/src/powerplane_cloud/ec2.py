@@ -25,6 +25,7 @@ boto3 is imported when the first client is built, never at plugin discovery.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import time
 from collections import Counter
@@ -114,6 +115,19 @@ def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
 Outcome = Acceptance | PowerplaneError
 
 
+def _quiet_botocore() -> None:
+    """Keep botocore's DEBUG records out of the logs unless the embedder chose a level.
+
+    At DEBUG botocore logs request headers (the access key id, a session token) and
+    response bodies (an STS answer holds temporary secret keys): no secret may reach a
+    log line. A level the embedder set on ``botocore`` or ``boto3`` is left alone.
+    """
+    for name in ("botocore", "boto3"):
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+
+
 class EC2Channel:
     """One EC2 account (or assumed role) in one region."""
 
@@ -157,6 +171,7 @@ class EC2Channel:
         )
 
     def _build(self) -> Any:
+        _quiet_botocore()
         cfg = self.config
         session = self._session()
         verify: Any = cfg.verify
