@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -192,3 +193,23 @@ async def test_metered_outlet_below_standby_reads_unknown_not_on(
     assert reading.state is PowerState.UNKNOWN
     assert reading.detail.startswith("outlet energized; machine not visible: draw at or below")
     assert "rack/1 150 W" in reading.detail
+
+
+async def test_demo_peer_starts_a_pdu_the_host_can_switch(tmp_path: Path) -> None:
+    from powerplane.plugins import load_plugins
+
+    peer = load_plugins().demo_peers["pdu"]
+    assert peer.role == "pdu"
+    started = peer.start(tmp_path)
+    try:
+        cfg = {
+            "channels": {"demo-pdu": started.config},
+            "nodes": {"n1": {"channels": [{"channel": "demo-pdu",
+                                           "target": started.targets[0]}]}},
+        }
+        async with PowerHost(parse_config(cfg)) as host:
+            assert (await host.read_power_state("n1")).state is PowerState.ON
+            await host.invoke("n1", Verb.SHUTDOWN, reason="demo")
+            assert (await host.read_power_state("n1")).state is PowerState.OFF
+    finally:
+        started.stop()

@@ -14,9 +14,10 @@ from powerplane_pdu.config import PduChannelConfig
 from powerplane_pdu.outlets import parse_target
 
 if TYPE_CHECKING:
+    from powerplane.demo import DemoPeer
     from powerplane_pdu.channel import PduChannel
 
-__all__ = ["PDU", "make_channel", "register_channel_types"]
+__all__ = ["PDU", "make_channel", "register_channel_types", "register_demo_peers"]
 
 
 
@@ -40,3 +41,12 @@ PDU = ChannelType(
 def register_channel_types(register: Callable[[ChannelType], None]) -> None:
     """Register the ``pdu`` channel type."""
     register(PDU)
+
+
+@hookimpl
+def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+    """Register the simulated PDU (snmpsim) that ``powerplane demo`` can start."""
+    from powerplane.demo import DemoPeer
+    from powerplane_pdu.demo_peer import start_demo_pdu
+
+    register(DemoPeer(name="pdu", role="pdu", start=start_demo_pdu))

@@ -1,3 +1,4 @@
+# mypy: ignore-errors
 # snmpsim variation module "pduoutlet": a switched outlet whose control object drives
 # its status and load objects, as a real PDU does.
 #

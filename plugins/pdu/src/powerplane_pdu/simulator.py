@@ -1,0 +1,205 @@
+"""A simulated switched PDU on loopback: snmpsim serving data files written from a profile.
+
+For tests, benchmarks and ``powerplane demo``; needs ``snmpsim`` and ``pysmi`` (the
+``test`` extra). ``write_snmprec`` writes one simulated PDU (one ``.snmprec`` file; its
+name is the v1/v2c community and the v3 context) from a vendor profile; the
+``pduoutlet`` variation module (``snmpsim_modules/pduoutlet.py``) makes a write to an
+outlet's control object change its status and load objects, as the real PDU would
+(snmpsim's own ``writecache`` only remembers the object written). :class:`SnmpSim` starts
+``snmpsim-command-responder`` on a free loopback port and stops it by its own handle.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from powerplane_pdu.profiles import OutletState, Profile
+
+__all__ = ["MODULES", "ON_LOAD_W", "V3_USER", "SnmpSim", "free_udp_port", "snmprec_lines",
+           "snmpsim_command", "write_snmprec"]
+
+
+def snmpsim_command() -> str:
+    """Path of ``snmpsim-command-responder``; ``RuntimeError`` if it is not installed."""
+    beside = Path(sys.executable).with_name("snmpsim-command-responder")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("snmpsim-command-responder")
+    if found is None:
+        raise RuntimeError("snmpsim is not installed (pip install 'powerplane-pdu[test]')")
+    return found
+
+
+MODULES = Path(__file__).resolve().parent / "snmpsim_modules"
+"""Where the ``pduoutlet`` variation module lives."""
+V3_USER = "ppuser"
+ON_LOAD_W = 150
+"""What a metered outlet that is on draws, in the profile's raw unit."""
+
+
+def free_udp_port() -> int:
+    """A UDP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _value_for(profile: Profile, state: OutletState) -> int:
+    for value, meaning in profile.state_values.items():
+        if meaning is state:
+            return value
+    raise ValueError(f"{profile.name} has no value for {state}")
+
+
+def _oid_key(oid: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in oid.split("."))
+
+
+def snmprec_lines(
+    profile: Profile,
+    outlets: dict[int, str],
+    sys_object_id: str | None = None,
+    faulty: frozenset[int] = frozenset(),
+) -> list[str]:
+    """Records for one PDU whose outlets start ``on`` or ``off``; ``faulty`` ones fail SETs."""
+    records: dict[str, str] = {}
+    sys_oid = sys_object_id or profile.sys_object_id or "1.3.6.1.4.1.99999.1"
+    records["1.3.6.1.2.1.1.2.0"] = f"6|{sys_oid}"
+    on_v = _value_for(profile, OutletState.ON)
+    off_v = _value_for(profile, OutletState.OFF)
+    for n, start in outlets.items():
+        state_oid = profile.oid(profile.state_oid, n)
+        load_oid = profile.oid(profile.load_oid, n) if profile.load_oid else None
+        writes = [
+            (profile.oid(profile.on_oid, n), profile.on_value, on_v, ON_LOAD_W),
+            (profile.oid(profile.off_oid, n), profile.off_value, off_v, 0),
+        ]
+        effects: dict[str, list[str]] = {}
+        for oid, written, state_value, load in writes:
+            items = effects.setdefault(oid, [])
+            if oid != state_oid:
+                items.append(f"{written}@{state_oid}@{state_value}")
+            if load_oid:
+                items.append(f"{written}@{load_oid}@{load}")
+        start_state = on_v if start == "on" else off_v
+        for oid, items in effects.items():
+            initial = start_state if oid == state_oid else -1
+            eff = f",eff={'/'.join(items)}" if items else ""
+            err = ",error=1" if n in faulty and oid != state_oid else ""
+            records[oid] = f"2:pduoutlet|value={initial}{eff}{err}"
+        if state_oid not in records:
+            records[state_oid] = f"2:pduoutlet|value={start_state}"
+        if load_oid:
+            records[load_oid] = f"2:pduoutlet|value={ON_LOAD_W if start == 'on' else 0}"
+    return [f"{oid}|{rec}" for oid, rec in sorted(records.items(), key=lambda i: _oid_key(i[0]))]
+
+
+def write_snmprec(
+    data_dir: Path,
+    name: str,
+    profile: Profile,
+    outlets: dict[int, str],
+    sys_object_id: str | None = None,
+    faulty: frozenset[int] = frozenset(),
+) -> Path:
+    """Write ``<name>.snmprec``: community ``name`` reaches this PDU."""
+    path = data_dir / f"{name}.snmprec"
+    lines = snmprec_lines(profile, outlets, sys_object_id, faulty)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class SnmpSim:
+    """snmpsim-command-responder on 127.0.0.1:<free port>, with one v3 authPriv user."""
+
+    def __init__(self, data_dir: Path, work_dir: Path, auth_key: str, priv_key: str) -> None:
+        self.data_dir = data_dir
+        self.work_dir = work_dir
+        self.port = free_udp_port()
+        self.auth_key = auth_key
+        self.priv_key = priv_key
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = work_dir / "snmpsim.log"
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start it and wait until it answers; raise ``RuntimeError`` if it cannot."""
+        env = dict(os.environ, SNMPSIM_ALLOW_ROOT="true")
+        argv = [
+            snmpsim_command(),
+            f"--data-dir={self.data_dir}",
+            f"--cache-dir={self.work_dir / 'cache'}",
+            f"--agent-udpv4-endpoint=127.0.0.1:{self.port}",
+            f"--variation-modules-dir={MODULES}",
+            f"--v3-user={V3_USER}",
+            "--v3-auth-proto=SHA",
+            "--v3-priv-proto=AES",
+            "--log-level=error",
+            f"--pid-file={self.work_dir / 'snmpsim.pid'}",
+        ]
+        # Keys go through a file read by snmpsim (--args-from-file), never on argv.
+        args_file = self.work_dir / "v3.args"
+        args_file.write_text(f"--v3-auth-key={self.auth_key}\n--v3-priv-key={self.priv_key}\n")
+        argv.append(f"--args-from-file={args_file}")
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self._wait_ready(timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Ready when it answers a v2c GET of sysObjectID on any community file."""
+        import asyncio
+
+        from pysnmp.hlapi.v3arch.asyncio import (
+            CommunityData,
+            ContextData,
+            ObjectIdentity,
+            ObjectType,
+            SnmpEngine,
+            UdpTransportTarget,
+            get_cmd,
+        )
+
+        community = next(self.data_dir.glob("*.snmprec")).stem
+
+        async def probe() -> bool:
+            engine = SnmpEngine()
+            target = await UdpTransportTarget.create(("127.0.0.1", self.port), 0.5, 0)
+            try:
+                err, _, _, _ = await get_cmd(
+                    engine, CommunityData(community), target, ContextData(),
+                    ObjectType(ObjectIdentity("1.3.6.1.2.1.1.2.0")), lookupMib=False,
+                )
+            finally:
+                engine.close_dispatcher()
+            return err is None
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"snmpsim exited: {self.log.read_text()[-2000:]}")
+            # in a thread of its own: the caller may be inside a running event loop
+            with ThreadPoolExecutor(1) as pool:
+                ready = pool.submit(lambda: asyncio.run(probe())).result()
+            if ready:
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("snmpsim did not answer in time")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        self.proc = None
