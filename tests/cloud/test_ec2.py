@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
@@ -249,6 +250,9 @@ async def test_a_role_is_assumed_through_sts(moto: Moto) -> None:
     assert ch.read_power_state(iid).state is PowerState.ON
     assert ch.read_power_state(iid).state is PowerState.ON
     assert ch.api_calls["assume_role"] == 1
+    ch._expires = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=2)  # about to expire
+    assert ch.read_power_state(iid).state is PowerState.ON
+    assert ch.api_calls["assume_role"] == 2
     ch.close()
 
 
