@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "pdu"))
-
-from pdu_peers import SnmpSim, write_snmprec  # noqa: E402
-
-from powerplane import PowerHost, PowerState, Verb, parse_config  # noqa: E402
-from powerplane_pdu import PROFILES, PduChannel  # noqa: E402
+from powerplane import PowerHost, PowerState, Verb, parse_config
+from powerplane_pdu import PROFILES, PduChannel
+from powerplane_pdu.simulator import SnmpSim, write_snmprec
 
 PROFILE = "apc-rpdu2"
 
