@@ -1,6 +1,6 @@
 """A tiny power device on loopback, speaking a line protocol, for the suite's network checks.
 
-    python lineproto_server.py m1=on m2=off      # prints its port; password from $LINEPROTO_PASSWORD
+    python lineproto_server.py m1=on m2=off   # prints its port; password: $LINEPROTO_PASSWORD
 
 Each connection starts with ``AUTH <password>`` (``OK`` or ``DENIED``), then any of
 ``STATE m`` (``on``/``off``), ``ON m``, ``OFF m``, ``CYCLE m`` (``OK``); an unknown

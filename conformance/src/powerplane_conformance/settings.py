@@ -59,8 +59,8 @@ class NegativeHints(BaseModel):
     """Where the port goes when the channel keeps it in a key of its own."""
     secret_key: str | None = None
     """The channel config key that holds its secret (a ``{env:}``/``{file:}`` reference)."""
-    timeout_key: str | None = None
-    """The channel config key that bounds one call (seconds); set low for the negative cases."""
+    timeout_key: str | list[str] | None = None
+    """The channel config key(s) that bound one call (seconds); set low for the negative cases."""
     timeout_s: float = Field(2.0, gt=0)
     """The value written into ``timeout_key`` for the negative cases."""
     unknown_target: Any = None

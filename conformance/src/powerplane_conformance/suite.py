@@ -361,8 +361,9 @@ class ConformanceSuite:
         out: dict[str, Any] = {hints.address_key: hints.address_format.format(host=HOST, port=port)}
         if hints.port_key:
             out[hints.port_key] = port
-        if hints.timeout_key:
-            out[hints.timeout_key] = hints.timeout_s
+        keys = [hints.timeout_key] if isinstance(hints.timeout_key, str) else hints.timeout_key
+        for key in keys or []:
+            out[key] = hints.timeout_s
         return out
 
     def _probe(self, check: CheckContext, overrides: dict[str, Any]) -> BaseException | None:

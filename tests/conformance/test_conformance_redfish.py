@@ -1,0 +1,48 @@
+"""The suite against the redfish plugin on the sushy-tools emulator (delay zero), using the
+emulator the redfish distribution ships for tests. Skipped where it is not installed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from powerplane_conformance import ConformanceSuite
+
+emulator_mod = pytest.importorskip("powerplane_redfish.testing.emulator")
+
+PASSWORD_ENV = "PP_CONFORMANCE_EMU_PASSWORD"
+
+
+class TestRedfishEmulatorConformance(ConformanceSuite):
+    """Every check, the network negatives included, against two emulated systems."""
+
+    conformance_subjects = ("n0", "n1")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def conformance_target(
+        cls, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[dict[str, Any]]:
+        emu = emulator_mod.SushyEmulator(tmp_path_factory.mktemp("emulator"), systems=2)
+        with emu:
+            os.environ[PASSWORD_ENV] = emu.password
+            yield {
+                "channels": {"bmc": {
+                    "type": "redfish", "endpoint": emu.endpoint, "username": emu.username,
+                    "password": {"env": PASSWORD_ENV}, "verify": str(emu.tls.ca),
+                    "auth": "basic", "connect_timeout_s": 5, "read_timeout_s": 10}},
+                "nodes": {f"n{i}": {"channels": [{"channel": "bmc", "target": path}]}
+                          for i, path in enumerate(emu.system_paths)},
+                "conformance": {
+                    "allow_destructive": True, "settle_timeout_s": 10, "repeat": 2,
+                    "expected_capabilities": {"bmc": ["reboot", "shutdown", "power-on"]},
+                    "negative": {"bmc": {
+                        "address_key": "endpoint", "address_format": "https://{host}:{port}",
+                        "secret_key": "password", "timeout_s": 1,
+                        "timeout_key": ["connect_timeout_s", "read_timeout_s"]}},
+                },
+            }
+        os.environ.pop(PASSWORD_ENV, None)
