@@ -73,6 +73,7 @@ def _catalogue() -> dict[str, Assertion]:
     ]
     for verb in (Verb.REBOOT, Verb.SHUTDOWN, Verb.POWER_ON, Verb.TERMINATE):
         name, end = verb.value, _ENDS[verb]
+        title = name[0].upper() + name[1:]
         items.append(Assertion(
             assertion_id("{VERB}_READBACK", verb),
             f"A channel that advertises {name} shall accept it and, where it can see, read "
@@ -82,11 +83,11 @@ def _catalogue() -> dict[str, Assertion]:
             continue
         items.append(Assertion(
             assertion_id("{VERB}_REPEATED", verb),
-            f"{name} repeated N times shall be accepted and read {end} every time.",
+            f"{title} repeated `repeat` times shall be accepted and read {end} every time.",
         ))
         items.append(Assertion(
             assertion_id("{VERB}_CONCURRENT", verb),
-            f"{name} sent concurrently to distinct targets of one channel shall be accepted "
+            f"{title} sent concurrently to distinct targets of one channel shall be accepted "
             f"for each and read {end} for each.",
         ))
     return {a.id: a for a in items}
