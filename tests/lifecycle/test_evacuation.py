@@ -100,3 +100,47 @@ async def test_node_without_a_storage_object_proceeds(open_lifecycle) -> None:
     assert done.phase is Phase.COMPLETE
     assert done.status.conditions["Evacuated"].reason == "NoStorageObject"
     assert lc.ports.storage.writes == []  # type: ignore[attr-defined]
+
+
+async def test_a_failed_drain_ends_the_evacuation_it_began(open_lifecycle) -> None:
+    clock = Clock()
+    lc = await open_lifecycle(
+        clock=clock,
+        storage={"type": "simulated", "replicas": {"w1": 1}},
+        cluster={"type": "simulated", "pods": {"w1": ["db-0"]},
+                 "pdbs": {"db": {"pods": ["db-0"]}}},
+        lifecycle={"drain_deadline_s": 10},
+    )
+    m = await lc.request("w1", "reboot", ceremony("w1"))
+    await lc.run(max_passes=4)
+    assert lc.store.get(m.name).phase is Phase.DRAINING
+    clock.advance(11)
+    await lc.run(until_idle=True)
+    failed = lc.store.get(m.name)
+    assert failed.phase is Phase.FAILED
+    assert failed.status.evacuation_ended
+    assert lc.ports.storage.writes[-2:] == [  # type: ignore[attr-defined]
+        ("w1", "evictionRequested", False), ("w1", "allowScheduling", True)]
+
+
+async def test_a_failed_begin_pauses_and_ends_the_evacuation(open_lifecycle) -> None:
+    lc = await open_lifecycle(storage={"type": "simulated", "replicas": {"w1": 1}})
+    storage = lc.ports.storage
+    real_write = storage.write
+    calls = {"n": 0}
+
+    async def flaky(node: str, fieldname: str, value: bool) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the eviction request is refused by the storage system
+            raise StorageError("admission webhook unavailable")
+        await real_write(node, fieldname, value)
+
+    storage.write = flaky  # type: ignore[method-assign]
+    m = await lc.request("w1", "reboot", ceremony("w1"))
+    await lc.run(until_idle=True)
+    paused = lc.store.get(m.name)
+    assert paused.phase is Phase.CORDONED
+    assert paused.status.conditions["EvacuationPaused"].reason == "BeginFailed"
+    assert storage.fields["w1"] == {  # type: ignore[attr-defined]
+        "allowScheduling": True, "evictionRequested": False}
+    assert lc.host.channel("lab").dispatches == []

@@ -141,6 +141,9 @@ class Dispatch(_Model):
     """A unique id of this attempt."""
     recorded_at: dt.datetime = Field(alias="recordedAt")
     """When the dispatch was persisted, before sending."""
+    runner: str = ""
+    """The runner that recorded it (``host/pid/nonce``): while that runner lives and the
+    call may still be in flight, no other runner settles it."""
     outcome: DispatchOutcome | None = None
     """None until the outcome is recorded."""
     outcome_at: dt.datetime | None = Field(None, alias="outcomeAt")

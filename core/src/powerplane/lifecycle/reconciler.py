@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import socket
 import uuid
 from collections.abc import Callable
 from enum import Enum
@@ -44,6 +46,33 @@ __all__ = ["Reconciler", "Result"]
 log = logging.getLogger("powerplane.lifecycle")
 
 P = Phase
+
+_LIVE_RUNNERS: set[str] = set()
+"""Runner ids of this process that have not been closed."""
+
+IN_FLIGHT_GRACE_S = 5.0
+"""Beyond the host's call timeout, how long a dispatch of another host's runner may stay
+without outcome before it is settled by readback."""
+
+
+def runner_alive(runner: str) -> bool | None:
+    """Whether the runner that recorded a dispatch still lives (None: cannot tell)."""
+    try:
+        host, pid_text, _ = runner.split("/", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return None
+    if host != socket.gethostname():
+        return None
+    if pid == os.getpid():
+        return runner in _LIVE_RUNNERS
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Result(str, Enum):
@@ -87,6 +116,17 @@ class Reconciler:
         self.clock = clock
         self.watches: dict[str, PowerOffWatch] = {}
         """Running power-off readbacks, by maintenance name."""
+        self._outcomes: dict[str, Dispatch] = {}
+        """Outcomes this runner learnt, by attempt id (re-applied if a write of one lost a race)."""
+        self.runner_id = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        """This runner, as recorded on its dispatches."""
+        _LIVE_RUNNERS.add(self.runner_id)
+
+    def close(self) -> None:
+        """Stop every readback; dispatches this runner left without outcome become settleable."""
+        for name in list(self.watches):
+            self._drop_watch(name)
+        _LIVE_RUNNERS.discard(self.runner_id)
 
     # -- entry -------------------------------------------------------------------------------
     async def reconcile(self, name: str, max_steps: int = 32) -> Result:
@@ -104,12 +144,27 @@ class Reconciler:
                     self._save(m)
             except Conflict:
                 continue  # another runner moved it: read again
+            except PowerplaneError as exc:  # a port failed: say so, try again next pass
+                log.warning("%s: %s", name, exc)
+                self._record_error(name, exc)
+                return Result.WAITING
             if m.phase.terminal:
                 self._drop_watch(name)
                 return Result.DONE
             if result is not Result.ADVANCED:
                 return result
         return result
+
+    def _record_error(self, name: str, exc: PowerplaneError) -> None:
+        try:
+            fresh = self.store.get(name)
+            if fresh.status.last_error == str(exc):
+                return  # already recorded: no write per retry
+            fresh.status.last_error = str(exc)
+            set_condition(fresh, "PortError", "True", type(exc).__name__, str(exc))
+            self.store.update(fresh)
+        except Conflict:
+            pass
 
     def _save(self, m: NodeMaintenance) -> None:
         self.store.update(m)
@@ -127,6 +182,9 @@ class Reconciler:
 
     # -- one step ----------------------------------------------------------------------------
     async def _step(self, m: NodeMaintenance) -> Result:
+        port_error = m.condition("PortError")
+        if port_error is not None and port_error.status == "True":
+            set_condition(m, "PortError", "False", "Recovered", port_error.message)
         self._observe_watch(m)
         if m.spec.abandon is not None and m.phase is not P.RETURNING:
             a = m.spec.abandon
@@ -214,6 +272,7 @@ class Reconciler:
         if cond is not None and cond.status == "True":
             return None
         if storage.hook is None:
+            await storage.read(m.node)  # logs "nothing to evacuate" once per node
             set_condition(m, "Evacuated", "True", "NoStorage",
                           "no storage system: nothing to evacuate")
             return None
@@ -222,8 +281,18 @@ class Reconciler:
                 set_condition(m, "Evacuated", "True", "NoStorageObject",
                               "the node has no storage object: nothing to evacuate")
                 return None
-            await apply_writes(storage, m.node, storage.hook.begin())
             m.status.evacuation_started_at = self.clock()
+            try:
+                await apply_writes(storage, m.node, storage.hook.begin())
+            except PowerplaneError as exc:
+                try:
+                    await self._end_evacuation(m)
+                except PowerplaneError:
+                    log.warning("%s: ending the evacuation after a failed begin failed", m.name)
+                msg = f"beginning the evacuation failed: {exc}; evacuation ended, not draining"
+                set_condition(m, "EvacuationPaused", "True", "BeginFailed", msg)
+                m.status.last_error = msg
+                return Result.PARKED
             set_condition(m, "Evacuated", "False", "Evacuating", "eviction requested")
             return Result.ADVANCED
         remaining = await storage.replicas_remaining(m.node)
@@ -233,8 +302,7 @@ class Reconciler:
             set_condition(m, "Evacuated", "True", "Evacuated", "no replica lives only here")
             return None
         if status is EvacuationStatus.PAUSED:
-            await apply_writes(storage, m.node, storage.hook.end())
-            m.status.evacuation_ended = True
+            await self._end_evacuation(m)
             msg = (f"{remaining} replica(s) still only on {m.node} after "
                    f"{self.config.evacuation_timeout_s:g} s; evacuation ended, not draining")
             set_condition(m, "EvacuationPaused", "True", "Timeout", msg)
@@ -264,15 +332,55 @@ class Reconciler:
                 + progress.describe()
             )
             set_condition(m, "Drained", "False", "DeadlineExceeded", progress.describe())
-            transition(m, P.FAILED, m.status.last_error)
+            await self._fail(m, m.status.last_error)
             return Result.DONE
         reason = "BlockedByPDB" if progress.blocked else "Evicting"
         set_condition(m, "Drained", "False", reason, progress.describe())
         return Result.WAITING
 
+    async def _end_evacuation(self, m: NodeMaintenance) -> None:
+        """End an evacuation this maintenance began (cancel eviction first, then schedule)."""
+        storage = self.ports.storage
+        if (
+            storage.hook is not None
+            and m.status.evacuation_started_at is not None
+            and not m.status.evacuation_ended
+        ):
+            await apply_writes(storage, m.node, storage.hook.end())
+            m.status.evacuation_ended = True
+
+    async def _fail(self, m: NodeMaintenance, why: str) -> None:
+        """Fail: every path that began an evacuation ends it (best effort), then Failed."""
+        try:
+            await self._end_evacuation(m)
+        except PowerplaneError as exc:
+            why = f"{why}; ending the evacuation also failed: {exc}"
+        m.status.last_error = why
+        transition(m, P.FAILED, why)
+
     # -- power -------------------------------------------------------------------------------
+    def _in_flight(self, d: Dispatch) -> bool:
+        """Whether another live runner may still be sending ``d`` (so wait, do not settle)."""
+        if d.runner == self.runner_id:
+            return False
+        alive = runner_alive(d.runner)
+        if alive is False:
+            return False
+        limit = self.ports.host.limits.timeout_s + IN_FLIGHT_GRACE_S
+        return self._elapsed(d.recorded_at) < limit
+
     async def _settle_indeterminate(self, m: NodeMaintenance, d: Dispatch) -> None:
-        """A dispatch recorded but never confirmed: read back, never resend."""
+        """A dispatch recorded but never confirmed: read back, never resend.
+
+        If this runner sent it and only the write of its outcome was lost (another runner
+        wrote in between), the outcome it learnt is recorded instead.
+        """
+        known = self._outcomes.get(d.attempt_id)
+        if known is not None:
+            d.outcome, d.outcome_at, d.detail = known.outcome, known.outcome_at, known.detail
+            if d.outcome is DispatchOutcome.FAILED:
+                m.status.last_error = f"{d.verb} failed: {d.detail}"
+            return
         try:
             reading = await self.ports.host.read_power_state(m.node)
             seen = reading.state.value + (f" ({reading.detail})" if reading.detail else "")
@@ -299,6 +407,7 @@ class Reconciler:
             channel=offer.channel,
             attempt_id=uuid.uuid4().hex,
             recorded_at=self.clock(),
+            runner=self.runner_id,
         )
         m.status.dispatches.append(d)
         self._save(m)  # persisted before sending: at most once
@@ -310,11 +419,13 @@ class Reconciler:
             d.outcome_at = self.clock()
             d.detail = str(exc)
             m.status.last_error = f"{verb} failed: {exc}"
+            self._outcomes[d.attempt_id] = d.model_copy()
             return d
         crashpoint(f"dispatch-sent:{verb.value}")
         d.outcome = DispatchOutcome.ACCEPTED
         d.outcome_at = self.clock()
         d.detail = result.detail or f"accepted by {result.channel}"
+        self._outcomes[d.attempt_id] = d.model_copy()
         return d
 
     async def _drained(self, m: NodeMaintenance) -> Result:
@@ -332,9 +443,11 @@ class Reconciler:
             if d is None:
                 return Result.PARKED
         elif d.outcome is None:
+            if self._in_flight(d):
+                return Result.WAITING  # another live runner is sending it
             await self._settle_indeterminate(m, d)
         if d.outcome is DispatchOutcome.FAILED:
-            transition(m, P.FAILED, m.status.last_error or f"{verb} failed: {d.detail}")
+            await self._fail(m, m.status.last_error or f"{verb} failed: {d.detail}")
             return Result.DONE
         when = d.outcome_at if d.outcome is DispatchOutcome.ACCEPTED else d.recorded_at
         if verb is Verb.REBOOT:
@@ -356,7 +469,7 @@ class Reconciler:
             m.status.last_error = (
                 f"{m.node} was not ready {self.config.ready_timeout_s:g} s after the reboot"
             )
-            transition(m, P.FAILED, m.status.last_error)
+            await self._fail(m, m.status.last_error)
             return Result.DONE
         return Result.WAITING
 
@@ -390,6 +503,8 @@ class Reconciler:
     async def _returning(self, m: NodeMaintenance) -> Result:
         for d in m.status.dispatches:
             if d.outcome is None:
+                if self._in_flight(d):
+                    return Result.WAITING
                 await self._settle_indeterminate(m, d)
         if any(t.to is P.POWERED_OFF for t in m.status.history):
             pd = m.dispatch_for(Verb.POWER_ON.value)
@@ -406,7 +521,7 @@ class Reconciler:
                     )
                     return Result.PARKED
                 if pd.outcome is DispatchOutcome.FAILED:
-                    transition(m, P.FAILED, m.status.last_error)
+                    await self._fail(m, m.status.last_error)
                     return Result.DONE
                 m.status.power_wait_started_at = pd.outcome_at
                 set_condition(m, "AwaitingPowerOn", "False", "PoweredOn", pd.detail)
@@ -433,7 +548,7 @@ class Reconciler:
                         f"{m.node} was not ready {self.config.ready_timeout_s:g} s after "
                         "power came back"
                     )
-                    transition(m, P.FAILED, m.status.last_error)
+                    await self._fail(m, m.status.last_error)
                     return Result.DONE
                 set_condition(m, "NodeReady", "False", "Waiting", "waiting for the node")
                 return Result.WAITING
@@ -441,14 +556,7 @@ class Reconciler:
         await self.ports.cluster.uncordon(m.node)
         if self.ports.cluster.applicable:
             set_condition(m, "Cordoned", "False", "Uncordoned", f"{m.node} is schedulable")
-        storage = self.ports.storage
-        if (
-            storage.hook is not None
-            and m.status.evacuation_started_at is not None
-            and not m.status.evacuation_ended
-        ):
-            await apply_writes(storage, m.node, storage.hook.end())
-            m.status.evacuation_ended = True
+        await self._end_evacuation(m)
         cond = m.condition("PowerOffConfirmed")
         if cond is not None and cond.status == PowerOffConfirmed.FALSE.value:
             set_condition(m, "PowerOffConfirmed", PowerOffConfirmed.UNKNOWN.value, "Returned",

@@ -93,8 +93,8 @@ class Lifecycle:
         return cls(host, config, store, clock=clock)
 
     def close(self) -> None:
-        for name in list(self.reconciler.watches):
-            self.reconciler._drop_watch(name)
+        """Stop readbacks, release this runner, close the store."""
+        self.reconciler.close()
         self.store.close()
 
     # -- requests ----------------------------------------------------------------------------
