@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
-from conftest import Moto, ec2_channel_config
+from cloud_peers import Moto, ec2_channel_config
 
 from powerplane.cli import cli
 

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 import pytest
-from conftest import KEY_ENV, SECRET_ENV, SECRET_VALUE
+from cloud_peers import KEY_ENV, SECRET_ENV, SECRET_VALUE
 
 from powerplane import ConfigError, parse_config
 from powerplane.plugins import Registry, load_plugins

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import (
+from cloud_peers import (
     KEY_ENV,
     SECRET_ENV,
     SECRET_VALUE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import AMI, Moto, ec2_channel_config
+from cloud_peers import AMI, Moto, ec2_channel_config
 
 from powerplane_conformance.api import run_suite
 

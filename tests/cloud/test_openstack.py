@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from conftest import free_port
+from cloud_peers import free_port
 from openstack_fake import (
     APP_CRED_ID,
     APP_CRED_SECRET,
