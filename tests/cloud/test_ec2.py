@@ -289,3 +289,24 @@ async def test_no_secret_reaches_a_log_line_even_at_debug(
     for secret in (SECRET_VALUE, temporary.secret_key, temporary.token):
         assert secret not in caplog.text
     assert "stop_instances" in str(ch.api_calls)
+
+
+async def test_the_default_credential_chain_and_a_profile_are_used_when_no_keys_are_given(
+    moto: Moto, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (iid,) = moto.run()
+    bare = {"region": "us-east-1", "endpoint_url": moto.url}
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIADEFAULTCHAIN0000")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "from-the-environment")
+    ch = EC2Channel("aws", EC2Config.model_validate(bare))
+    assert ch.read_power_state(iid).state is PowerState.ON
+    assert ch._client._request_signer._credentials.access_key == "AKIADEFAULTCHAIN0000"
+
+    creds = tmp_path / "credentials"
+    creds.write_text("[ops]\naws_access_key_id = AKIAPROFILE000000000\n"
+                     "aws_secret_access_key = from-a-profile\n", encoding="utf-8")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    ch = EC2Channel("aws", EC2Config.model_validate({**bare, "profile": "ops"}))
+    assert ch.read_power_state(iid).state is PowerState.ON
+    assert ch._client._request_signer._credentials.access_key == "AKIAPROFILE000000000"
