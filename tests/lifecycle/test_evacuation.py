@@ -144,3 +144,28 @@ async def test_a_failed_begin_pauses_and_ends_the_evacuation(open_lifecycle) -> 
     assert storage.fields["w1"] == {  # type: ignore[attr-defined]
         "allowScheduling": True, "evictionRequested": False}
     assert lc.host.channel("lab").dispatches == []
+
+
+async def test_a_storage_read_error_is_recorded_and_retried(open_lifecycle) -> None:
+    lc = await open_lifecycle(storage={"type": "simulated", "replicas": {"w1": 1}})
+    storage = lc.ports.storage
+    real = storage.replicas_remaining
+    failures = {"left": 2}
+
+    async def flaky(node: str) -> int:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise StorageError("storage API timed out")
+        return await real(node)
+
+    storage.replicas_remaining = flaky  # type: ignore[method-assign]
+    m = await lc.request("w1", "reboot", ceremony("w1"))
+    await lc.run(max_passes=2)
+    erring = lc.store.get(m.name)
+    assert erring.phase is Phase.CORDONED
+    assert erring.status.conditions["PortError"].status == "True"
+    assert "storage API timed out" in erring.status.last_error
+    await lc.run(until_idle=True)
+    done = lc.store.get(m.name)
+    assert done.phase is Phase.COMPLETE
+    assert done.status.conditions["PortError"].status == "False"

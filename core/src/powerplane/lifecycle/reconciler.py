@@ -158,7 +158,8 @@ class Reconciler:
     def _record_error(self, name: str, exc: PowerplaneError) -> None:
         try:
             fresh = self.store.get(name)
-            if fresh.status.last_error == str(exc):
+            cond = fresh.condition("PortError")
+            if fresh.status.last_error == str(exc) and cond is not None and cond.status == "True":
                 return  # already recorded: no write per retry
             fresh.status.last_error = str(exc)
             set_condition(fresh, "PortError", "True", type(exc).__name__, str(exc))
@@ -414,7 +415,7 @@ class Reconciler:
         crashpoint(f"dispatch-recorded:{verb.value}")
         try:
             result = await self.ports.host.invoke(m.node, verb, reason=m.spec.reason)
-        except PowerplaneError as exc:
+        except (PowerplaneError, ValueError) as exc:  # refused by the rule, the channel, input
             d.outcome = DispatchOutcome.FAILED
             d.outcome_at = self.clock()
             d.detail = str(exc)
