@@ -54,6 +54,10 @@ async def test_second_member_request_refused_while_first_is_out(open_lifecycle) 
     assert first.status.hazard
     assert first.spec.preflight.quorum is not None
     await lc.reconcile(first.name)  # takes cp1 out of service (parks at Cordoned)
+    out = lc.store.get(first.name)
+    assert out.status.hazard and out.status.quorum is not None
+    assert (out.status.quorum.members, out.status.quorum.quorum, out.status.quorum.margin) == (
+        3, 2, 1)
     with pytest.raises(MaintenanceRefused) as err:
         await lc.request("cp2", "reboot", ceremony("cp2", hazard=True))
     assert err.value.exit_code == 3

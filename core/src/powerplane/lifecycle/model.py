@@ -240,6 +240,8 @@ class MaintenanceStatus(_Model):
     """Why it was refused or is held."""
     hazard: bool = False
     """The action consumed the last of the quorum margin."""
+    quorum: QuorumNumbers | None = None
+    """The quorum numbers when the node was taken out of service."""
     last_error: str = Field("", alias="lastError")
     history: list[Transition] = Field(default_factory=list)
     cordoned: bool = False
@@ -304,6 +306,7 @@ class NodeMaintenance(_Model):
                 self.status.powered_off_at.isoformat() if self.status.powered_off_at else None
             ),
             "hazard": self.status.hazard,
+            "quorum": self.status.quorum.model_dump() if self.status.quorum else None,
             "lastError": self.status.last_error,
             "requestedBy": self.spec.requested_by,
             "reason": self.spec.reason,

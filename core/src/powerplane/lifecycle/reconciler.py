@@ -234,6 +234,7 @@ class Reconciler:
             transition(m, P.REFUSED, verdict.reason)
             return Result.DONE
         m.status.hazard = m.status.hazard or verdict.hazard
+        m.status.quorum = verdict.numbers
         set_condition(m, "QuorumGuard", "True", "Hazard" if verdict.hazard else "Kept",
                       verdict.reason)
         if self.ports.cluster.applicable:
