@@ -85,3 +85,8 @@ def test_openstack_auth_needs_a_known_method_and_one_project() -> None:
     data = {"channels": {"os": {**base, "auth": {
         "method": "application_credential", "id": "x", "secret": "inline"}}}}
     assert any("inline secret values are not accepted" in p for p in problems(data))
+
+
+def test_an_endpoint_url_must_be_a_url() -> None:
+    (problem,) = problems(ec2(endpoint_url="ec2.local"))
+    assert problem.startswith("channels.aws.endpoint_url")

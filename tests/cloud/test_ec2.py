@@ -310,3 +310,14 @@ async def test_the_default_credential_chain_and_a_profile_are_used_when_no_keys_
     ch = EC2Channel("aws", EC2Config.model_validate({**bare, "profile": "ops"}))
     assert ch.read_power_state(iid).state is PowerState.ON
     assert ch._client._request_signer._credentials.access_key == "AKIAPROFILE000000000"
+
+
+async def test_a_missing_profile_is_authentication_failed(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    cfg = EC2Config.model_validate({"region": "us-east-1", "profile": "absent",
+                                    "endpoint_url": f"http://127.0.0.1:{free_port()}"})
+    with pytest.raises(AuthenticationFailed, match="ProfileNotFound"):
+        EC2Channel("aws", cfg).read_power_state("i-0123456789abcdef0")

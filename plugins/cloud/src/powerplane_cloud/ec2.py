@@ -214,7 +214,7 @@ class EC2Channel:
                     self._client.close()
                     self._client = None
             if self._client is None:
-                self._client = self._build()
+                self._client = self._guard("create the EC2 client", None, self._build)
             return self._client
 
     def _guard(self, operation: str, target: object, call: Any) -> Any:

@@ -36,9 +36,9 @@ class EC2Config(BaseModel):
 
     region: str = Field(min_length=1)
     """The AWS region (``eu-west-1``)."""
-    endpoint_url: str | None = None
+    endpoint_url: str | None = Field(None, pattern=r"^https?://[^/\s]+")
     """Another EC2 endpoint (a VPC endpoint, or a local emulator); default AWS's own."""
-    sts_endpoint_url: str | None = None
+    sts_endpoint_url: str | None = Field(None, pattern=r"^https?://[^/\s]+")
     """The STS endpoint used to assume ``role_arn``; default ``endpoint_url``, else AWS's."""
     access_key_id: SecretRef | None = None
     """Access key id (with ``secret_access_key``); absent: the default credential chain."""

@@ -12,7 +12,7 @@
     ├── ReadTimeoutError                                      -> ChannelTimeout
     ├── SSLError                                              -> TLSVerificationFailed
     ├── EndpointConnectionError, ConnectTimeoutError, ...     -> Unreachable
-    ├── NoCredentialsError, PartialCredentialsError, ...      -> AuthenticationFailed
+    ├── NoCredentialsError, ProfileNotFound, ...              -> AuthenticationFailed
     └── anything else                                         -> ProtocolError
 
 The mappers return the error; the caller raises it ``from`` the original. AWS error
@@ -148,7 +148,7 @@ def map_botocore_error(
             f"{operation}: cannot reach the endpoint{at} ({kind})", channel=channel, target=target
         )
     if isinstance(exc, (bce.NoCredentialsError, bce.PartialCredentialsError,
-                        bce.CredentialRetrievalError)):
+                        bce.CredentialRetrievalError, bce.ProfileNotFound)):
         return AuthenticationFailed(
             f"{operation}: no usable credentials ({kind})", channel=channel, target=target
         )
