@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 
 __all__ = ["maintenance_group"]
 
+SHOWN_CONDITIONS = (
+    "Drained", "Evacuated", "EvacuationPaused", "SafetyHold", "PowerOffConfirmed",
+    "AwaitingPowerOn", "DispatchIndeterminate", "PortError",
+)
+"""Conditions ``maintenance run`` prints as they change (what a maintenance waits on)."""
+
 
 @click.group("maintenance")
 def maintenance_group() -> None:
@@ -297,6 +303,7 @@ def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output
     from powerplane.lifecycle.service import Lifecycle
 
     seen: dict[str, str] = {}
+    said: dict[tuple[str, str], tuple[str, str]] = {}
 
     async def go() -> list[dict[str, Any]]:
         async with open_host(ctx) as host:
@@ -307,9 +314,20 @@ def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output
                 names.add(m.name)
                 before = seen.get(m.name)
                 seen[m.name] = m.phase.value
-                if output != "json" and before != m.phase.value and m.status.history:
+                if output == "json":
+                    return
+                if before != m.phase.value and m.status.history:
                     last = m.status.history[-1]
                     click.echo(f"{m.node}: {last.from_phase} -> {last.to}  {last.why}")
+                for kind in SHOWN_CONDITIONS:
+                    cond = m.status.conditions.get(kind)
+                    if cond is None:
+                        continue
+                    key = (m.name, kind)
+                    now = (cond.status, cond.message)
+                    if said.get(key) != now:
+                        said[key] = now
+                        click.echo(f"{m.node}:   {kind}={cond.status}  {cond.message}")
 
             lc.store.after_write = progress
             try:
