@@ -23,6 +23,7 @@ from openstack_fake import (
 from powerplane import (
     AuthenticationFailed,
     ChannelError,
+    ConfigError,
     NotOffered,
     PowerHost,
     PowerState,
@@ -285,3 +286,18 @@ def test_compute_url_override_skips_the_catalog() -> None:
     cfg = OpenStackConfig.model_validate({k: v for k, v in password_config(
         compute_url=COMPUTE + "/", auth_url="http://keystone.test:5000").items() if k != "type"})
     assert cfg.identity_url == KEYSTONE
+
+
+async def test_a_ca_bundle_path_is_loaded_and_a_bad_one_is_a_config_error(
+    cloud: Any, tmp_path: Any
+) -> None:
+    import certifi
+
+    ch = channel(password_config(verify=certifi.where()))
+    assert (await ch.read_power_state(SID)).state is PowerState.ON
+    await ch.close()
+    bad = tmp_path / "not-a-ca.pem"
+    bad.write_text("not a certificate", encoding="utf-8")
+    ch = channel(password_config(verify=str(bad)))
+    with pytest.raises(ConfigError, match=r"channels\.os\.verify"):
+        await ch.read_power_state(SID)

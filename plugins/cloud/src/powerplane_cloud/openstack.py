@@ -18,6 +18,7 @@ limited (``429``/``413``) GET or DELETE is retried with backoff; an action never
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import Counter
 from typing import Any
 
@@ -25,7 +26,7 @@ import httpx
 
 from powerplane.capabilities import CapabilitySet, Source, Verb
 from powerplane.channel import Acceptance, Reading, require
-from powerplane.errors import ProtocolError
+from powerplane.errors import ConfigError, ProtocolError
 from powerplane_cloud.backoff import Backoff
 from powerplane_cloud.keystone import Keystone
 from powerplane_cloud.openstack_config import OpenStackConfig
@@ -95,10 +96,20 @@ class OpenStackChannel:
         """The API every call of this channel reaches."""
         return self.config.compute_url or self.config.identity_url
 
+    def _verify(self) -> bool | ssl.SSLContext:
+        verify = self.config.verify
+        if isinstance(verify, str):
+            try:
+                return ssl.create_default_context(cafile=verify)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"channels.{self.name}.verify: cannot load the CA bundle "
+                                  f"({type(exc).__name__})") from exc
+        return verify
+
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(
-                verify=self.config.verify,
+                verify=self._verify(),
                 timeout=httpx.Timeout(self.config.timeout_s),
                 headers={"Accept": "application/json", "User-Agent": "powerplane-cloud"},
             )
