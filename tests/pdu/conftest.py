@@ -44,6 +44,7 @@ DEVICES: dict[str, tuple[str, dict[int, str], str | None]] = {
     "readback": ("apc-rpdu2", FOUR, None),
     "batch": ("apc-rpdu2", dict.fromkeys(range(1, 9), "on"), None),
     "faulty": ("eaton-epdu", FOUR, None),
+    "conformance": ("apc-rpdu2", FOUR, None),
 }
 FAULTY = {"faulty": frozenset({2})}
 """Devices whose listed outlets fail every SET (genErr), as a PDU with a stuck relay might."""

@@ -159,8 +159,15 @@ async def test_unknown_outlet_is_refused_by_the_device(
     redfish_pdu: RedfishServer, password_file: Path, channel_for: Callable[..., PduChannel]
 ) -> None:
     ch = channel_for(_cfg(redfish_pdu.url, password_file))
-    reading = await ch.read_power_state(parse_target({"outlets": ["Z9"]}))
-    assert reading.state is PowerState.UNKNOWN and "HTTP 404" in reading.detail
+    with pytest.raises(RefusedByDevice, match="HTTP 404"):
+        await ch.read_power_state(parse_target({"outlets": ["Z9"]}))
+    # beside a good outlet, the missing one makes the reading unknown, by name
+    reading = await ch.read_power_state(parse_target({"outlets": ["C1", "Z9"]}))
+    assert reading.state is PowerState.UNKNOWN
+    assert "rack/Z9" in reading.detail and "HTTP 404" in reading.detail
+    with pytest.raises(RefusedByDevice, match="rack/Z9: FAILED") as info:
+        await ch.power_on(parse_target({"outlets": ["C1", "Z9"]}))
+    assert "not switched on: reading it failed" in str(info.value)
 
 
 # -- TLS --------------------------------------------------------------------------------------

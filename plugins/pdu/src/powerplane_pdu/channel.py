@@ -201,11 +201,21 @@ class PduChannel:
                 channel=self.name,
                 target=str(target),
             )
-        got = await self._switch(target.outlets, on=True)
+        # an outlet that could not be read (no such outlet, PDU silent) is not written
+        readable = [r for r in target.outlets if isinstance(readings.get(r), OutletReading)]
+        got = await self._switch(readable, on=True) if readable else {}
         outcomes: dict[OutletRef, Outcome] = {}
         for ref in target.outlets:
             before = readings.get(ref)
-            was_on = isinstance(before, OutletReading) and before.state is OutletState.ON
+            if not isinstance(before, OutletReading):
+                error = before if isinstance(before, PowerplaneError) else None
+                outcomes[ref] = (
+                    _prefixed(error, "not switched on: reading it failed: ")
+                    if error is not None
+                    else "not read"
+                )
+                continue
+            was_on = before.state is OutletState.ON
             outcomes[ref] = got[ref] or ("already on; switched on" if was_on else "switched on")
         return self._conclude(Verb.POWER_ON, target, outcomes)
 
@@ -240,13 +250,19 @@ class PduChannel:
         return outcomes
 
     async def read_power_state(self, target: OutletTarget) -> Reading:
-        """Off when every outlet is off; on only where metered load shows it; else unknown."""
+        """Off when every outlet is off; on only where metered load shows it; else unknown.
+
+        Raises the error when no outlet could be read at all.
+        """
         self._check_feeds(target)
         readings = await self._read(target.outlets)
         return self._judge(readings)
 
     def _judge(self, readings: dict[OutletRef, Any]) -> Reading:
         errors = {r: v for r, v in readings.items() if isinstance(v, PowerplaneError)}
+        if errors and len(errors) == len(readings):
+            # nothing answered: the channel failed (it did not "read unknown")
+            raise next(iter(errors.values()))
         if errors:
             listed = "; ".join(f"{self._label(r)}: {_bare(e)}" for r, e in errors.items())
             return Reading.unknown(f"outlet(s) not read: {listed}")
