@@ -3,7 +3,8 @@
 The process kills itself with SIGKILL right after the named point is committed
 (``POWERPLANE_CRASH_AT``), so every phase (and the gap between persisting a dispatch and
 sending it, and between sending and recording the outcome) is hit deterministically.
-The simulated channel's ``state_file`` counts every dispatch across processes.
+The simulated channel's ``state_file`` counts every dispatch across processes and keeps a
+power transition running across a restart (a rebooting machine comes back on time).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def write_config(tmp: Path) -> Path:
             "type": "simulated",
             "machines": {"cp1": "on", "cp2": "on", "cp3": "on", "w1": "on"},
             "state_file": str(tmp / "machines.json"),
+            "transition_ms": 300,  # a reboot really takes the node away for a while
         }},
         "nodes": {
             **{cp: {"labels": {"node-role.kubernetes.io/control-plane": ""},

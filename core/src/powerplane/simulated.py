@@ -149,13 +149,27 @@ class SimulatedChannel:
             data = json.loads(path.read_text(encoding="utf-8"))
             self._state.update(data.get("machines", {}))
             self.dispatches = [(str(d[0]), str(d[1])) for d in data.get("dispatches", [])]
+            # a power transition still running when the last process stopped settles on time
+            for target, (final, due_wall) in data.get("pending", {}).items():
+                self._pending[target] = str(final)
+                self._settle_at[target] = time.monotonic() + (float(due_wall) - time.time())
 
     def _save_state(self) -> None:
         if self.config.state_file is None:
             return
         path = Path(self.config.state_file)
         tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
-        body = {"machines": self._state, "dispatches": [list(d) for d in self.dispatches]}
+        now_mono, now_wall = time.monotonic(), time.time()
+        pending = {
+            t: [final, now_wall + (self._settle_at[t] - now_mono)]
+            for t, final in self._pending.items()
+            if t in self._settle_at
+        }
+        body = {
+            "machines": self._state,
+            "dispatches": [list(d) for d in self.dispatches],
+            "pending": pending,
+        }
         tmp.write_text(json.dumps(body), encoding="utf-8")
         os.replace(tmp, path)
 
