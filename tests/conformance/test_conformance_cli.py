@@ -159,3 +159,25 @@ def test_cli_module_stays_cheap_to_import() -> None:
 def test_help_lists_both_commands() -> None:
     result = invoke("--help")
     assert "conformance" in result.output and "new-plugin" in result.output
+
+
+def test_one_way_shutdown_runs_last_and_is_not_undone(run: Run) -> None:
+    """A Talos-like channel: no power-on, cannot see off. Reboot checks run before any
+    shutdown; the suite says it cannot restore the machines instead of failing."""
+    summary = run(sim_target({"verbs": ["reboot", "shutdown"], "readback": "on-only"},
+                             machines={"m1": "on", "m2": "on"}))
+    assert summary.exit_code == 0, [r for r in summary.data["results"] if r["outcome"] == "fail"]
+    for ident in ("REBOOT_READBACK", "REBOOT_REPEATED", "REBOOT_CONCURRENT",
+                  "SHUTDOWN_READBACK", "BLIND_NEVER_OFF"):
+        assert outcome(summary, ident) == {"pass"}, ident
+    assert outcome(summary, "STATE_RESTORED") == {"not_tested"}
+    assert "a person must restore it" in " ".join(
+        r["message"] for r in summary.data["results"] if r["id"] == "STATE_RESTORED")
+
+
+def test_failure_message_is_the_assertion_not_a_traceback(run: Run) -> None:
+    summary = run(sim_target({"faults": {"*": "refused"}}, machines={"m1": "on"},
+                             conformance={"settle_timeout_s": 0.3}))
+    msgs = [r["message"] for r in summary.data["results"] if r["id"] == "POWER_ON_IDEMPOTENT"]
+    assert msgs and msgs[0].startswith("POWER_ON_IDEMPOTENT: Power-on of a machine")
+    assert "RefusedByDevice" in msgs[0] and "During handling" not in msgs[0]

@@ -48,7 +48,8 @@ def _catalogue() -> dict[str, Assertion]:
         Assertion("POWER_ON_IDEMPOTENT",
                   "Power-on of a machine that is on shall be accepted and leave it on."),
         Assertion("SHUTDOWN_IDEMPOTENT",
-                  "Shutdown of a machine that is off shall be accepted and leave it off."),
+                  "Shutdown of a machine that is off shall be harmless: accepted (or, for a "
+                  "channel that cannot see off, unreachable) and the machine stays off."),
         Assertion("READBACK_NOT_STALE",
                   "After a shutdown a channel shall not go on reading on while a fresh "
                   "session to the same device reads the change."),

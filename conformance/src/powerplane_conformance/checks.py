@@ -152,7 +152,8 @@ class CheckContext:
         """End as FAIL: the assertion, what was expected and what was observed."""
         text = (f"{self.assertion.id}: {self.assertion.text}\n"
                 f"  expected: {expected}\n  observed: {observed}")
-        pytest.fail(redact(text, self._secrets()), pytrace=False)
+        # from None: the report shows the assertion, not the exception being handled
+        raise pytest.fail.Exception(redact(text, self._secrets()), pytrace=False) from None
 
     def not_tested(self, reason: str) -> NoReturn:
         """End as NOT TESTED: the target file (or a failed precondition) blocks this check."""

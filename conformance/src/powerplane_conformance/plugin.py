@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "pytest_addoption",
+    "pytest_collection_modifyitems",
     "pytest_generate_tests",
     "pytest_runtest_makereport",
     "pytest_sessionfinish",
@@ -96,6 +97,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         subjects = _subjects_from_file(metafunc.config)
     if subjects:
         metafunc.parametrize("subject", list(subjects), ids=list(subjects))
+
+
+def _phase(item: pytest.Item) -> int:
+    """Run order within a suite class: reads and probes, refusals, reboot, power-on, then
+    shutdown (one-way on a channel that cannot power on), restoration, terminate last."""
+    spec = spec_of(getattr(item, "function", None))
+    assert spec is not None
+    params = getattr(item, "callspec", None)
+    verb = params.params.get("verb") if params is not None else None
+    verb = verb or spec.verb
+    if spec.template == "STATE_RESTORED":
+        return 6
+    if spec.absent or verb is None:
+        return 0 if not spec.absent else 1
+    return {"reboot": 2, "power-on": 3, "shutdown": 4, "terminate": 7}[str(verb)]
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    slots = [i for i, item in enumerate(items) if spec_of(getattr(item, "function", None))]
+    if not slots:
+        return
+    ordered = sorted(
+        (items[i] for i in slots),
+        key=lambda item: (item.parent.nodeid if item.parent else "", _phase(item)),
+    )
+    for i, item in zip(slots, ordered, strict=True):
+        items[i] = item
 
 
 def _reason(report: pytest.TestReport) -> str:
