@@ -13,6 +13,7 @@ OP_KEY_ENV = "PP_CLOUD_TEST_OPERATOR_KEY"
 OP_SECRET_ENV = "PP_CLOUD_TEST_OPERATOR_SECRET"
 
 
+@pytest.mark.slow  # its silent-server check waits out a 1 s call timeout
 def test_the_ec2_channel_passes_the_conformance_suite(
     moto_auth: Moto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
