@@ -16,6 +16,7 @@ from powerplane import (
     ChannelType,
     PowerplaneError,
     Reading,
+    Verb,
     hookimpl,
 )
 from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
@@ -103,7 +104,24 @@ class NoOp(SimulatedChannel):
         return Acceptance()
 
 
+class Batching(SimulatedChannel):
+    """Honest, with ``invoke_batch`` (as PowerHost.invoke_many uses); counts its batches."""
+
+    batches: ClassVar[int] = 0
+
+    async def invoke_batch(self, verb: Verb, targets: list[str]) -> list[Any]:
+        type(self).batches += 1
+        out: list[Any] = []
+        for target in targets:
+            try:
+                out.append(await getattr(self, verb.method)(target))
+            except PowerplaneError as exc:
+                out.append(exc)
+        return out
+
+
 LIARS = {
+    "honest-batching": Batching,
     "liar-off-reader": OffReader,
     "liar-blind": BlindButSaysOff,
     "liar-stale": StaleReader,

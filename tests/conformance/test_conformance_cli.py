@@ -181,3 +181,30 @@ def test_failure_message_is_the_assertion_not_a_traceback(run: Run) -> None:
     msgs = [r["message"] for r in summary.data["results"] if r["id"] == "POWER_ON_IDEMPOTENT"]
     assert msgs and msgs[0].startswith("POWER_ON_IDEMPOTENT: Power-on of a machine")
     assert "RefusedByDevice" in msgs[0] and "During handling" not in msgs[0]
+
+
+def test_capability_drift_and_mode_mismatch_fail(run: Run) -> None:
+    drift = run(sim_target({"verbs": ["reboot"]}, conformance={
+        "expected_capabilities": {"lab": ["reboot", "shutdown", "power-on"]}}))
+    assert outcome(drift, "CAPABILITIES_EXPECTED") == {"fail"}
+    assert "observed: reboot" in " ".join(r["message"] for r in drift.data["results"]
+                                          if r["id"] == "CAPABILITIES_EXPECTED")
+    modes = run(sim_target({"graceful": False}, conformance={
+        "expected_capabilities": {"lab": {"reboot": "graceful", "shutdown": "hard",
+                                          "power-on": "hard"}}}))
+    assert outcome(modes, "CAPABILITIES_EXPECTED") == {"fail"}
+    same = run(sim_target({"graceful": False}, conformance={
+        "expected_capabilities": {"lab": {"reboot": "hard", "shutdown": "hard",
+                                          "power-on": "hard"}}}))
+    assert outcome(same, "CAPABILITIES_EXPECTED") == {"pass"}
+
+
+@pytest.mark.usefixtures("liars")
+def test_concurrency_goes_through_invoke_batch_when_offered(run: Run) -> None:
+    import conformance_liars
+
+    before = conformance_liars.Batching.batches
+    summary = run(sim_target(type_name="honest-batching"))
+    assert summary.exit_code == 0
+    assert outcome(summary, "REBOOT_CONCURRENT") == {"pass"}
+    assert conformance_liars.Batching.batches - before == 3

@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -44,6 +44,8 @@ def _verb(value: Any) -> Any:
 
 VerbName = Annotated[Verb, BeforeValidator(_verb)]
 """A verb, written ``power-on``, ``power_on`` or ``POWER_ON``."""
+Mode = Literal["graceful", "hard"]
+"""How a verb is carried out: a sequenced OS action, or a power cut."""
 
 
 class NegativeHints(BaseModel):
@@ -84,8 +86,10 @@ class ConformanceSettings(BaseModel):
     """How many times the repetition checks run each verb."""
     call_timeout_s: float | None = Field(None, gt=0)
     """Bound on one channel call (default: the file's ``limits.timeout_s``)."""
-    expected_capabilities: dict[str, list[VerbName]] = Field(default_factory=dict)
-    """Per channel: the verbs discovery must find, exactly (catches firmware drift)."""
+    expected_capabilities: dict[str, list[VerbName] | dict[VerbName, Mode]] = Field(
+        default_factory=dict)
+    """Per channel: the verbs discovery must find, exactly (catches firmware drift); a
+    mapping (``{reboot: graceful, shutdown: hard}``) also checks graceful or hard."""
     xfail: dict[str, str] = Field(default_factory=dict)
     """Known defects: assertion id -> reason. Strict: an unexpected pass is a failure."""
     negative: dict[str, NegativeHints] = Field(default_factory=dict)
