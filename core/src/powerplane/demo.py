@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import shutil
 import tempfile
 import time
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["Demo", "DemoChannel", "DemoPeer"]
 
 Role = Literal["bmc", "inband", "pdu", "cloud"]
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 ROLES: tuple[Role, ...] = ("bmc", "inband", "pdu", "cloud")
 
 
@@ -224,6 +224,22 @@ class Demo:
             },
             "recovery": {"attendedRack": False, "sites": {"plant-b": {"attended": True}}},
             "limits": {"per_endpoint": 4, "total": 64, "timeout_s": 30},
+            "lifecycle": {
+                "store": "powerplane.db",
+                "cluster": {
+                    "type": "simulated",
+                    "pods": {"rf-node": ["web-7f9c", "cache-0"],
+                             "talos-attended": ["batch-2"]},
+                    "pdbs": {"cache": {"pods": ["cache-0"], "allowed_disruptions": 1}},
+                    "eviction_ticks": 1,
+                    "labels": {n: {CONTROL_PLANE: ""} for n in
+                               ("talos-only", "talos-pdu", "ec2-repairable")},
+                },
+                "tick_s": 0.2,
+                "ready_timeout_s": 60,
+                "readback_window_s": 20,
+                "readback_cadence_s": 0.3,
+            },
         }
         path = self.workdir / "powerplane.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -235,6 +251,7 @@ class Demo:
         host = PowerHost.from_config(config_path)
         async with host:
             self.show_offers(host)
+            await self.maintenance_reboot(host)
             await self.shutdown_and_return(host)
 
     def show_offers(self, host: PowerHost) -> None:
@@ -265,35 +282,94 @@ class Demo:
             for note in notes:
                 self.console.print(f"  {note}")
 
-    async def shutdown_and_return(self, host: PowerHost) -> None:
-        from powerplane.capabilities import Verb
-        from powerplane.readback import PowerOffConfirmed
+    async def _drive(self, life: Any, names: dict[str, str], until: Callable[[Any], bool],
+                     timeout: float = 60.0) -> dict[str, Any]:
+        """Reconcile until ``until(m)`` holds for every named maintenance, printing each
+        phase transition as it happens."""
+        from rich.status import Status
 
-        with self.step("shutdown with PowerOffConfirmed, then return to service") as res:
-            results = {}
-            for node in ("rf-node", "talos-attended"):
-                accepted = dt.datetime.now(dt.UTC)
-                out = await host.invoke(node, Verb.SHUTDOWN, reason="demo: PSU swap")
-                self.console.print(f"  {node}: shutdown accepted via {out.channel}")
-                watch = host.confirm_power_off(node, accepted, window=45, cadence=0.5)
-                results[node] = watch
-            for node, watch in results.items():
-                status = await watch
-                color = {"True": "green", "Unknown": "yellow"}.get(status.value, "red")
-                self.console.print(f"  {node}: PowerOffConfirmed=[{color}]{status.value}[/{color}]"
-                                   f" ({watch.detail}, {watch.readings} reading(s))")
-            if results["rf-node"].status is not PowerOffConfirmed.TRUE:
-                raise RuntimeError("the BMC node was not observed off")
-            if results["talos-attended"].status is not PowerOffConfirmed.UNKNOWN:
-                raise RuntimeError("the in-band node should stay Unknown: it cannot see off")
-            back = await host.invoke("rf-node", Verb.POWER_ON, reason="demo: PSU replaced",
-                                     wait=45)
-            self.console.print(f"  rf-node: power-on via {back.channel}; reads {back.readback}")
-            self._by_hand("inband", host, "talos-attended")
-            reading = await host.read_power_state("talos-attended")
-            self.console.print(f"  talos-attended: a person powered it on at the rack; "
-                               f"reads {reading.state}")
-            res.note = "True on the BMC, Unknown in-band"
+        seen = {n: len(life.store.get(n).status.history) for n in names.values()}
+        t0 = time.perf_counter()
+        current: dict[str, Any] = {}
+        with Status("reconciling", console=self.console) as status:
+            while True:
+                await life.run_pass()
+                for node, name in names.items():
+                    m = life.store.get(name)
+                    current[node] = m
+                    for t in m.status.history[seen[name]:]:
+                        why = f" [dim]({t.why})[/dim]" if t.why else ""
+                        self.console.print(
+                            f"  {time.perf_counter() - t0:5.1f} s  {node}: "
+                            f"[bold]{t.to.value}[/bold]{why}")
+                    seen[name] = len(m.status.history)
+                if all(until(m) for m in current.values()):
+                    return current
+                if time.perf_counter() - t0 > timeout:
+                    phases = ", ".join(f"{n}: {m.phase.value}" for n, m in current.items())
+                    raise RuntimeError(f"did not settle within {timeout:g} s ({phases})")
+                status.update(", ".join(f"{n}: {m.phase.value}" for n, m in current.items()))
+                await asyncio.sleep(life.config.tick_s)
+
+    async def maintenance_reboot(self, host: PowerHost) -> None:
+        from powerplane.lifecycle import Ceremony, Lifecycle, Phase
+
+        with self.step("maintenance: reboot rf-node through the lifecycle") as res:
+            life = Lifecycle.for_host(host)
+            try:
+                m = await life.request("rf-node", "reboot", Ceremony(
+                    reason="demo: kernel 6.12 security update", actor="demo",
+                    confirm_node="rf-node", ack_preflight=True))
+                pre = m.spec.preflight
+                self.console.print(f"  requested {m.name}: pods {', '.join(pre.pods)}; "
+                                   f"power {pre.power.get('verb')} via "
+                                   f"{pre.power.get('channel')}")
+                done = await self._drive(life, {"rf-node": m.name},
+                                         lambda m: m.phase is Phase.COMPLETE)
+                final = done["rf-node"]
+                res.note = f"{final.phase.value}, {len(final.status.dispatches)} dispatch"
+            finally:
+                life.close()
+
+    async def shutdown_and_return(self, host: PowerHost) -> None:
+        from powerplane.lifecycle import Ceremony, Lifecycle, Phase
+
+        with self.step("maintenance: shutdown with PowerOffConfirmed, then return") as res:
+            life = Lifecycle.for_host(host)
+            try:
+                names = {}
+                for node in ("rf-node", "talos-attended"):
+                    m = await life.request(node, "shutdown", Ceremony(
+                        reason="demo: PSU replacement", actor="demo", confirm_node=node,
+                        ack_preflight=True))
+                    names[node] = m.name
+
+                def settled(m: Any) -> bool:
+                    cond = m.condition("PowerOffConfirmed")
+                    return m.phase is Phase.POWERED_OFF and cond is not None and (
+                        cond.status != "False")
+
+                parked = await self._drive(life, names, settled)
+                for node, m in parked.items():
+                    cond = m.condition("PowerOffConfirmed")
+                    color = {"True": "green", "Unknown": "yellow"}.get(cond.status, "red")
+                    self.console.print(f"  {node}: PowerOffConfirmed=[{color}]{cond.status}"
+                                       f"[/{color}] ({cond.message})")
+                if parked["rf-node"].condition("PowerOffConfirmed").status != "True":
+                    raise RuntimeError("the BMC node was not observed off")
+                if parked["talos-attended"].condition("PowerOffConfirmed").status != "Unknown":
+                    raise RuntimeError("the in-band node must stay Unknown: it cannot see off")
+                back = Ceremony(reason="demo: PSU replaced, back to service", actor="demo")
+                life.return_to_service("rf-node", back)
+                self.console.print("  rf-node: return requested (power-on through the host)")
+                self._by_hand("inband", host, "talos-attended")
+                life.return_to_service("talos-attended", back, machine_on=True)
+                self.console.print("  talos-attended: a person powered it on at the rack and "
+                                   "confirmed it; return requested")
+                await self._drive(life, names, lambda m: m.phase is Phase.COMPLETE)
+                res.note = "True on the BMC, Unknown in-band, both Complete"
+            finally:
+                life.close()
 
     def _by_hand(self, role: Role, host: PowerHost, node: str) -> None:
         spec = host.nodes[node]
