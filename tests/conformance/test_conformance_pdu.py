@@ -1,0 +1,41 @@
+"""The suite against the pdu plugin on snmpsim (its demo peer: an APC rPDU2 profile).
+
+The pdu channel refuses power-on for an outlet that is already on, by design (switching on
+again cannot boot a machine that shut itself down); that is the declared defect here.
+Skipped where powerplane-pdu is absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from powerplane_conformance import ConformanceSuite
+
+demo_peer = pytest.importorskip("powerplane_pdu.demo_peer")
+
+
+class TestPduSnmpsimConformance(ConformanceSuite):
+    conformance_subjects = ("n0", "n1")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def conformance_target(
+        cls, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[dict[str, Any]]:
+        peer = demo_peer.start_demo_pdu(tmp_path_factory.mktemp("pdu"))
+        try:
+            yield {
+                "channels": {"rack": peer.config},
+                "nodes": {f"n{i}": {"channels": [{"channel": "rack", "target": t}]}
+                          for i, t in enumerate(peer.targets[:2])},
+                "conformance": {
+                    "allow_destructive": True, "settle_timeout_s": 10, "repeat": 1,
+                    "xfail": {"POWER_ON_IDEMPOTENT": "refuses power-on of an outlet that "
+                                                     "is already on (by design)"},
+                },
+            }
+        finally:
+            peer.stop()
