@@ -10,11 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 from powerplane.channel import ChannelType
+from powerplane.demo import DemoPeer
 from powerplane.hookspecs import hookimpl
 from powerplane_cloud.ec2_config import EC2Config, parse_instance_id
 from powerplane_cloud.openstack_config import OpenStackConfig, parse_server_id
 
-__all__ = ["EC2", "OPENSTACK", "register_channel_types"]
+__all__ = ["EC2", "OPENSTACK", "register_channel_types", "register_demo_peers"]
 
 
 def _ec2(name: str, config: EC2Config) -> Any:
@@ -51,3 +52,11 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
     """Register the ``ec2`` and ``openstack`` channel types."""
     register(EC2)
     register(OPENSTACK)
+
+
+@hookimpl
+def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+    """Offer moto's EC2 server to ``powerplane demo``."""
+    from powerplane_cloud.demo import PEER
+
+    register(PEER)
