@@ -72,3 +72,35 @@ def test_bad_name_and_existing_folder_exit_two(tmp_path: Path) -> None:
     assert CliRunner().invoke(cli, ["new-plugin", "ok", "--dir", str(tmp_path)]).exit_code == 0
     result = CliRunner().invoke(cli, ["new-plugin", "ok", "--dir", str(tmp_path)])
     assert result.exit_code == 2 and "already exists" in result.output
+
+
+@pytest.mark.slow
+def test_generated_plugin_installs_and_passes_in_a_fresh_venv(tmp_path: Path) -> None:
+    """pip-install the generated distribution into a throwaway venv (which sees this
+    environment's packages) and run its tests there: the entry point is found."""
+    import sysconfig
+    import venv
+
+    root = Path(CliRunner().invoke(
+        cli, ["new-plugin", "acme-pdu", "--dir", str(tmp_path)]).output.split()[1])
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c",
+                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "workspace.pth").write_text(
+        f"import site; site.addsitedir({ours!r})\n", encoding="utf-8")
+    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e",
+                          str(root)], capture_output=True, text=True, timeout=240, check=False)
+    if pip.returncode != 0:
+        pytest.skip(f"pip could not build the distribution here: {pip.stderr[-300:]}")
+    listed = subprocess.run([str(python), "-c",
+                             "from powerplane.cli import main; main(['plugins', '-o', 'json'])"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert '"acme-pdu"' in listed.stdout, listed.stdout + listed.stderr
+    run = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(root / "tests")], capture_output=True, text=True, timeout=240,
+                         cwd=root, check=False)
+    assert run.returncode == 0, run.stdout[-2000:]
