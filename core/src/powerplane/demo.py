@@ -51,6 +51,8 @@ class DemoChannel:
     """One line for people: what runs where."""
     power_on_by_hand: Callable[[Any], None] | None = None
     """For channels that cannot power on: a person at the rack presses the button."""
+    conformance: dict[str, Any] = field(default_factory=dict)
+    """Extra keys for the conformance section (declared defects as ``xfail``, ``negative``)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,28 @@ SIMULATED_STANDINS: dict[Role, dict[str, Any]] = {
             "graceful": False},
     "cloud": {"type": "simulated", "verbs": ["reboot", "shutdown", "power-on", "terminate"]},
 }
+
+
+def _matrix(data: dict[str, Any]) -> dict[str, str]:
+    """Per verb: advertised (graceful/hard) and verified by the suite, or not advertised."""
+    advertised: dict[str, str] = {}
+    for chan in data.get("channels", []):
+        for caps in chan.get("capabilities", {}).values():
+            verbs = caps.get("verbs", {}) if isinstance(caps, dict) else {}
+            advertised.update(verbs)
+    cells = {}
+    for verb in ("reboot", "shutdown", "power-on", "terminate"):
+        outcomes = [r["outcome"] for r in data.get("results", []) if r.get("verb") == verb]
+        if verb not in advertised:
+            lied = "fail" in outcomes
+            cells[verb] = "[red]- but acted[/red]" if lied else "[dim]-[/dim]"
+        elif "fail" in outcomes:
+            cells[verb] = f"{advertised[verb]} [red]FAIL[/red]"
+        elif "pass" in outcomes:
+            cells[verb] = f"{advertised[verb]} [green]ok[/green]"
+        else:
+            cells[verb] = f"{advertised[verb]} [yellow]?[/yellow]"
+    return cells
 
 
 @dataclass
@@ -126,6 +150,7 @@ class Demo:
             self.start_peers(reg)
             config_path = self.write_config()
             asyncio.run(self.walk(config_path))
+            self.conformance()
         except KeyboardInterrupt:
             self.console.print("[yellow]interrupted: stopping peers[/yellow]")
             self.results.append(StepResult("interrupted", False, 0.0))
@@ -370,6 +395,64 @@ class Demo:
                 res.note = "True on the BMC, Unknown in-band, both Complete"
             finally:
                 life.close()
+
+    def conformance(self) -> None:
+        """Run the conformance suite against each backend; print advertised vs verified."""
+        import contextlib
+        import importlib
+        import io
+
+        with self.step("conformance: advertised versus verified, backend by backend") as res:
+            try:
+                api = importlib.import_module("powerplane_conformance.api")
+            except ImportError as exc:
+                raise RuntimeError("powerplane-conformance is not installed") from exc
+            rows: list[tuple[str, dict[str, str], int]] = []
+            for role in ROLES:
+                name, cfg, targets = self._channel(role)
+                extra = self.started[role][1].conformance if role in self.started else {}
+                picked = targets[-2:] if len(targets) >= 2 else targets
+                nodes = {f"{name}-{i}": {"channels": [{"channel": name, "target": t}]}
+                         for i, t in enumerate(picked)}
+                target = {
+                    "channels": {name: cfg},
+                    "nodes": nodes,
+                    "conformance": {"nodes": list(nodes), "allow_destructive": True,
+                                    "settle_timeout_s": 20, "repeat": 2, **extra},
+                }
+                log = io.StringIO()
+                t0 = time.perf_counter()
+                with contextlib.redirect_stderr(log):
+                    summary = api.run_suite(target)
+                data = summary.data
+                rows.append((name, _matrix(data), summary.exit_code))
+                c = data["counts"]
+                self.console.print(
+                    f"  {name}: {data['verdict']} ({c['pass']} pass, {c['fail']} fail, "
+                    f"{c['skip']} skip, {c['not_tested']} not tested, {c['xfail']} xfail) "
+                    f"in {time.perf_counter() - t0:.1f} s")
+                for r in data["results"]:
+                    if r["outcome"] == "fail":
+                        self.console.print(f"    [red]FAIL[/red] {r['id']}: {r['message']}")
+            from rich.table import Table
+
+            table = Table(title="advertised (graceful/hard) and verified: ok, FAIL, ? not "
+                          "tested, - not advertised (and refused)", title_justify="left")
+            table.add_column("backend")
+            for verb in ("reboot", "shutdown", "power-on", "terminate"):
+                table.add_column(verb)
+            table.add_column("conformant")
+            for name, cells, code in rows:
+                table.add_row(name, *(cells[v] for v in
+                                             ("reboot", "shutdown", "power-on", "terminate")),
+                              "[green]yes[/green]" if code == 0 else "[red]no[/red]")
+            self.console.print(table)
+            failed = [n for n, _, code in rows if code != 0]
+            verdict = "yes" if not failed else f"no ({', '.join(failed)})"
+            self.console.print(f"conformant for every advertised verb: {verdict}")
+            if failed:
+                raise RuntimeError(f"conformance failed for {', '.join(failed)}")
+            res.note = f"{len(rows)} backend(s) conformant"
 
     def _by_hand(self, role: Role, host: PowerHost, node: str) -> None:
         spec = host.nodes[node]
