@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,45 @@ import pytest
 from powerplane_conformance import ConformanceSuite
 
 pytest.importorskip("powerplane_talos.mock")
+
+
+def mock_target(
+    tmp_path_factory: pytest.TempPathFactory, **channel: Any
+) -> Iterator[dict[str, Any]]:
+    """Start the Talos mock; yield a target whose ``talos`` channel has these extra keys."""
+    work = tmp_path_factory.mktemp("talos-mock")
+    with (work / "mock.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "powerplane_talos.mock", "--port", "0", "--certs",
+             str(work), "--algorithm", "ed25519", "--reboot-seconds", "0.3"],
+            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        ready = work / "mock.json"
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, (work / "mock.log").read_text()
+            assert time.monotonic() < deadline, "the Talos mock did not start in 60 s"
+            time.sleep(0.05)
+        info = json.loads(ready.read_text(encoding="utf-8"))
+        yield {
+            "channels": {"talos": {"type": "talos", "talosconfig": info["talosconfig"],
+                                   "timeout_s": 5, "transport": "grpc", **channel}},
+            "nodes": {f"n{i}": {"channels": [{"channel": "talos",
+                                              "target": f"10.77.0.{i}"}]}
+                      for i in (1, 2)},
+            "conformance": {
+                "allow_destructive": True, "settle_timeout_s": 5, "repeat": 2,
+                "expected_capabilities": {"talos": ["reboot", "shutdown"]},
+                "xfail": {"UNKNOWN_TARGET_ERROR": "the mock answers for any address"},
+            },
+        }
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 class TestTalosMockConformance(ConformanceSuite):
@@ -30,36 +70,22 @@ class TestTalosMockConformance(ConformanceSuite):
     def conformance_target(
         cls, tmp_path_factory: pytest.TempPathFactory
     ) -> Iterator[dict[str, Any]]:
-        work = tmp_path_factory.mktemp("talos-mock")
-        with (work / "mock.log").open("wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "powerplane_talos.mock", "--port", "0", "--certs",
-                 str(work), "--algorithm", "ed25519", "--reboot-seconds", "0.3"],
-                stdout=log, stderr=subprocess.STDOUT)
-        try:
-            ready = work / "mock.json"
-            deadline = time.monotonic() + 60
-            while not ready.exists():
-                assert proc.poll() is None, (work / "mock.log").read_text()
-                assert time.monotonic() < deadline, "the Talos mock did not start in 60 s"
-                time.sleep(0.05)
-            info = json.loads(ready.read_text(encoding="utf-8"))
-            yield {
-                "channels": {"talos": {"type": "talos", "talosconfig": info["talosconfig"],
-                                       "timeout_s": 5, "transport": "grpc"}},
-                "nodes": {f"n{i}": {"channels": [{"channel": "talos",
-                                                  "target": f"10.77.0.{i}"}]}
-                          for i in (1, 2)},
-                "conformance": {
-                    "allow_destructive": True, "settle_timeout_s": 5, "repeat": 2,
-                    "expected_capabilities": {"talos": ["reboot", "shutdown"]},
-                    "xfail": {"UNKNOWN_TARGET_ERROR": "the mock answers for any address"},
-                },
-            }
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        yield from mock_target(tmp_path_factory)
+
+
+class TestTalosctlTransportConformance(ConformanceSuite):
+    """The same suite through the talosctl subprocess transport, driving the stand-in
+    (a test tool that accepts talosctl's argv subset and calls the mock)."""
+
+    conformance_subjects = ("n1", "n2")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def conformance_target(
+        cls, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[dict[str, Any]]:
+        standin = Path(sys.executable).parent / "talosctl-standin"
+        if not standin.exists():
+            pytest.skip("the talosctl stand-in (powerplane-talos) is not installed")
+        yield from mock_target(tmp_path_factory, transport="talosctl", talosctl=str(standin),
+                               timeout_s=20)
