@@ -316,3 +316,17 @@ async def test_basic_auth_opens_no_session(
     finally:
         ch.close()
     assert server.sessions_created == 0
+
+
+def test_identity_reads_manufacturer_model_and_firmware(
+    mockup: Callable[..., MockupServer], mockup_cfg: CfgFn
+) -> None:
+    """The conformance report's target identity comes from the device itself."""
+    server = mockup("public-rackmount1")
+    ch = channel_for(mockup_cfg(server))
+    try:
+        ident = ch.identity(server.systems[0])
+    finally:
+        ch.close()
+    assert ident["manufacturer"] and ident["model"]
+    assert ident["firmware"]

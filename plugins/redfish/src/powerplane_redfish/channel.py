@@ -235,6 +235,28 @@ class RedfishChannel:
             return Reading.unknown(f"{system.path} reports no PowerState")
         return Reading.unknown(f"PowerState is {state} (not settled)")
 
+    def identity(self, target: str | None) -> dict[str, str]:
+        """What the device says it is: the system's Manufacturer, Model, SerialNumber and
+        BiosVersion, and its first manager's FirmwareVersion, where published (for the
+        conformance report)."""
+        system = self._system(target)
+        with self.connection.use(target) as (_, conn):
+            body = self.connection.get_json(conn, system.path)
+            out = {
+                key: str(body[field])
+                for key, field in (("manufacturer", "Manufacturer"), ("model", "Model"),
+                                   ("serial", "SerialNumber"), ("bios", "BiosVersion"))
+                if isinstance(body.get(field), str) and body[field]
+            }
+            managers = (body.get("Links") or {}).get("ManagedBy") or []
+            first = managers[0].get("@odata.id") if managers and isinstance(
+                managers[0], dict) else None
+            if isinstance(first, str):
+                manager = self.connection.get_json(conn, first)
+                if isinstance(manager.get("FirmwareVersion"), str):
+                    out["firmware"] = manager["FirmwareVersion"]
+        return out
+
     def close(self) -> None:
         """Log the Redfish session out and close the connection."""
         self.connection.close()
