@@ -69,9 +69,9 @@ class DemoPeer:
 
 SIMULATED_STANDINS: dict[Role, dict[str, Any]] = {
     "bmc": {"type": "simulated", "verbs": ["reboot", "shutdown", "power-on"],
-            "transition_ms": 800},
+            "transition_ms": 200},
     "inband": {"type": "simulated", "verbs": ["reboot", "shutdown"], "readback": "on-only",
-               "transition_ms": 800},
+               "transition_ms": 200},
     "pdu": {"type": "simulated", "verbs": ["reboot", "shutdown", "power-on"],
             "graceful": False},
     "cloud": {"type": "simulated", "verbs": ["reboot", "shutdown", "power-on", "terminate"]},

@@ -179,9 +179,12 @@ class SimulatedChannel:
         return self.config.endpoint or self.name
 
     def _fault(self, target: str) -> Fault | None:
-        return self.config.faults.get(target) or self.config.faults.get("*")
+        faults = self.config.faults
+        if not faults:
+            return None
+        return faults.get(target) or faults.get("*")
 
-    async def _enter(self, method: str, target: str, *, verb: bool) -> None:
+    def _enter(self, method: str, target: str, *, verb: bool) -> None:
         self.calls[method] += 1
         limit = self.config.session_limit
         if limit is not None and self.active >= limit:
@@ -194,11 +197,13 @@ class SimulatedChannel:
         self.peak_active = max(self.peak_active, self.active)
 
     async def _call(self, method: str, target: str, verb: bool, act: Callable[[], T]) -> T:
-        await self._enter(method, target, verb=verb)
+        self._enter(method, target, verb=verb)
         try:
             if self.config.latency_ms:
                 await asyncio.sleep(self.config.latency_ms / 1000)
-            self._check_faults(target, verb=verb)
+            fault = self._fault(target)
+            if fault is not None:
+                self._check_faults(fault, target, verb=verb)
             if self.config.expect_password is not None:
                 given = self.config.password.reveal() if self.config.password else None
                 if given != self.config.expect_password.reveal():
@@ -209,7 +214,7 @@ class SimulatedChannel:
                 raise RefusedByDevice(
                     f"no such machine {target!r}", channel=self.name, target=target
                 )
-            if self._fault(target) == Fault.TIMEOUT:
+            if fault is Fault.TIMEOUT:
                 await asyncio.sleep(self.config.timeout_s)
                 raise ChannelTimeout(
                     f"no answer within {self.config.timeout_s:g} s",
@@ -220,8 +225,7 @@ class SimulatedChannel:
         finally:
             self.active -= 1
 
-    def _check_faults(self, target: str, *, verb: bool) -> None:
-        fault = self._fault(target)
+    def _check_faults(self, fault: Fault, target: str, *, verb: bool) -> None:
         if fault == Fault.UNREACHABLE:
             raise Unreachable("connection refused", channel=self.name, target=target)
         if fault == Fault.AUTH:
@@ -238,7 +242,7 @@ class SimulatedChannel:
             self._save_state()
 
     def _apply(self, verb: Verb, target: str, final: str, transitional: str) -> Acceptance:
-        if self._fault(target) == Fault.SILENT:
+        if self.config.faults and self._fault(target) is Fault.SILENT:
             return Acceptance()
         with self._lock:
             self.dispatches.append((verb.value, target))
