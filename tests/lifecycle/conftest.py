@@ -8,76 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lifecycle_support import make_config
 
 from powerplane.config import parse_config
 from powerplane.host import PowerHost
-from powerplane.lifecycle import Ceremony, Lifecycle
-
-CP_LABEL = "node-role.kubernetes.io/control-plane"
-
-
-def make_config(
-    tmp: Path,
-    workers: tuple[str, ...] = ("w1", "w2"),
-    control_plane: tuple[str, ...] = ("cp1", "cp2", "cp3"),
-    *,
-    verbs: tuple[str, ...] = ("reboot", "shutdown", "power-on"),
-    channel: dict[str, Any] | None = None,
-    cluster: dict[str, Any] | None = None,
-    storage: dict[str, Any] | None = None,
-    lifecycle: dict[str, Any] | None = None,
-    labels: dict[str, dict[str, str]] | None = None,
-    attended: bool = False,
-) -> dict[str, Any]:
-    """A deployment: one simulated channel, a machine per node, a simulated cluster."""
-    names = [*control_plane, *workers]
-    nodes: dict[str, Any] = {}
-    for n in names:
-        lab = {CP_LABEL: ""} if n in control_plane else {}
-        lab.update((labels or {}).get(n, {}))
-        nodes[n] = {"labels": lab, "channels": [{"channel": "lab", "target": n}]}
-    ch = {"type": "simulated", "verbs": list(verbs), "machines": {n: "on" for n in names}}
-    ch.update(channel or {})
-    lc: dict[str, Any] = {
-        "store": str(tmp / "lifecycle.db"),
-        "cluster": cluster or {"type": "simulated"},
-        "storage": storage or {"type": "none"},
-        "readback_cadence_s": 0.01,
-        "readback_window_s": 5,
-        "tick_s": 0.01,
-    }
-    lc.update(lifecycle or {})
-    return {
-        "channels": {"lab": ch},
-        "nodes": nodes,
-        "recovery": {"attendedRack": attended},
-        "lifecycle": lc,
-    }
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += dt.timedelta(seconds=seconds)
-
-
-def ceremony(node: str, *, hazard: bool = False, actor: str = "alice") -> Ceremony:
-    """A complete ceremony for ``node``."""
-    return Ceremony(
-        reason="replace the PSU in slot 2",
-        actor=actor,
-        confirm_node=node,
-        ack_preflight=True,
-        hazard_reason="planned window CHG-1234" if hazard else None,
-    )
-
+from powerplane.lifecycle import Lifecycle
 
 LifecycleFactory = Callable[..., Any]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ceremony
+from lifecycle_support import ceremony
 
 from powerplane.config import load_config
 from powerplane.host import PowerHost

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import Clock, ceremony
+from lifecycle_support import Clock, ceremony
 
 from powerplane.lifecycle import Phase
 

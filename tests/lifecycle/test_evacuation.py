@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Clock, ceremony
+from lifecycle_support import Clock, ceremony
 
 from powerplane.lifecycle import EvacuationStatus, LonghornHook, Phase, evacuation_status
 from powerplane.lifecycle.settings import SimulatedStorageConfig

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import ceremony
+from lifecycle_support import ceremony
 
 from powerplane.lifecycle import Phase
 

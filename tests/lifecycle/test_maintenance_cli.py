@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import make_config
+from lifecycle_support import make_config
 
 from powerplane.cli import cli
 

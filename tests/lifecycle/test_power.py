@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import ceremony
+from lifecycle_support import ceremony
 
 from powerplane.lifecycle import Phase
 from powerplane.lifecycle.model import DispatchOutcome

@@ -15,10 +15,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conftest import ceremony, make_config
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from lifecycle_support import ceremony, make_config
 
 from powerplane.config import parse_config
 from powerplane.errors import PowerplaneError

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import ceremony
+from lifecycle_support import ceremony
 
 from powerplane.errors import ConfigError, NotOffered, UnknownNode
 from powerplane.lifecycle import (

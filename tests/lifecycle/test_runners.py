@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from conftest import ceremony, make_config
+from lifecycle_support import ceremony, make_config
 
 from powerplane.config import parse_config
 from powerplane.host import PowerHost

@@ -15,15 +15,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pdu_peers import SnmpSim, write_snmprec
+from pdu_peers import AUTH_KEY, PRIV_KEY, SnmpSim, write_snmprec
 
 from powerplane_pdu import PROFILES, PduChannel, PduChannelConfig
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 PUBLIC_PDU = SHARED / "redfish-mockups" / "public-pdu"
 
-AUTH_KEY = "auth-KEY-s3cr3t-1"
-PRIV_KEY = "priv-KEY-s3cr3t-2"
 
 FOUR = {1: "on", 2: "on", 3: "off", 4: "off"}
 

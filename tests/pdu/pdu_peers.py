@@ -21,8 +21,15 @@ from powerplane_pdu.simulator import (
     write_snmprec,
 )
 
-__all__ = ["V3_USER", "RedfishServer", "SnmpSim", "free_tcp_port", "free_udp_port",
-           "snmprec_lines", "write_snmprec"]
+AUTH_KEY = "auth-KEY-s3cr3t-1"
+"""The v3 auth key the tests configure (no message may contain it)."""
+PRIV_KEY = "priv-KEY-s3cr3t-2"
+"""The v3 privacy key the tests configure."""
+
+__all__ = [
+    "AUTH_KEY", "PRIV_KEY", "V3_USER", "RedfishServer", "SnmpSim", "free_tcp_port",
+    "free_udp_port", "snmprec_lines", "write_snmprec",
+]
 
 HERE = Path(__file__).resolve().parent
 

@@ -6,8 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import AUTH_KEY, PRIV_KEY
-from pdu_peers import SnmpSim
+from pdu_peers import AUTH_KEY, PRIV_KEY, SnmpSim
 
 
 def test_conformance_suite_passes_with_the_declared_snmp_limits(

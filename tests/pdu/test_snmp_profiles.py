@@ -6,8 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import AUTH_KEY, PRIV_KEY
-from pdu_peers import free_udp_port
+from pdu_peers import AUTH_KEY, PRIV_KEY, free_udp_port
 
 from powerplane import (
     AuthenticationFailed,
