@@ -193,22 +193,35 @@ class SnmpPdu:
         size = max(1, self.spec.max_varbinds // per)
         return [items[i : i + size] for i in range(0, len(items), size)]
 
+    async def _prepare(
+        self, outlets: Sequence[OutletId], result: dict[OutletId, Any]
+    ) -> tuple[list[int], Profile | None]:
+        """The numbered outlets and the profile; failures for the rest go into ``result``.
+
+        Returns no profile (with every outlet's error recorded) when there is nothing to
+        ask or the profile cannot be had.
+        """
+        numbers = [o for o in outlets if isinstance(o, int)]
+        for o in outlets:
+            if not isinstance(o, int):
+                result[o] = self._error(ProtocolError, f"SNMP outlets are numbers, not {o!r}")
+        if not numbers:
+            return numbers, None
+        try:
+            return numbers, await self.profile()
+        except ChannelError as exc:
+            result.update(dict.fromkeys(numbers, exc))
+            return numbers, None
+
     # -- the driver protocol -------------------------------------------------------------
     async def switch(
         self, outlets: Sequence[OutletId], on: bool
     ) -> dict[OutletId, PowerplaneError | None]:
         """Write on or off for every outlet, one SET per ``max_varbinds`` outlets."""
         result: dict[OutletId, PowerplaneError | None] = {}
-        numbers = [o for o in outlets if isinstance(o, int)]
-        for o in outlets:
-            if not isinstance(o, int):
-                result[o] = self._error(ProtocolError, f"SNMP outlets are numbers, not {o!r}")
-        if not numbers:
+        numbers, profile = await self._prepare(outlets, result)
+        if profile is None:
             return result
-        try:
-            profile = await self.profile()
-        except ChannelError as exc:
-            return {**result, **dict.fromkeys(numbers, exc)}
         oid, value = (
             (profile.on_oid, profile.on_value) if on else (profile.off_oid, profile.off_value)
         )
@@ -240,16 +253,9 @@ class SnmpPdu:
     ) -> dict[OutletId, OutletReading | PowerplaneError]:
         """GET every outlet's status (and load where metered)."""
         result: dict[OutletId, OutletReading | PowerplaneError] = {}
-        numbers = [o for o in outlets if isinstance(o, int)]
-        for o in outlets:
-            if not isinstance(o, int):
-                result[o] = self._error(ProtocolError, f"SNMP outlets are numbers, not {o!r}")
-        if not numbers:
+        numbers, profile = await self._prepare(outlets, result)
+        if profile is None:
             return result
-        try:
-            profile = await self.profile()
-        except ChannelError as exc:
-            return {**result, **dict.fromkeys(numbers, exc)}
         per = 2 if profile.metered else 1
         for chunk in self._chunks(numbers, per):
             oids: list[str] = []
