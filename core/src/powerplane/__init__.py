@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from powerplane.capabilities import CapabilitySet, Source, Verb
-    from powerplane.channel import Acceptance, ChannelType, PowerState, Reading, require
+    from powerplane.channel import (
+        Acceptance,
+        ChannelType,
+        PowerState,
+        Reading,
+        about_to_send,
+        require,
+    )
     from powerplane.config import Deployment, load_config, parse_config
     from powerplane.errors import (
         AuthenticationFailed,
@@ -20,6 +27,7 @@ if TYPE_CHECKING:
         ConfigError,
         NotOffered,
         NotSupported,
+        OutcomeUnknown,
         PluginLoadError,
         PowerplaneError,
         ProtocolError,
@@ -50,6 +58,7 @@ __all__ = [
     "NodeReading",
     "NotOffered",
     "NotSupported",
+    "OutcomeUnknown",
     "PluginLoadError",
     "PowerHost",
     "PowerOffConfirmed",
@@ -66,6 +75,7 @@ __all__ = [
     "Unreachable",
     "Verb",
     "VerbOffer",
+    "about_to_send",
     "hookimpl",
     "load_config",
     "parse_config",
@@ -81,6 +91,7 @@ _WHERE = {
     "PowerState": "channel",
     "Reading": "channel",
     "require": "channel",
+    "about_to_send": "channel",
     "Deployment": "config",
     "load_config": "config",
     "parse_config": "config",

@@ -74,11 +74,22 @@ class CapabilitySet:
     detail: str = ""
     sees_power_off: bool = True
     """Whether readback can observe a machine as off (Talos cannot: a dark machine is silent)."""
+    withheld: Mapping[Verb, str] = field(default_factory=dict)
+    """Per verb not advertised: the channel's own reason and fix, in words (optional).
+
+    ("GracefulRestart is not allowed by this BMC; it allows ForceRestart, PowerCycle: set
+    reboot: force"). The rule puts it into the reason of the withheld verb.
+    """
 
     def __post_init__(self) -> None:
         frozen = MappingProxyType({Verb(v): bool(g) for v, g in self.verbs.items()})
         object.__setattr__(self, "verbs", frozen)
-        key = (frozenset(frozen.items()), self.source, self.detail, self.sees_power_off)
+        notes = MappingProxyType(
+            {Verb(v): str(t) for v, t in self.withheld.items() if Verb(v) not in frozen and t}
+        )
+        object.__setattr__(self, "withheld", notes)
+        key = (frozenset(frozen.items()), self.source, self.detail, self.sees_power_off,
+               frozenset(notes.items()))
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -91,6 +102,7 @@ class CapabilitySet:
         source: Source = Source.DISCOVERED,
         detail: str = "",
         sees_power_off: bool = True,
+        withheld: Mapping[Verb, str] | None = None,
     ) -> CapabilitySet:
         """Build a set from the verbs that are graceful and those that are hard.
 
@@ -98,7 +110,7 @@ class CapabilitySet:
         """
         verbs: dict[Verb, bool] = {Verb(v): False for v in hard}
         verbs.update({Verb(v): True for v in graceful})
-        return cls(verbs, source, detail, sees_power_off)
+        return cls(verbs, source, detail, sees_power_off, dict(withheld or {}))
 
     @classmethod
     def empty(cls, detail: str, source: Source = Source.DISCOVERED) -> CapabilitySet:

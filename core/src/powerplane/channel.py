@@ -18,11 +18,23 @@ raise :class:`~powerplane.errors.NotSupported` before doing any I/O
 
 Optional: ``endpoint(target) -> str`` names the device a call reaches, so the host
 can bound concurrent calls per endpoint (default: one endpoint per channel).
+
+At most once across a timeout: a channel calls :func:`about_to_send` right before each
+state-changing request leaves the process. Once the host has given up on the call
+(``limits.timeout_s`` or cancellation), ``about_to_send`` raises instead, so nothing
+leaves after the caller was told the call ended. A call that timed out after
+``about_to_send`` is reported as :class:`~powerplane.errors.OutcomeUnknown` ("the request
+was sent and may have been applied"); one that timed out before it, as
+:class:`~powerplane.errors.ChannelTimeout` (nothing left). A channel type that does not
+declare ``gated_sends=True`` gets :class:`~powerplane.errors.OutcomeUnknown` for every
+timed-out verb, since the host cannot tell whether its request left.
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -31,7 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.errors import NotSupported
+from powerplane.errors import ChannelTimeout, NotSupported
 
 __all__ = [
     "Acceptance",
@@ -39,6 +51,8 @@ __all__ = [
     "ChannelType",
     "PowerState",
     "Reading",
+    "SendGate",
+    "about_to_send",
     "maybe_await",
     "require",
 ]
@@ -127,6 +141,8 @@ class ChannelType:
     factory: ChannelFactory
     target: Callable[[Any], Any] | None = None
     description: str = ""
+    gated_sends: bool = False
+    """True when every state-changing request passes :func:`about_to_send` first."""
 
 
 def require(caps: CapabilitySet, verb: Verb, channel: str) -> None:
@@ -145,3 +161,51 @@ async def maybe_await(fn: Callable[..., Any], *args: Any) -> Any:
     if inspect.isawaitable(result):
         return await result
     return result
+
+
+class SendGate:
+    """One host call's gate: whether a request has left, and whether the host gave up.
+
+    The host opens one per channel call; :func:`about_to_send` passes it (marking the
+    call as sent) unless the host has already closed it, atomically, so a request can
+    never leave after the host reported the call as ended.
+    """
+
+    __slots__ = ("_closed", "_lock", "sent")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        self.sent = False
+        """Whether a state-changing request has passed the gate (and so may have left)."""
+
+    def pass_through(self) -> None:
+        """Mark a request as leaving now; raise :class:`ChannelTimeout` if the gate is closed."""
+        with self._lock:
+            if self._closed:
+                raise ChannelTimeout(
+                    "the host gave up on this call before the request left; it was not sent"
+                )
+            self.sent = True
+
+    def close(self) -> bool:
+        """Close the gate; return whether a request had already passed it."""
+        with self._lock:
+            self._closed = True
+            return self.sent
+
+
+_GATE: contextvars.ContextVar[SendGate | None] = contextvars.ContextVar(
+    "powerplane_send_gate", default=None
+)
+
+
+def about_to_send() -> None:
+    """Call right before a state-changing request (a verb) leaves the process.
+
+    Raises :class:`~powerplane.errors.ChannelTimeout` when the host has already given up on
+    this call, so the request never leaves. Outside a host call it does nothing.
+    """
+    gate = _GATE.get()
+    if gate is not None:
+        gate.pass_through()

@@ -12,7 +12,8 @@
     └── ChannelError             a channel or its device failed (channel name, target)
         ├── Unreachable          connection refused, DNS failure, host down, no route
         ├── AuthenticationFailed the device rejected the credentials or the client certificate
-        ├── ChannelTimeout       the device accepted the connection but did not answer in time
+        ├── ChannelTimeout       no answer in time; for a verb, only when nothing was sent
+        ├── OutcomeUnknown       the request was sent and no answer came: it may have been applied
         ├── RefusedByDevice      the device answered and refused the request (with its own words)
         ├── TLSVerificationFailed the device's certificate did not verify against the configured CA
         └── ProtocolError        the device answered something the channel cannot interpret
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigProblem",
     "NotOffered",
     "NotSupported",
+    "OutcomeUnknown",
     "PluginLoadError",
     "PowerplaneError",
     "ProtocolError",
@@ -168,7 +170,23 @@ class AuthenticationFailed(ChannelError):
 
 
 class ChannelTimeout(ChannelError):
-    """The device accepted the connection but did not answer within the bound."""
+    """No answer within the bound. For a verb: only when the request never left.
+
+    A timeout after a state-changing request was written is :class:`OutcomeUnknown`.
+    """
+
+
+class OutcomeUnknown(ChannelError):
+    """The request was sent (or may have been) and no answer came: it may have been applied.
+
+    Never a plain failure: retrying could apply the verb twice. The lifecycle settles
+    such a dispatch by evidence (boot marker, power readback) or asks a person.
+    """
+
+    def __init__(self, message: str = "", *, channel: str = "", target: object = None) -> None:
+        text = "outcome unknown: the request was sent and may have been applied"
+        super().__init__(f"{text} ({message})" if message else text, channel=channel,
+                         target=target)
 
 
 class RefusedByDevice(ChannelError):

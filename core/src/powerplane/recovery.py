@@ -96,6 +96,9 @@ def _not_advertised(verb: Verb, views: Sequence[ChannelView]) -> str:
     for name, caps in views:
         if isinstance(caps, str):
             parts.append(f"channel '{name}' could not be discovered ({caps})")
+        elif verb in caps.withheld:
+            parts.append(f"channel '{name}' does not advertise {verb.value}: "
+                         f"{caps.withheld[verb]}")
         elif not caps.verbs and caps.detail:
             parts.append(f"channel '{name}' advertises nothing ({caps.detail})")
         else:

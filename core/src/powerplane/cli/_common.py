@@ -20,6 +20,7 @@ __all__ = [
     "config_path",
     "console",
     "emit_json",
+    "esc",
     "handle_errors",
     "open_host",
     "output_option",
@@ -39,9 +40,35 @@ output_option = click.option(
 
 
 def console(stderr: bool = False) -> Console:
+    """The one console every command prints through.
+
+    In a terminal it wraps to the terminal's width; otherwise lines are never hard-wrapped
+    (a printed command must survive a pipe). ``NO_COLOR`` (any value) removes all styling.
+    Everything that comes from a config, a device or an exception goes through :func:`esc`.
+    """
+    import os
+
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    stream = sys.stderr if stderr else sys.stdout
+    tty = stream.isatty()
+    plain = "NO_COLOR" in os.environ
+    return Console(
+        stderr=stderr,
+        highlight=False,
+        soft_wrap=not tty,
+        width=None if tty else 10_000,
+        color_system=None if plain else "auto",
+        no_color=plain,
+        emoji=False,
+    )
+
+
+def esc(text: object) -> str:
+    """``text`` with Rich markup escaped: untrusted strings are never markup."""
+    from rich.markup import escape
+
+    return escape(str(text))
 
 
 def emit_json(data: Any) -> None:
