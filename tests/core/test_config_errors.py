@@ -155,6 +155,6 @@ async def test_secret_is_resolved_at_use_and_never_shown(
     assert SECRET not in str(info.value)
     assert SECRET not in caplog.text
     result = CliRunner().invoke(cli, ["--config", str(path), "state", "n1", "-o", "json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # no reading: the channel failed
     assert 'credentials rejected' in result.output  # the file now holds a wrong password
     assert SECRET not in result.output

@@ -66,7 +66,7 @@ def test_offers_json_matches_the_contract(config: str) -> None:
                     "shutdown": {"offered": True, "channel": "plant-talos", "graceful": True,
                                  "recovery": "channel rack-a can power on"},
                     "power-on": {"offered": True, "channel": "rack-a", "graceful": False},
-                    "terminate": {"offered": False, "reason": (
+                    "terminate": {"offered": False, "cause": "rule", "reason": (
                         "terminate withheld: channel 'plant-talos' does not advertise "
                         "terminate; channel 'rack-a' does not advertise terminate")},
                 },
@@ -118,5 +118,9 @@ def test_destructive_invoke_asks_for_the_node_name(config: str) -> None:
 def test_state_json(config: str) -> None:
     code, out = run(config, "state", "node-1", "-o", "json")
     assert code == 0
-    assert json.loads(out) == {"node": "node-1", "state": "on", "channel": "plant-talos",
-                               "detail": ""}
+    assert json.loads(out) == {
+        "node": "node-1", "state": "on", "channel": "plant-talos", "detail": "",
+        "readings": [{"channel": "plant-talos", "state": "on", "detail": ""},
+                     {"channel": "rack-a", "state": "on", "detail": ""}],
+        "disagreement": False,
+    }

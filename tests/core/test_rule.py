@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from powerplane import CapabilitySet, NotOffered, PowerHost, Verb
+from powerplane import CapabilitySet, NotOffered, PowerHost, Unreachable, Verb
 from powerplane.config import Recovery
 from powerplane.recovery import decide
 
@@ -105,7 +105,8 @@ async def test_invoke_refuses_after_refresh_finds_channel_gone(
         broken = sim.config.model_copy(update={"faults": {"*": "unreachable"}})  # type: ignore[attr-defined]
         object.__setattr__(sim, "config", broken)
         await host.refresh()
-        with pytest.raises(NotOffered, match="could not be discovered"):
+        # a discovery failure is the channel's failure (exit 1), not the rule's refusal
+        with pytest.raises(Unreachable, match="could not be discovered"):
             await host.invoke("n1", Verb.SHUTDOWN, reason="x")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from powerplane import CapabilitySet, NotOffered, PowerHost, Verb, parse_config
+from powerplane import CapabilitySet, ChannelError, NotOffered, PowerHost, Verb, parse_config
 from powerplane.config import Recovery
 from powerplane.recovery import decide
 
@@ -126,7 +126,11 @@ def test_invoke_refuses_exactly_what_offer_for_withholds(
                     result = await host.invoke("n", verb, reason="property test")
                 except NotOffered as exc:
                     assert not offer[verb].offered
+                    assert offer[verb].cause == "rule"
                     assert exc.reason == offer[verb].reason
+                except ChannelError:
+                    assert not offer[verb].offered  # withheld because discovery failed
+                    assert offer[verb].cause == "channel"
                 else:
                     assert offer[verb].offered
                     assert result.channel == offer[verb].channel

@@ -12,6 +12,7 @@ from powerplane import (
     ChannelError,
     ChannelTimeout,
     NotSupported,
+    OutcomeUnknown,
     PowerHost,
     PowerplaneError,
     PowerState,
@@ -30,6 +31,7 @@ EXPECTED: dict[Fault, type[ChannelError] | None] = {
     Fault.TIMEOUT: ChannelTimeout,
     Fault.REFUSED: RefusedByDevice,
     Fault.SILENT: None,
+    Fault.LOST_ANSWER: OutcomeUnknown,
 }
 
 

@@ -15,23 +15,26 @@ unmapped becomes a :class:`~powerplane.errors.ProtocolError` naming its type.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as dt
 import inspect
 import json
 import logging
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import Acceptance, Channel, PowerState, Reading
+from powerplane.channel import _GATE, Acceptance, Channel, PowerState, Reading, SendGate
 from powerplane.config import ConfiguredChannel, Deployment, NodeSpec, load_config
 from powerplane.errors import (
     ChannelError,
     ChannelTimeout,
     NotOffered,
+    OutcomeUnknown,
     PowerplaneError,
     ProtocolError,
     UnknownNode,
@@ -40,9 +43,28 @@ from powerplane.plugins import Registry
 from powerplane.readback import PowerOffWatch
 from powerplane.recovery import ChannelView, NodeOffer, VerbOffer, decide
 
-__all__ = ["InvokeResult", "NodeReading", "PowerHost"]
+__all__ = ["ChannelReading", "InvokeGuard", "InvokeResult", "NodeReading", "Plan", "PowerHost"]
 
 log = logging.getLogger("powerplane.host")
+
+VERB_METHODS = frozenset({"reboot", "shutdown", "power_on", "terminate", "invoke_batch"})
+"""The channel methods that change a machine's state (their timeouts may be unknown outcomes)."""
+
+GUARDED = frozenset({Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE})
+"""The verbs an :class:`InvokeGuard` is asked about (they take a node out of service)."""
+
+
+class InvokeGuard(Protocol):
+    """A check every direct ``invoke`` of reboot, shutdown and terminate passes (the lifecycle's).
+
+    Called once per request with every node of it (nodes of one request count together,
+    as a rolling reboot would); returns, per node, ``None`` when allowed or the error to
+    raise (a refusal, exit 3; a reason the policy rejects, exit 2).
+    """
+
+    async def __call__(
+        self, nodes: Sequence[str], verb: Verb, reason: str
+    ) -> Mapping[str, PowerplaneError | None]: ...
 
 
 @dataclass(frozen=True)
@@ -56,9 +78,19 @@ class InvokeResult:
     readback: PowerState | None = None
     detail: str = ""
 
+    @property
+    def expected(self) -> PowerState:
+        """The state the verb leads to."""
+        return _expected(self.verb)
+
+    @property
+    def reached(self) -> bool | None:
+        """Whether the readback saw the expected state (None: not read back)."""
+        return None if self.readback is None else self.readback is self.expected
+
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``powerplane invoke -o json``."""
-        return {
+        out = {
             "node": self.node,
             "verb": self.verb.value,
             "channel": self.channel,
@@ -66,16 +98,88 @@ class InvokeResult:
             "readback": self.readback.value if self.readback is not None else None,
             "detail": self.detail,
         }
+        if self.readback is not None:
+            out["expected"] = self.expected.value
+            out["reached"] = self.reached
+        return out
+
+
+def _expected(verb: Verb) -> PowerState:
+    return PowerState.OFF if verb in (Verb.SHUTDOWN, Verb.TERMINATE) else PowerState.ON
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``invoke`` would send for one node, after the rule and the guard: nothing sent."""
+
+    node: str
+    verb: Verb
+    channel: str
+    target: Any
+    graceful: bool | None
+    guard: str
+    """What the guard said ("allowed by the lifecycle guard", or that none is configured)."""
+    recovery: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``powerplane invoke --dry-run -o json``, per node."""
+        return {
+            "node": self.node,
+            "verb": self.verb.value,
+            "channel": self.channel,
+            "target": self.target,
+            "graceful": self.graceful,
+            "recovery": self.recovery,
+            "guard": self.guard,
+            "sent": False,
+        }
+
+
+@dataclass(frozen=True)
+class ChannelReading:
+    """One channel's readback of a node: a state, or the error that prevented one."""
+
+    channel: str
+    state: PowerState
+    detail: str = ""
+    error: str | None = None
+    """The error class when the channel failed (no reading was taken)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "channel": self.channel, "state": self.state.value, "detail": self.detail,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
 
 
 @dataclass(frozen=True)
 class NodeReading:
-    """A node's power state as read back through its channels."""
+    """A node's power state as read back through its channels.
+
+    ``state`` is the first believable ``on``/``off`` in the node's preference order;
+    ``readings`` holds what every channel read (or the first that answered, when the
+    host was asked for one reading only).
+    """
 
     node: str
     state: PowerState
     channel: str | None
     detail: str = ""
+    readings: tuple[ChannelReading, ...] = field(default=())
+
+    @property
+    def observed(self) -> bool:
+        """Whether any channel produced a reading (a blind channel's declared unknown counts)."""
+        return any(r.error is None for r in self.readings)
+
+    @property
+    def disagreement(self) -> bool:
+        """Whether believable channels read different states (one on, another off)."""
+        seen = {r.state for r in self.readings
+                if r.error is None and r.state is not PowerState.UNKNOWN}
+        return len(seen) > 1
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``powerplane state -o json``."""
@@ -84,6 +188,8 @@ class NodeReading:
             "state": self.state.value,
             "channel": self.channel,
             "detail": self.detail,
+            "readings": [r.as_dict() for r in self.readings],
+            "disagreement": self.disagreement,
         }
 
 
@@ -98,12 +204,15 @@ def _target_key(target: Any) -> Any:
 class PowerHost:
     """Discovers every channel's capabilities, offers verbs under the rule, invokes them."""
 
-    def __init__(self, deployment: Deployment) -> None:
+    def __init__(self, deployment: Deployment, *, guard: InvokeGuard | None = None) -> None:
         self.deployment = deployment
         self.limits = deployment.limits
+        self.guard = guard
+        """Asked before every reboot, shutdown and terminate (the lifecycle's guard)."""
         self._channels: dict[str, Channel] = {}
         self._broken: dict[str, str] = {}
         self._caps: dict[tuple[str, Any], CapabilitySet | str] = {}
+        self._errors: dict[tuple[str, Any], PowerplaneError] = {}
         self._offers: dict[str, NodeOffer] = {}
         self._memo: dict[Any, dict[Verb, VerbOffer]] = {}
         self._ep_sems: dict[Any, asyncio.Semaphore] = {}
@@ -115,10 +224,14 @@ class PowerHost:
     # -- construction ------------------------------------------------------------------------
     @classmethod
     def from_config(
-        cls, path: str | os.PathLike[str] | None = None, registry: Registry | None = None
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        registry: Registry | None = None,
+        *,
+        guard: InvokeGuard | None = None,
     ) -> PowerHost:
         """A host for the deployment file at ``path`` (as ``find_config`` finds it)."""
-        return cls(load_config(path, registry=registry))
+        return cls(load_config(path, registry=registry), guard=guard)
 
     async def __aenter__(self) -> PowerHost:
         await self.start()
@@ -172,8 +285,10 @@ class PowerHost:
 
         async def one(key: tuple[str, Any], target: Any) -> None:
             name = key[0]
+            self._errors.pop(key, None)
             if name in self._broken:
                 self._caps[key] = self._broken[name]
+                self._errors[key] = ChannelError(self._broken[name], channel=name)
                 return
             try:
                 caps = await self._call(name, "capabilities", target)
@@ -185,13 +300,37 @@ class PowerHost:
                 self._caps[key] = caps
             except PowerplaneError as exc:
                 self._caps[key] = str(exc)
+                self._errors[key] = exc
 
         await asyncio.gather(*(one(k, t) for k, t in pairs.items()))
         self._memo.clear()
         self._offers = {
-            name: NodeOffer(name, spec.site, self._decide(spec))
-            for name, spec in self.deployment.nodes.items()
+            name: self._node_offer(name, spec) for name, spec in self.deployment.nodes.items()
         }
+
+    def _node_offer(self, name: str, spec: NodeSpec) -> NodeOffer:
+        channels: list[tuple[str, str | None, str]] = []
+        for ref in spec.channels:
+            err = self._errors.get((ref.channel, _target_key(ref.target)))
+            if err is None and (ref.channel, _target_key(ref.target)) not in self._caps:
+                channels.append((ref.channel, "ChannelError", "not discovered"))
+            elif err is None:
+                channels.append((ref.channel, None, ""))
+            else:
+                channels.append((ref.channel, type(err).__name__, str(err)))
+        return NodeOffer(name, spec.site, self._decide(spec), tuple(channels))
+
+    def discovery_error(self, node: str) -> PowerplaneError | None:
+        """The first discovery error among ``node``'s channels, in preference order."""
+        spec = self._spec(node)
+        for ref in spec.channels:
+            key = (ref.channel, _target_key(ref.target))
+            err = self._errors.get(key)
+            if err is not None:
+                return err
+            if key not in self._caps:
+                return ChannelError("not discovered", channel=ref.channel, target=ref.target)
+        return None
 
     def _views(self, spec: NodeSpec) -> list[ChannelView]:
         return [
@@ -231,8 +370,7 @@ class PowerHost:
         """Per verb: offered (channel, graceful, recovery) or withheld (reason). Pure."""
         offer = self._offers.get(node)
         if offer is None:
-            spec = self._spec(node)
-            offer = NodeOffer(node, spec.site, self._decide(spec))
+            offer = self._node_offer(node, self._spec(node))
         return offer
 
     def offers(self, nodes: Iterable[str] | None = None) -> list[NodeOffer]:
@@ -266,145 +404,232 @@ class PowerHost:
         spec, offers = self._recheck(node)
         offer = offers[verb]
         if not offer.offered:
+            if offer.cause == "channel":
+                raise self._undiscovered(node, verb, offer)
             raise NotOffered(node, verb.value, offer.reason)
         return spec, offer
+
+    def _undiscovered(self, node: str, verb: Verb, offer: VerbOffer) -> PowerplaneError:
+        """A verb withheld because a channel could not be discovered: that channel's failure."""
+        err = self.discovery_error(node)
+        if not isinstance(err, ChannelError):
+            return NotOffered(node, verb.value, offer.reason)
+        return type(err)(  # the same class: an unreachable BMC stays Unreachable
+            f"{verb.value} for {node} cannot be decided: the channel could not be discovered "
+            f"({err.message})",
+            channel=err.channel,
+            target=err.target,
+        )
 
     # -- invocation --------------------------------------------------------------------------
     async def invoke(
         self, node: str, verb: Verb | str, reason: str, *, wait: float = 0.0
     ) -> InvokeResult:
-        """Run one verb on one node under the rule. Sent at most once; never retried.
+        """Run one verb on one node under the rule and the guard. Sent at most once; never retried.
 
-        ``wait`` > 0 reads the node back for up to that many seconds until it reaches
-        the state the verb leads to (``readback`` stays None when ``wait`` is 0).
+        ``wait`` > 0 reads the node back until it reaches the state the verb leads to or the
+        wait ends (``readback`` stays None when ``wait`` is 0; see ``InvokeResult.reached``).
+        A timeout after the request may have left raises
+        :class:`~powerplane.errors.OutcomeUnknown`, never a plain failure.
         """
-        verb = Verb.parse(verb) if isinstance(verb, str) else verb
-        if not reason or not reason.strip():
-            raise ValueError("a reason is required for every power verb")
-        spec, offer = self._check(node, verb)
-        return await self._dispatch(node, spec, offer, reason, wait)
+        verb = _parse_verb(verb)
+        _check_reason(reason)
+        wait = _check_wait(wait)
+        plan = (await self.plan([node], verb, reason))[node]
+        if isinstance(plan, PowerplaneError):
+            raise plan
+        return await self._dispatch(plan, reason, wait)
 
-    async def _dispatch(
-        self, node: str, spec: NodeSpec, offer: VerbOffer, reason: str, wait: float = 0.0
-    ) -> InvokeResult:
-        """Send a verb the rule has just allowed (callers run ``_check`` right before)."""
-        verb = offer.verb
-        assert offer.offered and offer.channel is not None
-        target = self._target(spec, offer.channel)
-        log.info("invoke %s %s via %s: %s", verb.value, node, offer.channel, reason)
-        acceptance = await self._call(offer.channel, verb.method, target)
-        detail = acceptance.detail if isinstance(acceptance, Acceptance) else ""
-        readback = await self._await_state(node, verb, wait) if wait > 0 else None
-        return InvokeResult(node, verb, offer.channel, True, readback, detail)
-
-    async def _await_state(self, node: str, verb: Verb, wait: float) -> PowerState:
-        want = {Verb.SHUTDOWN: PowerState.OFF, Verb.TERMINATE: PowerState.OFF}.get(
-            verb, PowerState.ON
-        )
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        delay = 0.2
-        state = PowerState.UNKNOWN
-        while True:
-            state = (await self.read_power_state(node)).state
-            if state is want or loop.time() + delay > deadline:
-                return state
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-
-    async def invoke_many(
+    async def plan(
         self, nodes: Sequence[str], verb: Verb | str, reason: str
-    ) -> dict[str, InvokeResult | PowerplaneError]:
-        """Run one verb on many nodes concurrently, bounded per endpoint and in total.
+    ) -> dict[str, Plan | PowerplaneError]:
+        """What ``invoke``/``invoke_many`` would send for each node, sending nothing.
 
-        One node's failure never stops the others; the result maps each node to its
-        :class:`InvokeResult` or its error. Channels that offer ``invoke_batch(verb,
-        targets)`` receive their nodes in one batch.
+        Runs exactly the checks they run: the rule decided again (not the cached offer),
+        then the guard for reboot, shutdown and terminate. Each node maps to its
+        :class:`Plan` or to the error invoking it would raise.
         """
-        verb = Verb.parse(verb) if isinstance(verb, str) else verb
-        if not reason or not reason.strip():
-            raise ValueError("a reason is required for every power verb")
-        results: dict[str, InvokeResult | PowerplaneError] = {}
-        batches: dict[str, list[tuple[str, Any]]] = {}
-        singles: list[tuple[str, NodeSpec, VerbOffer]] = []
+        verb = _parse_verb(verb)
+        _check_reason(reason)
+        out: dict[str, Plan | PowerplaneError] = {}
+        allowed: list[tuple[str, NodeSpec, VerbOffer]] = []
         for node in dict.fromkeys(nodes):
             try:
                 spec, offer = self._check(node, verb)
             except PowerplaneError as exc:
-                results[node] = exc
+                out[node] = exc
+                continue
+            allowed.append((node, spec, offer))
+        verdicts: Mapping[str, PowerplaneError | None] = {}
+        said = "no lifecycle guard configured"
+        if self.guard is not None and verb in GUARDED and allowed:
+            verdicts = await self.guard([n for n, _, _ in allowed], verb, reason)
+            said = "allowed by the lifecycle guard"
+        elif self.guard is not None:
+            said = f"the lifecycle guard does not restrict {verb.value}"
+        for node, spec, offer in allowed:
+            refusal = verdicts.get(node)
+            if refusal is not None:
+                out[node] = refusal
                 continue
             assert offer.channel is not None
-            ch = self._channels.get(offer.channel)
+            out[node] = Plan(node, verb, offer.channel, self._target(spec, offer.channel),
+                             offer.graceful, said, offer.recovery)
+        return {n: out[n] for n in dict.fromkeys(nodes)}
+
+    async def _dispatch(self, plan: Plan, reason: str, wait: float = 0.0) -> InvokeResult:
+        """Send a verb the rule and the guard have just allowed (``plan`` right before)."""
+        log.info("invoke %s %s via %s: %s", plan.verb.value, plan.node, plan.channel, reason)
+        acceptance = await self._call(plan.channel, plan.verb.method, plan.target)
+        detail = acceptance.detail if isinstance(acceptance, Acceptance) else ""
+        readback = await self._await_state(plan.node, plan.verb, wait) if wait > 0 else None
+        return InvokeResult(plan.node, plan.verb, plan.channel, True, readback, detail)
+
+    async def _await_state(self, node: str, verb: Verb, wait: float) -> PowerState:
+        """Read back until the expected state or the deadline; the last read is at the deadline."""
+        want = _expected(verb)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        delay = 0.2
+        while True:
+            state = (await self.read_power_state(node)).state
+            remaining = deadline - loop.time()
+            if state is want or remaining <= 0:
+                return state
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, 2.0)
+
+    async def invoke_many(
+        self, nodes: Sequence[str], verb: Verb | str, reason: str, *, wait: float = 0.0,
+        progress: Callable[[str, InvokeResult | PowerplaneError], None] | None = None,
+    ) -> dict[str, InvokeResult | PowerplaneError]:
+        """Run one verb on many nodes concurrently, bounded per endpoint and in total.
+
+        One node's failure never stops the others; the result maps each node to its
+        :class:`InvokeResult` or its error. The rule and the guard run first, for all the
+        nodes together. Channels that offer ``invoke_batch(verb, targets)`` receive their
+        nodes in one batch. ``progress`` is called as each node finishes.
+        """
+        verb = _parse_verb(verb)
+        _check_reason(reason)
+        wait = _check_wait(wait)
+        results: dict[str, InvokeResult | PowerplaneError] = {}
+
+        def done(node: str, outcome: InvokeResult | PowerplaneError) -> None:
+            results[node] = outcome
+            if progress is not None:
+                progress(node, outcome)
+
+        batches: dict[str, list[Plan]] = {}
+        singles: list[Plan] = []
+        for node, plan in (await self.plan(nodes, verb, reason)).items():
+            if isinstance(plan, PowerplaneError):
+                done(node, plan)
+                continue
+            ch = self._channels.get(plan.channel)
             if ch is not None and hasattr(ch, "invoke_batch"):
-                batches.setdefault(offer.channel, []).append(
-                    (node, self._target(spec, offer.channel))
-                )
+                batches.setdefault(plan.channel, []).append(plan)
             else:
-                singles.append((node, spec, offer))
+                singles.append(plan)
 
-        async def single(node: str, spec: NodeSpec, offer: VerbOffer) -> None:
+        async def single(plan: Plan) -> None:
             try:
-                results[node] = await self._dispatch(node, spec, offer, reason)
+                done(plan.node, await self._dispatch(plan, reason, wait))
             except PowerplaneError as exc:
-                results[node] = exc
+                done(plan.node, exc)
 
-        async def batch(channel: str, members: list[tuple[str, Any]]) -> None:
-            for node, _ in members:
-                log.info("invoke %s %s via %s (batch): %s", verb.value, node, channel, reason)
+        async def batch(channel: str, members: list[Plan]) -> None:
+            for plan in members:
+                log.info("invoke %s %s via %s (batch): %s", verb.value, plan.node, channel, reason)
             try:
                 outcomes = await self._call(
-                    channel, "invoke_batch", members[0][1], verb, [t for _, t in members]
+                    channel, "invoke_batch", members[0].target, verb, [p.target for p in members]
                 )
             except PowerplaneError as exc:
-                for node, _ in members:
-                    results[node] = exc
+                for plan in members:
+                    done(plan.node, exc)
                 return
-            for (node, _), outcome in zip(members, outcomes, strict=True):
+            for plan, outcome in zip(members, outcomes, strict=True):
                 if isinstance(outcome, PowerplaneError):
-                    results[node] = outcome
-                else:
-                    detail = outcome.detail if isinstance(outcome, Acceptance) else ""
-                    results[node] = InvokeResult(node, verb, channel, True, None, detail)
+                    done(plan.node, outcome)
+                    continue
+                detail = outcome.detail if isinstance(outcome, Acceptance) else ""
+                readback = await self._await_state(plan.node, verb, wait) if wait > 0 else None
+                done(plan.node, InvokeResult(plan.node, verb, channel, True, readback, detail))
 
         await asyncio.gather(
-            *(single(*s) for s in singles), *(batch(c, m) for c, m in batches.items())
+            *(single(p) for p in singles), *(batch(c, m) for c, m in batches.items())
         )
         return {n: results[n] for n in dict.fromkeys(nodes)}
 
     # -- readback ----------------------------------------------------------------------------
-    async def read_power_state(self, node: str) -> NodeReading:
+    async def read_power_state(self, node: str, *, every_channel: bool = False) -> NodeReading:
         """Read the node back through its channels, in preference order.
 
         The first channel that reads ``on`` or ``off`` answers; if none can, the state
         is ``unknown`` with what each channel said. A channel that declares it cannot
-        see power off is never believed when it reads off.
+        see power off is never believed when it reads off. ``every_channel`` reads every
+        channel (concurrently) so ``readings`` shows each one and any disagreement.
         """
         spec = self._spec(node)
-        notes: list[str] = []
-        for ref in spec.channels:
+
+        async def one(channel: str, target: Any) -> ChannelReading:
             try:
-                reading = await self._call(ref.channel, "read_power_state", ref.target)
+                reading = await self._call(channel, "read_power_state", target)
             except PowerplaneError as exc:
-                notes.append(f"{ref.channel}: {exc}")
-                continue
+                return ChannelReading(channel, PowerState.UNKNOWN, str(exc), type(exc).__name__)
             if not isinstance(reading, Reading):
-                notes.append(f"{ref.channel}: returned {type(reading).__name__}, not a Reading")
-                continue
-            caps = self.capabilities(ref.channel, ref.target)
+                return ChannelReading(channel, PowerState.UNKNOWN,
+                                      f"returned {type(reading).__name__}, not a Reading",
+                                      "ProtocolError")
+            caps = self.capabilities(channel, target)
             if (
                 reading.state is PowerState.OFF
                 and isinstance(caps, CapabilitySet)
                 and not caps.sees_power_off
             ):
-                notes.append(f"{ref.channel}: reported off but declares it cannot see power off")
-                continue
-            if reading.state is not PowerState.UNKNOWN:
-                return NodeReading(node, reading.state, ref.channel, reading.detail)
-            notes.append(f"{ref.channel}: {reading.detail or 'unknown'}")
+                return ChannelReading(channel, PowerState.UNKNOWN,
+                                      "reported off but declares it cannot see power off")
+            return ChannelReading(channel, reading.state, reading.detail)
+
+        readings: list[ChannelReading] = []
+        if every_channel:
+            readings = list(await asyncio.gather(*(one(r.channel, r.target)
+                                                   for r in spec.channels)))
+        else:
+            for ref in spec.channels:
+                readings.append(await one(ref.channel, ref.target))
+                if readings[-1].state is not PowerState.UNKNOWN:
+                    break
+        for r in readings:
+            if r.state is not PowerState.UNKNOWN:
+                detail = r.detail
+                if every_channel and len({x.state for x in readings
+                                          if x.state is not PowerState.UNKNOWN}) > 1:
+                    others = ", ".join(f"{x.channel} reads {x.state.value}" for x in readings
+                                       if x.state not in (PowerState.UNKNOWN, r.state))
+                    detail = "; ".join(p for p in (detail, f"channels disagree: {others}") if p)
+                return NodeReading(node, r.state, r.channel, detail, tuple(readings))
+        notes = [f"{r.channel}: {r.detail or 'unknown'}" for r in readings]
         if not spec.channels:
             notes.append("the node has no channel configured")
         first = spec.channels[0].channel if spec.channels else None
-        return NodeReading(node, PowerState.UNKNOWN, first, "; ".join(notes))
+        return NodeReading(node, PowerState.UNKNOWN, first, "; ".join(notes), tuple(readings))
+
+    async def read_many(
+        self, nodes: Sequence[str], *, every_channel: bool = True,
+        progress: Callable[[str, NodeReading], None] | None = None,
+    ) -> dict[str, NodeReading]:
+        """``read_power_state`` for many nodes concurrently (bounded like every call)."""
+        out: dict[str, NodeReading] = {}
+
+        async def one(node: str) -> None:
+            out[node] = await self.read_power_state(node, every_channel=every_channel)
+            if progress is not None:
+                progress(node, out[node])
+
+        await asyncio.gather(*(one(n) for n in dict.fromkeys(nodes)))
+        return {n: out[n] for n in dict.fromkeys(nodes)}
 
     def confirm_power_off(
         self,
@@ -448,7 +673,9 @@ class PowerHost:
         if is_async:
             return await fn(*args)
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self._executor, fn, *args)
+        # the worker runs in a copy of this context, so it sees this call's SendGate
+        ctx = contextvars.copy_context()
+        result = await loop.run_in_executor(self._executor, ctx.run, fn, *args)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -471,22 +698,66 @@ class PowerHost:
         assert self._total is not None, "use 'async with PowerHost(...)' or await start()"
         timeout = self.limits.timeout_s
         call_args = args if args else (target,)
-        async with sem, self._total:
-            try:
-                async with asyncio.timeout(timeout):
-                    return await self._run(fn, *call_args, is_async=is_async)
-            except PowerplaneError:
-                raise
-            except TimeoutError:
-                raise ChannelTimeout(
-                    f"no answer within {timeout:g} s (limits.timeout_s)",
-                    channel=name,
-                    target=target,
-                ) from None
-            except Exception as exc:
-                raise ProtocolError(
-                    f"the plugin let an unmapped {type(exc).__module__}.{type(exc).__name__} "
-                    f"escape from {method}()",
-                    channel=name,
-                    target=target,
-                ) from exc
+        changes_state = method in VERB_METHODS
+        gate = SendGate()
+        token = _GATE.set(gate)
+        try:
+            async with sem, self._total:
+                try:
+                    async with asyncio.timeout(timeout):
+                        return await self._run(fn, *call_args, is_async=is_async)
+                except asyncio.CancelledError:
+                    gate.close()  # a cancelled call never sends afterwards
+                    raise
+                except ChannelTimeout as exc:
+                    # the plugin's own timeout: once its request may have left, unknown
+                    if changes_state and (gate.close() or not self._gated(name)):
+                        raise OutcomeUnknown(exc.message, channel=name, target=target) from exc
+                    raise
+                except PowerplaneError:
+                    raise
+                except TimeoutError:
+                    sent = gate.close()
+                    what = f"no answer within {timeout:g} s (limits.timeout_s)"
+                    if changes_state and (sent or not self._gated(name)):
+                        raise OutcomeUnknown(what, channel=name, target=target) from None
+                    raise ChannelTimeout(
+                        what + ("; nothing was sent" if changes_state else ""),
+                        channel=name,
+                        target=target,
+                    ) from None
+                except Exception as exc:
+                    raise ProtocolError(
+                        f"the plugin let an unmapped {type(exc).__module__}."
+                        f"{type(exc).__name__} escape from {method}()",
+                        channel=name,
+                        target=target,
+                    ) from exc
+        finally:
+            _GATE.reset(token)
+
+    def _gated(self, name: str) -> bool:
+        """Whether channel ``name``'s type passes every verb request through the gate."""
+        configured = self.deployment.channels.get(name)
+        return bool(configured is not None and configured.type.gated_sends)
+
+
+def _parse_verb(verb: Verb | str) -> Verb:
+    return Verb.parse(verb) if isinstance(verb, str) else verb
+
+
+def _check_reason(reason: str) -> None:
+    if not reason or not reason.strip():
+        raise ValueError("a reason is required for every power verb")
+
+
+MAX_WAIT_S = 86_400.0
+
+
+def _check_wait(wait: float) -> float:
+    """A readback wait: finite, 0 (do not read) to a day."""
+    value = float(wait)
+    if math.isnan(value) or not 0 <= value <= MAX_WAIT_S:
+        raise ValueError(f"wait must be a number of seconds from 0 to {MAX_WAIT_S:g}, "
+                         f"not {wait!r}")
+    return value

@@ -42,10 +42,16 @@ class VerbOffer:
     """Why it is withheld; empty when offered."""
     recovery: str | None = None
     """For an offered shutdown: what makes it recoverable."""
+    cause: str | None = None
+    """Why withheld: ``"rule"`` (the rule withholds it) or ``"channel"`` (a channel of the
+    node could not be discovered, so the rule could not be decided on what it offers)."""
+    brief: str = ""
+    """The reason without the discovery errors (stated once per channel in ``offers``)."""
 
     def as_dict(self) -> dict[str, Any]:
         if not self.offered:
-            return {"offered": False, "reason": self.reason}
+            return {"offered": False, "cause": self.cause or "rule",
+                    "reason": self.brief or self.reason}
         out: dict[str, Any] = {
             "offered": True,
             "channel": self.channel,
@@ -63,6 +69,11 @@ class NodeOffer:
     node: str
     site: str | None
     verbs: Mapping[Verb, VerbOffer]
+    channels: tuple[tuple[str, str | None, str], ...] = ()
+    """Each channel of the node: (name, discovery error class or None, error message).
+
+    ``as_dict`` lists them (``"channels"``) only when one could not be discovered: each
+    discovery error is stated there once, and the verbs' reasons refer to it."""
 
     def __getitem__(self, verb: Verb) -> VerbOffer:
         return self.verbs[verb]
@@ -73,11 +84,18 @@ class NodeOffer:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``powerplane offers -o json``, for one node."""
-        return {
+        out: dict[str, Any] = {
             "node": self.node,
             "site": self.site,
             "verbs": {v.value: self.verbs[v].as_dict() for v in VERBS},
         }
+        if any(error is not None for _, error, _ in self.channels):
+            out["channels"] = [
+                {"channel": name, "discovered": error is None}
+                | ({} if error is None else {"error": error, "message": message})
+                for name, error, message in self.channels
+            ]
+        return out
 
 
 ChannelView = tuple[str, CapabilitySet | str]
@@ -91,11 +109,12 @@ def _quote_list(names: Sequence[str]) -> str:
     return ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
-def _not_advertised(verb: Verb, views: Sequence[ChannelView]) -> str:
+def _not_advertised(verb: Verb, views: Sequence[ChannelView], brief: bool = False) -> str:
     parts = []
     for name, caps in views:
         if isinstance(caps, str):
-            parts.append(f"channel '{name}' could not be discovered ({caps})")
+            parts.append(f"channel '{name}' could not be discovered"
+                         + ("" if brief else f" ({caps})"))
         elif verb in caps.withheld:
             parts.append(f"channel '{name}' does not advertise {verb.value}: "
                          f"{caps.withheld[verb]}")
@@ -120,15 +139,20 @@ def decide(
     if not views:
         for verb in VERBS:
             out[verb] = VerbOffer(verb, False, reason=f"{verb.value} withheld: "
-                                  "the node has no channel configured")
+                                  "the node has no channel configured", cause="rule")
         return out
     known = [(n, c) for n, c in views if isinstance(c, CapabilitySet)]
+    blind = len(known) < len(views)  # some channel could not be discovered
+    cause = "channel" if blind else "rule"
     for verb in VERBS:
         carriers = [(n, c) for n, c in known if c.advertises(verb)]
         if verb is Verb.SHUTDOWN:
             carriers.sort(key=lambda nc: not nc[1].is_graceful(verb))  # stable: graceful first
         if not carriers:
-            out[verb] = VerbOffer(verb, False, reason=_not_advertised(verb, views))
+            # a repairable node is never terminated, whatever discovery found: the rule's
+            why = "rule" if verb is Verb.TERMINATE and classification != "replaceable" else cause
+            out[verb] = VerbOffer(verb, False, reason=_not_advertised(verb, views), cause=why,
+                                  brief=_not_advertised(verb, views, brief=True))
             continue
         name, caps = carriers[0]
         graceful = caps.is_graceful(verb)
@@ -137,6 +161,7 @@ def decide(
                 verb, False,
                 reason=f"terminate withheld: the node is {classification}; "
                 "terminate is offered only for replaceable nodes",
+                cause="rule",
             )
             continue
         if verb is Verb.SHUTDOWN:
@@ -160,7 +185,7 @@ def decide(
                     else "the node has no site declared attended"
                 )
                 out[verb] = VerbOffer(
-                    verb, False, reason=f"shutdown withheld: {who}, and {where}"
+                    verb, False, reason=f"shutdown withheld: {who}, and {where}", cause=cause
                 )
                 continue
             out[verb] = VerbOffer(verb, True, name, graceful, recovery=how)

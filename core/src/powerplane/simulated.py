@@ -14,7 +14,8 @@ Config keys (beside ``type: simulated``)::
     readback: full                        # full | on-only (cannot see off) | none
     transition_ms: 0                      # how long a power change reads as in transition
     faults: {m2: unreachable, "*": silent} # per target ("*": all): unreachable, auth,
-                                          #  timeout, refused, silent (success, no action)
+                                          #  timeout, refused, silent (success, no action),
+                                          #  lost-answer (a verb applies, its answer never comes)
     timeout_s: 5                          # how long the timeout fault hangs before failing
     password: {env: SIM_PASSWORD}         # optional secret; checked against expect_password
     state_file: null                      # persist machine states and the dispatch log
@@ -36,10 +37,18 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from powerplane.capabilities import CapabilitySet, Source, Verb
-from powerplane.channel import Acceptance, ChannelType, PowerState, Reading, require
+from powerplane.channel import (
+    Acceptance,
+    ChannelType,
+    PowerState,
+    Reading,
+    about_to_send,
+    require,
+)
 from powerplane.errors import (
     AuthenticationFailed,
     ChannelTimeout,
+    OutcomeUnknown,
     RefusedByDevice,
     Unreachable,
 )
@@ -64,6 +73,9 @@ class Fault(str, Enum):
     """Every verb is refused by the device; readback works."""
     SILENT = "silent"
     """Every verb reports success and does nothing (a liar, for the conformance suite)."""
+    LOST_ANSWER = "lost-answer"
+    """Every verb is applied, then its answer never comes (hangs ``timeout_s``, then
+    raises :class:`~powerplane.errors.OutcomeUnknown`); readback works."""
 
 
 class SimulatedConfig(BaseModel):
@@ -221,7 +233,17 @@ class SimulatedChannel:
                     channel=self.name,
                     target=target,
                 )
-            return act()
+            if verb:
+                about_to_send()
+            result = act()
+            if verb and fault is Fault.LOST_ANSWER:
+                await asyncio.sleep(self.config.timeout_s)
+                raise OutcomeUnknown(
+                    f"no answer within {self.config.timeout_s:g} s after the request was sent",
+                    channel=self.name,
+                    target=target,
+                )
+            return result
         finally:
             self.active -= 1
 
@@ -330,6 +352,7 @@ SIMULATED = ChannelType(
     factory=SimulatedChannel,
     target=parse_target,
     description="in-memory machines for tests, benchmarks and the demo",
+    gated_sends=True,
 )
 
 

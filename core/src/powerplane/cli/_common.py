@@ -115,8 +115,20 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def open_host(ctx: click.Context) -> PowerHost:
-    """A host for the deployment named by --config / $POWERPLANE_CONFIG / ./powerplane.yaml."""
+def open_host(ctx: click.Context, *, guarded: bool = False) -> PowerHost:
+    """A host for the deployment named by --config / $POWERPLANE_CONFIG / ./powerplane.yaml.
+
+    ``guarded``: where the deployment has a ``lifecycle:`` section, every reboot, shutdown
+    and terminate passes the lifecycle's guard (quorum, virtual nodes, active maintenances,
+    the reason policy): no direct call bypasses it.
+    """
+    from powerplane.config import load_config
     from powerplane.host import PowerHost
 
-    return PowerHost.from_config(config_path(ctx))
+    deployment = load_config(config_path(ctx))
+    guard = None
+    if guarded and deployment.lifecycle:
+        from powerplane.lifecycle.guard import invoke_guard
+
+        guard = invoke_guard(deployment)
+    return PowerHost(deployment, guard=guard)

@@ -1,23 +1,42 @@
-"""The power commands: ``plugins``, ``offers``, ``invoke``, ``state``."""
+"""The power commands: ``plugins``, ``offers``, ``invoke``, ``state``.
+
+Exit codes (CONTRACT): 0 done; 1 a channel or device failed, or the outcome is unknown;
+2 bad input; 3 refused by the rule or the guard. ``state`` exits 1 when no channel of a
+node produced a reading; ``offers`` exits 1 when a channel of a listed node could not be
+discovered; ``invoke`` exits 1 when the verb is withheld because its channel could not be
+discovered (a channel failure, not a refusal) and when ``--wait`` ends before the expected
+state is read. With several nodes the exit code is the most serious of theirs: 1, then 3,
+then 2.
+"""
 
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from powerplane.cli._common import (
     console,
     emit_json,
+    esc,
     handle_errors,
     open_host,
     output_option,
     run_async,
 )
 
+if TYPE_CHECKING:
+    from powerplane.errors import PowerplaneError
+    from powerplane.host import InvokeResult, Plan, PowerHost
+
 __all__ = ["invoke_cmd", "offers_cmd", "plugins_cmd", "state_cmd"]
 
 DESTRUCTIVE = {"reboot", "shutdown", "terminate"}
+MAX_WAIT_S = 86_400.0
 
 
 @click.command("plugins")
@@ -58,129 +77,355 @@ def plugins_cmd(output: str) -> None:
     for col in ("plugin", "distribution", "version", "channel types"):
         table.add_column(col)
     for p in reg.plugins:
-        table.add_row(p.name, p.distribution, p.version, ", ".join(p.channel_types))
+        table.add_row(esc(p.name), esc(p.distribution), esc(p.version),
+                      esc(", ".join(p.channel_types)))
     out = console()
     out.print(table)
     for f in reg.failures:
-        out.print(f"[red]failed[/red] plugin {f.name} ({f.distribution} {f.version}): {f.error}")
+        out.print(f"[red]failed[/red] plugin {esc(f.name)} ({esc(f.distribution)} "
+                  f"{esc(f.version)}): {esc(f.error)}")
 
 
+# -- node selection ----------------------------------------------------------------------------
+def _selector(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[
+        tuple[str, str]]:
+    out = []
+    for value in values:
+        key, sep, want = value.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected key=value, not {value!r}", ctx, param)
+        out.append((key, want))
+    return out
+
+
+selector_option = click.option(
+    "--selector", "selectors", multiple=True, callback=_selector,
+    help="Also every node whose label KEY equals VALUE (key=value; repeat: all must match).",
+)
+site_option = click.option(
+    "--site", "sites", multiple=True, help="Also every node of this site (repeatable).",
+)
+
+
+def _select(host: PowerHost, names: Sequence[str], selectors: list[tuple[str, str]],
+            sites: Sequence[str]) -> list[str]:
+    """The nodes named, then those the selectors and sites match, in config order."""
+    from powerplane.errors import UnknownNode
+
+    known = host.nodes
+    for name in names:
+        if name not in known:
+            raise UnknownNode(name, list(known))
+    chosen = list(dict.fromkeys(names))
+    if selectors or sites:
+        for name, spec in known.items():
+            if sites and spec.site not in sites:
+                continue
+            if all(spec.labels.get(k) == v for k, v in selectors):
+                chosen.append(name)
+        chosen = list(dict.fromkeys(chosen))
+        if not chosen:
+            what = ", ".join([f"{k}={v}" for k, v in selectors] + [f"site {s}" for s in sites])
+            raise click.UsageError(f"no node matches {what}")
+    return chosen
+
+
+def _progress(total: int, output: str, what: str) -> tuple[AbstractContextManager[Any],
+                                                            Callable[..., None]]:
+    """A progress bar on stderr for people (several nodes, a terminal); nothing for scripts."""
+    if output == "json" or total < 2 or not sys.stderr.isatty():
+        return nullcontext(), lambda *_: None
+    from rich.progress import Progress
+
+    bar = Progress(console=console(stderr=True), transient=True)
+    task = bar.add_task(what, total=total)
+    return bar, lambda *_: bar.advance(task)
+
+
+def _worst(codes: Sequence[int]) -> int:
+    """The exit code of several nodes: a failure, then a refusal, then bad input."""
+    for code in (1, 3, 2):
+        if code in codes:
+            return code
+    return 0
+
+
+def _error_dict(node: str, exc: PowerplaneError) -> dict[str, Any]:
+    return {"node": node, "error": type(exc).__name__, "message": str(exc),
+            "exit_code": exc.exit_code}
+
+
+# -- offers ------------------------------------------------------------------------------------
 @click.command("offers")
 @click.argument("nodes", nargs=-1)
 @output_option
 @click.pass_context
 @handle_errors
 def offers_cmd(ctx: click.Context, nodes: tuple[str, ...], output: str) -> None:
-    """Per node, per verb: offered or withheld, the channel that carries it, the reason."""
+    """Per node, per verb: offered or withheld, the channel that carries it, the reason.
 
-    async def go() -> list[dict[str, object]]:
+    Exit 1 when a channel of a listed node could not be discovered (its error is stated
+    once, under the table or in the node's "channels"), else 0.
+    """
+
+    async def go() -> list[dict[str, Any]]:
         async with open_host(ctx) as host:
             return [o.as_dict() for o in host.offers(list(nodes) or None)]
 
     data = run_async(go())
+    failed = [(str(n["node"]), ch) for n in data for ch in n.get("channels", [])
+              if not ch["discovered"]]
     if output == "json":
         emit_json({"nodes": data})
-        return
+    else:
+        _offers_table(data, failed)
+    if failed:
+        sys.exit(1)
+
+
+def _offers_table(data: list[dict[str, Any]], failed: list[tuple[str, dict[str, Any]]]) -> None:
     from rich.table import Table
 
     table = Table(title="offers", title_justify="left", show_lines=False)
     for col in ("node", "site", "verb", "offered", "channel", "why"):
         table.add_column(col, overflow="fold")
     for node in data:
-        verbs = node["verbs"]
-        assert isinstance(verbs, dict)
         first = True
-        for verb, o in verbs.items():
+        for verb, o in node["verbs"].items():
             offered = o["offered"]
             mode = ("graceful" if o.get("graceful") else "hard") if offered else ""
             why = o.get("recovery", "") if offered else o.get("reason", "")
+            if not offered and o.get("cause") == "channel":
+                why = f"{why} (channel failure)"
             table.add_row(
-                str(node["node"]) if first else "",
-                str(node["site"] or "") if first else "",
+                esc(node["node"]) if first else "",
+                esc(node["site"] or "") if first else "",
                 verb,
                 f"[green]yes[/green] ({mode})" if offered else "[red]no[/red]",
-                o.get("channel", "") or "",
-                why,
+                esc(o.get("channel", "") or ""),
+                esc(why or ""),
             )
             first = False
         table.add_section()
-    console().print(table)
+    out = console()
+    out.print(table)
+    seen: set[str] = set()
+    for _, ch in failed:
+        if ch["channel"] in seen:
+            continue
+        seen.add(ch["channel"])
+        out.print(f"[red]channel {esc(ch['channel'])} could not be discovered[/red] "
+                  f"({esc(ch['error'])}): {esc(ch['message'])}")
+
+
+# -- invoke ------------------------------------------------------------------------------------
+def _wait_value(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if math.isnan(value) or not 0 <= value <= MAX_WAIT_S:
+        raise click.BadParameter(
+            f"expected seconds from 0 to {MAX_WAIT_S:g} (not NaN, negative or infinite), "
+            f"got {value!r}", ctx, param)
+    return value
 
 
 @click.command("invoke")
-@click.argument("node")
+@click.argument("nodes", nargs=-1)
 @click.argument("verb")
 @click.option("--reason", required=True, help="Why (recorded in the log with the request).")
-@click.option("--yes", is_flag=True, help="Do not ask to type the node name.")
+@click.option("--yes", is_flag=True, help="Do not ask to type the node name (or node count).")
 @click.option(
     "--wait",
     type=float,
     default=0.0,
     show_default=True,
-    help="Seconds to read the node back for the state the verb leads to (0: do not read).",
+    callback=_wait_value,
+    help="Seconds to read the node back for the state the verb leads to (0: do not read); "
+    "exit 1 when it is not reached by then.",
 )
+@click.option("--dry-run", is_flag=True,
+              help="Print what would be sent, by which channel, and what the guard says; "
+              "send nothing.")
+@selector_option
+@site_option
 @output_option
 @click.pass_context
 @handle_errors
 def invoke_cmd(
-    ctx: click.Context, node: str, verb: str, reason: str, yes: bool, wait: float, output: str
+    ctx: click.Context, nodes: tuple[str, ...], verb: str, reason: str, yes: bool, wait: float,
+    dry_run: bool, selectors: list[tuple[str, str]], sites: tuple[str, ...], output: str,
 ) -> None:
-    """Run VERB (reboot, shutdown, power-on, terminate) on NODE, under the recoverability rule."""
+    """Run VERB (reboot, shutdown, power-on, terminate) on NODE... under the rule.
+
+    Nodes come from the arguments, ``--selector key=value`` and ``--site``. Where the
+    deployment has a ``lifecycle:`` section, reboot, shutdown and terminate also pass the
+    lifecycle's guard (quorum, virtual nodes, active maintenances, the reason policy).
+    """
     from powerplane.capabilities import Verb
 
     the_verb = Verb.parse(verb)
     if not reason.strip():
         raise click.UsageError("--reason must not be empty")
+    if not nodes and not selectors and not sites:
+        raise click.UsageError("name at least one NODE, or use --selector / --site")
+    single = len(nodes) == 1 and not selectors and not sites
 
-    async def go() -> dict[str, object]:
-        async with open_host(ctx) as host:
-            offer = host.offer_for(node)[the_verb]
-            if offer.offered and the_verb.value in DESTRUCTIVE and not yes:
-                _confirm(node, the_verb.value, offer.channel or "")
-            result = await host.invoke(node, the_verb, reason=reason, wait=wait)
-            return result.as_dict()
+    async def go() -> tuple[list[dict[str, Any]], list[int]]:
+        async with open_host(ctx, guarded=True) as host:
+            chosen = _select(host, nodes, selectors, sites)
+            plans = await host.plan(chosen, the_verb, reason)
+            if dry_run:
+                return _dry_run_rows(plans)
+            ready = [n for n, p in plans.items() if not isinstance(p, Exception)]
+            if ready and the_verb.value in DESTRUCTIVE and not yes:
+                first = plans[ready[0]]
+                assert not isinstance(first, Exception)
+                _confirm(ready, the_verb.value, first.channel)
+            if single:
+                plan = plans[chosen[0]]
+                if isinstance(plan, Exception):
+                    raise plan
+                result = await host.invoke(chosen[0], the_verb, reason=reason, wait=wait)
+                return [_result_row(result)], [_result_code(result)]
+            bar, tick = _progress(len(chosen), output, f"{the_verb.value} {len(chosen)} nodes")
+            with bar:
+                outcomes = await host.invoke_many(chosen, the_verb, reason, wait=wait,
+                                                  progress=tick)
+            rows, codes = [], []
+            for node, outcome in outcomes.items():
+                if isinstance(outcome, Exception):
+                    rows.append(_error_dict(node, outcome))
+                    codes.append(outcome.exit_code)
+                else:
+                    rows.append(_result_row(outcome))
+                    codes.append(_result_code(outcome))
+            return rows, codes
 
-    data = run_async(go())
+    rows, codes = run_async(go())
     if output == "json":
-        emit_json(data)
-        return
-    line = f"{data['verb']} accepted for {data['node']} via channel {data['channel']}"
-    if data.get("readback") is not None:
-        line += f"; reads {data['readback']}"
-    if data.get("detail"):
-        line += f" ({data['detail']})"
-    console().print(line)
+        emit_json(rows[0] if single else {"nodes": rows, "dry_run": dry_run})
+    else:
+        _print_invoke(rows, dry_run)
+    code = _worst(codes)
+    if code:
+        sys.exit(code)
 
 
-def _confirm(node: str, verb: str, channel: str) -> None:
+def _dry_run_rows(plans: dict[str, Plan | PowerplaneError]) -> tuple[list[dict[str, Any]],
+                                                                     list[int]]:
+    rows, codes = [], []
+    for node, plan in plans.items():
+        if isinstance(plan, Exception):
+            rows.append(_error_dict(node, plan) | {"sent": False})
+            codes.append(plan.exit_code)
+        else:
+            rows.append(plan.as_dict())
+            codes.append(0)
+    return rows, codes
+
+
+def _result_row(result: InvokeResult) -> dict[str, Any]:
+    return result.as_dict()
+
+
+def _result_code(result: InvokeResult) -> int:
+    return 1 if result.reached is False else 0
+
+
+def _print_invoke(rows: list[dict[str, Any]], dry_run: bool) -> None:
+    out = console()
+    err = console(stderr=True)
+    for row in rows:
+        if "error" in row:
+            err.print(f"error: {esc(row['node'])}: {esc(row['message'])}")
+            continue
+        if dry_run:
+            mode = "graceful" if row["graceful"] else "hard"
+            line = (f"dry run: would send {esc(row['verb'])} ({mode}) to {esc(row['node'])} "
+                    f"via channel {esc(row['channel'])}, target {esc(row['target'])}; "
+                    f"guard: {esc(row['guard'])}")
+            if row.get("recovery"):
+                line += f"; recoverable: {esc(row['recovery'])}"
+            out.print(line + "; nothing sent")
+            continue
+        line = (f"{esc(row['verb'])} accepted for {esc(row['node'])} via channel "
+                f"{esc(row['channel'])}")
+        if row.get("readback") is not None:
+            line += f"; reads {esc(row['readback'])}"
+        if row.get("detail"):
+            line += f" ({esc(row['detail'])})"
+        out.print(line)
+        if row.get("reached") is False:
+            err.print(f"error: {esc(row['node'])} did not read {esc(row['expected'])} before "
+                      f"--wait ended; last reading: {esc(row['readback'])}")
+
+
+def _confirm(nodes: list[str], verb: str, channel: str) -> None:
+    """A person types the node name (one node) or the node count (several) to confirm."""
+    want = nodes[0] if len(nodes) == 1 else str(len(nodes))
+    what = (f"{verb} {nodes[0]} via {channel}: type the node name to confirm" if len(nodes) == 1
+            else f"{verb} {len(nodes)} nodes ({', '.join(nodes[:5])}"
+            f"{', ...' if len(nodes) > 5 else ''}): type the number of nodes to confirm")
     if not sys.stdin.isatty():
         typed = sys.stdin.readline().strip()
     else:
-        typed = click.prompt(
-            f"{verb} {node} via {channel}: type the node name to confirm", default="",
-            show_default=False,
-        )
-    if typed != node:
-        click.echo("error: confirmation did not match the node name; nothing was sent "
-                   "(pass --yes in scripts)", err=True)
+        typed = click.prompt(what, default="", show_default=False)
+    if typed != want:
+        click.echo("error: confirmation did not match "
+                   f"{'the node name' if len(nodes) == 1 else 'the number of nodes'}; "
+                   "nothing was sent (pass --yes in scripts)", err=True)
         sys.exit(2)
 
 
+# -- state -------------------------------------------------------------------------------------
 @click.command("state")
-@click.argument("node")
+@click.argument("nodes", nargs=-1)
+@selector_option
+@site_option
 @output_option
 @click.pass_context
 @handle_errors
-def state_cmd(ctx: click.Context, node: str, output: str) -> None:
-    """Read NODE's power state back through its channels (on, off or unknown)."""
+def state_cmd(ctx: click.Context, nodes: tuple[str, ...], selectors: list[tuple[str, str]],
+              sites: tuple[str, ...], output: str) -> None:
+    """Read NODE...'s power state back through every channel (on, off or unknown).
 
-    async def go() -> dict[str, object]:
+    Exit 1 when a node has no reading because every channel failed, naming each channel
+    and its error; 0 when a reading was taken (a blind channel's declared unknown counts).
+    """
+    if not nodes and not selectors and not sites:
+        raise click.UsageError("name at least one NODE, or use --selector / --site")
+    single = len(nodes) == 1 and not selectors and not sites
+
+    async def go() -> list[dict[str, Any]]:
         async with open_host(ctx) as host:
-            return (await host.read_power_state(node)).as_dict()
+            chosen = _select(host, nodes, selectors, sites)
+            bar, tick = _progress(len(chosen), output, f"reading {len(chosen)} nodes")
+            with bar:
+                readings = await host.read_many(chosen, every_channel=True, progress=tick)
+            return [r.as_dict() | {"observed": r.observed} for r in readings.values()]
 
     data = run_async(go())
+    blind = [d for d in data if not d.pop("observed")]
     if output == "json":
-        emit_json(data)
-        return
-    detail = f" ({data['detail']})" if data.get("detail") else ""
-    console().print(f"{data['node']}: {data['state']} via {data['channel']}{detail}")
+        emit_json(data[0] if single else {"nodes": data})
+    else:
+        _print_state(data, single)
+    err = console(stderr=True)
+    for d in blind:
+        failures = "; ".join(f"{r['channel']} ({r.get('error', 'no reading')}): {r['detail']}"
+                             for r in d["readings"]) or "the node has no channel configured"
+        err.print(f"error: no reading of {esc(d['node'])}: {esc(failures)}")
+    if blind:
+        sys.exit(1)
+
+
+def _print_state(data: list[dict[str, Any]], single: bool) -> None:
+    out = console()
+    for d in data:
+        detail = f" ({esc(d['detail'])})" if d.get("detail") else ""
+        out.print(f"{esc(d['node'])}: {esc(d['state'])} via {esc(d['channel'])}{detail}")
+        if d["disagreement"]:
+            out.print(f"[yellow]warning[/yellow]: the channels of {esc(d['node'])} disagree")
+        if len(d["readings"]) > 1 or d["disagreement"]:
+            for r in d["readings"]:
+                what = r["state"] if "error" not in r else f"{r['state']} ({r['error']})"
+                note = f": {esc(r['detail'])}" if r["detail"] else ""
+                out.print(f"  {esc(r['channel'])}: {esc(what)}{note}")
