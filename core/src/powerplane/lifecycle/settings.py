@@ -14,6 +14,7 @@
       ready_timeout_s: 900
       readback_window_s: 300
       readback_cadence_s: 2
+      busy_timeout_s: 5                       # wait for another process's store lock
 """
 
 from __future__ import annotations
@@ -150,6 +151,8 @@ class LifecycleConfig(_Strict):
     """Interval between reconcile passes of ``maintenance run`` while something waits."""
     concurrency: int = Field(16, ge=1)
     """Maintenances reconciled at once."""
+    busy_timeout_s: float = Field(5, gt=0, le=3600)
+    """How long a store operation waits for another process's lock before it fails."""
 
     def store_path(self, source: str) -> Path:
         """The store file, relative to the config file's directory."""

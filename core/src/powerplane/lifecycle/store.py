@@ -4,21 +4,26 @@ Every write of a maintenance names the resource version it read; a write that fi
 another version raises :class:`Conflict` (optimistic concurrency, so several runners may
 reconcile at once). A partial unique index keeps one active maintenance per node.
 The database runs in WAL mode, so a process killed at any point loses nothing committed.
+
+A store that cannot be used (not an SQLite file, a directory, read-only, under a regular
+file, locked by another process past ``lifecycle.busy_timeout_s``) raises
+:class:`StoreError`, naming the file and the cause (exit 1).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from powerplane.errors import PowerplaneError
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance, Phase
 
-__all__ = ["AlreadyActive", "Conflict", "NotFound", "Store"]
+__all__ = ["AlreadyActive", "Conflict", "NotFound", "Store", "StoreError"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS maintenance (
@@ -70,73 +75,152 @@ class NotFound(PowerplaneError):
     exit_code = 2
 
 
+class StoreError(PowerplaneError):
+    """The lifecycle store cannot be opened, read or written; names the file and the cause."""
+
+    exit_code = 1
+
+    def __init__(self, path: Path, cause: str) -> None:
+        self.path = path
+        self.cause = cause
+        super().__init__(f"lifecycle store {path}: {cause}")
+
+
+def _cause(exc: BaseException, path: Path, busy_timeout_s: float) -> str:
+    """Why the store failed, in words, with what to do about it."""
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc} (check lifecycle.store and the permissions on its path)"
+    if isinstance(exc, ValueError):
+        return "a row does not read back as a maintenance (the file is damaged)"
+    text = str(exc)
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if "locked" in text or "busy" in text or name.startswith("SQLITE_BUSY"):
+        return (f"database is locked: another process held it for more than "
+                f"lifecycle.busy_timeout_s = {busy_timeout_s:g} s; try again when it is done")
+    if "readonly" in text or "read-only" in text or name.startswith("SQLITE_READONLY"):
+        return ("read-only: this user cannot write the store (SQLite also writes "
+                f"{path.name}-wal and {path.name}-shm beside it, so the directory must be "
+                "writable too)")
+    if "not a database" in text or "malformed" in text or name.startswith(
+        ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+    ):
+        return (f"not a usable SQLite database ({text}); move it aside or point "
+                "lifecycle.store at another file")
+    if "unable to open" in text or name.startswith("SQLITE_CANTOPEN"):
+        return f"{text} (check lifecycle.store and the permissions on its path)"
+    return f"{type(exc).__name__}: {text}"
+
+
 class Store:
     """One SQLite file holding maintenances and the audit trail."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], busy_timeout_s: float = 5.0) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self.busy_timeout_s = busy_timeout_s
+        """How long an operation waits for another process's lock (``busy_timeout_s``)."""
+        if self.path.is_dir():
+            raise StoreError(self.path, "is a directory; lifecycle.store must name a file")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            blocker = next((p for p in self.path.parents if p.exists() and not p.is_dir()), None)
+            why = (f"{blocker} is a file, not a directory" if blocker is not None
+                   else exc.strerror or str(exc))
+            raise StoreError(
+                self.path, f"its directory {self.path.parent} cannot be created: {why}"
+            ) from None
+        self._db: sqlite3.Connection | None = None
+        with self._errors():
+            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
+        try:
+            with self._errors():
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+        except StoreError:
+            self._db.close()
+            raise
         self.writes = 0
         """Maintenance rows written by this process (created or updated)."""
         self.after_write: Callable[[NodeMaintenance], None] | None = None
         """Called after every committed maintenance write (progress output, tests)."""
 
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn what SQLite (or a damaged row) raises into a :class:`StoreError`."""
+        try:
+            yield
+        except (sqlite3.Error, ValueError, OSError) as exc:
+            if self._db is not None and self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+            raise StoreError(self.path, _cause(exc, self.path, self.busy_timeout_s)) from None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        assert self._db is not None
+        return self._db
+
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
 
     # -- maintenances ------------------------------------------------------------------------
     def create(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
         """Insert a new maintenance (version 1) and, in the same transaction, its audit record."""
         m.resource_version = 1
         now = dt.datetime.now(dt.UTC).isoformat()
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute(
-                "INSERT INTO maintenance VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (m.name, m.node, m.phase.value, int(m.phase not in TERMINAL_PHASES), 1,
-                 m.created_at.isoformat(), now, m.model_dump_json(by_alias=True)),
-            )
-            if audit is not None:
-                self._insert_audit(audit)
-            self._db.execute("COMMIT")
-        except sqlite3.IntegrityError as exc:
-            self._db.execute("ROLLBACK")
-            active = self.active_for(m.node)
-            if active is not None:
-                raise AlreadyActive(m.node, active.name) from exc
-            raise Conflict(f"maintenance {m.name} already exists") from exc
+        with self._errors():
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+                self.db.execute(
+                    "INSERT INTO maintenance VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (m.name, m.node, m.phase.value, int(m.phase not in TERMINAL_PHASES), 1,
+                     m.created_at.isoformat(), now, m.model_dump_json(by_alias=True)),
+                )
+                if audit is not None:
+                    self._insert_audit(audit)
+                self.db.execute("COMMIT")
+            except sqlite3.IntegrityError as exc:
+                self.db.execute("ROLLBACK")
+                active = self.active_for(m.node)
+                if active is not None:
+                    raise AlreadyActive(m.node, active.name) from exc
+                raise Conflict(f"maintenance {m.name} already exists") from exc
         self._written(m)
         return m
 
     def update(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
-        """Write ``m`` if its version is still current; bumps the version. Raises Conflict."""
+        """Write ``m`` if its version is still current; bumps the version. Raises Conflict.
+
+        A store that cannot be written raises :class:`StoreError` (the version is kept).
+        """
         expected = m.resource_version
         m.resource_version = expected + 1
         now = dt.datetime.now(dt.UTC).isoformat()
         try:
-            self._db.execute("BEGIN IMMEDIATE")
-            cur = self._db.execute(
-                "UPDATE maintenance SET phase = ?, active = ?, resource_version = ?, "
-                "updated_at = ?, body = ? WHERE name = ? AND resource_version = ?",
-                (m.phase.value, int(m.phase not in TERMINAL_PHASES), m.resource_version, now,
-                 m.model_dump_json(by_alias=True), m.name, expected),
-            )
-            if cur.rowcount != 1:
-                self._db.execute("ROLLBACK")
-                m.resource_version = expected
-                raise Conflict(f"maintenance {m.name} changed since version {expected}")
-            if audit is not None:
-                self._insert_audit(audit)
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+            with self._errors():
+                try:
+                    self.db.execute("BEGIN IMMEDIATE")
+                    cur = self.db.execute(
+                        "UPDATE maintenance SET phase = ?, active = ?, resource_version = ?, "
+                        "updated_at = ?, body = ? WHERE name = ? AND resource_version = ?",
+                        (m.phase.value, int(m.phase not in TERMINAL_PHASES),
+                         m.resource_version, now, m.model_dump_json(by_alias=True), m.name,
+                         expected),
+                    )
+                    if cur.rowcount != 1:
+                        self.db.execute("ROLLBACK")
+                        raise Conflict(f"maintenance {m.name} changed since version {expected}")
+                    if audit is not None:
+                        self._insert_audit(audit)
+                    self.db.execute("COMMIT")
+                except sqlite3.IntegrityError as exc:
+                    self.db.execute("ROLLBACK")
+                    raise Conflict(f"maintenance {m.name} could not be written: {exc}") from exc
+        except (Conflict, StoreError):
             m.resource_version = expected
-            raise Conflict(f"maintenance {m.name} could not be written: {exc}") from exc
+            raise
         self._written(m)
         return m
 
@@ -145,29 +229,30 @@ class Store:
         if self.after_write is not None:
             self.after_write(m)
 
+    def _one(self, sql: str, args: tuple[str, ...]) -> NodeMaintenance | None:
+        with self._errors():
+            row = self.db.execute(sql, args).fetchone()
+            return NodeMaintenance.model_validate_json(row[0]) if row else None
+
     def get(self, name: str) -> NodeMaintenance:
-        row = self._db.execute("SELECT body FROM maintenance WHERE name = ?", (name,)).fetchone()
-        if row is None:
+        found = self._one("SELECT body FROM maintenance WHERE name = ?", (name,))
+        if found is None:
             raise NotFound(f"no maintenance named {name!r}")
-        return NodeMaintenance.model_validate_json(row[0])
+        return found
 
     def active_for(self, node: str) -> NodeMaintenance | None:
-        row = self._db.execute(
-            "SELECT body FROM maintenance WHERE node = ? AND active = 1", (node,)
-        ).fetchone()
-        return NodeMaintenance.model_validate_json(row[0]) if row else None
+        return self._one("SELECT body FROM maintenance WHERE node = ? AND active = 1", (node,))
 
     def latest_for(self, node: str) -> NodeMaintenance | None:
         """The active maintenance of ``node``, else its most recent one."""
         active = self.active_for(node)
         if active is not None:
             return active
-        row = self._db.execute(
+        return self._one(
             "SELECT body FROM maintenance WHERE node = ? ORDER BY created_at DESC, rowid DESC "
             "LIMIT 1",
             (node,),
-        ).fetchone()
-        return NodeMaintenance.model_validate_json(row[0]) if row else None
+        )
 
     def find(self, name_or_node: str) -> NodeMaintenance:
         """A maintenance by name, else the latest of a node by that name."""
@@ -185,19 +270,21 @@ class Store:
         if active_only:
             sql += " WHERE active = 1"
         sql += " ORDER BY created_at, rowid"
-        return [NodeMaintenance.model_validate_json(r[0]) for r in self._db.execute(sql)]
+        with self._errors():
+            return [NodeMaintenance.model_validate_json(r[0]) for r in self.db.execute(sql)]
 
     def active(self) -> list[NodeMaintenance]:
         return self.all(active_only=True)
 
     def active_phases(self) -> list[tuple[str, str, Phase]]:
         """``(name, node, phase)`` of every active maintenance, without reading the bodies."""
-        rows = self._db.execute("SELECT name, node, phase FROM maintenance WHERE active = 1")
-        return [(r[0], r[1], Phase(r[2])) for r in rows]
+        with self._errors():
+            rows = self.db.execute("SELECT name, node, phase FROM maintenance WHERE active = 1")
+            return [(r[0], r[1], Phase(r[2])) for r in rows]
 
     # -- audit -------------------------------------------------------------------------------
     def _insert_audit(self, rec: AuditRecord) -> None:
-        self._db.execute(
+        self.db.execute(
             "INSERT INTO audit (at, actor, action, reason, node, maintenance, source, detail) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (rec.at.isoformat(), rec.actor, rec.action.value, rec.reason, rec.node,
@@ -206,9 +293,10 @@ class Store:
 
     def append_audit(self, rec: AuditRecord) -> None:
         """Append one audit record on its own."""
-        self._db.execute("BEGIN IMMEDIATE")
-        self._insert_audit(rec)
-        self._db.execute("COMMIT")
+        with self._errors():
+            self.db.execute("BEGIN IMMEDIATE")
+            self._insert_audit(rec)
+            self.db.execute("COMMIT")
 
     def audit(self, node: str | None = None) -> list[AuditRecord]:
         sql = "SELECT at, actor, action, reason, node, maintenance, source, detail FROM audit"
@@ -217,10 +305,11 @@ class Store:
             sql += " WHERE node = ?"
             args = (node,)
         sql += " ORDER BY id"
-        return [
-            AuditRecord(
-                actor=r[1], action=Action(r[2]), reason=r[3], node=r[4], maintenance=r[5],
-                source=r[6], at=dt.datetime.fromisoformat(r[0]), detail=r[7],
-            )
-            for r in self._db.execute(sql, args)
-        ]
+        with self._errors():
+            return [
+                AuditRecord(
+                    actor=r[1], action=Action(r[2]), reason=r[3], node=r[4], maintenance=r[5],
+                    source=r[6], at=dt.datetime.fromisoformat(r[0]), detail=r[7],
+                )
+                for r in self.db.execute(sql, args)
+            ]
