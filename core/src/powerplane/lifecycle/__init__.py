@@ -4,7 +4,8 @@
 Complete``, with ``Refused`` and ``Failed`` terminal. The quorum guard, virtual-node
 refusal and storage evacuation run inside it; it reaches the cluster and storage through
 small ports (:mod:`.cluster`, :mod:`.storage`) and power through the ``PowerHost``, and
-keeps its objects in an embedded SQLite store (:mod:`.store`).
+keeps its objects in an embedded SQLite store (:mod:`.store`). The same guard runs for a
+direct ``invoke`` of reboot, shutdown and terminate (:func:`invoke_guard`).
 
 Modules: ``model`` (the object), ``phases`` (the graph), ``reconciler``, ``quorum``,
 ``guard`` (safety checks), ``evacuation`` (the hook), ``cluster``, ``storage``, ``ports``,
@@ -22,11 +23,12 @@ from powerplane.lifecycle.evacuation import (
     LonghornHook,
     evacuation_status,
 )
+from powerplane.lifecycle.guard import GuardRefused, InvokeGuard, LifecycleGuard, invoke_guard
 from powerplane.lifecycle.model import Intent, NodeMaintenance, Phase
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.service import Lifecycle
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
-from powerplane.lifecycle.store import AlreadyActive, Conflict, NotFound, Store
+from powerplane.lifecycle.store import AlreadyActive, Conflict, NotFound, Store, StoreError
 
 __all__ = [
     "Action",
@@ -37,9 +39,12 @@ __all__ = [
     "Conflict",
     "EvacuationHook",
     "EvacuationStatus",
+    "GuardRefused",
     "Intent",
+    "InvokeGuard",
     "Lifecycle",
     "LifecycleConfig",
+    "LifecycleGuard",
     "LonghornHook",
     "MaintenanceRefused",
     "NodeMaintenance",
@@ -48,6 +53,8 @@ __all__ = [
     "Reconciler",
     "Result",
     "Store",
+    "StoreError",
     "evacuation_status",
+    "invoke_guard",
     "lifecycle_config",
 ]

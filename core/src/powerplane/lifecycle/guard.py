@@ -1,20 +1,72 @@
-"""The safety checks every action passes, at request time and again in the reconciler.
+"""The safety checks every action passes: at request time, in the reconciler, and on a direct call.
 
-A virtual node (``lifecycle.virtual_label``) refuses every action. The quorum guard
-(:mod:`powerplane.lifecycle.quorum`) refuses an action that would drop ready
-control-plane members below quorum, and refuses when no membership can be derived.
+One derivation, three callers. The request path (``Lifecycle.preflight``), the reconciler
+(:func:`check` before every step that takes a node further out) and a direct ``invoke``
+(:func:`invoke_guard`, for the CLI and ``PowerHost(deployment, guard=...)``) all read the
+cluster once with :func:`observe` and judge each node with :func:`judge`:
+
+* a virtual node (``lifecycle.virtual_label``) refuses every action;
+* the quorum guard (:mod:`powerplane.lifecycle.quorum`) refuses an action that would drop
+  ready control-plane members below quorum, and refuses when no membership can be derived.
+
+A direct call of reboot, shutdown or terminate is further refused on a node with an active
+maintenance (the lifecycle owns that node until it is returned or abandoned; the refusal
+names the maintenance and its phase), and its reason must meet ``lifecycle.reason_policy``
+(exit 2). Nodes of one call count against quorum together, in the order given: each node
+the guard allows is counted as taken out for the nodes after it, so invoking reboot on all
+three members of a three-member control plane allows the first and refuses the other two.
+Every active maintenance counts as having taken its node out, even one still ``Requested``
+(as at request time). A hazard (the call consumes the last of the margin) is allowed: the
+CLI's typed node name is that call's ceremony.
+
+Power-on passes: it never takes a node out of service, so it is not counted against quorum,
+not refused on a node under maintenance (a person powering a parked node back on is what
+``maintenance return --machine-on`` then confirms) and, like every verb the lifecycle does
+not send through this guard, not refused on a virtual node; ``PowerHost`` does not ask the
+guard about it at all.
+
+The reconciler's own dispatch passes through ``PowerHost.invoke`` too; it runs inside
+:func:`own_dispatch`, so a guard on that host lets the maintenance's own verb through (the
+reconciler has run :func:`check` for it just before) and still judges every other call.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
+from powerplane.capabilities import Verb
+from powerplane.errors import PowerplaneError, UnknownNode
+from powerplane.lifecycle.ceremony import CeremonyRequired, MaintenanceRefused, reason_problem
+from powerplane.lifecycle.cluster import ClusterPort
 from powerplane.lifecycle.model import Phase, QuorumNumbers
-from powerplane.lifecycle.ports import Ports
 from powerplane.lifecycle.quorum import assess, derive_membership
-from powerplane.lifecycle.settings import LifecycleConfig
+from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
 
-__all__ = ["SafetyVerdict", "check"]
+if TYPE_CHECKING:
+    from powerplane.config import Deployment
+    from powerplane.host import PowerHost
+    from powerplane.lifecycle.ports import Ports
+
+__all__ = [
+    "GUARDED",
+    "ClusterView",
+    "GuardRefused",
+    "InvokeGuard",
+    "LifecycleGuard",
+    "SafetyVerdict",
+    "check",
+    "invoke_guard",
+    "judge",
+    "observe",
+    "own_dispatch",
+]
+
+GUARDED = frozenset({Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE})
+"""The verbs the guard judges on a direct call: they take a node out of service."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +78,49 @@ class SafetyVerdict:
     numbers: QuorumNumbers | None = None
     hazard: bool = False
     virtual: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What the guard reads from the cluster, once per decision."""
+
+    labels: Mapping[str, Mapping[str, str]]
+    """Every node and its labels."""
+    members: list[str] | None
+    """Control-plane members derived from the labels (None: none can be derived)."""
+    ready: Mapping[str, bool | None]
+    """Each member's readiness (None: cannot tell, which counts as not ready)."""
+
+
+async def observe(cluster: ClusterPort, config: LifecycleConfig) -> ClusterView:
+    """Read labels, derive membership and read each member's readiness."""
+    labels = await cluster.labels()
+    members = derive_membership(labels, config.control_plane_label)
+    ready: dict[str, bool | None] = {}
+    for member in members or []:
+        ready[member] = await cluster.is_ready(member)
+    return ClusterView(labels, members, ready)
+
+
+def judge(
+    view: ClusterView, config: LifecycleConfig, node: str, taken: Collection[str]
+) -> SafetyVerdict:
+    """Whether ``node`` may be taken out of service, ``taken`` being already out."""
+    if config.virtual_label in view.labels.get(node, {}):
+        return SafetyVerdict(
+            False,
+            f"{node} is a virtual node (label {config.virtual_label}): every action is refused",
+            virtual=True,
+        )
+    verdict = assess(
+        node,
+        view.members,
+        view.ready,
+        {t for t in taken if t != node},
+        no_control_plane=config.no_control_plane,
+        label=config.control_plane_label,
+    )
+    return SafetyVerdict(verdict.allowed, verdict.reason, verdict.numbers, verdict.hazard)
 
 
 async def check(
@@ -42,28 +137,150 @@ async def check(
     ``Requested`` (all of them when ``count_requested``) count as having taken their node
     out of service.
     """
-    labels = await ports.cluster.labels()
-    if config.virtual_label in labels.get(node, {}):
-        return SafetyVerdict(
-            False,
-            f"{node} is a virtual node (label {config.virtual_label}): every action is refused",
-            virtual=True,
-        )
-    members = derive_membership(labels, config.control_plane_label)
-    ready: dict[str, bool | None] = {}
-    for member in members or []:
-        ready[member] = await ports.cluster.is_ready(member)
+    view = await observe(ports.cluster, config)
     taken = {
         other
         for other, phase in others
         if other != node and (count_requested or phase is not Phase.REQUESTED)
     }
-    verdict = assess(
-        node,
-        members,
-        ready,
-        taken,
-        no_control_plane=config.no_control_plane,
-        label=config.control_plane_label,
-    )
-    return SafetyVerdict(verdict.allowed, verdict.reason, verdict.numbers, verdict.hazard)
+    return judge(view, config, node, taken)
+
+
+# -- a direct call -------------------------------------------------------------------------------
+class GuardRefused(MaintenanceRefused):
+    """The lifecycle guard refuses a direct call of a verb on this node (exit 3)."""
+
+    def __init__(
+        self,
+        node: str,
+        verb: Verb,
+        reason: str,
+        numbers: QuorumNumbers | None = None,
+        *,
+        maintenance: str | None = None,
+        phase: Phase | None = None,
+    ) -> None:
+        super().__init__(node, reason, numbers)
+        self.verb = verb
+        self.maintenance = maintenance
+        """The active maintenance that holds the node, when that is the refusal."""
+        self.phase = phase
+        self.args = (f"{verb.value} refused for {node} by the lifecycle guard: {reason}",)
+
+
+class InvokeGuard(Protocol):
+    """Asked before a direct reboot, shutdown or terminate (``PowerHost(..., guard=)``)."""
+
+    async def __call__(
+        self, nodes: Sequence[str], verb: Verb, reason: str
+    ) -> dict[str, PowerplaneError | None]:
+        """Per node: None when allowed, else the error to raise (exit 3 refusal, 2 reason)."""
+        ...
+
+
+_OWN_DISPATCH: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "powerplane_lifecycle_own_dispatch", default=None
+)
+
+
+@contextlib.contextmanager
+def own_dispatch(maintenance: str) -> Iterator[None]:
+    """Mark the calls made inside as maintenance ``maintenance`` sending its own verb."""
+    token = _OWN_DISPATCH.set(maintenance)
+    try:
+        yield
+    finally:
+        _OWN_DISPATCH.reset(token)
+
+
+class LifecycleGuard:
+    """The guard of one deployment's ``lifecycle:`` section (see the module docstring).
+
+    Each call opens the store and the cluster port, decides for every node and closes
+    them. Readiness of the members is read through ``host`` when one is set (the
+    ``PowerHost`` the guard is attached to); without one a call starts a host of its own
+    for the deployment.
+    """
+
+    def __init__(
+        self, deployment: Deployment, config: LifecycleConfig, host: PowerHost | None = None
+    ) -> None:
+        self.deployment = deployment
+        self.config = config
+        self.host = host
+        """The started host readiness is read through (None: one of its own per call)."""
+
+    async def __call__(
+        self, nodes: Sequence[str], verb: Verb, reason: str
+    ) -> dict[str, PowerplaneError | None]:
+        verb = Verb(verb)
+        out: dict[str, PowerplaneError | None] = {}
+        wanted = list(dict.fromkeys(nodes))
+        if verb not in GUARDED:
+            return dict.fromkeys(wanted)
+        from powerplane.lifecycle.store import Store
+
+        store = Store(
+            self.config.store_path(self.deployment.source), self.config.busy_timeout_s
+        )
+        try:
+            active = {node: (name, phase) for name, node, phase in store.active_phases()}
+        finally:
+            store.close()
+        problem = reason_problem(reason, self.config.reason_policy)
+        own = _OWN_DISPATCH.get()
+        pending: list[str] = []
+        for node in wanted:
+            if node not in self.deployment.nodes:
+                out[node] = UnknownNode(node, list(self.deployment.nodes))
+            elif problem is not None:
+                out[node] = CeremonyRequired(
+                    [f"{problem} (lifecycle.reason_policy applies to every {verb.value})"]
+                )
+            elif node in active and active[node][0] == own:
+                out[node] = None  # the maintenance's own verb: check() ran just before
+            elif node in active:
+                name, phase = active[node]
+                out[node] = GuardRefused(
+                    node, verb,
+                    f"{node} is under maintenance {name} (phase {phase.value}); act through "
+                    f"`powerplane maintenance` (return or abandon it) instead",
+                    maintenance=name, phase=phase,
+                )
+            else:
+                pending.append(node)
+        if pending:
+            view = await self._observe()
+            taken = set(active)
+            for node in pending:
+                verdict = judge(view, self.config, node, taken)
+                if not verdict.allowed:
+                    out[node] = GuardRefused(node, verb, verdict.reason, verdict.numbers)
+                    continue
+                out[node] = None
+                taken.add(node)  # nodes of one call count against quorum together
+        return {node: out[node] for node in wanted}
+
+    async def _observe(self) -> ClusterView:
+        from powerplane.lifecycle.ports import build_ports
+
+        if self.host is not None:
+            return await observe(build_ports(self.host, self.config).cluster, self.config)
+        from powerplane.host import PowerHost
+
+        async with PowerHost(self.deployment) as host:
+            return await observe(build_ports(host, self.config).cluster, self.config)
+
+
+def invoke_guard(
+    deployment: Deployment, host: PowerHost | None = None
+) -> LifecycleGuard | None:
+    """The guard for a direct call on ``deployment``; None when it has no ``lifecycle:``.
+
+    Raises ``ConfigError`` (exit 2) when the section is invalid. Pass ``host`` (or set
+    ``.host`` later) to read readiness through an already started ``PowerHost``.
+    """
+    if not deployment.lifecycle and "lifecycle" not in (deployment.raw or {}):
+        return None
+    return LifecycleGuard(deployment, lifecycle_config(deployment.lifecycle, deployment.source),
+                          host)

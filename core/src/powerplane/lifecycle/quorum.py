@@ -67,7 +67,10 @@ def assess(
             False,
             None,
             f"no control-plane membership can be derived: no node carries the label "
-            f"{label!r}; refusing rather than guessing",
+            f"{label!r}; refusing rather than guessing. Set that label on the control-plane "
+            f"nodes (nodes.<name>.labels: {{{label}: \"\"}}, or lifecycle.cluster.labels "
+            f"of a simulated cluster), "
+            f"or declare lifecycle.no_control_plane: true when the deployment has none",
         )
     available = [m for m in members if ready.get(m) is True and m not in taken_out]
     quorum = quorum_size(len(members))

@@ -38,7 +38,7 @@ from powerplane.lifecycle.phases import transition
 from powerplane.lifecycle.ports import Ports
 from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.storage import apply_writes
-from powerplane.lifecycle.store import Conflict, Store
+from powerplane.lifecycle.store import Conflict, Store, StoreError
 from powerplane.readback import PowerOffConfirmed, PowerOffWatch
 
 __all__ = ["Reconciler", "Result"]
@@ -144,6 +144,8 @@ class Reconciler:
                     self._save(m)
             except Conflict:
                 continue  # another runner moved it: read again
+            except StoreError:
+                raise  # the store itself failed: nothing can be recorded, stop here
             except PowerplaneError as exc:  # a port failed: say so, try again next pass
                 log.warning("%s: %s", name, exc)
                 self._record_error(name, exc)
@@ -415,7 +417,8 @@ class Reconciler:
         self._save(m)  # persisted before sending: at most once
         crashpoint(f"dispatch-recorded:{verb.value}")
         try:
-            result = await self.ports.host.invoke(m.node, verb, reason=m.spec.reason)
+            with guard.own_dispatch(m.name):
+                result = await self.ports.host.invoke(m.node, verb, reason=m.spec.reason)
         except (PowerplaneError, ValueError) as exc:  # refused by the rule, the channel, input
             d.outcome = DispatchOutcome.FAILED
             d.outcome_at = self.clock()
