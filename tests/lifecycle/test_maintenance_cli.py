@@ -107,3 +107,86 @@ def test_bad_lifecycle_config_names_the_path(tmp_path: Path) -> None:
     res = pp(path, "list")
     assert res.exit_code == 2
     assert "lifecycle.drain_deadline_s" in res.output
+
+
+def test_dry_run_shows_preflight_and_ceremony_and_records_nothing(config: Path) -> None:
+    res = pp(config, "request", "w1", "--intent", "reboot", "--dry-run", "-o", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["dryRun"] and doc["accepted"] and not doc["recorded"]
+    assert doc["preflight"]["pods"] == ["web-1"]
+    assert doc["preflight"]["power"] == {"offered": True, "channel": "lab", "graceful": True,
+                                         "verb": "reboot"}
+    steps = {s["step"]: s for s in doc["ceremony"]}
+    assert list(steps) == ["reason", "ack-preflight", "typed-node"]
+    assert steps["reason"]["policy"]["min_length"] == 8 and not steps["reason"]["supplied"]
+    assert steps["typed-node"]["flag"] == "--confirm-node" and steps["typed-node"]["value"] == "w1"
+    assert not doc["ceremonyComplete"]
+    assert not (config.parent / "lifecycle.db").exists()  # not even an empty store
+    # with every flag, the same document says the ceremony is complete; still nothing recorded
+    full = json.loads(pp(config, *REBOOT, "--dry-run").output)
+    assert full["ceremonyComplete"] and full["accepted"]
+    assert json.loads(pp(config, "list", "--all", "-o", "json").output) == {"maintenances": []}
+    from powerplane.lifecycle import Store
+
+    store = Store(config.parent / "lifecycle.db")
+    try:
+        assert store.audit() == []
+    finally:
+        store.close()
+
+
+def test_dry_run_of_a_hazard_names_the_hazard_reason(config: Path) -> None:
+    res = pp(config, "request", "cp1", "--intent", "shutdown", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "consumes the last of the quorum margin" in res.output
+    assert "--hazard-reason" in res.output and "--confirm-node cp1" in res.output
+    assert "power: shutdown via channel lab" in res.output
+    assert "pods to evict: none" in res.output
+
+
+def test_dry_run_of_a_refused_request_exits_3(config: Path) -> None:
+    hazard = ("--actor", "a", "--confirm-node", "cp1", "--ack-preflight",
+              "--hazard-reason", "planned window CHG-7")
+    assert pp(config, "request", "cp1", "--intent", "cordon", "--reason", "rack move",
+              *hazard).exit_code == 0
+    assert pp(config, "run", "--until-idle").exit_code == 0
+    res = pp(config, "request", "cp2", "--intent", "reboot", "--dry-run", "-o", "json")
+    assert res.exit_code == 3
+    doc = json.loads(res.output)
+    assert not doc["accepted"]
+    assert doc["refusal"]["exitCode"] == 3 and doc["refusal"]["error"] == "MaintenanceRefused"
+    assert doc["refusal"]["quorum"]["margin"] == 0
+    res = pp(config, "request", "cp2", "--intent", "reboot", "--dry-run")
+    assert res.exit_code == 3 and "would be refused" in res.output
+    assert len(json.loads(pp(config, "list", "--all", "-o", "json").output)["maintenances"]) == 1
+
+
+def test_dry_run_of_a_withheld_verb_exits_3(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path, verbs=("reboot", "power-on"))
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    res = pp(path, "request", "w1", "--intent", "shutdown", "--dry-run", "-o", "json")
+    assert res.exit_code == 3
+    doc = json.loads(res.output)
+    assert doc["preflight"]["power"]["offered"] is False
+    assert doc["refusal"]["error"] == "NotOffered"
+
+
+def test_list_all_shows_who_abandoned_and_why(config: Path) -> None:
+    assert pp(config, "request", "w1", "--intent", "cordon", "--reason", "rack move",
+              "--actor", "a").exit_code == 0
+    assert pp(config, "abandon", "w1", "--reason", "window [closed] early",
+              "--actor", "bob").exit_code == 0
+    assert pp(config, "run", "--until-idle").exit_code == 0
+    assert pp(config, *REBOOT).exit_code == 0
+    assert pp(config, "run", "--until-idle").exit_code == 0
+    rows = json.loads(pp(config, "list", "--all", "-o", "json").output)["maintenances"]
+    assert [r["phase"] for r in rows] == ["Complete", "Complete"]
+    assert rows[0]["abandoned"]["by"] == "bob"
+    assert rows[0]["abandoned"]["reason"] == "window [closed] early"
+    assert rows[1]["abandoned"] is None
+    table = pp(config, "list", "--all").output
+    assert "by bob: window [closed] early" in table
+    status = pp(config, "status", rows[0]["name"]).output
+    assert "abandoned by bob" in status and "window [closed] early" in status

@@ -3,6 +3,8 @@
 The ceremony comes as flags for scripts (``--confirm-node``, ``--ack-preflight``,
 ``--hazard-reason``, ``--actor``) or as prompts for a person at a terminal. A refusal is
 never turned into a prompt: below quorum, a virtual node or a withheld verb exits 3.
+``request --dry-run`` prints the pre-flight and the ceremony a request needs and records
+nothing (exit 0 when it would be accepted, 3 when refused).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from powerplane.cli._common import (
     config_path,
     console,
     emit_json,
+    esc,
     handle_errors,
     open_host,
     output_option,
@@ -48,7 +51,7 @@ def _open_store(ctx: click.Context) -> Store:
 
     deployment = load_config(config_path(ctx))
     config = lifecycle_config(deployment.lifecycle, deployment.source)
-    return Store(config.store_path(deployment.source))
+    return Store(config.store_path(deployment.source), config.busy_timeout_s)
 
 
 def _interactive() -> bool:
@@ -69,24 +72,51 @@ def _actor(value: str | None) -> str:
     return value or default_actor()
 
 
-def _print_preflight(node: str, intent: str, pre: Preflight, hazard_reason: str) -> None:
-    out = console(stderr=True)
-    out.print(f"[bold]pre-flight[/bold] for {intent} of {node}:")
-    out.print(f"  pods to evict: {', '.join(pre.pods) or 'none'}")
+def _print_preflight(
+    node: str, intent: str, pre: Preflight, hazard_reason: str, stderr: bool = True
+) -> None:
+    out = console(stderr=stderr)
+    out.print(f"[bold]pre-flight[/bold] for {esc(intent)} of {esc(node)}:")
+    out.print(f"  pods to evict: {esc(', '.join(pre.pods) or 'none')}")
     if pre.pdbs:
-        out.print(f"  disruption budgets: {', '.join(pre.pdbs)}")
+        out.print(f"  disruption budgets: {esc(', '.join(pre.pdbs))}")
     if pre.quorum is not None:
         q = pre.quorum
         out.print(f"  control plane: {q.members} members, {q.ready} ready, quorum {q.quorum}, "
                   f"margin {q.margin}")
     if pre.hazard:
-        out.print(f"  [bold red]HAZARD[/bold red]: {hazard_reason}")
+        out.print(f"  [bold red]HAZARD[/bold red]: {esc(hazard_reason)}")
     if pre.power:
+        verb = esc(pre.power.get("verb"))
         if pre.power.get("offered"):
-            out.print(f"  power: {pre.power.get('verb')} via {pre.power.get('channel')}")
+            how = "graceful" if pre.power.get("graceful") else "hard"
+            out.print(f"  power: {verb} via channel {esc(pre.power.get('channel'))} ({how})")
         else:
-            out.print(f"  power: {pre.power.get('verb')} withheld: {pre.power.get('reason')}")
-    out.print(f"  storage: {pre.storage}")
+            out.print(f"  power: {verb} withheld: {esc(pre.power.get('reason'))}")
+    else:
+        out.print("  power: no power verb (this intent does not power the machine)")
+    out.print(f"  storage: {esc(pre.storage)}")
+
+
+def _print_dry_run(doc: dict[str, Any]) -> None:
+    from powerplane.lifecycle.model import Preflight
+
+    out = console()
+    what = f"{esc(doc['intent'])} of {esc(doc['node'])}"
+    if doc["refusal"] is not None:
+        out.print(f"dry run: the request for {what} would be refused: "
+                  f"{esc(doc['refusal']['message'])}")
+    else:
+        out.print(f"dry run: the request for {what} would be accepted once its ceremony is "
+                  "complete; nothing was recorded")
+    if doc["preflight"] is not None:
+        pre = Preflight.model_validate(doc["preflight"])
+        _print_preflight(doc["node"], doc["intent"], pre, doc["verdict"] or "", stderr=False)
+    out.print(f"ceremony ({esc(doc['action'])}):")
+    for step in doc["ceremony"]:
+        flag = step["flag"] + (f" {step['value']}" if "value" in step else "")
+        state = "supplied" if step["supplied"] else f"missing: {step['problem']}"
+        out.print(f"  {esc(flag)}: {esc(step['needs'])} ({esc(state)})")
 
 
 @maintenance_group.command("request")
@@ -99,6 +129,9 @@ def _print_preflight(node: str, intent: str, pre: Preflight, hazard_reason: str)
 @click.option("--ack-preflight", is_flag=True, help="Acknowledge the pre-flight impact.")
 @click.option("--hazard-reason", default=None,
               help="Typed reason for consuming the last of the quorum margin.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the pre-flight and the ceremony the request needs; record nothing "
+                   "(exit 0: would be accepted, 3: refused).")
 @output_option
 @click.pass_context
 @handle_errors
@@ -111,6 +144,7 @@ def request_cmd(
     confirm_node: str | None,
     ack_preflight: bool,
     hazard_reason: str | None,
+    dry_run: bool,
     output: str,
 ) -> None:
     """Request a maintenance of NODE with the ceremony its intent needs."""
@@ -127,6 +161,27 @@ def request_cmd(
     from powerplane.lifecycle.service import Lifecycle
 
     the_intent = Intent(intent)
+
+    if dry_run:
+        async def look() -> tuple[dict[str, Any], int]:
+            async with open_host(ctx) as host:
+                lc = Lifecycle.for_host(host, create_store=False)
+                try:
+                    return await lc.dry_run(
+                        node, the_intent,
+                        Ceremony(reason=reason or "", actor=_actor(actor),
+                                 confirm_node=confirm_node, ack_preflight=ack_preflight,
+                                 hazard_reason=hazard_reason),
+                    )
+                finally:
+                    lc.close()
+
+        doc, code = run_async(look())
+        if output == "json":
+            emit_json(doc)
+        else:
+            _print_dry_run(doc)
+        sys.exit(code)
 
     async def go() -> dict[str, Any]:
         async with open_host(ctx) as host:
@@ -170,14 +225,18 @@ def request_cmd(
         emit_json(data)
         return
     hazard = " [bold red](hazard)[/bold red]" if data["hazard"] else ""
-    console().print(f"requested {data['name']}: {data['intent']} of {data['node']}{hazard}; "
-                    "run `powerplane maintenance run` to carry it out")
+    console().print(f"requested {esc(data['name'])}: {esc(data['intent'])} of "
+                    f"{esc(data['node'])}{hazard}; run `powerplane maintenance run` to carry it "
+                    "out")
 
 
 def _show(m: dict[str, Any]) -> None:
     echo = click.echo
     echo(f"{m['name']}  node {m['node']}  intent {m['intent']}  phase {m['phase']}")
     echo(f"  requested by {m['requestedBy']}: {m['reason']}")
+    if m.get("abandoned"):
+        a = m["abandoned"]
+        echo(f"  abandoned by {a['by']} at {a['at']}: {a['reason']}")
     if m["refusal"]:
         echo(f"  refusal: {m['refusal'].get('reason', '')}")
     if m["lastError"]:
@@ -227,11 +286,13 @@ def list_cmd(ctx: click.Context, show_all: bool, output: str) -> None:
     from rich.table import Table
 
     table = Table(title="maintenances", title_justify="left")
-    for col in ("name", "node", "intent", "phase", "dispatches", "requested by"):
+    for col in ("name", "node", "intent", "phase", "dispatches", "requested by", "abandoned"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["name"], r["node"], r["intent"], r["phase"], str(r["dispatches"]),
-                      r["requestedBy"])
+        a = r.get("abandoned")
+        abandoned = f"by {a['by']}: {a['reason']}" if a else ""
+        table.add_row(esc(r["name"]), esc(r["node"]), r["intent"], r["phase"],
+                      str(r["dispatches"]), esc(r["requestedBy"]), esc(abandoned))
     console().print(table)
 
 
@@ -256,7 +317,8 @@ def _person_request(
     if output == "json":
         emit_json(data)
     else:
-        console().print(f"{data['name']}: recorded; `powerplane maintenance run` carries it out")
+        console().print(f"{esc(data['name'])}: recorded; `powerplane maintenance run` carries "
+                        "it out")
 
 
 @maintenance_group.command("return")
@@ -341,4 +403,4 @@ def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output
         emit_json({"maintenances": rows})
         return
     for r in rows:
-        console().print(f"{r['node']}: {r['phase']} ({r['name']})")
+        console().print(f"{esc(r['node'])}: {r['phase']} ({esc(r['name'])})")

@@ -30,9 +30,11 @@ __all__ = [
     "MaintenanceRefused",
     "Step",
     "action_for",
+    "describe",
     "missing",
     "reason_problem",
     "required",
+    "step_problem",
 ]
 
 
@@ -124,26 +126,70 @@ def reason_problem(reason: str | None, policy: ReasonPolicy, what: str = "reason
     return None
 
 
+def step_problem(
+    step: Step, node: str, action: Action, ceremony: Ceremony, policy: ReasonPolicy
+) -> str | None:
+    """What ``ceremony`` lacks for ``step``, in words, or None when it supplies it."""
+    if step is Step.REASON:
+        return reason_problem(ceremony.reason, policy)
+    if step is Step.ACK_PREFLIGHT:
+        if ceremony.ack_preflight:
+            return None
+        return f"{action} needs acknowledgement of the pre-flight impact (--ack-preflight)"
+    if step is Step.TYPED_NODE:
+        if ceremony.confirm_node == node:
+            return None
+        return f"{action} needs the node name typed (--confirm-node {node})"
+    problem = reason_problem(ceremony.hazard_reason, policy, "hazard reason")
+    if problem is None:
+        return None
+    return f"hazard: this consumes the last of the quorum margin; {problem} (--hazard-reason)"
+
+
+_FLAGS = {
+    Step.REASON: "--reason",
+    Step.ACK_PREFLIGHT: "--ack-preflight",
+    Step.TYPED_NODE: "--confirm-node",
+    Step.HAZARD_REASON: "--hazard-reason",
+}
+
+
+def describe(
+    node: str, action: Action, hazard: bool, ceremony: Ceremony, policy: ReasonPolicy
+) -> list[dict[str, object]]:
+    """Each step ``action`` needs: its flag, what it asks for, and whether it is supplied."""
+    rules = {"min_length": policy.min_length, "pattern": policy.pattern,
+             "forbidden": list(policy.forbidden)}
+    needs = {
+        Step.REASON: f"a reason of at least {policy.min_length} characters meeting the "
+                     "reason policy",
+        Step.ACK_PREFLIGHT: "acknowledgement of the pre-flight impact (pods, budgets, quorum)",
+        Step.TYPED_NODE: f"the node name typed: {node}",
+        Step.HAZARD_REASON: "a typed reason for consuming the last of the quorum margin",
+    }
+    out: list[dict[str, object]] = []
+    for step in required(action, hazard):
+        problem = step_problem(step, node, action, ceremony, policy)
+        entry: dict[str, object] = {"step": step.value, "flag": _FLAGS[step],
+                                    "needs": needs[step], "supplied": problem is None,
+                                    "problem": problem}
+        if step is Step.TYPED_NODE:
+            entry["value"] = node
+        if step in (Step.REASON, Step.HAZARD_REASON):
+            entry["policy"] = rules
+        out.append(entry)
+    return out
+
+
 def missing(
     node: str, action: Action, hazard: bool, ceremony: Ceremony, policy: ReasonPolicy
 ) -> list[str]:
     """What the ceremony still lacks, in words (empty when complete)."""
     problems: list[str] = []
     for step in required(action, hazard):
-        if step is Step.REASON:
-            problem = reason_problem(ceremony.reason, policy)
-            if problem:
-                problems.append(problem)
-        elif step is Step.ACK_PREFLIGHT and not ceremony.ack_preflight:
-            problems.append(f"{action} needs acknowledgement of the pre-flight impact "
-                            "(--ack-preflight)")
-        elif step is Step.TYPED_NODE and ceremony.confirm_node != node:
-            problems.append(f"{action} needs the node name typed (--confirm-node {node})")
-        elif step is Step.HAZARD_REASON:
-            problem = reason_problem(ceremony.hazard_reason, policy, "hazard reason")
-            if problem:
-                problems.append(f"hazard: this consumes the last of the quorum margin; "
-                                f"{problem} (--hazard-reason)")
+        problem = step_problem(step, node, action, ceremony, policy)
+        if problem:
+            problems.append(problem)
     if not ceremony.actor.strip():
         problems.append("an actor is required")
     return problems

@@ -310,6 +310,12 @@ class NodeMaintenance(_Model):
             "lastError": self.status.last_error,
             "requestedBy": self.spec.requested_by,
             "reason": self.spec.reason,
+            "abandoned": (
+                {"by": self.spec.abandon.actor, "reason": self.spec.abandon.reason,
+                 "at": self.spec.abandon.at.isoformat()}
+                if self.spec.abandon is not None
+                else None
+            ),
             "history": [
                 t.model_dump(mode="json", by_alias=True) for t in self.status.history
             ],

@@ -19,9 +19,10 @@ import getpass
 import os
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from powerplane.capabilities import Verb
-from powerplane.errors import NotOffered, UnknownNode
+from powerplane.errors import NotOffered, PowerplaneError, UnknownNode
 from powerplane.host import PowerHost
 from powerplane.lifecycle import guard
 from powerplane.lifecycle.audit import Action, AuditRecord
@@ -30,6 +31,7 @@ from powerplane.lifecycle.ceremony import (
     CeremonyRequired,
     MaintenanceRefused,
     action_for,
+    describe,
     missing,
 )
 from powerplane.lifecycle.model import (
@@ -39,6 +41,7 @@ from powerplane.lifecycle.model import (
     NodeMaintenance,
     Phase,
     Preflight,
+    QuorumNumbers,
     ReturnRequest,
     utcnow,
 )
@@ -85,11 +88,26 @@ class Lifecycle:
         self.reconciler = Reconciler(store, self.ports, config, clock)
 
     @classmethod
-    def for_host(cls, host: PowerHost, clock: Callable[[], dt.datetime] = utcnow) -> Lifecycle:
-        """A lifecycle for the host's deployment (its ``lifecycle:`` section)."""
+    def for_host(
+        cls,
+        host: PowerHost,
+        clock: Callable[[], dt.datetime] = utcnow,
+        *,
+        create_store: bool = True,
+    ) -> Lifecycle:
+        """A lifecycle for the host's deployment (its ``lifecycle:`` section).
+
+        With ``create_store=False`` a store file that does not exist yet is not created:
+        the lifecycle reads an empty store in memory (for a dry run).
+        """
         deployment = host.deployment
         config = lifecycle_config(deployment.lifecycle, deployment.source)
-        store = Store(config.store_path(deployment.source))
+        path = config.store_path(deployment.source)
+        if not create_store and not path.exists() and not path.is_symlink():
+            store = Store(":memory:", config.busy_timeout_s)
+            store.path = path  # errors and messages name the configured file
+        else:
+            store = Store(path, config.busy_timeout_s)
         return cls(host, config, store, clock=clock)
 
     def close(self) -> None:
@@ -129,21 +147,70 @@ class Lifecycle:
             verdict,
         )
 
+    async def _decide(
+        self, node: str, intent: Intent
+    ) -> tuple[Preflight | None, guard.SafetyVerdict | None, PowerplaneError | None]:
+        """The pre-flight, the verdict, and the error a request would be rejected with."""
+        if node not in self.host.nodes:
+            raise UnknownNode(node, list(self.host.nodes))
+        active = self.store.active_for(node)
+        if active is not None:
+            return None, None, AlreadyActive(node, active.name)
+        pre, verdict = await self.preflight(node, intent)
+        if not verdict.allowed:
+            return pre, verdict, MaintenanceRefused(node, verdict.reason, verdict.numbers)
+        if intent.powers and not pre.power.get("offered"):
+            return pre, verdict, NotOffered(node, str(pre.power.get("verb")),
+                                            str(pre.power.get("reason", "")))
+        return pre, verdict, None
+
+    async def dry_run(
+        self, node: str, intent: Intent | str, ceremony: Ceremony
+    ) -> tuple[dict[str, Any], int]:
+        """What :meth:`request` would do and need, recording nothing.
+
+        Returns the document (``maintenance request --dry-run -o json``) and the exit
+        code: 0 when the request would be accepted once its ceremony is complete, else
+        the code of the error it would be rejected with (3 refused, 2 already active).
+        Unknown nodes raise as for a request.
+        """
+        intent = Intent(intent)
+        pre, verdict, error = await self._decide(node, intent)
+        action = action_for(intent)
+        hazard = verdict.hazard if verdict is not None else False
+        steps = describe(node, action, hazard, ceremony, self.config.reason_policy)
+        doc: dict[str, Any] = {
+            "dryRun": True,
+            "node": node,
+            "intent": intent.value,
+            "action": action.value,
+            "accepted": error is None,
+            "refusal": None,
+            "verdict": verdict.reason if verdict is not None else None,
+            "hazard": hazard,
+            "preflight": pre.model_dump(mode="json", by_alias=True) if pre else None,
+            "ceremony": steps,
+            "ceremonyComplete": all(step["supplied"] for step in steps),
+            "recorded": False,
+        }
+        if error is not None:
+            refusal: dict[str, Any] = {"error": type(error).__name__, "message": str(error),
+                                       "exitCode": error.exit_code}
+            numbers = getattr(error, "numbers", None)
+            if isinstance(numbers, QuorumNumbers):
+                refusal["quorum"] = numbers.model_dump()
+            doc["refusal"] = refusal
+        return doc, (0 if error is None else error.exit_code)
+
     async def request(
         self, node: str, intent: Intent | str, ceremony: Ceremony
     ) -> NodeMaintenance:
         """Accept a maintenance request (or raise why not); appends its audit record."""
         intent = Intent(intent)
-        if node not in self.host.nodes:
-            raise UnknownNode(node, list(self.host.nodes))
-        active = self.store.active_for(node)
-        if active is not None:
-            raise AlreadyActive(node, active.name)
-        pre, verdict = await self.preflight(node, intent)
-        if not verdict.allowed:
-            raise MaintenanceRefused(node, verdict.reason, verdict.numbers)
-        if intent.powers and not pre.power.get("offered"):
-            raise NotOffered(node, str(pre.power.get("verb")), str(pre.power.get("reason", "")))
+        pre, verdict, error = await self._decide(node, intent)
+        if error is not None:
+            raise error
+        assert pre is not None and verdict is not None
         action = action_for(intent)
         problems = missing(node, action, verdict.hazard, ceremony, self.config.reason_policy)
         if problems:
