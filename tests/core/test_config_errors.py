@@ -41,7 +41,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "wrong types": (
         f"channels:\n{GOOD_CHANNEL}limits:\n  per_endpoint: many\n  timeout_s: -1\n",
         ["limits.per_endpoint (line 6): Input should be a valid integer",
-         "limits.timeout_s (line 7): Input should be greater than 0"],
+         "limits.timeout_s (line 7): Input should be greater than or equal to 0.01"],
     ),
     "wrong channel key type": (
         "channels:\n  lab:\n    type: simulated\n    latency_ms: slow\n",

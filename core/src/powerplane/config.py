@@ -9,7 +9,10 @@ Input values are never echoed (they may be secrets).
 
 from __future__ import annotations
 
+import difflib
 import os
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from powerplane._yaml import format_path, load_yaml
+from powerplane._yaml import MAX_BYTES, MAX_PROBLEMS, format_path, load_yaml
 from powerplane.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -87,14 +90,15 @@ class Recovery(_Strict):
 
 
 class Limits(_Strict):
-    """Concurrency and time bounds."""
+    """Concurrency and time bounds (each checked at load; NaN and infinity are refused)."""
 
-    per_endpoint: int = Field(4, ge=1)
-    """Concurrent calls to one BMC / PDU / API endpoint."""
-    total: int = Field(256, ge=1)
-    """Concurrent calls in all."""
-    timeout_s: float = Field(60.0, gt=0)
-    """Bound on every channel call, in seconds."""
+    per_endpoint: int = Field(4, ge=1, le=10_000)
+    """Concurrent calls to one BMC / PDU / API endpoint: 1 to 10,000."""
+    total: int = Field(256, ge=1, le=100_000)
+    """Concurrent calls in all: 1 to 100,000."""
+    timeout_s: float = Field(60.0, ge=0.01, le=86_400, allow_inf_nan=False)
+    """Bound on every channel call, in seconds: a finite number from 0.01 (10 ms) to 86,400
+    (one day)."""
 
 
 class _Document(_Strict):
@@ -142,43 +146,151 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path:
 def load_config(
     path: str | os.PathLike[str] | None = None, registry: Registry | None = None
 ) -> Deployment:
-    """Read and validate a deployment file. Raises :class:`ConfigError` with every problem."""
+    """Read and validate a deployment file. Raises :class:`ConfigError` with every problem.
+
+    The file is read no further than :data:`powerplane._yaml.MAX_BYTES`.
+    """
     file = find_config(path)
     source = str(file)
+    if path is not None:
+        origin = "given with --config"
+    elif os.environ.get(ENV_CONFIG):
+        origin = f"named by ${ENV_CONFIG}"
+    else:
+        origin = "the default: no --config was given and $POWERPLANE_CONFIG is not set"
     try:
-        text = file.read_text(encoding="utf-8")
+        with open(file, "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError(f"config file {source} does not exist", source=source) from None
+        raise ConfigError(
+            f"config file {source} does not exist ({origin}); name the deployment file with "
+            f"--config FILE (before or after the command) or ${ENV_CONFIG}=FILE, or create "
+            "./powerplane.yaml",
+            source=source,
+        ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror}", source=source) from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"the file is larger than {MAX_BYTES} bytes", source=source)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            [ConfigProblem("", f"not UTF-8 text (byte {exc.start})", line)], source=source
+        ) from None
     data, lines = load_yaml(text, source)
     return parse_config(data, registry=registry, source=source, lines=lines)
 
 
+def _model_at(model: Any, loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model that holds the value at ``loc`` under ``model`` (for its keys)."""
+    tp: Any = model
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(part) if isinstance(part, str) else None
+            if field is None:
+                field = next((f for f in tp.model_fields.values() if f.alias == part), None)
+            if field is None:
+                return None
+            tp = field.annotation
+        else:
+            origin = typing.get_origin(tp)
+            args = typing.get_args(tp)
+            if origin in (dict, Mapping) and len(args) == 2:
+                tp = args[1]
+            elif origin in (list, tuple) and args:
+                tp = args[0]
+            else:
+                return None
+    tp = _unwrap(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _unwrap(tp: Any) -> Any:
+    """``X | None`` -> ``X`` (the first model among a union's members)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        models = [a for a in members if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if models else (members[0] if len(members) == 1 else tp)
+    return tp
+
+
+def _known_keys(model: type[BaseModel]) -> list[str]:
+    keys = []
+    for name, field in model.model_fields.items():
+        keys.append(field.alias or name)
+    return keys
+
+
+def unknown_key(key: str, known: list[str]) -> str:
+    """``unknown key`` with a "did you mean" (difflib), else the keys that are accepted."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {close[0]!r}?"
+    if known:
+        return f"unknown key; accepted keys: {', '.join(sorted(known))}"
+    return "unknown key"
+
+
 def _problems(
-    exc: ValidationError, prefix: tuple[str | int, ...], lines: Mapping[Any, int]
+    exc: ValidationError,
+    prefix: tuple[str | int, ...],
+    lines: Mapping[Any, int],
+    model: type[BaseModel] | None = None,
 ) -> list[ConfigProblem]:
     out = []
     for err in exc.errors(include_input=False, include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
         path: tuple[str | int, ...] = tuple(
-            p if isinstance(p, int) else str(p)
-            for p in (*prefix, *err["loc"])
-            if not (isinstance(p, str) and "[" in p)
+            p if isinstance(p, int) else str(p) for p in (*prefix, *loc)
         )
         msg = err["msg"]
         kind = err["type"]
         if kind == "extra_forbidden":
-            msg = "unknown key"
+            holder = _model_at(model, loc[:-1]) if model is not None else None
+            msg = unknown_key(str(loc[-1]), _known_keys(holder)) if holder else "unknown key"
         elif kind == "missing":
             msg = "required key is missing"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
-        line = None
-        probe = path
-        while probe and line is None:
-            line = lines.get(probe)
-            probe = probe[:-1]
-        out.append(ConfigProblem(format_path(path), msg, line))
+        out.append(ConfigProblem(format_path(path), msg, _line(lines, path)))
+    return out
+
+
+def _line(lines: Mapping[Any, int], path: tuple[str | int, ...]) -> int | None:
+    """The line of ``path``, else of the nearest enclosing value that has one."""
+    probe = path
+    while probe:
+        line = lines.get(probe)
+        if line is not None:
+            return line
+        probe = probe[:-1]
+    return None
+
+
+def _limit_problems(
+    cfg: BaseModel, timeout_s: float, base: tuple[str, ...], lines: Mapping[Any, int]
+) -> list[ConfigProblem]:
+    """A channel model's own check against ``limits.timeout_s``, when it has one.
+
+    A model may define ``check_limits(self, timeout_s: float) -> list[tuple[str, str]]``:
+    each ``(field, message)`` becomes a problem at ``channels.<name>.<field>``.
+    """
+    check = getattr(cfg, "check_limits", None)
+    if not callable(check):
+        return []
+    try:
+        found = list(check(timeout_s))
+    except Exception as exc:  # a plugin's own bug: a problem of this channel, not a crash
+        return [ConfigProblem(format_path(base),
+                              f"check_limits failed: {type(exc).__name__}", _line(lines, base))]
+    out = []
+    for item in found:
+        field, message = item
+        path = (*base, *(str(field).split(".") if field else ()))
+        out.append(ConfigProblem(format_path(path), str(message), _line(lines, path)))
     return out
 
 
@@ -194,14 +306,42 @@ def parse_config(
     lines = lines or {}
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping at the top level", source=source)
-    try:
-        doc = _Document.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_problems(exc, (), lines), source=source) from None
-    reg = registry if registry is not None else default_registry()
     problems: list[ConfigProblem] = []
+    sections: dict[str, Any] = {}
+    known = _known_keys(_Document)
+    for key, value in data.items():
+        skey = str(key)
+        if skey not in _Document.model_fields:
+            problems.append(ConfigProblem(skey, unknown_key(skey, known), lines.get((skey,))))
+        elif skey in ("nodes", "channels"):
+            continue  # each node and channel on its own, below: one bad one hides nothing
+        else:
+            try:
+                sections[skey] = getattr(_Document.model_validate({skey: value}), skey)
+            except ValidationError as exc:
+                problems.extend(_problems(exc, (), lines, _Document))
+    raw_nodes = data.get("nodes", {})
+    node_specs: dict[str, NodeSpec] = {}
+    if not isinstance(raw_nodes, dict):
+        problems.append(ConfigProblem("nodes", "expected a mapping of node names to nodes",
+                                      lines.get(("nodes",))))
+        raw_nodes = {}
+    for nname, raw_node in raw_nodes.items():
+        try:
+            node_specs[str(nname)] = NodeSpec.model_validate(raw_node)
+        except ValidationError as exc:
+            problems.extend(_problems(exc, ("nodes", str(nname)), lines, NodeSpec))
+    limits = sections.get("limits")
+    raw_channels = data.get("channels", {})
+    if not isinstance(raw_channels, dict):
+        problems.append(ConfigProblem("channels", "expected a mapping of channel names to "
+                                      "channels", lines.get(("channels",))))
+        raw_channels = {}
+    doc_channels = {str(k): v for k, v in raw_channels.items()}
+    channel_names = set(doc_channels)
+    reg = registry if registry is not None else default_registry()
     channels: dict[str, ConfiguredChannel] = {}
-    for name, raw in doc.channels.items():
+    for name, raw in doc_channels.items():
         base = ("channels", name)
         if not isinstance(raw, dict):
             problems.append(ConfigProblem(format_path(base), "expected a mapping", lines.get(base)))
@@ -218,7 +358,10 @@ def parse_config(
             continue
         ctype = reg.get(tname)
         if ctype is None:
-            known = ", ".join(sorted(reg.channel_types)) or "none"
+            names = sorted(reg.channel_types)
+            known_types = ", ".join(names) or "none"
+            close = difflib.get_close_matches(tname, names, n=1, cutoff=0.6)
+            mean = f"; did you mean {close[0]!r}?" if close else ""
             hint = ""
             failed = [f.name for f in reg.failures]
             if failed:
@@ -226,7 +369,8 @@ def parse_config(
             problems.append(
                 ConfigProblem(
                     format_path((*base, "type")),
-                    f"unknown channel type {tname!r}; registered types: {known}{hint}",
+                    f"unknown channel type {tname!r}; registered types: "
+                    f"{known_types}{hint}{mean}",
                     lines.get((*base, "type")),
                 )
             )
@@ -235,20 +379,25 @@ def parse_config(
         try:
             cfg = ctype.config.model_validate(body)
         except ValidationError as exc:
-            problems.extend(_problems(exc, base, lines))
+            problems.extend(_problems(exc, base, lines, ctype.config))
             continue
+        if isinstance(limits, Limits):
+            problems.extend(_limit_problems(cfg, limits.timeout_s, base, lines))
         channels[name] = ConfiguredChannel(name, ctype, cfg)
     nodes: dict[str, NodeSpec] = {}
-    for nname, node in doc.nodes.items():
+    for nname, node in node_specs.items():
         refs = []
         for i, ref in enumerate(node.channels):
             nbase: tuple[str | int, ...] = ("nodes", nname, "channels", i)
-            if ref.channel not in doc.channels:
-                known = ", ".join(sorted(doc.channels)) or "none configured"
+            if ref.channel not in channel_names:
+                names = sorted(str(c) for c in channel_names)
+                close = difflib.get_close_matches(ref.channel, names, n=1, cutoff=0.6)
+                mean = f"; did you mean {close[0]!r}?" if close else ""
+                known_channels = ", ".join(names) or "none configured"
                 problems.append(
                     ConfigProblem(
                         format_path((*nbase, "channel")),
-                        f"unknown channel {ref.channel!r}; channels: {known}",
+                        f"unknown channel {ref.channel!r}; channels: {known_channels}{mean}",
                         lines.get((*nbase, "channel")),
                     )
                 )
@@ -285,14 +434,18 @@ def parse_config(
             seen.add(ref.channel)
         nodes[nname] = node.model_copy(update={"channels": refs})
     if problems:
+        if len(problems) > MAX_PROBLEMS:
+            more = len(problems) - MAX_PROBLEMS
+            problems = [*problems[:MAX_PROBLEMS],
+                        ConfigProblem("", f"{more} more problem(s) not shown; fix these first")]
         raise ConfigError(problems, source=source)
     return Deployment(
         channels=channels,
         nodes=nodes,
-        recovery=doc.recovery,
-        limits=doc.limits,
-        lifecycle=doc.lifecycle,
-        conformance=doc.conformance,
+        recovery=sections.get("recovery", Recovery()),
+        limits=sections.get("limits", Limits()),
+        lifecycle=sections.get("lifecycle", {}),
+        conformance=sections.get("conformance"),
         source=source,
         raw=data,
     )
