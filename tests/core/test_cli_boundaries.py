@@ -371,3 +371,31 @@ def test_cli_says_outcome_unknown_for_a_lost_answer(tmp_path: Path) -> None:
 def _join_workers() -> None:
     """Wait until the plugin's worker thread has finished the call the host gave up on."""
     assert _SlowChannel.finished.wait(timeout=5)
+
+
+# -- boot evidence (groundwork for at-most-once) -----------------------------------------------
+async def test_simulated_boot_marker_changes_on_every_boot_and_only_then(tmp_path: Path) -> None:
+    state = tmp_path / "sim.json"
+    cfg = {"channels": {"lab": sim({"m": "on"}, state_file=str(state))},
+           "nodes": {"n": {"channels": [{"channel": "lab", "target": "m"}]}}}
+    async with PowerHost(parse_config(cfg)) as host:
+        first = await host.boot_marker("n")
+        assert first is not None and first[0] == "lab"
+        await host.invoke("n", Verb.POWER_ON, reason="already on")  # no boot
+        assert await host.boot_marker("n") == first
+        await host.invoke("n", Verb.REBOOT, reason="kernel")
+        second = await host.boot_marker("n")
+        assert second is not None and second != first
+        await host.invoke("n", Verb.SHUTDOWN, reason="psu")
+        assert await host.boot_marker("n") == second  # off is not a boot
+        await host.invoke("n", Verb.POWER_ON, reason="psu done")
+        third = await host.boot_marker("n")
+    async with PowerHost(parse_config(cfg)) as host:  # kept across processes
+        assert await host.boot_marker("n") == third != second
+
+
+async def test_no_boot_marker_when_the_channel_publishes_none() -> None:
+    cfg = {"channels": {"lab": sim({"m": "on"}, boot_marker=False)},
+           "nodes": {"n": {"channels": [{"channel": "lab", "target": "m"}]}}}
+    async with PowerHost(parse_config(cfg)) as host:
+        assert await host.boot_marker("n") is None

@@ -49,6 +49,7 @@ __all__ = [
     "Acceptance",
     "Channel",
     "ChannelType",
+    "HasBootMarker",
     "PowerState",
     "Reading",
     "SendGate",
@@ -121,6 +122,17 @@ class Channel(Protocol):
     def read_power_state(self, target: Target) -> Any: ...  # Reading | Awaitable[Reading]
 
     def close(self) -> Any: ...
+
+
+@runtime_checkable
+class HasBootMarker(Protocol):
+    """Optional: ``boot_marker(target)``, a value that changes on every boot of the machine.
+
+    Redfish ``LastResetTime``, Talos ``boot_time``, a simulated boot counter: the evidence
+    that a reboot happened. ``None`` when the device publishes none for this target.
+    """
+
+    def boot_marker(self, target: Target) -> Any: ...  # str | None | Awaitable[str | None]
 
 
 ChannelFactory = Callable[[str, Any], Channel]

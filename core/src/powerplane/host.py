@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import _GATE, Acceptance, Channel, PowerState, Reading, SendGate
+from powerplane.channel import (
+    _GATE,
+    Acceptance,
+    Channel,
+    HasBootMarker,
+    PowerState,
+    Reading,
+    SendGate,
+)
 from powerplane.config import ConfiguredChannel, Deployment, NodeSpec, load_config
 from powerplane.errors import (
     ChannelError,
@@ -630,6 +638,25 @@ class PowerHost:
 
         await asyncio.gather(*(one(n) for n in dict.fromkeys(nodes)))
         return {n: out[n] for n in dict.fromkeys(nodes)}
+
+    async def boot_marker(self, node: str) -> tuple[str, str] | None:
+        """``(channel, marker)`` from the first channel of ``node`` that publishes one.
+
+        A marker changes on every boot of the machine; ``None`` when no channel offers
+        one or none answered (a failed read is never taken for a marker).
+        """
+        for ref in self._spec(node).channels:
+            channel = self._channels.get(ref.channel)
+            if not isinstance(channel, HasBootMarker):
+                continue
+            try:
+                value = await self._call(ref.channel, "boot_marker", ref.target)
+            except PowerplaneError as exc:
+                log.info("boot marker of %s via %s: %s", node, ref.channel, exc)
+                continue
+            if isinstance(value, str) and value:
+                return ref.channel, value
+        return None
 
     def confirm_power_off(
         self,

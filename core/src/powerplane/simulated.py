@@ -19,6 +19,7 @@ Config keys (beside ``type: simulated``)::
     timeout_s: 5                          # how long the timeout fault hangs before failing
     password: {env: SIM_PASSWORD}         # optional secret; checked against expect_password
     state_file: null                      # persist machine states and the dispatch log
+    boot_marker: true                     # a boot counter per machine (the evidence of a boot)
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ class SimulatedConfig(BaseModel):
     """Name of the device it models (calls are bounded per endpoint); default the channel name."""
     state_file: str | None = None
     """A JSON file that keeps machine states and the dispatch log across processes."""
+    boot_marker: bool = True
+    """Offer ``boot_marker(target)``: a counter the machine bumps on every boot."""
 
     @field_validator("verbs", mode="before")
     @classmethod
@@ -135,6 +138,8 @@ class SimulatedChannel:
         self._state: dict[str, str] = dict(config.machines)
         self._settle_at: dict[str, float] = {}
         self._pending: dict[str, str] = {}
+        self._boots: dict[str, int] = {t: 1 if st == "on" else 0
+                                        for t, st in config.machines.items()}
         self.dispatches: list[tuple[str, str]] = []
         """Every verb that acted or was accepted, as (verb, target), in order."""
         self.calls: Counter[str] = Counter()
@@ -160,6 +165,7 @@ class SimulatedChannel:
         if path.exists():
             data = json.loads(path.read_text(encoding="utf-8"))
             self._state.update(data.get("machines", {}))
+            self._boots.update({str(t): int(n) for t, n in data.get("boots", {}).items()})
             self.dispatches = [(str(d[0]), str(d[1])) for d in data.get("dispatches", [])]
             # a power transition still running when the last process stopped settles on time
             for target, (final, due_wall) in data.get("pending", {}).items():
@@ -179,6 +185,7 @@ class SimulatedChannel:
         }
         body = {
             "machines": self._state,
+            "boots": self._boots,
             "dispatches": [list(d) for d in self.dispatches],
             "pending": pending,
         }
@@ -259,9 +266,15 @@ class SimulatedChannel:
     def _settle(self, target: str) -> None:
         due = self._settle_at.get(target)
         if due is not None and time.monotonic() >= due:
-            self._state[target] = self._pending.pop(target)
+            self._become(target, self._pending.pop(target))
             del self._settle_at[target]
             self._save_state()
+
+    def _become(self, target: str, state: str) -> None:
+        """Set a machine's state; reaching ``on`` from any other state is a boot."""
+        if state == "on" and self._state.get(target) != "on":
+            self._boots[target] = self._boots.get(target, 0) + 1
+        self._state[target] = state
 
     def _apply(self, verb: Verb, target: str, final: str, transitional: str) -> Acceptance:
         if self.config.faults and self._fault(target) is Fault.SILENT:
@@ -274,7 +287,8 @@ class SimulatedChannel:
                 self._pending[target] = final
                 self._settle_at[target] = time.monotonic() + delay
             else:
-                self._state[target] = final
+                self._become(target, transitional if verb is Verb.REBOOT else final)
+                self._become(target, final)
             self._save_state()
         return Acceptance()
 
@@ -328,6 +342,17 @@ class SimulatedChannel:
             return Reading.off()
         return Reading.unknown(f"in transition ({state})")
 
+    async def boot_marker(self, target: str) -> str | None:
+        """A value that changes on every boot of the machine (its boot count); None if disabled."""
+        if not self.config.boot_marker:
+            return None
+
+        def marker() -> str | None:
+            self._settle(target)
+            return f"boot-{self._boots.get(target, 0)}"
+
+        return await self._call("boot_marker", target, False, marker)
+
     async def close(self) -> None:
         self.closed = True
 
@@ -335,7 +360,7 @@ class SimulatedChannel:
     def set_state(self, target: str, state: PowerState | str) -> None:
         """Set a machine's power state directly (as a person at the rack would)."""
         with self._lock:
-            self._state[target] = str(state)
+            self._become(target, str(state))
             self._pending.pop(target, None)
             self._settle_at.pop(target, None)
             self._save_state()
