@@ -125,11 +125,25 @@ def test_at_least_the_nine_ironic_vendor_families_have_a_profile() -> None:
         assert PROFILES[profile].source
 
 
-def test_detection_takes_the_longest_sys_object_id_prefix() -> None:
-    found = detect("1.3.6.1.4.1.318.1.1.12.3")
-    assert found is not None and found.name == "apc-rpdu"
-    found = detect(".1.3.6.1.4.1.318.1.1.4.2")
-    assert found is not None and found.name == "apc-masterswitch"
+def test_detection_reads_apc_product_identifiers_not_mib_subtrees() -> None:
+    # PowerNet-MIB: masterSwitch ::= { system 4 } = 1.3.6.1.4.1.318.1.3.4; V2 .2, MSP .4,
+    # rPDU .5, rPDU2 .6, rPDUB .8. Real devices answer these, never the MIB subtrees.
+    def one(oid: str) -> str:
+        found = detect(oid)
+        assert found is not None and not found.ambiguous, oid
+        return found.candidates[0]
+
+    assert one(".1.3.6.1.4.1.318.1.3.4.2") == "apc-masterswitch"
+    assert one("1.3.6.1.4.1.318.1.3.4.4") == "apc-masterswitch-plus"
+    assert one("1.3.6.1.4.1.318.1.3.4.5") == "apc-rpdu"
+    assert one("1.3.6.1.4.1.318.1.3.4.6") == "apc-rpdu2"
+    rpdub = detect("1.3.6.1.4.1.318.1.3.4.8")
+    assert rpdub is not None and rpdub.ambiguous
+    assert set(rpdub.candidates) == {"apc-rpdu2", "apc-rpdu", "apc-masterswitch"}
+    vm = detect("1.3.6.1.4.1.318.1.3.4.3")
+    assert vm is not None and vm.candidates == ()
+    # the MIB subtree (what the profiles used to list) is no product identifier
+    assert detect("1.3.6.1.4.1.318.1.1.12.3") is None
     assert detect("1.3.6.1.4.1.3181") is None
 
 

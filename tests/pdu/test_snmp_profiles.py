@@ -11,6 +11,7 @@ from pdu_peers import AUTH_KEY, PRIV_KEY, free_udp_port
 from powerplane import (
     AuthenticationFailed,
     ChannelTimeout,
+    OutcomeUnknown,
     PowerState,
     ProtocolError,
     RefusedByDevice,
@@ -52,7 +53,7 @@ async def test_profile_switches_off_on_and_cycles_with_readback(
     before = ch.requests()
     cycled = await ch.reboot(TWO)
     assert cycled.detail.count("switched off and on again") == 2
-    assert ch.requests() - before == 2, "one SET off and one SET on for both outlets"
+    assert ch.requests() - before == 4, "SET off, readback GET, SET on, readback GET"
     _energized(await ch.read_power_state(TWO), profile)
 
     # an outlet that starts off is switched on by power-on; mixed reads unknown by name
@@ -106,7 +107,7 @@ async def test_power_on_cycles_when_configured_and_every_outlet_is_on(
     before = ch.requests()
     done = await ch.power_on(TWO)
     assert done.detail.count("already on; switched off and on again") == 2
-    assert ch.requests() - before == 3, "one GET, one SET off, one SET on"
+    assert ch.requests() - before == 5, "one GET, SET off, readback, SET on, readback"
 
 
 async def test_snmp_v1_works(
@@ -173,6 +174,9 @@ async def test_no_agent_on_the_port_is_a_timeout(
 ) -> None:
     ch = channel_for(snmp_config("p-apc-rpdu", port=free_udp_port()))
     with pytest.raises(ChannelTimeout, match="no SNMP response"):
+        await ch.read_power_state(TWO)
+    # a SET that got no answer may have been applied: never a plain timeout
+    with pytest.raises(OutcomeUnknown, match="no SNMP response to the SET"):
         await ch.shutdown(TWO)
 
 

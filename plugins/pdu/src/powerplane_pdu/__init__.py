@@ -16,10 +16,19 @@ if TYPE_CHECKING:
     from powerplane_pdu.channel import ENERGIZED_NOT_VISIBLE, PduChannel
     from powerplane_pdu.config import AuthProtocol, PduChannelConfig, PduSpec, PrivProtocol
     from powerplane_pdu.outlets import OutletReading, OutletRef, OutletTarget, parse_target
-    from powerplane_pdu.profiles import PROFILES, LoadUnit, OutletState, Profile, detect
+    from powerplane_pdu.profiles import (
+        PRODUCTS,
+        PROFILES,
+        LoadUnit,
+        OutletState,
+        Product,
+        Profile,
+        detect,
+    )
 
 __all__ = [
     "ENERGIZED_NOT_VISIBLE",
+    "PRODUCTS",
     "PROFILES",
     "AuthProtocol",
     "LoadUnit",
@@ -31,6 +40,7 @@ __all__ = [
     "PduChannelConfig",
     "PduSpec",
     "PrivProtocol",
+    "Product",
     "Profile",
     "detect",
     "parse_target",
@@ -47,9 +57,11 @@ _WHERE = {
     "OutletRef": "outlets",
     "OutletTarget": "outlets",
     "parse_target": "outlets",
+    "PRODUCTS": "profiles",
     "PROFILES": "profiles",
     "LoadUnit": "profiles",
     "OutletState": "profiles",
+    "Product": "profiles",
     "Profile": "profiles",
     "detect": "profiles",
 }

@@ -9,6 +9,12 @@ to shut down, and it sees the outlet, not the machine.
   down: ``on_when_already_on: refuse`` (the default) refuses and says why, ``cycle``
   power-cycles instead.
 
+Every switch is read back: after the write, the channel polls the same outlets (every
+0.2 s, up to the feed's ``settle_s``) until each reads the state it was switched to. An
+outlet that does not is not reported switched: its outcome is
+:class:`~powerplane.OutcomeUnknown` naming the outlet and what it reads (the write left;
+a PDU that sequences outlets may still apply it).
+
 A partial failure is never success: the verb raises a :class:`~powerplane.ChannelError`
 (of the first failing outlet's class) whose message names every outlet with its outcome,
 and whose ``outcomes`` maps each outlet label to it.
@@ -29,6 +35,7 @@ from powerplane import (
     CapabilitySet,
     ChannelError,
     ConfigError,
+    OutcomeUnknown,
     PowerplaneError,
     Reading,
     RefusedByDevice,
@@ -45,6 +52,9 @@ from powerplane_pdu.snmp import SnmpPdu
 __all__ = ["ENERGIZED_NOT_VISIBLE", "PduChannel", "make_driver"]
 
 ENERGIZED_NOT_VISIBLE = "outlet energized; machine not visible"
+
+POLL_S = 0.2
+"""Interval between readbacks of a switched outlet."""
 
 CAPABILITIES = CapabilitySet.of(
     hard=[Verb.REBOOT, Verb.SHUTDOWN, Verb.POWER_ON],
@@ -101,19 +111,63 @@ class PduChannel:
     async def _switch(
         self, refs: Sequence[OutletRef], on: bool
     ) -> dict[OutletRef, PowerplaneError | None]:
+        """Write every outlet, then read each written one back until it reads the new state."""
         groups: dict[str, list[OutletRef]] = {}
         for ref in refs:
             groups.setdefault(ref.feed, []).append(ref)
 
         async def feed(name: str, members: list[OutletRef]) -> dict[OutletRef, Any]:
-            got = await self.drivers[name].switch([r.outlet for r in members], on)
-            return {r: got.get(r.outlet) for r in members}
+            driver = self.drivers[name]
+            got = await driver.switch([r.outlet for r in members], on)
+            outcomes = {r: got.get(r.outlet) for r in members}
+            written = [r for r in members if outcomes[r] is None]
+            if written:
+                outcomes.update(await self._confirm(driver, written, on))
+            return outcomes
 
         parts = await asyncio.gather(*(feed(n, m) for n, m in groups.items()))
         merged: dict[OutletRef, PowerplaneError | None] = {}
         for part in parts:
             merged.update(part)
         return merged
+
+    async def _confirm(
+        self, driver: PduDriver, refs: list[OutletRef], on: bool
+    ) -> dict[OutletRef, PowerplaneError | None]:
+        """Poll ``refs`` until each reads ``on``/off or ``settle_s`` passed; per outlet None
+        (seen switched) or :class:`OutcomeUnknown` naming what it reads."""
+        want = OutletState.ON if on else OutletState.OFF
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + driver.settle_s
+        last: dict[OutletRef, Any] = {}
+        pending = list(refs)
+        while True:
+            got = await driver.read([r.outlet for r in pending])
+            for ref in pending:
+                last[ref] = got.get(ref.outlet)
+            pending = [
+                r for r in pending
+                if not (isinstance(last[r], OutletReading) and last[r].state is want)
+            ]
+            left = deadline - loop.time()
+            if not pending or left <= 0:
+                break
+            await asyncio.sleep(min(POLL_S, left))
+        result: dict[OutletRef, PowerplaneError | None] = dict.fromkeys(refs)
+        for ref in pending:
+            value = last.get(ref)
+            if isinstance(value, OutletReading):
+                seen = f"reads {value.detail or value.state.value}"
+            elif isinstance(value, PowerplaneError):
+                seen = f"could not be read back ({_bare(value)})"
+            else:
+                seen = "could not be read back"
+            result[ref] = OutcomeUnknown(
+                f"{self._label(ref)} was switched {want.value} but {seen} "
+                f"{driver.settle_s:g} s later",
+                channel=self.name,
+            )
+        return result
 
     async def _read(self, refs: Sequence[OutletRef]) -> dict[OutletRef, Any]:
         groups: dict[str, list[OutletRef]] = {}
@@ -142,7 +196,9 @@ class PduChannel:
         ]
         if not failed:
             return Acceptance("; ".join(lines))
-        first = failed[0][1]
+        unknown = [o for _, o in failed if isinstance(o, OutcomeUnknown)]
+        first = unknown[0] if unknown else failed[0][1]
+        # a write that may have been applied outranks any other failure
         cls = type(first) if isinstance(first, ChannelError) else ChannelError
         message = (
             f"{verb.value} failed on {len(failed)} of {len(outcomes)} outlet(s): "
@@ -347,11 +403,20 @@ class PduChannel:
             await driver.close()
 
 
+_UNKNOWN_HEAD = str(OutcomeUnknown())
+
+
 def _bare(error: PowerplaneError) -> str:
-    return error.message if isinstance(error, ChannelError) else str(error)
+    """The error's own words: for :class:`OutcomeUnknown`, without the fixed wording."""
+    if not isinstance(error, ChannelError):
+        return str(error)
+    text = error.message
+    if isinstance(error, OutcomeUnknown) and text.startswith(_UNKNOWN_HEAD + " ("):
+        return text[len(_UNKNOWN_HEAD) + 2 : -1]
+    return text
 
 
 def _prefixed(error: PowerplaneError, prefix: str) -> PowerplaneError:
     if isinstance(error, ChannelError):
-        return type(error)(prefix + error.message, channel=error.channel, target=error.target)
+        return type(error)(prefix + _bare(error), channel=error.channel, target=error.target)
     return error

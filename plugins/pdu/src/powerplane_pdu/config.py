@@ -100,6 +100,9 @@ class PduSpec(BaseModel):
     """SNMP retransmissions after the first request."""
     max_varbinds: int = Field(24, ge=1, le=256)
     """Most outlets written or read in one SNMP request."""
+    settle_s: float = Field(5.0, ge=0, le=600)
+    """Seconds a switched outlet may take to read back its new state (PDUs sequence
+    outlets); polled until then, an outlet that never reads it is not reported switched."""
 
     # -- Redfish -----------------------------------------------------------------------
     endpoint: str | None = None

@@ -127,6 +127,8 @@ class PduDriver(Protocol):
     """The device address, for per-endpoint limits and messages."""
     requests: int
     """Requests sent so far (for benchmarks)."""
+    settle_s: float
+    """How long a switched outlet may take to read back its new state."""
 
     async def switch(
         self, outlets: Sequence[OutletId], on: bool

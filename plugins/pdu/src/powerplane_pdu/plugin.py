@@ -34,6 +34,7 @@ PDU = ChannelType(
     factory=make_channel,
     target=parse_target,
     description="switched PDU outlets over SNMP (vendor profiles) or Redfish PowerDistribution",
+    gated_sends=True,  # every SET and switching POST passes powerplane.about_to_send()
 )
 
 

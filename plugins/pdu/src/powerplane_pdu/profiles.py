@@ -18,9 +18,24 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
-__all__ = ["PROFILES", "LoadUnit", "OutletState", "Profile", "detect", "get_profile"]
+__all__ = [
+    "PRODUCTS",
+    "PROFILES",
+    "LoadUnit",
+    "OutletState",
+    "Product",
+    "Profile",
+    "detect",
+    "get_profile",
+]
 
 IRONIC = "openstack/ironic ironic/drivers/modules/snmp.py @225147672"
+POWERNET = "APC PowerNet-MIB v4.2.6 (librenms/librenms mibs/apc/PowerNet-MIB)"
+ATEN_PE = "ATEN-PE-CFG v1.1.115 (librenms/librenms mibs/aten/ATEN-PE-CFG)"
+
+# PowerNet-MIB: masterSwitch ::= { system 4 } = apc(318).products(1).system(3).4; the
+# product identifiers a MasterSwitch / Rack PDU answers as sysObjectID sit under it.
+_APC_MS = "1.3.6.1.4.1.318.1.3.4"
 
 
 class OutletState(str, Enum):
@@ -74,10 +89,24 @@ class Profile:
     load_scale: float = 1.0
     """Multiplier from the raw value to ``load_unit``."""
     sys_object_id: str | None = None
-    """``sysObjectID`` prefix this profile is detected from (``profile: auto``)."""
+    """The ``sysObjectID`` a device of this profile answers (the simulator writes it)."""
+    index_ranges: tuple[tuple[int, int, int], ...] = ()
+    """``(first, last, offset)``: outlets ``first..last`` sit at arc ``outlet + offset``.
+
+    Empty: the arc is the outlet number, for any outlet."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_values", MappingProxyType(dict(self.state_values)))
+
+    def index(self, outlet: int) -> int:
+        """The arc that stands for ``outlet`` in this profile's OIDs; ``ValueError`` if none."""
+        if not self.index_ranges:
+            return outlet
+        for first, last, offset in self.index_ranges:
+            if first <= outlet <= last:
+                return outlet + offset
+        top = max(last for _, last, _ in self.index_ranges)
+        raise ValueError(f"profile {self.name} has outlets 1..{top}, no outlet {outlet}")
 
     @property
     def metered(self) -> bool:
@@ -85,8 +114,8 @@ class Profile:
         return self.load_oid is not None
 
     def oid(self, template: str, outlet: int) -> str:
-        """``template`` with the outlet number filled in."""
-        return template.format(outlet=outlet)
+        """``template`` with the outlet's arc filled in; ``ValueError`` for no such outlet."""
+        return template.format(outlet=self.index(outlet))
 
     def state_of(self, value: int) -> OutletState:
         """The state a status value means."""
@@ -107,7 +136,7 @@ _ENTRIES: tuple[Profile, ...] = (
         off_value=2,
         state_oid="1.3.6.1.4.1.318.1.1.12.3.3.1.1.4.{outlet}",
         state_values={1: _ON, 2: _OFF, 3: _TR},
-        sys_object_id="1.3.6.1.4.1.318.1.1.12",
+        sys_object_id=f"{_APC_MS}.5",
     ),
     Profile(
         name="apc-rpdu2",
@@ -122,6 +151,7 @@ _ENTRIES: tuple[Profile, ...] = (
         state_values={1: _OFF, 2: _ON},
         load_oid="1.3.6.1.4.1.318.1.1.26.9.4.3.1.7.{outlet}",
         load_unit=LoadUnit.WATTS,
+        sys_object_id=f"{_APC_MS}.6",
     ),
     Profile(
         name="apc-masterswitch",
@@ -133,7 +163,7 @@ _ENTRIES: tuple[Profile, ...] = (
         off_value=2,
         state_oid="1.3.6.1.4.1.318.1.1.4.4.2.1.3.{outlet}",
         state_values={1: _ON, 2: _OFF},
-        sys_object_id="1.3.6.1.4.1.318.1.1.4",
+        sys_object_id=f"{_APC_MS}.2",
     ),
     Profile(
         name="apc-masterswitch-plus",
@@ -145,19 +175,32 @@ _ENTRIES: tuple[Profile, ...] = (
         off_value=3,
         state_oid="1.3.6.1.4.1.318.1.1.6.5.1.1.5.{outlet}",
         state_values={1: _ON, 3: _OFF},
-        sys_object_id="1.3.6.1.4.1.318.1.1.6",
+        sys_object_id=f"{_APC_MS}.4",
     ),
+    # ATEN-PE-CFG: pe ::= { poweroverip 2 } = aten(21317).atenProducts(1).overip(3)
+    # .poweroverip(2).pe(2); control ::= { pe 2 }; outlet ::= { control 2 }
+    # = 1.3.6.1.4.1.21317.1.3.2.2.2.2. Each outlet is its own read-write scalar,
+    # outletNStatus INTEGER { off(1), on(2), pending(3), reboot(4), fault(5), noauth(6),
+    # not-support(7), pop(8) } ("Display and control outlet N status"):
+    #   outlet1Status ::= { outlet 2 } ... outlet8Status ::= { outlet 9 }   (arc N + 1)
+    #   { outlet 10 } is outletConfigTable, not an outlet
+    #   outlet9Status ::= { outlet 11 } ... outlet42Status ::= { outlet 44 } (arc N + 2)
+    # so outlet N is ...2.2.2.2.(N+1).0 for N <= 8 and ...2.2.2.2.(N+2).0 for 9..42.
+    # (Ironic's (outlet, 0) template wrote outlet 16 to { outlet 16 } = outlet14Status.)
+    # PE2 units (ATEN-PE2-CFG, pe2 ::= { poweroverip 3 }) use a table instead: not this.
     Profile(
         name="aten",
-        vendor="Aten PE-series PDU",
-        source=f"{IRONIC} SNMPDriverAten (Outlet Power: 1 off, 2 on, 3 pending, 4 reset)",
+        vendor="ATEN PE-series PDU (ATEN-PE-CFG outletNStatus)",
+        source=f"{ATEN_PE} outlet1Status..outlet42Status under outlet "
+        "(1.3.6.1.4.1.21317.1.3.2.2.2.2): off 1, on 2, pending 3, reboot 4",
         on_oid="1.3.6.1.4.1.21317.1.3.2.2.2.2.{outlet}.0",
         on_value=2,
         off_oid="1.3.6.1.4.1.21317.1.3.2.2.2.2.{outlet}.0",
         off_value=1,
         state_oid="1.3.6.1.4.1.21317.1.3.2.2.2.2.{outlet}.0",
         state_values={1: _OFF, 2: _ON, 3: _TR, 4: _TR},
-        sys_object_id="1.3.6.1.4.1.21317",
+        sys_object_id="1.3.6.1.4.1.21317.1.3.2.2",
+        index_ranges=((1, 8, 1), (9, 42, 2)),
     ),
     Profile(
         name="cyberpower",
@@ -280,16 +323,64 @@ def get_profile(name: str) -> Profile:
         raise KeyError(f"unknown PDU profile {name!r}; expected auto or one of: {valid}") from None
 
 
-def detect(sys_object_id: str) -> Profile | None:
-    """The profile whose ``sysObjectID`` prefix is the longest match, as Ironic's auto driver."""
+@dataclass(frozen=True)
+class Product:
+    """A ``sysObjectID`` prefix and the profile(s) a device answering it may need."""
+
+    sys_object_id: str
+    """The product identifier (or enterprise prefix) as a dotted string."""
+    candidates: tuple[str, ...]
+    """Profile names; several (or ``probe``) means: probe each one's status read-only."""
+    what: str
+    """The product, for messages (with its MIB name)."""
+    probe: bool = False
+    """Confirm even a single candidate by reading its status (a shared enterprise)."""
+
+    @property
+    def ambiguous(self) -> bool:
+        """Whether the driver must probe before it may use a candidate."""
+        return self.probe or len(self.candidates) != 1
+
+
+PRODUCTS: tuple[Product, ...] = (
+    # PowerNet-MIB masterSwitch product identifiers and the outlet table each serves:
+    # masterswitch ::= { hardware 4 } (sPDUOutletCtl), masterswitchVM ::= { hardware 5 },
+    # masterswitchMSP ::= { hardware 6 }, rPDU ::= { hardware 12 }, rPDU2 ::= { hardware 26 }.
+    Product(f"{_APC_MS}.1", ("apc-masterswitch",), "APC masterSwitchV1 (PowerNet-MIB)"),
+    Product(f"{_APC_MS}.2", ("apc-masterswitch",),
+            "APC masterSwitchV2, e.g. AP9606 (PowerNet-MIB)"),
+    Product(f"{_APC_MS}.3", (), "APC masterSwitchVM (PowerNet-MIB sPDUOutletControlVM, "
+            "which no profile drives)"),
+    Product(f"{_APC_MS}.4", ("apc-masterswitch-plus",), "APC masterSwitchMSP (PowerNet-MIB)"),
+    Product(f"{_APC_MS}.5", ("apc-rpdu",), "APC masterSwitchrPDU, AP78xx/AP79xx (PowerNet-MIB)"),
+    Product(f"{_APC_MS}.6", ("apc-rpdu2",),
+            "APC masterSwitchrPDU2, e.g. AP86xx/AP89xx/APDU99xx (PowerNet-MIB)"),
+    # masterSwitchsPDU and masterSwitchrPDUB (AP7xxxB, "added support for AP7xxxB series
+    # Rack PDUs" in v4.2.0) have no outlet table of their own in the MIB: a recorded
+    # AP7900B (librenms tests/snmpsim/apc_ap7900b.snmprec) serves sPDUOutletCtl beside
+    # rPDU2 device tables, so the firmware decides: probe.
+    Product(f"{_APC_MS}.7", ("apc-masterswitch", "apc-rpdu", "apc-rpdu2"),
+            "APC masterSwitchsPDU (PowerNet-MIB)"),
+    Product(f"{_APC_MS}.8", ("apc-rpdu2", "apc-rpdu", "apc-masterswitch"),
+            "APC masterSwitchrPDUB, AP7xxxB (PowerNet-MIB)"),
+    # ATEN's enterprise is shared by PE2 units (another layout) and ATEN-IPMI BMCs.
+    Product("1.3.6.1.4.1.21317", ("aten",), "ATEN (enterprise 21317)", probe=True),
+    Product("1.3.6.1.4.1.3808", ("cyberpower",), "CyberPower (CPS-MIB)"),
+    Product("1.3.6.1.4.1.534", ("eaton-epdu",), "Eaton (EATON-EPDU-MIB)"),
+    Product("1.3.6.1.4.1.23620", ("teltronix",), "Teltronix"),
+    Product("1.3.6.1.4.1.13742.6", ("raritan-pdu2",), "Raritan PX2/PX3 (PDU2-MIB)"),
+)
+"""What ``profile: auto`` knows, longest matching prefix first wins."""
+
+
+def detect(sys_object_id: str) -> Product | None:
+    """The product entry whose ``sysObjectID`` prefix is the longest match, or None."""
     oid = sys_object_id.strip(".")
-    best: Profile | None = None
-    for profile in _ENTRIES:
-        prefix = profile.sys_object_id
-        if prefix is None:
-            continue
+    best: Product | None = None
+    for product in PRODUCTS:
+        prefix = product.sys_object_id
         if (oid == prefix or oid.startswith(prefix + ".")) and (
-            best is None or len(prefix) > len(best.sys_object_id or "")
+            best is None or len(prefix) > len(best.sys_object_id)
         ):
-            best = profile
+            best = product
     return best

@@ -7,6 +7,11 @@ reads the outlet first and refuses, with the PDU's reason, an outlet whose
 on, so each write is idempotent). A read maps ``PowerStateInTransition`` to a transition
 (unknown) and takes ``PowerWatts.Reading`` as the load where the outlet is metered.
 
+The switching POST passes :func:`powerplane.about_to_send` first (nothing leaves after
+the host gave up on the call); a timeout or a dropped connection once it may have left
+is :class:`~powerplane.OutcomeUnknown`, never a plain failure. The channel reads every
+switched outlet back.
+
 Auth is HTTP basic on each request or one session (``X-Auth-Token``), deleted on close.
 TLS is verified against the system store, a CA bundle, or not at all, as configured.
 """
@@ -24,11 +29,13 @@ from powerplane import (
     AuthenticationFailed,
     ChannelError,
     ChannelTimeout,
+    OutcomeUnknown,
     PowerplaneError,
     ProtocolError,
     RefusedByDevice,
     TLSVerificationFailed,
     Unreachable,
+    about_to_send,
 )
 from powerplane_pdu.config import PduSpec
 from powerplane_pdu.outlets import OutletId, OutletReading
@@ -73,6 +80,7 @@ class RedfishPdu:
         self.spec = spec
         self.endpoint = spec.endpoint.rstrip("/")
         self.requests = 0
+        self.settle_s = spec.settle_s
         self._client: httpx.AsyncClient | None = None
         self._token: str | None = None
         self._session_uri: str | None = None
@@ -104,13 +112,27 @@ class RedfishPdu:
             )
         return self._client
 
-    async def _send(self, method: str, path: str, json: Any = None) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, json: Any = None, *, switching: bool = False
+    ) -> httpx.Response:
+        """One request; ``switching``: it changes an outlet, so it passes the send gate and
+        a timeout or drop after it may have left is :class:`OutcomeUnknown`."""
         client = self._http()
         headers = {"X-Auth-Token": self._token} if self._token else {}
+        if switching:
+            about_to_send()  # raises (nothing sent) once the host has given up on the call
         self.requests += 1
         try:
             return await client.request(method, path, json=json, headers=headers)
+        except (httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            raise self._error(
+                ChannelTimeout, f"no connection within {self.spec.timeout_s:g} s"
+            ) from exc
         except httpx.TimeoutException as exc:
+            if switching:
+                raise self._error(
+                    OutcomeUnknown, f"{method} {path}: no answer within {self.spec.timeout_s:g} s"
+                ) from exc
             raise self._error(
                 ChannelTimeout, f"no answer within {self.spec.timeout_s:g} s"
             ) from exc
@@ -121,6 +143,10 @@ class RedfishPdu:
                 ) from exc
             raise self._error(Unreachable, "connection failed") from exc
         except httpx.HTTPError as exc:
+            if switching:
+                raise self._error(
+                    OutcomeUnknown, f"{method} {path}: connection lost ({type(exc).__name__})"
+                ) from exc
             raise self._error(ProtocolError, f"HTTP failure: {type(exc).__name__}") from exc
 
     async def _login(self) -> None:
@@ -144,16 +170,18 @@ class RedfishPdu:
             self._token = token
             self._session_uri = response.headers.get("Location")
 
-    async def _call(self, method: str, path: str, json: Any = None) -> httpx.Response:
-        """A request with auth; a session is (re)opened once on 401."""
+    async def _call(
+        self, method: str, path: str, json: Any = None, *, switching: bool = False
+    ) -> httpx.Response:
+        """A request with auth; a session is (re)opened once on 401 (a 401 was not applied)."""
         session = self.spec.auth == "session" and self.spec.username is not None
         if session and self._token is None:
             await self._login()
-        response = await self._send(method, path, json)
+        response = await self._send(method, path, json, switching=switching)
         if response.status_code == 401 and session:
             self._token = None
             await self._login()
-            response = await self._send(method, path, json)
+            response = await self._send(method, path, json, switching=switching)
         if response.status_code == 401:
             raise self._error(AuthenticationFailed, "credentials rejected (HTTP 401)")
         if response.status_code >= 400:
@@ -193,7 +221,7 @@ class RedfishPdu:
                 RefusedByDevice,
                 f"outlet {outlet} allows PowerState {', '.join(map(str, allowed))}, not {want}",
             )
-        await self._call("POST", target, {"PowerState": want})
+        await self._call("POST", target, {"PowerState": want}, switching=True)
 
     async def switch(
         self, outlets: Sequence[OutletId], on: bool

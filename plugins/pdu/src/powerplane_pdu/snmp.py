@@ -2,11 +2,20 @@
 
 A switch writes explicit on or off values (never a vendor "reboot" command), so every
 write is idempotent and safe to retry; all outlets of one request go in one SET (up to
-``max_varbinds``), which SNMP applies all or nothing. A read is one GET of every outlet's
-status object, and load object where the profile meters outlets.
+``max_varbinds``), which SNMP applies all or nothing. Each SET passes
+:func:`powerplane.about_to_send` first, so none leaves after the host gave up on the call.
+A read is one GET of every outlet's status object, and load object where the profile
+meters outlets. (The channel reads every switched outlet back; see ``channel``.)
+
+``profile: auto`` reads ``sysObjectID`` and looks the product up
+(:data:`~powerplane_pdu.profiles.PRODUCTS`); where the product id leaves several
+candidates, each candidate's status object for outlet 1 is read (GET only, never a SET)
+and the one candidate that answers is used. None or several answering is a
+:class:`~powerplane.ConfigError` naming the candidates: set ``profile``.
 
 Errors map into powerplane's tree: no response -> ``ChannelTimeout`` (SNMP v1/v2c cannot
-tell a wrong community from a host that is down: both are silent), a v3 digest, user or
+tell a wrong community from a host that is down: both are silent), but no response to a
+SET -> ``OutcomeUnknown`` (the SET left and may have been applied); a v3 digest, user or
 decryption failure -> ``AuthenticationFailed``, an error status in the response ->
 ``RefusedByDevice``, a bad address -> ``Unreachable``. No message carries a community or key.
 """
@@ -37,15 +46,19 @@ from powerplane import (
     AuthenticationFailed,
     ChannelError,
     ChannelTimeout,
+    ConfigError,
+    OutcomeUnknown,
     PowerplaneError,
     ProtocolError,
     RefusedByDevice,
     Unreachable,
+    about_to_send,
 )
+from powerplane.errors import ConfigProblem
 from powerplane_pdu import usm
 from powerplane_pdu.config import PduSpec
 from powerplane_pdu.outlets import OutletId, OutletReading
-from powerplane_pdu.profiles import OutletState, Profile, detect, get_profile
+from powerplane_pdu.profiles import PROFILES, OutletState, Profile, detect, get_profile
 
 __all__ = ["SYS_OBJECT_ID", "SnmpPdu"]
 
@@ -75,6 +88,7 @@ class SnmpPdu:
         self.spec = spec
         self.endpoint = f"snmp://{spec.host}:{spec.port}"
         self.requests = 0
+        self.settle_s = spec.settle_s
         self._profile: Profile | None = (
             None if spec.profile == "auto" else get_profile(spec.profile)
         )
@@ -134,6 +148,8 @@ class SnmpPdu:
         auth = self._auth_data()
         context = ContextData(contextName=self.spec.context)
         command = get_cmd if op == "get" else set_cmd
+        if op == "set":
+            about_to_send()  # raises (nothing sent) once the host has given up on the call
         self.requests += 1
         try:
             indication, status, index, binds = await command(
@@ -155,7 +171,13 @@ class SnmpPdu:
 
     def _indication(self, op: str, indication: Any) -> ChannelError:
         text = str(indication)
-        if isinstance(indication, errind.RequestTimedOut):
+        if isinstance(indication, errind.RequestTimedOut) and op == "set":
+            err = self._error(
+                OutcomeUnknown,
+                f"no SNMP response to the SET after {self.spec.retries + 1} attempt(s) of "
+                f"{self.spec.timeout_s:g} s",
+            )
+        elif isinstance(indication, errind.RequestTimedOut):
             tries = self.spec.retries + 1
             hint = (
                 "wrong community, host down or SNMP disabled"
@@ -181,13 +203,57 @@ class SnmpPdu:
             if value is None or isinstance(value, NoSuchObject | NoSuchInstance | EndOfMibView):
                 raise self._error(ProtocolError, "the agent has no sysObjectID; set 'profile'")
             oid = value.prettyPrint()
-            found = detect(oid)
-            if found is None:
+            product = detect(oid)
+            if product is None:
                 raise self._error(
                     ProtocolError, f"sysObjectID {oid} matches no PDU profile; set 'profile'"
                 )
-            self._profile = found
+            if not product.candidates:
+                raise self._config_error(
+                    f"sysObjectID {oid} is {product.what}: no profile drives it"
+                )
+            if product.ambiguous:
+                self._profile = await self._probe(oid, product.what, product.candidates)
+            else:
+                self._profile = get_profile(product.candidates[0])
         return self._profile
+
+    def _config_error(self, message: str) -> ConfigError:
+        feed = self.label[len(self.channel) + 1 :] if self.label != self.channel else ""
+        path = f"channels.{self.channel}" + (f".feeds.{feed}" if feed else "") + ".profile"
+        valid = ", ".join(sorted(PROFILES))
+        return ConfigError([ConfigProblem(
+            path,
+            f"profile auto: {self.endpoint}: {message}; set 'profile' to one of: {valid}",
+        )])
+
+    async def _probe(self, oid: str, what: str, candidates: tuple[str, ...]) -> Profile:
+        """The one candidate whose outlet-1 status object answers a GET (read-only)."""
+        answered: list[Profile] = []
+        for name in candidates:
+            candidate = get_profile(name)
+            binds = await self._request("get", [candidate.oid(candidate.state_oid, 1)])
+            raw = binds[0][1] if binds else None
+            if raw is None or isinstance(raw, NoSuchObject | NoSuchInstance | EndOfMibView):
+                continue
+            try:
+                int(raw)
+            except (TypeError, ValueError):
+                continue
+            answered.append(candidate)
+        listed = ", ".join(candidates)
+        if len(answered) == 1:
+            return answered[0]
+        if not answered:
+            raise self._config_error(
+                f"sysObjectID {oid} is {what}; none of the candidate profiles ({listed}) "
+                "answers its outlet status object"
+            )
+        raise self._config_error(
+            f"sysObjectID {oid} is {what}; several candidate profiles answer their outlet "
+            f"status objects ({', '.join(p.name for p in answered)}), so the table that "
+            "switches cannot be told"
+        )
 
     def _chunks(self, items: Sequence[Any], per: int = 1) -> list[Sequence[Any]]:
         size = max(1, self.spec.max_varbinds // per)
@@ -208,10 +274,19 @@ class SnmpPdu:
         if not numbers:
             return numbers, None
         try:
-            return numbers, await self.profile()
+            profile = await self.profile()
         except ChannelError as exc:
             result.update(dict.fromkeys(numbers, exc))
             return numbers, None
+        known: list[int] = []
+        for o in numbers:
+            try:
+                profile.index(o)
+            except ValueError as exc:
+                result[o] = self._error(ProtocolError, str(exc))
+            else:
+                known.append(o)
+        return known, profile
 
     # -- the driver protocol -------------------------------------------------------------
     async def switch(
@@ -220,7 +295,7 @@ class SnmpPdu:
         """Write on or off for every outlet, one SET per ``max_varbinds`` outlets."""
         result: dict[OutletId, PowerplaneError | None] = {}
         numbers, profile = await self._prepare(outlets, result)
-        if profile is None:
+        if profile is None or not numbers:
             return result
         oid, value = (
             (profile.on_oid, profile.on_value) if on else (profile.off_oid, profile.off_value)
@@ -254,7 +329,7 @@ class SnmpPdu:
         """GET every outlet's status (and load where metered)."""
         result: dict[OutletId, OutletReading | PowerplaneError] = {}
         numbers, profile = await self._prepare(outlets, result)
-        if profile is None:
+        if profile is None or not numbers:
             return result
         per = 2 if profile.metered else 1
         for chunk in self._chunks(numbers, per):
