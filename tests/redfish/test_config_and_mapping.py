@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from powerplane import ConfigError, Source, parse_config
+from powerplane import ConfigError, Source, Verb, parse_config
 from powerplane.plugins import registry
-from powerplane_redfish import RebootMode, ResetType, ShutdownMode, parse_target, plan
+from powerplane_redfish import (
+    RebootMode,
+    RedfishConfig,
+    ResetType,
+    ShutdownMode,
+    parse_target,
+    plan,
+)
+from powerplane_redfish.config import LIMITS_MARGIN_S
 from powerplane_redfish.mapping import parse_reset_types
 
 EMULATOR_VALUES = ["On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart",
@@ -129,3 +137,91 @@ def test_detail_says_what_was_accepted_and_what_is_missing() -> None:
                  source=Source.DISCOVERED, where="/redfish/v1/Systems/1 AllowableValues")
     assert "ForceOff" in found.caps.detail
     assert "GracefulShutdown not accepted" in found.caps.detail
+
+
+# -- withheld verbs carry the channel's reason and the fix ------------------------------------
+NO_GRACEFUL_RESTART = ["On", "ForceOff", "GracefulShutdown", "ForceRestart", "Nmi", "PowerCycle"]
+
+
+@pytest.mark.parametrize(
+    ("values", "shutdown", "reboot", "verb", "reason"),
+    [
+        (NO_GRACEFUL_RESTART, "graceful", "graceful", "reboot",
+         "GracefulRestart is not allowed by this BMC; it allows ForceRestart, PowerCycle: "
+         "set reboot: force"),
+        (["On", "ForceOff"], "graceful", "graceful", "shutdown",
+         "GracefulShutdown is not allowed by this BMC; it allows ForceOff: set shutdown: force"),
+        (["On", "GracefulShutdown"], "force", "graceful", "shutdown",
+         "ForceOff is not allowed by this BMC; it allows GracefulShutdown: "
+         "set shutdown: graceful"),
+        (["On", "GracefulRestart"], "graceful", "force", "reboot",
+         "neither ForceRestart nor PowerCycle is allowed by this BMC; it allows "
+         "GracefulRestart: set reboot: graceful"),
+        (["On", "ForceOff", "GracefulShutdown"], "graceful", "graceful", "reboot",
+         "GracefulRestart is not allowed by this BMC; it allows On, ForceOff, "
+         "GracefulShutdown: set reboot: graceful-then-force"),
+        (["ForceOff"], "force", "graceful", "power-on",
+         "neither On nor ForceOn is allowed by this BMC (it allows ForceOff)"),
+    ],
+)
+def test_a_withheld_verb_says_what_is_missing_and_the_fix(
+    values: list[str], shutdown: str, reboot: str, verb: str, reason: str
+) -> None:
+    p = plan(parse_reset_types(values), ShutdownMode(shutdown), RebootMode(reboot),
+             source=Source.DISCOVERED, where="x")
+    assert verb not in p.caps.as_dict()
+    assert reason in p.caps.withheld[Verb(verb)]
+    # every verb not advertised has a reason, and no advertised verb has one
+    assert set(p.caps.withheld) == set(Verb) - set(p.caps.verbs) - {Verb.TERMINATE}
+
+
+def test_a_declared_set_is_named_as_such_in_the_reason() -> None:
+    p = plan(parse_reset_types(["On", "ForceOff"]), ShutdownMode.GRACEFUL, RebootMode.GRACEFUL,
+             source=Source.DECLARED, where="declared in config")
+    assert p.caps.withheld[Verb.SHUTDOWN].startswith(
+        "GracefulShutdown is not in the declared reset_types; they list ForceOff")
+
+
+# -- check_limits: graceful-then-force must fit in limits.timeout_s ----------------------------
+def redfish_config(**kw: object) -> RedfishConfig:
+    cfg = parse_config(base(**kw)).channels["bmc"].config
+    assert isinstance(cfg, RedfishConfig)
+    return cfg
+
+
+def test_check_limits_has_nothing_to_say_without_graceful_then_force() -> None:
+    assert redfish_config().check_limits(60) == []
+    assert redfish_config(shutdown="force", reboot="force").check_limits(1) == []
+
+
+def test_check_limits_flags_a_wait_that_leaves_no_room_for_the_force_off() -> None:
+    # 30 s wait + 5 s connect + 30 s read + 1 s margin = 66 s > 60 s
+    problems = redfish_config(shutdown="graceful-then-force").check_limits(60)
+    assert len(problems) == 1
+    field, message = problems[0]
+    assert field == "shutdown_wait_s"
+    assert "limits.timeout_s (60 s)" in message
+    assert "lower shutdown_wait_s to at most 24 s" in message
+    assert "raise limits.timeout_s to at least 66 s" in message
+
+
+def test_check_limits_counts_two_waits_for_a_graceful_then_force_reboot() -> None:
+    cfg = redfish_config(reboot="graceful-then-force", shutdown_wait_s=10, read_timeout_s=5,
+                         connect_timeout_s=2)
+    assert cfg.check_limits(28) == []  # 2 * 10 + 2 + 5 + 1
+    problems = cfg.check_limits(27.5)
+    assert [f for f, _ in problems] == ["shutdown_wait_s"]
+    assert "reboot" in problems[0][1] and "twice shutdown_wait_s" in problems[0][1]
+
+
+def test_check_limits_when_the_last_request_alone_is_too_long() -> None:
+    cfg = redfish_config(shutdown="graceful-then-force", shutdown_wait_s=1, read_timeout_s=100)
+    (field, message), = cfg.check_limits(60)
+    assert field == "shutdown_wait_s"
+    assert "lower read_timeout_s or connect_timeout_s" in message
+
+
+def test_check_limits_fits_exactly() -> None:
+    cfg = redfish_config(shutdown="graceful-then-force", shutdown_wait_s=10, read_timeout_s=4,
+                         connect_timeout_s=1)
+    assert cfg.check_limits(10 + 1 + 4 + LIMITS_MARGIN_S) == []

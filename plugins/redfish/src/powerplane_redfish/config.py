@@ -15,7 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from powerplane import SecretRef
 
-__all__ = ["AuthMode", "RebootMode", "RedfishConfig", "ResetType", "ShutdownMode"]
+__all__ = [
+    "LIMITS_MARGIN_S",
+    "AuthMode",
+    "RebootMode",
+    "RedfishConfig",
+    "ResetType",
+    "ShutdownMode",
+]
 
 
 class ResetType(str, Enum):
@@ -106,7 +113,8 @@ class RedfishConfig(BaseModel):
     shutdown_wait_s: float = Field(30.0, gt=0)
     """In ``graceful-then-force``: how long to wait for the system to read off before ``ForceOff``.
 
-    Keep it well below the host's ``limits.timeout_s``: the wait runs inside the verb's call.
+    The wait runs inside the verb's call, so it must fit in the host's ``limits.timeout_s``
+    with the last request after it (see :meth:`RedfishConfig.check_limits`).
     """
     reboot: RebootMode = RebootMode.GRACEFUL
     """How reboot is carried: ``graceful``, ``force`` or ``graceful-then-force``."""
@@ -137,6 +145,50 @@ class RedfishConfig(BaseModel):
         if self.poll_interval_s > self.shutdown_wait_s:
             raise ValueError("poll_interval_s must not exceed shutdown_wait_s")
         return self
+
+    def check_limits(self, timeout_s: float) -> list[tuple[str, str]]:
+        """Problems of this channel with the host's ``limits.timeout_s``, as (field, message).
+
+        ``graceful-then-force`` waits inside the verb's call and then sends one more reset
+        (``ForceOff``, or ``On`` after a reboot's shutdown), which needs up to
+        ``connect_timeout_s + read_timeout_s`` of its own. All of it must fit in
+        ``limits.timeout_s`` with a margin of :data:`LIMITS_MARGIN_S`: otherwise the host
+        gives up first, the forced fallback is never sent, and the call ends with its
+        outcome unknown. A shutdown waits once; a reboot waits up to twice (for the graceful
+        shutdown, then for the ``ForceOff``).
+        """
+        problems: list[tuple[str, str]] = []
+        last = self.connect_timeout_s + self.read_timeout_s
+        uses = [
+            (verb, waits)
+            for verb, waits, on in (
+                ("shutdown", 1, self.shutdown is ShutdownMode.GRACEFUL_THEN_FORCE),
+                ("reboot", 2, self.reboot is RebootMode.GRACEFUL_THEN_FORCE),
+            )
+            if on
+        ]
+        for verb, waits in uses:
+            needed = waits * self.shutdown_wait_s + last + LIMITS_MARGIN_S
+            if needed <= timeout_s:
+                continue
+            wait_words = "shutdown_wait_s" if waits == 1 else "twice shutdown_wait_s"
+            room = (timeout_s - last - LIMITS_MARGIN_S) / waits
+            fix = (f"lower shutdown_wait_s to at most {room:g} s, or " if room > 0 else
+                   "lower read_timeout_s or connect_timeout_s, or ")
+            problems.append((
+                "shutdown_wait_s",
+                f"{verb}: graceful-then-force needs up to {needed:g} s ({wait_words}, "
+                f"{waits * self.shutdown_wait_s:g} s, then connect_timeout_s + read_timeout_s, "
+                f"{last:g} s, for its last reset, and a {LIMITS_MARGIN_S:g} s margin), more "
+                f"than limits.timeout_s ({timeout_s:g} s): the host would give up before the "
+                f"forced fallback is sent; {fix}raise limits.timeout_s to at least {needed:g} s",
+            ))
+        return problems
+
+
+LIMITS_MARGIN_S = 1.0
+"""The room :meth:`RedfishConfig.check_limits` keeps for the first reset's answer and the
+last readback of ``graceful-then-force``, beyond its wait and its last request."""
 
 
 def parse_target(raw: Any) -> str | None:

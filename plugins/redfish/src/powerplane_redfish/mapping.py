@@ -11,6 +11,11 @@ The configured mode of each verb decides which of those the channel will send, s
 set advertises exactly what the channel does: with ``shutdown: force`` a service that
 accepts only ``GracefulShutdown`` gets no shutdown advertised, and a ``force`` shutdown
 is advertised hard even where the service could also shut down gracefully.
+
+Every verb the plan does not advertise gets its own reason in the capability set's
+``withheld``: which reset type is missing, what the service allows instead, and the config
+setting that would carry the verb ("GracefulRestart is not allowed by this BMC; it allows
+ForceRestart, PowerCycle: set reboot: force").
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ __all__ = ["Plan", "parse_reset_types", "plan"]
 
 _ON = (ResetType.ON, ResetType.FORCE_ON)
 _HARD_RESTART = (ResetType.FORCE_RESTART, ResetType.POWER_CYCLE)
+_ORDER = tuple(ResetType)
 
 
 @dataclass(frozen=True)
@@ -113,8 +119,98 @@ def plan(
     detail = f"{where}: {accepted}"
     if notes:
         detail += f" ({'; '.join(notes)})"
-    caps = CapabilitySet.of(graceful, hard, source=source, detail=detail)
+    withheld = _withheld(
+        ok, shutdown, reboot, source=source, advertised=frozenset(graceful + hard),
+        shutdown_then_on=first_off is not None and power_on is not None,
+    )
+    caps = CapabilitySet.of(graceful, hard, source=source, detail=detail, withheld=withheld)
     return Plan(caps, power_on, first_off, force_off, reboot_type)
+
+
+def _names(types: Iterable[ResetType]) -> str:
+    return ", ".join(t.value for t in types)
+
+
+def _shutdown_then_on_fix(
+    ok: frozenset[ResetType], shutdown: ShutdownMode, shutdown_then_on: bool
+) -> str | None:
+    """The setting that makes reboot a shutdown then On, where the service allows that."""
+    if shutdown_then_on:
+        return "set reboot: graceful-then-force (an observed shutdown, then On)"
+    if _first(ok, _ON) is None:
+        return None
+    if ResetType.GRACEFUL_SHUTDOWN in ok:
+        return "set shutdown: graceful and reboot: graceful-then-force"
+    if ResetType.FORCE_OFF in ok and shutdown is not ShutdownMode.FORCE:
+        return "set shutdown: force and reboot: graceful-then-force (a power cut, then On)"
+    return None
+
+
+def _withheld(
+    ok: frozenset[ResetType],
+    shutdown: ShutdownMode,
+    reboot: RebootMode,
+    *,
+    source: Source,
+    advertised: frozenset[Verb],
+    shutdown_then_on: bool,
+) -> dict[Verb, str]:
+    """Per verb the plan cannot carry: what is missing, what is allowed instead, the fix."""
+    declared = source is Source.DECLARED
+    by = "in the declared reset_types" if declared else "allowed by this BMC"
+    allows = "they list" if declared else "it allows"
+    allowed = [t for t in _ORDER if t in ok]
+    everything = _names(allowed) or "no reset type"
+    out: dict[Verb, str] = {}
+
+    if Verb.POWER_ON not in advertised:
+        out[Verb.POWER_ON] = (
+            f"neither On nor ForceOn is {by} ({allows} {everything})"
+        )
+
+    if Verb.SHUTDOWN not in advertised:
+        if shutdown is ShutdownMode.FORCE:
+            text = f"ForceOff is not {by}"
+            text += (f"; {allows} GracefulShutdown: set shutdown: graceful"
+                     if ResetType.GRACEFUL_SHUTDOWN in ok else f" ({allows} {everything})")
+        elif shutdown is ShutdownMode.GRACEFUL:
+            text = f"GracefulShutdown is not {by}"
+            text += (f"; {allows} ForceOff: set shutdown: force (a power cut)"
+                     if ResetType.FORCE_OFF in ok else f" ({allows} {everything})")
+        else:
+            text = (f"neither GracefulShutdown nor ForceOff is {by} "
+                    f"({allows} {everything})")
+        out[Verb.SHUTDOWN] = text
+
+    if Verb.REBOOT not in advertised:
+        hard = [t for t in _HARD_RESTART if t in ok]
+        graceful_restart = ResetType.GRACEFUL_RESTART in ok
+        fix = _shutdown_then_on_fix(ok, shutdown, shutdown_then_on)
+        if reboot is RebootMode.GRACEFUL:
+            text = f"GracefulRestart is not {by}"
+            if hard:
+                text += f"; {allows} {_names(hard)}: set reboot: force"
+            elif fix is not None:
+                text += f"; {allows} {everything}: {fix}"
+            else:
+                text += f" ({allows} {everything})"
+        elif reboot is RebootMode.FORCE:
+            text = f"neither ForceRestart nor PowerCycle is {by}"
+            if graceful_restart:
+                text += f"; {allows} GracefulRestart: set reboot: graceful"
+            elif fix is not None:
+                text += f"; {allows} {everything}: {fix}"
+            else:
+                text += f" ({allows} {everything})"
+        else:
+            why = "; ".join(out[v] for v in (Verb.SHUTDOWN, Verb.POWER_ON) if v in out)
+            text = f"reboot: graceful-then-force is a shutdown, then On, and {why}"
+            if graceful_restart:
+                text += "; or set reboot: graceful"
+            elif hard:
+                text += "; or set reboot: force"
+        out[Verb.REBOOT] = text
+    return out
 
 
 def parse_reset_types(values: Iterable[object]) -> frozenset[ResetType]:
