@@ -190,3 +190,18 @@ def test_list_all_shows_who_abandoned_and_why(config: Path) -> None:
     assert "by bob: window [closed] early" in table
     status = pp(config, "status", rows[0]["name"]).output
     assert "abandoned by bob" in status and "window [closed] early" in status
+
+
+def test_an_undiscoverable_channel_is_a_channel_failure_not_a_refusal(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path, channel={"faults": {"w1": "unreachable"}})
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    res = pp(path, "request", "w1", "--intent", "reboot", "--dry-run", "-o", "json")
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.output)
+    assert doc["preflight"]["power"]["cause"] == "channel"
+    assert doc["refusal"]["exitCode"] == 1
+    res = pp(path, "request", "w1", "--intent", "reboot", "--reason", "kernel 6.8 rollout",
+             "--confirm-node", "w1", "--ack-preflight")
+    assert res.exit_code == 1, res.output
+    assert "lab" in res.output

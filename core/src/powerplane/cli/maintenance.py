@@ -148,15 +148,7 @@ def request_cmd(
     output: str,
 ) -> None:
     """Request a maintenance of NODE with the ceremony its intent needs."""
-    from powerplane.capabilities import Verb
-    from powerplane.errors import NotOffered
-    from powerplane.lifecycle.ceremony import (
-        Ceremony,
-        MaintenanceRefused,
-        Step,
-        action_for,
-        required,
-    )
+    from powerplane.lifecycle.ceremony import Ceremony, Step, action_for, required
     from powerplane.lifecycle.model import Intent
     from powerplane.lifecycle.service import Lifecycle
 
@@ -187,12 +179,7 @@ def request_cmd(
         async with open_host(ctx) as host:
             lc = Lifecycle.for_host(host)
             try:
-                pre, verdict = await lc.preflight(node, the_intent)
-                if not verdict.allowed:
-                    raise MaintenanceRefused(node, verdict.reason, verdict.numbers)
-                if the_intent.powers and not pre.power.get("offered"):
-                    verb = Verb.REBOOT if the_intent is Intent.REBOOT else Verb.SHUTDOWN
-                    raise NotOffered(node, verb.value, str(pre.power.get("reason", "")))
+                pre, verdict = await lc.admit(node, the_intent)  # refusals never prompt
                 steps = required(action_for(the_intent), verdict.hazard)
                 people = _interactive()
                 if people:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from powerplane.capabilities import Verb
-from powerplane.errors import NotOffered, PowerplaneError, UnknownNode
+from powerplane.errors import ChannelError, NotOffered, PowerplaneError, UnknownNode
 from powerplane.host import PowerHost
 from powerplane.lifecycle import guard
 from powerplane.lifecycle.audit import Action, AuditRecord
@@ -160,9 +160,27 @@ class Lifecycle:
         if not verdict.allowed:
             return pre, verdict, MaintenanceRefused(node, verdict.reason, verdict.numbers)
         if intent.powers and not pre.power.get("offered"):
+            if pre.power.get("cause") == "channel":  # undiscoverable: a channel failure (1)
+                failed = self.host.discovery_error(node)
+                if isinstance(failed, ChannelError):
+                    return pre, verdict, failed
             return pre, verdict, NotOffered(node, str(pre.power.get("verb")),
                                             str(pre.power.get("reason", "")))
         return pre, verdict, None
+
+    async def admit(
+        self, node: str, intent: Intent | str
+    ) -> tuple[Preflight, guard.SafetyVerdict]:
+        """The pre-flight and verdict of a request the rules admit; else raises why not.
+
+        What :meth:`request` checks before the ceremony: an active maintenance (exit 2),
+        the guard (3), the power offer (3 withheld by the rule, 1 undiscoverable channel).
+        """
+        pre, verdict, error = await self._decide(node, Intent(intent))
+        if error is not None:
+            raise error
+        assert pre is not None and verdict is not None
+        return pre, verdict
 
     async def dry_run(
         self, node: str, intent: Intent | str, ceremony: Ceremony
@@ -171,7 +189,8 @@ class Lifecycle:
 
         Returns the document (``maintenance request --dry-run -o json``) and the exit
         code: 0 when the request would be accepted once its ceremony is complete, else
-        the code of the error it would be rejected with (3 refused, 2 already active).
+        the code of the error it would be rejected with (3 refused, 2 already active,
+        1 when the channel that would carry the verb could not be discovered).
         Unknown nodes raise as for a request.
         """
         intent = Intent(intent)
@@ -207,10 +226,7 @@ class Lifecycle:
     ) -> NodeMaintenance:
         """Accept a maintenance request (or raise why not); appends its audit record."""
         intent = Intent(intent)
-        pre, verdict, error = await self._decide(node, intent)
-        if error is not None:
-            raise error
-        assert pre is not None and verdict is not None
+        pre, verdict = await self.admit(node, intent)
         action = action_for(intent)
         problems = missing(node, action, verdict.hazard, ceremony, self.config.reason_policy)
         if problems:
