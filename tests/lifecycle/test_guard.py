@@ -158,3 +158,16 @@ async def test_the_reconcilers_own_dispatch_passes_a_guarded_host(tmp_path: Path
     finally:
         lc.close()
         await host.close()
+
+
+async def test_a_direct_call_creates_no_store_and_a_broken_one_stops_it(tmp_path: Path) -> None:
+    from powerplane.lifecycle import StoreError
+
+    deployment = parse_config(make_config(tmp_path))
+    guard = invoke_guard(deployment)
+    assert guard is not None
+    assert await guard(["w1"], Verb.REBOOT, GOOD) == {"w1": None}
+    assert not (tmp_path / "lifecycle.db").exists()
+    (tmp_path / "lifecycle.db").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(StoreError, match=r"lifecycle\.db"):
+        await guard(["w1"], Verb.REBOOT, GOOD)

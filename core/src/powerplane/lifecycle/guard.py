@@ -197,9 +197,9 @@ class LifecycleGuard:
     """The guard of one deployment's ``lifecycle:`` section (see the module docstring).
 
     Each call opens the store and the cluster port, decides for every node and closes
-    them. Readiness of the members is read through ``host`` when one is set (the
-    ``PowerHost`` the guard is attached to); without one a call starts a host of its own
-    for the deployment.
+    them; a store that cannot be read raises ``StoreError`` (exit 1). Readiness of the
+    members is read through ``host`` when one is set (the ``PowerHost`` the guard is
+    attached to); without one a call starts a host of its own for the deployment.
     """
 
     def __init__(
@@ -218,15 +218,7 @@ class LifecycleGuard:
         wanted = list(dict.fromkeys(nodes))
         if verb not in GUARDED:
             return dict.fromkeys(wanted)
-        from powerplane.lifecycle.store import Store
-
-        store = Store(
-            self.config.store_path(self.deployment.source), self.config.busy_timeout_s
-        )
-        try:
-            active = {node: (name, phase) for name, node, phase in store.active_phases()}
-        finally:
-            store.close()
+        active = self._active()
         problem = reason_problem(reason, self.config.reason_policy)
         own = _OWN_DISPATCH.get()
         pending: list[str] = []
@@ -260,6 +252,23 @@ class LifecycleGuard:
                 out[node] = None
                 taken.add(node)  # nodes of one call count against quorum together
         return {node: out[node] for node in wanted}
+
+    def _active(self) -> dict[str, tuple[str, Phase]]:
+        """Node -> (maintenance, phase) of every active maintenance.
+
+        A store file that does not exist yet holds none (a direct call creates no store);
+        one that cannot be read raises ``StoreError`` (exit 1): nothing is decided blind.
+        """
+        from powerplane.lifecycle.store import Store
+
+        path = self.config.store_path(self.deployment.source)
+        if not path.exists() and not path.is_symlink():
+            return {}
+        store = Store(path, self.config.busy_timeout_s)
+        try:
+            return {node: (name, phase) for name, node, phase in store.active_phases()}
+        finally:
+            store.close()
 
     async def _observe(self) -> ClusterView:
         from powerplane.lifecycle.ports import build_ports
