@@ -225,3 +225,14 @@ def test_check_limits_fits_exactly() -> None:
     cfg = redfish_config(shutdown="graceful-then-force", shutdown_wait_s=10, read_timeout_s=4,
                          connect_timeout_s=1)
     assert cfg.check_limits(10 + 1 + 4 + LIMITS_MARGIN_S) == []
+
+
+def test_the_loader_reports_a_graceful_then_force_that_does_not_fit() -> None:
+    data = base(shutdown="graceful-then-force")  # 66 s needed, limits.timeout_s 60 s
+    data["limits"] = {"timeout_s": 60}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert "channels.bmc.shutdown_wait_s" in str(err.value)
+    assert "at most 24 s" in str(err.value)
+    data["limits"] = {"timeout_s": 66}
+    parse_config(data)

@@ -7,6 +7,13 @@ cached per target, so a steady-state verb costs one POST. Readback reads ``Power
 
 sushy is synchronous, so every method is a plain ``def``: the host runs them in worker
 threads, bounded per endpoint through :meth:`RedfishChannel.endpoint`.
+
+Every reset POST passes :func:`powerplane.about_to_send` right before it is written (so the
+channel type declares ``gated_sends``): once the host has given up on a call, nothing more
+leaves, not even the ``ForceOff`` of ``graceful-then-force``. Once a reset of a verb was
+sent, a later failure of the same call (a readback that times out, a system that does not
+read off) is :class:`~powerplane.OutcomeUnknown`, never a plain failure: retrying could
+send the verb twice.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ import sushy
 from powerplane import (
     Acceptance,
     CapabilitySet,
-    ChannelTimeout,
+    ChannelError,
     ConfigError,
+    OutcomeUnknown,
     ProtocolError,
     Reading,
     Source,
@@ -128,8 +136,7 @@ class RedfishChannel:
         if system.reset_target is None:
             raise ProtocolError(f"{system.path} has no reset action", channel=self.name,
                                 target=target)
-        with self.connection.use(target, action=f"ResetType={reset.value}") as (_, conn):
-            conn.post(system.reset_target, data={"ResetType": reset.value})
+        self.connection.post_reset(target, system.reset_target, reset.value)
 
     def _power_state(self, system: _System, target: str | None) -> str | None:
         with self.connection.use(target) as (_, conn):
@@ -158,7 +165,10 @@ class RedfishChannel:
         assert first is not None
         wait = self.config.shutdown_wait_s
         self._reset(system, first, target)
-        off, state = self._await_off(system, target)
+        try:
+            off, state = self._await_off(system, target)
+        except ChannelError as exc:
+            raise self._after_sent(f"{first.value} was accepted", exc, target) from exc
         if off or first is not ResetType.GRACEFUL_SHUTDOWN:
             note = "" if off else f"{first.value} sent; not off within {wait:g} s"
             return off, note
@@ -168,10 +178,22 @@ class RedfishChannel:
                 f"the graceful shutdown did not finish within {wait:g} s ({seen}); "
                 "the service does not accept ForceOff, so none was sent"
             )
-        self._reset(system, system.plan.force_off, target)
+        try:
+            self._reset(system, system.plan.force_off, target)
+        except ChannelError as exc:
+            raise self._after_sent(
+                f"{first.value} was accepted and did not finish within {wait:g} s ({seen})",
+                exc, target) from exc
         return False, (
             f"the graceful shutdown did not finish within {wait:g} s ({seen}); ForceOff sent"
         )
+
+    def _after_sent(self, what: str, exc: ChannelError, target: str | None) -> OutcomeUnknown:
+        """The outcome of a call that failed after one of its resets was accepted."""
+        if isinstance(exc, OutcomeUnknown):
+            return exc
+        return OutcomeUnknown(f"{what}; then: {exc.message}", channel=self.name,
+                              target=target)
 
     # -- the channel protocol ----------------------------------------------------------------
     def capabilities(self, target: str | None) -> CapabilitySet:
@@ -211,16 +233,24 @@ class RedfishChannel:
         # graceful-then-force: an observed shutdown (forced if it does not finish), then On.
         off, note = self._graceful_then_force(system, target)
         if not off:
-            off, _ = self._await_off(system, target)
+            try:
+                off, _ = self._await_off(system, target)
+            except ChannelError as exc:
+                raise self._after_sent(f"reboot: {note}", exc, target) from exc
         if not off:
-            raise ChannelTimeout(
+            # the shutdown requests were accepted: the machine may be going off
+            raise OutcomeUnknown(
                 f"reboot: the system did not read off within {self.config.shutdown_wait_s:g} s"
                 f" ({note}); On was not sent",
                 channel=self.name,
                 target=target,
             )
         assert system.plan.power_on is not None
-        self._reset(system, system.plan.power_on, target)
+        try:
+            self._reset(system, system.plan.power_on, target)
+        except ChannelError as exc:
+            raise self._after_sent(f"reboot: the system read off ({note or 'shut down'})",
+                                   exc, target) from exc
         return Acceptance(f"{note}; then {system.plan.power_on.value} sent" if note else "")
 
     def read_power_state(self, target: str | None) -> Reading:

@@ -10,6 +10,18 @@ A reset is never retried: sushy's connector is built with one attempt per reques
 without its retry of a POST on vendor "not ready" messages), so a reset is sent at most once
 and every failure surfaces within the configured timeouts. A GET answered 5xx is retried
 once, at once.
+
+Keep-alive: sushy asks for ``Connection: close``, but a BMC may keep the connection open
+anyway and close it later without saying so; reusing it then fails with
+``RemoteDisconnected`` (or a reset or broken pipe). A GET that meets that is retried once, at
+once, on a fresh connection (idle pooled connections are dropped first). Every other request
+(a reset, a login, a logout) is never retried and goes out on a fresh connection of its own,
+so a stale kept-alive connection never fails it. A reset POST is sent right after
+:func:`powerplane.about_to_send`, and if it fails after it may have left (a read timeout, a
+connection closed before the answer) it is :class:`~powerplane.OutcomeUnknown`.
+
+After :meth:`Connection.close` nothing is sent any more (a worker the host gave up on cannot
+log in again or send a reset late).
 """
 
 from __future__ import annotations
@@ -23,10 +35,22 @@ from typing import Any
 import sushy
 from sushy import auth as sushy_auth
 from sushy import connector as sushy_connector
+from sushy import exceptions as sushy_exc
 
-from powerplane import PowerplaneError, RefusedByDevice
+from powerplane import (
+    ChannelError,
+    OutcomeUnknown,
+    PowerplaneError,
+    RefusedByDevice,
+    about_to_send,
+)
 from powerplane_redfish.config import AuthMode, RedfishConfig
-from powerplane_redfish.errors import HANDLED, map_error
+from powerplane_redfish.errors import (
+    HANDLED,
+    connection_dropped,
+    map_error,
+    request_may_have_left,
+)
 
 __all__ = ["Connection"]
 
@@ -41,7 +65,8 @@ class Connection:
         self.config = config
         self._lock = threading.Lock()
         self._root: sushy.Sushy | None = None
-        self._conn: sushy_connector.Connector | None = None
+        self._conn: _Connector | None = None
+        self._closed = False
         self.logins = 0
         """How many times a root was created (a login, for a session service)."""
 
@@ -54,7 +79,7 @@ class Connection:
             return sushy_auth.BasicAuth(username=user, password=password)
         return sushy_auth.SessionOrBasicAuth(username=user, password=password)
 
-    def _open(self) -> tuple[sushy.Sushy, sushy_connector.Connector]:
+    def _open(self) -> tuple[sushy.Sushy, _Connector]:
         cfg = self.config
         password = cfg.password.reveal()
         conn = _Connector(
@@ -78,8 +103,11 @@ class Connection:
         self.logins += 1
         return root, conn
 
-    def _current(self) -> tuple[sushy.Sushy, sushy_connector.Connector]:
+    def _current(self) -> tuple[sushy.Sushy, _Connector]:
         with self._lock:
+            if self._closed:
+                raise ChannelError("the channel was closed; nothing was sent",
+                                   channel=self.channel)
             if self._root is None or self._conn is None:
                 self._root, self._conn = self._open()
             return self._root, self._conn
@@ -96,7 +124,9 @@ class Connection:
             conn.close()
 
     def close(self) -> None:
-        """Log out the session (if any) and close the HTTP session."""
+        """Log out the session (if any) and close the HTTP session; send nothing after."""
+        with self._lock:
+            self._closed = True
         self.drop()
 
     # -- calls -------------------------------------------------------------------------------
@@ -113,19 +143,47 @@ class Connection:
             root, conn = self._current()
             yield root, conn
         except HANDLED as exc:
-            mapped = map_error(
-                exc,
-                channel=self.channel,
-                target=target,
-                action=action,
-                verify=self.config.verify,
-                secrets=self._secrets(),
-            )
-            if not isinstance(mapped, RefusedByDevice):
-                self.drop(root)
-            if mapped is exc:
-                raise
+            raise self._failed(exc, root, target, action) from exc
+
+    def post_reset(self, target: object, path: str, reset_type: str) -> None:
+        """POST one ``ComputerSystem.Reset``: at most once, on a fresh connection, gated.
+
+        :func:`powerplane.about_to_send` is passed right before the request is written (it
+        raises, and nothing is sent, once the host has given up on the call). A failure
+        after the request may have left is :class:`~powerplane.OutcomeUnknown`.
+        """
+        action = f"ResetType={reset_type}"
+        root: sushy.Sushy | None = None
+        sending = False
+        try:
+            root, conn = self._current()
+            about_to_send()
+            sending = True
+            conn.post(path, data={"ResetType": reset_type})
+        except HANDLED as exc:
+            mapped = self._failed(exc, root, target, action)
+            if sending and not isinstance(mapped, RefusedByDevice | OutcomeUnknown) and (
+                request_may_have_left(exc)
+            ):
+                raise OutcomeUnknown(mapped.message, channel=self.channel,
+                                     target=target) from exc
             raise mapped from exc
+
+    def _failed(
+        self, exc: BaseException, root: sushy.Sushy | None, target: object, action: str | None
+    ) -> ChannelError:
+        """``exc`` mapped; the root dropped (and its session logged out) unless a refusal."""
+        mapped = map_error(
+            exc,
+            channel=self.channel,
+            target=target,
+            action=action,
+            verify=self.config.verify,
+            secrets=self._secrets(),
+        )
+        if not isinstance(mapped, RefusedByDevice):
+            self.drop(root)
+        return mapped
 
     def _secrets(self) -> tuple[str, ...]:
         try:
@@ -142,11 +200,52 @@ class Connection:
 
 
 class _Connector(sushy_connector.Connector):  # type: ignore[misc]
-    """sushy's connector, minus its retry of a POST on vendor "not ready" messages."""
+    """sushy's connector, minus its retry of a POST on vendor "not ready" messages, plus one
+    retry of a GET on a connection the BMC closed."""
 
     def check_retry_on_exception(self, exception_msg: object) -> bool:
         """Never: a refused reset is reported, not sent again."""
         return False
+
+    def forget_idle(self) -> None:
+        """Close the idle pooled connections, so the next request opens a fresh one.
+
+        A request in flight in another thread keeps its connection (it is closed, not
+        pooled, when that request ends).
+        """
+        self._session.close()
+
+    def get(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+        """GET; once more on a fresh connection when the BMC closed or reset the first."""
+        try:
+            return super().get(path, *args, **kwargs)
+        except sushy_exc.ConnectionError as exc:
+            if not connection_dropped(exc):
+                raise
+            log.info("GET %s: the BMC closed the connection without answering; "
+                     "retrying once on a fresh connection", path)
+            self.forget_idle()
+        return super().get(path, *args, **kwargs)
+
+    def post(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+        """POST on a fresh connection, once."""
+        self.forget_idle()
+        return super().post(path, *args, **kwargs)
+
+    def patch(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+        """PATCH on a fresh connection, once."""
+        self.forget_idle()
+        return super().patch(path, *args, **kwargs)
+
+    def put(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+        """PUT on a fresh connection, once."""
+        self.forget_idle()
+        return super().put(path, *args, **kwargs)
+
+    def delete(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+        """DELETE on a fresh connection, once."""
+        self.forget_idle()
+        return super().delete(path, *args, **kwargs)
 
 
 def _logout(auth: object) -> None:

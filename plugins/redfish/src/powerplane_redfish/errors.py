@@ -16,6 +16,12 @@
     ValueError (a body that is not JSON)         -> ProtocolError
     OSError (socket, file)                       -> Unreachable (ssl errors: TLS, as above)
 
+A reset POST that failed after it may have left (anything but no connection, a connect
+timeout or a failed TLS handshake, see :func:`request_may_have_left`) is
+:class:`~powerplane.OutcomeUnknown` instead: the BMC may have applied it.
+:func:`connection_dropped` tells a connection the BMC closed or reset (``RemoteDisconnected``,
+``ConnectionResetError``, ``BrokenPipeError``), after which a GET is retried once.
+
 :data:`HANDLED` lists the base classes :func:`map_error` accepts; a test proves every
 subclass of them maps to a :class:`~powerplane.ChannelError`. No message carries a secret:
 the password is scrubbed from every text taken from the device or a library.
@@ -29,6 +35,7 @@ from collections.abc import Iterable
 
 import requests
 from sushy import exceptions as sushy_exc
+from urllib3 import exceptions as urllib3_exc
 
 from powerplane import (
     AuthenticationFailed,
@@ -40,7 +47,7 @@ from powerplane import (
     Unreachable,
 )
 
-__all__ = ["HANDLED", "map_error"]
+__all__ = ["HANDLED", "connection_dropped", "map_error", "request_may_have_left"]
 
 HANDLED: tuple[type[BaseException], ...] = (
     sushy_exc.SushyError,
@@ -66,6 +73,70 @@ def _chain(exc: BaseException) -> list[BaseException]:
         seen.append(cur)
         cur = cur.__cause__ or cur.__context__
     return seen
+
+
+def _links(exc: BaseException) -> list[BaseException]:
+    """:func:`_chain`, plus the exceptions carried in their ``args`` (urllib3 and requests
+    wrap the socket error as an argument: ``ProtocolError('Connection aborted.', err)``)."""
+    found: list[BaseException] = []
+    todo = [exc]
+    while todo and len(found) < 64:
+        for link in _chain(todo.pop()):
+            if link in found:
+                continue
+            found.append(link)
+            todo.extend(a for a in link.args if isinstance(a, BaseException))
+            reason = getattr(link, "reason", None)
+            if isinstance(reason, BaseException):
+                todo.append(reason)
+    return found
+
+
+_DROPPED = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+"""The BMC closed or reset the connection (``http.client.RemoteDisconnected`` is a
+``ConnectionResetError``)."""
+
+_NEVER_LEFT: tuple[type[BaseException], ...] = (
+    urllib3_exc.NewConnectionError,  # refused, unreachable, DNS (NameResolutionError)
+    urllib3_exc.ConnectTimeoutError,
+    requests.exceptions.ConnectTimeout,
+    ConnectionRefusedError,
+)
+"""Failures before a request is written: no connection."""
+
+_HANDSHAKE_WORDS = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed", "handshake",
+                    "WRONG_VERSION_NUMBER", "wrong version number")
+"""Words of a TLS error that can only happen while the TLS session is set up."""
+
+
+def _never_left(link: BaseException) -> bool:
+    if isinstance(link, _NEVER_LEFT):
+        return True
+    if isinstance(link, requests.exceptions.SSLError | ssl.SSLError):
+        text = str(link)
+        return any(word in text for word in _HANDSHAKE_WORDS)
+    return False
+
+
+def connection_dropped(exc: BaseException) -> bool:
+    """Whether ``exc`` says the BMC closed or reset the connection without answering."""
+    return any(isinstance(link, _DROPPED) for link in _links(exc))
+
+
+def request_may_have_left(exc: BaseException) -> bool:
+    """Whether a request that failed with ``exc`` may have reached the BMC.
+
+    False only for failures that happen before a request is written (the connection was
+    refused or timed out, the name did not resolve, the TLS certificate or handshake
+    failed) and for an
+    answer of the BMC (an HTTP error is the device's word that it refused). Everything
+    else (a read timeout, a connection closed or reset after the request was written)
+    may have left.
+    """
+    links = _links(exc)
+    if any(isinstance(link, sushy_exc.HTTPError) for link in links):
+        return False
+    return not any(_never_left(link) for link in links)
 
 
 def _device_words(exc: sushy_exc.HTTPError) -> str:

@@ -32,6 +32,7 @@ REDFISH = ChannelType(
     factory=_factory,
     target=parse_target,
     description="BMC power through Redfish (sushy): capabilities read from the BMC",
+    gated_sends=True,  # every reset POST passes about_to_send() (connection.post_reset)
 )
 
 

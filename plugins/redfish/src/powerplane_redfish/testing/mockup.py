@@ -12,9 +12,24 @@ port, in a thread of the calling process) and adds what a static mockup lacks:
 - every other path needs a valid token or HTTP basic credentials (401 otherwise).
 
 Knobs for tests: ``advertise`` (``values``: the mockup's annotation; ``action-info``: the same
-values moved to an ``@Redfish.ActionInfo`` resource; ``none``: neither), ``ignore_graceful``
-(``GracefulShutdown`` is accepted but the OS never powers off), and :meth:`drop_next`
-(close the next connections without answering).
+values moved to an ``@Redfish.ActionInfo`` resource; ``none``: neither), ``reset_types``
+(the reset types every system allows, instead of the mockup's), ``ignore_graceful``
+(``GracefulShutdown`` is accepted but the OS never powers off), :meth:`drop_next` (close the
+next connections without answering), and:
+
+- ``keep_alive`` (``N > 0``): answer in HTTP/1.1 and keep each connection open whatever the
+  client asks (some BMCs ignore ``Connection: close``), then, when request ``N + 1`` arrives
+  on it, read it and close the connection without answering, as a BMC that closes a
+  kept-alive connection does; ``drop_with`` says how (``close``: a FIN, the client reads
+  ``RemoteDisconnected``; ``reset``: an RST, ``ConnectionResetError``);
+
+and, as attributes that may change while serving:
+
+- ``reset_delay_s``: hold the answer to every reset POST this long (the reset is applied and
+  counted when it arrives);
+- ``read_delay_after_reset_s``: once a reset was accepted, hold every GET of a system.
+
+:attr:`MockupServer.requests` lists every request received, answered or not.
 """
 
 from __future__ import annotations
@@ -23,7 +38,10 @@ import base64
 import copy
 import json
 import secrets
+import socket
+import struct
 import threading
+import time
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -66,8 +84,19 @@ class MockupServer:
         password: str = "mockup-Passw0rd",
         advertise: Literal["values", "action-info", "none"] = "values",
         ignore_graceful: bool = False,
+        reset_types: Iterable[str] | None = None,
+        keep_alive: int = 0,
+        drop_with: Literal["close", "reset"] = "close",
     ) -> None:
         self.root = mockup
+        self.reset_types = list(reset_types) if reset_types is not None else None
+        self.keep_alive = keep_alive
+        """Requests answered per kept-alive connection before the next is dropped (0: off)."""
+        self.drop_with: Literal["close", "reset"] = drop_with
+        self.reset_delay_s = 0.0
+        """How long each reset POST's answer is held."""
+        self.read_delay_after_reset_s = 0.0
+        """How long each GET of a system is held once a reset was accepted."""
         self.username = username
         self.password = password
         self.advertise = advertise
@@ -86,6 +115,8 @@ class MockupServer:
         self.requests: list[tuple[str, str]] = []
         """Every request received, as (method, path)."""
         self._drop = 0
+        self.dropped = 0
+        """Requests closed without an answer (by :meth:`drop_next` or ``keep_alive``)."""
         self._load_systems()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -119,6 +150,8 @@ class MockupServer:
             self.power[path] = doc.get("PowerState", "On")
             action = doc.get("Actions", {}).get("#ComputerSystem.Reset", {})
             values = list(action.get("ResetType@Redfish.AllowableValues", []))
+            if self.reset_types is not None:
+                values = list(self.reset_types)
             self._allowed[path] = values
             action.pop("ResetType@Redfish.AllowableValues", None)
             if self.advertise == "values":
@@ -175,6 +208,7 @@ class MockupServer:
             self.requests.append((method, path))
             if self._drop:
                 self._drop -= 1
+                self.dropped += 1
                 return None
             if method == "POST" and path == _SESSIONS:
                 return self._login(body)
@@ -253,17 +287,53 @@ class MockupServer:
                 doc["PowerState"] = state
         return 200, {}, doc
 
+    def _note_dropped(self, method: str, path: str) -> None:
+        with self.lock:
+            self.requests.append((method, path.split("?", 1)[0].rstrip("/") or "/"))
+            self.dropped += 1
+
+    def _hold(self, method: str, path: str) -> None:
+        """Sleep (outside the lock) where a delay knob says so."""
+        path = path.split("?", 1)[0].rstrip("/")
+        if method == "POST" and path.endswith(_RESET_SUFFIX):
+            delay = self.reset_delay_s
+        elif method == "GET" and path in self.power and self.resets:
+            delay = self.read_delay_after_reset_s
+        else:
+            delay = 0.0
+        if delay > 0:
+            time.sleep(delay)
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.1 only where connections are kept alive; else one request each
+            protocol_version = "HTTP/1.1" if server.keep_alive else "HTTP/1.0"
+            answered = 0
+
+            def _drop(self) -> None:
+                server._note_dropped(self.command, self.path)
+                self.close_connection = True
+                if server.drop_with == "reset":
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack("ii", 1, 0))
+                    self.connection.close()
+
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                if server.keep_alive and self.answered >= server.keep_alive:
+                    self._drop()
+                    return
                 answer = server.handle(self.command, self.path, self.headers, body)
                 if answer is None:
                     self.close_connection = True
                     return
+                server._hold(self.command, self.path)
+                if server.keep_alive:
+                    self.close_connection = False  # whatever the client asked
+                    self.answered += 1
                 status, headers, doc = answer
                 payload = json.dumps(doc).encode() if doc is not None else b""
                 self.send_response(status)
