@@ -1,4 +1,4 @@
-"""The demo walkthrough and the register_demo_peers hook."""
+"""The demo walkthrough and the register_demo_peers hook (in process)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,19 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from powerplane import hookimpl
-from powerplane.demo import Demo, DemoChannel, DemoPeer
-from powerplane.plugins import load_plugins
+from powerplane.demo import Demo, DemoChannel, DemoPeer, UnknownPeer, install_hint
+from powerplane.plugins import Registry, load_plugins
+
+MARKUP_DESCRIPTION = "an in-memory BMC at [bold]rack[/bold] [/x] for this test"
+MARKUP_ERROR = "port [bold]8443[/bold] already in use [/x]"
 
 
 class PeerPlugin:
-    """Registers one peer that starts and one that cannot."""
+    """Registers one peer that starts, one that cannot, and one whose package is missing."""
 
     stopped: list[str] = []
 
@@ -28,45 +32,120 @@ class PeerPlugin:
                         "transition_ms": 100},
                 targets=["a", "b"],
                 stop=lambda: PeerPlugin.stopped.append("fake-bmc"),
-                description="an in-memory BMC for this test",
+                description=MARKUP_DESCRIPTION,
             )
 
         def start_broken(where: Path) -> DemoChannel:
-            raise OSError("port already in use")
+            raise OSError(MARKUP_ERROR)
+
+        def start_needs_bcrypt(where: Path) -> DemoChannel:
+            # what `import bcrypt` raises when bcrypt is not installed
+            raise ModuleNotFoundError("No module named 'bcrypt'", name="bcrypt")
 
         register(DemoPeer("fake-bmc", "bmc", start_ok))
         register(DemoPeer("flaky-pdu", "pdu", start_broken))
+        register(DemoPeer("needs-bcrypt", "cloud", start_needs_bcrypt))
 
 
-def run_demo(tmp_path: Path, only: set[str] | None = None) -> tuple[int, str]:
+def demo_registry() -> Registry:
     os.environ["POWERPLANE_LOAD_PLUGINS"] = "simulated"  # no real peer from installed plugins
     try:
         reg = load_plugins()
     finally:
         del os.environ["POWERPLANE_LOAD_PLUGINS"]
-    reg.add_module("peer-test", PeerPlugin())
+    # the plugin's distribution is a real installed one: its metadata names the extra
+    # (powerplane-redfish[test]) that declares bcrypt
+    reg.add_module("peer-test", PeerPlugin(), distribution="powerplane-redfish")
+    return reg
+
+
+def run_demo(tmp_path: Path, only: set[str] | None = None) -> tuple[int, str]:
     out = io.StringIO()
-    demo = Demo(Console(file=out, width=200), only=only, workdir=tmp_path, registry=reg)
+    demo = Demo(Console(file=out, width=100), only=only, workdir=tmp_path,
+                registry=demo_registry())
     return demo.run(), out.getvalue()
 
 
-def test_register_demo_peers_starts_peers_and_skips_the_broken_one(tmp_path: Path) -> None:
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_peer_that_cannot_start_fails_the_demo_and_names_the_fix(tmp_path: Path) -> None:
     PeerPlugin.stopped = []
     code, out = run_demo(tmp_path)
-    assert code == 0, out
-    assert "started fake-bmc" in out
-    assert "skipped flaky-pdu: could not start (OSError: port already in use)" in out
-    assert "pdu: no peer started; core's simulated channel stands in" in out
-    assert "shutdown withheld: channel 'sim-inband' cannot power on" in out
-    assert "rf-node: PowerOffConfirmed=True" in out
-    assert "talos-attended: PowerOffConfirmed=Unknown" in out
-    assert "demo passed" in out
+    text = flat(out)
+    assert code == 1, out
+    assert "started fake-bmc" in text
+    # untrusted text (a plugin's description, an exception) is printed as written
+    assert MARKUP_DESCRIPTION in text
+    assert f"not started flaky-pdu: could not start (OSError: {MARKUP_ERROR})" in text
+    # the missing package and the command that installs it, brackets and quotes intact
+    assert "not started needs-bcrypt: could not start (ModuleNotFoundError: No module " \
+           "named 'bcrypt')" in text
+    assert "missing: the Python package 'bcrypt' (declared by powerplane-redfish[test]) " \
+           "cannot be imported" in text
+    assert "install it with: pip install 'powerplane-redfish[test]'" in text
+    assert "FAILED peers: starting real protocol peers on loopback" in text
+    assert "not started: flaky-pdu, needs-bcrypt" in text
+    assert "demo failed" in text and "demo passed" not in text
+    # the rest of the walkthrough still ran on stand-ins, and reported truthfully
+    assert "pdu: no peer started; core's simulated channel stands in" in text
+    assert "rf-node: PowerOffConfirmed=True" in text
+    assert "talos-attended: PowerOffConfirmed=Unknown" in text
     assert PeerPlugin.stopped == ["fake-bmc"]  # stopped by its own handle
 
 
 def test_only_limits_the_peers(tmp_path: Path) -> None:
     PeerPlugin.stopped = []
-    code, out = run_demo(tmp_path, only={"nothing-matches"})
-    assert code == 0
-    assert "started fake-bmc" not in out
+    code, out = run_demo(tmp_path, only={"fake-bmc"})
+    assert code == 0, out
+    assert "started fake-bmc" in out
+    assert "not started" not in out and "could not start" not in out
+    assert "demo passed" in out
+    assert PeerPlugin.stopped == ["fake-bmc"]
+
+
+@pytest.mark.parametrize("only", [{"nothing-matches"}, {"fake-bmc", "nope"}, set()])
+def test_an_unknown_only_name_is_bad_input_and_starts_nothing(
+    tmp_path: Path, only: set[str]
+) -> None:
+    PeerPlugin.stopped = []
+    out = io.StringIO()
+    demo = Demo(Console(file=out, width=100), only=only, workdir=tmp_path / "w",
+                registry=demo_registry())
+    with pytest.raises(UnknownPeer) as err:
+        demo.run()
+    assert err.value.exit_code == 2
+    assert "the peers are: fake-bmc, flaky-pdu, needs-bcrypt" in str(err.value)
+    for name in only - {"fake-bmc"}:
+        assert repr(name) in str(err.value)
+    assert out.getvalue() == ""
+    assert not (tmp_path / "w").exists()
     assert PeerPlugin.stopped == []
+
+
+def test_install_hint_from_a_missing_module() -> None:
+    exc = ModuleNotFoundError("No module named 'sushy_tools'", name="sushy_tools.emulator")
+    hint = install_hint(RuntimeError("wrapped"), "powerplane-redfish")
+    assert hint is None  # nothing is missing: every declared requirement is installed
+    try:
+        raise RuntimeError("the emulator could not start") from exc
+    except RuntimeError as wrapped:
+        hint = install_hint(wrapped, "powerplane-redfish")
+    assert hint == ("the Python package 'sushy-tools' (declared by powerplane-redfish[test]) "
+                    "cannot be imported", "pip install 'powerplane-redfish[test]'")
+    # a module no requirement declares: named, with no invented install command
+    odd = ModuleNotFoundError("No module named 'nowhere_pkg'", name="nowhere_pkg")
+    assert install_hint(odd, "powerplane-redfish") == (
+        "the Python module 'nowhere_pkg' cannot be imported (not a declared requirement "
+        "of powerplane-redfish)", None)
+
+
+def test_install_hint_names_a_missing_extra_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
+    import powerplane.demo as demo_mod
+
+    real = demo_mod._importable
+    monkeypatch.setattr(demo_mod, "_importable", lambda name: name != "moto" and real(name))
+    hint = install_hint(RuntimeError("moto's server did not start"), "powerplane-cloud")
+    assert hint == ("moto (declared by powerplane-cloud[test])",
+                    "pip install 'powerplane-cloud[test]'")

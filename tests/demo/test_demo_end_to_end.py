@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -94,4 +96,132 @@ def test_demo_only_limits_the_peers() -> None:
     assert "started talos" in res.stdout
     assert "started redfish" not in res.stdout
     assert "bmc: no peer started; core's simulated channel stands in" in res.stdout
+    assert wait_gone(mark) == []
+
+
+BLOCKER = '''\
+"""Test-only: makes the modules named in $POWERPLANE_TEST_BLOCK impossible to import."""
+import os
+import sys
+
+_BLOCKED = [n for n in os.environ.get("POWERPLANE_TEST_BLOCK", "").split(",") if n]
+
+
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in _BLOCKED):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _Block())
+'''
+
+
+def run_blocked(tmp_path: Path, blocked: str, *args: str) -> tuple[
+        subprocess.CompletedProcess[str], str]:
+    """The demo with ``blocked`` impossible to import, in it and in every child it starts."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCKER)
+    mark = uuid.uuid4().hex
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, MARK: mark, "POWERPLANE_TEST_BLOCK": blocked, "PYTHONPATH": path}
+    res = subprocess.run([sys.executable, "-m", "powerplane.cli", "demo", *args],
+                         capture_output=True, text=True, env=env, timeout=240)
+    return res, mark
+
+
+@pytest.mark.parametrize(("peer", "blocked", "dist", "why"), [
+    # the Redfish peer imports bcrypt itself (htpasswd for the emulator)
+    ("redfish", "bcrypt", "powerplane-redfish",
+     "missing: the Python package 'bcrypt' (declared by powerplane-redfish[test]) "
+     "cannot be imported"),
+    # the EC2 peer runs moto's server as a child process, which cannot start
+    ("ec2", "moto", "powerplane-cloud", "missing: moto (declared by powerplane-cloud[test])"),
+])
+def test_demo_fails_when_a_peer_asked_for_cannot_start(
+    tmp_path: Path, peer: str, blocked: str, dist: str, why: str
+) -> None:
+    res, mark = run_blocked(tmp_path, blocked, "--only", peer)
+    out = res.stdout
+    flat = " ".join(out.split())
+    assert res.returncode == 1, out + res.stderr
+    assert f"not started {peer}: could not start" in flat
+    assert why in flat
+    # printed intact: Rich markup would have eaten "[test]"
+    assert f"install it with: pip install '{dist}[test]'" in out
+    assert f"not started: {peer}" in flat
+    assert "demo failed" in flat and "demo passed" not in flat
+    assert "Traceback" not in out + res.stderr
+    assert wait_gone(mark) == []
+
+
+def test_demo_unknown_only_name_is_bad_input() -> None:
+    res, mark = run_demo("--only", "nope")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "unknown demo peer(s) in --only: 'nope'; the peers are: ec2, pdu, redfish, " \
+           "talos" in res.stderr
+    assert "started" not in res.stdout
+    assert "Traceback" not in res.stdout + res.stderr
+    assert wait_gone(mark) == []
+
+
+def pid_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 1:].split()[0] != "Z"
+
+
+def line_after(out: str, prefix: str) -> str:
+    found = [ln.strip()[len(prefix):] for ln in out.splitlines()
+             if ln.strip().startswith(prefix)]
+    assert len(found) == 1, out
+    return found[0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_demo_keep_leaves_a_truthful_config_and_one_command_that_stops_every_peer() -> None:
+    res, mark = run_demo("--keep", "--only", "talos")
+    out = res.stdout
+    assert res.returncode == 0, out + res.stderr
+    cfg = Path(line_after(out, "peers left running; config: "))
+    stop = line_after(out, "stop them all: ")
+    remove = line_after(out, "then remove the directory: ")
+    assert stop.startswith("kill ")
+    pids = [int(p) for p in stop.split()[1:]]
+    try:
+        assert pids, out
+        assert re.search(rf"talos: pid {pids[0]}\b", out)
+        assert all(pid_running(p) for p in pids), out
+        # what one process did, the next one reads: rf-node is on a simulated stand-in here
+        pp = [sys.executable, "-m", "powerplane.cli", "--config", str(cfg)]
+        shut = subprocess.run([*pp, "invoke", "rf-node", "shutdown", "--yes", "--reason",
+                               "kept config keeps state"], capture_output=True, text=True,
+                              timeout=60)
+        assert shut.returncode == 0, shut.stdout + shut.stderr
+        seen: list[str] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the stand-in's power change settles in 200 ms
+            state = subprocess.run([*pp, "state", "rf-node", "-o", "json"],
+                                   capture_output=True, text=True, timeout=60)
+            assert state.returncode == 0, state.stdout + state.stderr
+            seen.append(json.loads(state.stdout)["state"])
+            if seen[-1] != "unknown":
+                break
+            time.sleep(0.1)
+        assert seen[-1] == "off", seen
+        assert "on" not in seen, seen
+    finally:
+        subprocess.run(stop, shell=True, timeout=30, check=False)
+        deadline = time.monotonic() + 30
+        while any(pid_running(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [p for p in pids if pid_running(p)]
+        subprocess.run(remove, shell=True, timeout=30, check=False)
+    assert left == []
+    assert not cfg.parent.exists()
     assert wait_gone(mark) == []

@@ -7,14 +7,26 @@ against it, a few targets, and how to stop it. A role the installed plugins cann
 fill is played by core's ``simulated`` channel, and the output says so.
 
 Every process a peer starts is stopped by its own handle, and the temporary
-directory removed, on success, failure and Ctrl-C (unless ``--keep``).
+directory removed, on success, failure and Ctrl-C (unless ``--keep``). With ``--keep`` the
+demo prints the process ids it leaves running and one command that stops them all; the
+config it leaves keeps state across processes (the stand-ins and the simulated cluster
+persist to a ``state_file``), so what a later command reads is what an earlier one did.
+
+The demo passes only when it did what it says: a peer that was asked for (by default every
+peer a plugin offers) and could not start fails the run, naming what is missing and the
+command that installs it; an unknown ``--only`` name is bad input. Every string that comes
+from a plugin, a device, a config or an exception is printed with Rich markup escaped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
+import shlex
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -24,17 +36,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
+from powerplane.errors import PowerplaneError
+
 if TYPE_CHECKING:
     from rich.console import Console
 
     from powerplane.host import PowerHost
     from powerplane.plugins import Registry
 
-__all__ = ["Demo", "DemoChannel", "DemoPeer"]
+__all__ = ["Demo", "DemoChannel", "DemoPeer", "UnknownPeer", "install_hint"]
 
 Role = Literal["bmc", "inband", "pdu", "cloud"]
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 ROLES: tuple[Role, ...] = ("bmc", "inband", "pdu", "cloud")
+STANDIN_MACHINES = 6
+"""Machines per stand-in: the deployment uses the first four, the conformance suite the last
+two (so the suite's power changes never touch a machine of the deployment)."""
 
 
 @dataclass
@@ -53,6 +70,9 @@ class DemoChannel:
     """For channels that cannot power on: a person at the rack presses the button."""
     conformance: dict[str, Any] = field(default_factory=dict)
     """Extra keys for the conformance section (declared defects as ``xfail``, ``negative``)."""
+    pids: list[int] = field(default_factory=list)
+    """The processes it runs; when empty the demo records the processes it saw appear
+    while the peer started (``--keep`` prints them and a command that stops them)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,195 @@ def _matrix(data: dict[str, Any]) -> dict[str, str]:
     return cells
 
 
+def _esc(text: object) -> str:
+    """Rich markup escaped: plugin, device, config and exception text is never markup."""
+    from powerplane.cli._common import esc
+
+    return esc(text)
+
+
+class UnknownPeer(PowerplaneError):
+    """``--only`` names a peer no installed plugin offers (bad input, exit 2)."""
+
+    exit_code = 2
+
+    def __init__(self, unknown: list[str], known: list[str]) -> None:
+        self.unknown = unknown
+        self.known = known
+        valid = ", ".join(known) if known else "none (no installed plugin offers a demo peer)"
+        what = (f"unknown demo peer(s) in --only: {', '.join(repr(u) for u in unknown)}"
+                if unknown else "--only names no peer")
+        super().__init__(f"{what}; the peers are: {valid}")
+
+
+# -- why a peer could not start: the missing package and the command that installs it --------
+_REQ_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_REQ_EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+
+
+def _norm(name: str) -> str:
+    """A distribution or module name in its normalised form (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirements(dist: str) -> list[tuple[str, str | None]]:
+    """``(name, extra or None)`` for every requirement ``dist`` declares."""
+    from importlib import metadata
+
+    try:
+        lines = metadata.requires(dist) or []
+    except metadata.PackageNotFoundError:
+        return []
+    out: list[tuple[str, str | None]] = []
+    for line in lines:
+        name = _REQ_NAME.match(line)
+        if name is None:
+            continue
+        extra = _REQ_EXTRA.search(line)
+        out.append((_norm(name.group(1)), extra.group(1) if extra else None))
+    return out
+
+
+def _importable(dist_name: str) -> bool:
+    """Whether distribution ``dist_name`` is installed and its top-level modules import."""
+    import importlib.util
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(dist_name)
+    except metadata.PackageNotFoundError:
+        return False
+    tops: set[str] = set()
+    top_level = dist.read_text("top_level.txt")
+    if top_level:
+        tops = {t.strip() for t in top_level.splitlines() if t.strip()}
+    else:
+        for f in dist.files or []:
+            first = f.parts[0] if f.parts else ""
+            if first.endswith((".dist-info", ".egg-info", ".data")) or first in ("..", ""):
+                continue
+            if first.endswith(".py"):
+                tops.add(first[:-3])
+            elif len(f.parts) > 1 and f.parts[1] == "__init__.py":
+                tops.add(first)
+    for top in sorted(tops)[:8]:
+        if not top.isidentifier():
+            continue
+        try:
+            if importlib.util.find_spec(top) is None:
+                return False
+        except (ImportError, ValueError):
+            return False
+    return True
+
+
+def _missing_module(exc: BaseException) -> str | None:
+    """The top-level module a ``ModuleNotFoundError`` in ``exc``'s chain could not find."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ModuleNotFoundError) and cur.name:
+            return cur.name.split(".")[0]
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+def install_hint(exc: BaseException, dist: str) -> tuple[str, str | None] | None:
+    """What is missing for a peer of distribution ``dist`` that raised ``exc``, and the
+    command that installs it (None when no declared requirement says which); None when
+    nothing missing can be named.
+
+    A ``ModuleNotFoundError`` names the module; otherwise the requirements of ``dist``'s
+    extras (the ``test`` extra carries the peers) are checked for any that is not installed.
+    """
+    reqs = _requirements(dist) if dist else []
+    module = _missing_module(exc)
+    if module is not None:
+        want = _norm(module)
+        for name, extra in reqs:
+            if name == want or name.replace("-", "") == want.replace("-", ""):
+                pkg = f"{dist}[{extra}]" if extra else dist
+                return (f"the Python package {name!r} (declared by {pkg}) cannot be imported",
+                        f"pip install {shlex.quote(pkg)}")
+        owner = f"a declared requirement of {dist}" if dist else "traced to a distribution"
+        return f"the Python module {module!r} cannot be imported (not {owner})", None
+    by_extra: dict[str, list[str]] = {}
+    for name, extra in reqs:
+        if extra is not None and not _importable(name):
+            by_extra.setdefault(extra, []).append(name)
+    if not by_extra:
+        return None
+    extras = sorted(by_extra)
+    missing = sorted({n for names in by_extra.values() for n in names})
+    pkg = f"{dist}[{','.join(extras)}]"
+    return f"{', '.join(missing)} (declared by {pkg})", f"pip install {shlex.quote(pkg)}"
+
+
+def _peer_distribution(reg: Registry, peer: DemoPeer) -> str:
+    """The distribution of the plugin that offered ``peer`` (\"\" when unknown)."""
+    from importlib import metadata
+
+    dists = {p.name: p.distribution for p in reg.plugins}
+    for impl in reg.manager.hook.register_demo_peers.get_hookimpls():
+        got: list[DemoPeer] = []
+        try:
+            impl.function(register=got.append)
+        except Exception:
+            continue
+        if any(g.name == peer.name for g in got) and dists.get(impl.plugin_name):
+            return dists[impl.plugin_name]
+    top = getattr(peer.start, "__module__", "").split(".")[0]
+    found = metadata.packages_distributions().get(top, [])
+    return found[0] if found else ""
+
+
+# -- the processes a peer leaves running -------------------------------------------------------
+def _process_table() -> dict[int, tuple[int, str]]:
+    """``pid -> (parent pid, state letter)`` of every process visible here."""
+    table: dict[int, tuple[int, str]] = {}
+    proc = Path("/proc")
+    if proc.is_dir() and (proc / "self" / "stat").exists():
+        for entry in proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            rest = stat[stat.rfind(")") + 1:].split()
+            if len(rest) >= 2 and rest[1].isdigit():
+                table[int(entry.name)] = (int(rest[1]), rest[0])
+        return table
+    try:
+        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,stat="], capture_output=True,
+                             text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return table
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].isdigit() and parts[1].isdigit():
+            table[int(parts[0])] = (int(parts[1]), parts[2][:1])
+    return table
+
+
+def _descendants(roots: set[int], table: dict[int, tuple[int, str]] | None = None) -> set[int]:
+    """Every live (not zombie) process below ``roots``."""
+    table = _process_table() if table is None else table
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, state) in table.items():
+        if state != "Z":
+            kids.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
 @dataclass
 class StepResult:
     name: str
@@ -109,8 +318,19 @@ class StepResult:
 
 
 @dataclass
+class NotStarted:
+    """A peer that was asked for and could not start: why, what is missing, the fix."""
+
+    name: str
+    error: str
+    missing: str | None = None
+    command: str | None = None
+
+
+@dataclass
 class Demo:
-    """The walkthrough. ``run()`` returns the exit status: 0 only if every step succeeded."""
+    """The walkthrough. ``run()`` returns the exit status: 0 only if every step succeeded
+    and every peer asked for started; raises :class:`UnknownPeer` for a bad ``only``."""
 
     console: Console
     only: set[str] | None = None
@@ -119,12 +339,17 @@ class Demo:
     registry: Registry | None = None
     started: dict[Role, tuple[str, DemoChannel]] = field(default_factory=dict)
     results: list[StepResult] = field(default_factory=list)
+    not_started: list[NotStarted] = field(default_factory=list)
     _sim_hand: Any = None
 
     # -- scaffolding --------------------------------------------------------------------------
     @contextlib.contextmanager
     def step(self, title: str) -> Iterator[StepResult]:
-        self.console.rule(f"[bold]{len(self.results) + 1}. {title}")
+        from rich.rule import Rule
+
+        # a rule as wide as the terminal, and never 10,000 columns into a pipe
+        self.console.print(Rule(f"[bold]{len(self.results) + 1}. {_esc(title)}"),
+                           width=min(self.console.width, 100))
         res = StepResult(title, True, 0.0)
         t0 = time.perf_counter()
         try:
@@ -132,16 +357,28 @@ class Demo:
         except Exception as exc:
             res.ok = False
             res.note = f"{type(exc).__name__}: {exc}"
-            self.console.print(f"[red]step failed:[/red] {res.note}")
+            self.console.print(f"[red]step failed:[/red] {_esc(res.note)}")
         finally:
             res.seconds = time.perf_counter() - t0
             self.results.append(res)
 
+    def check_only(self, reg: Registry) -> None:
+        """Raise :class:`UnknownPeer` when ``only`` names a peer no plugin offers."""
+        if self.only is None:
+            return
+        known = sorted(reg.demo_peers)
+        unknown = sorted(n for n in self.only if n not in reg.demo_peers)
+        if unknown or not self.only:
+            raise UnknownPeer(unknown, known)
+
     def run(self) -> int:
+        from rich.rule import Rule
+
         from powerplane.plugins import registry as load
 
         reg = self.registry or load()
         self.registry = reg
+        self.check_only(reg)
         own_dir = self.workdir is None
         self.workdir = self.workdir or Path(tempfile.mkdtemp(prefix="powerplane-demo-"))
         t0 = time.perf_counter()
@@ -152,24 +389,35 @@ class Demo:
             asyncio.run(self.walk(config_path))
             self.conformance()
         except KeyboardInterrupt:
-            self.console.print("[yellow]interrupted: stopping peers[/yellow]")
+            what = "leaving peers running" if self.keep else "stopping peers"
+            self.console.print(f"[yellow]interrupted: {what}[/yellow]")
             self.results.append(StepResult("interrupted", False, 0.0))
+        except Exception as exc:  # outside any step: the run stops, it does not pass
+            note = f"{type(exc).__name__}: {exc}"
+            self.console.print(f"[red]demo stopped:[/red] {_esc(note)}")
+            self.results.append(StepResult("walkthrough", False, 0.0, note))
         finally:
-            if self.keep:
-                self.print_keep()
-            else:
+            if not self.keep:
                 self.stop_peers()
                 if own_dir and self.workdir is not None:
                     shutil.rmtree(self.workdir, ignore_errors=True)
         wall = time.perf_counter() - t0
         failed = [r for r in self.results if not r.ok]
-        self.console.rule("[bold]summary")
+        self.console.print(Rule("[bold]summary"), width=min(self.console.width, 100))
         for r in self.results:
             mark = "[green]ok[/green]" if r.ok else "[red]FAILED[/red]"
-            note = f" - {r.note}" if r.note else ""
-            self.console.print(f"  {mark}  {r.name} ({r.seconds:.1f} s){note}")
+            note = f" - {_esc(r.note)}" if r.note else ""
+            self.console.print(f"  {mark}  {_esc(r.name)} ({r.seconds:.1f} s){note}")
         verdict = "[green]demo passed[/green]" if not failed else "[red]demo failed[/red]"
         self.console.print(f"{verdict} in {wall:.1f} s")
+        for ns in self.not_started:
+            self.console.print(f"[red]not started[/red]: {_esc(ns.name)}: {_esc(ns.error)}")
+            if ns.missing:
+                self.console.print(f"  missing: {_esc(ns.missing)}")
+            if ns.command:
+                self.console.print(f"  install it with: {_esc(ns.command)}")
+        if self.keep:
+            self.print_keep()
         return 0 if not failed else 1
 
     # -- steps --------------------------------------------------------------------------------
@@ -184,11 +432,11 @@ class Demo:
                 peers = [n for n, peer in reg.demo_peers.items()
                          if reg.owners.get(p.channel_types[0] if p.channel_types else "") == p.name
                          or n == p.name]
-                table.add_row(p.name, p.distribution, p.version, ", ".join(p.channel_types),
-                              ", ".join(peers))
+                table.add_row(_esc(p.name), _esc(p.distribution), _esc(p.version),
+                              _esc(", ".join(p.channel_types)), _esc(", ".join(peers)))
             self.console.print(table)
             for f in reg.failures:
-                self.console.print(f"  [red]failed[/red] {f.name}: {f.error}")
+                self.console.print(f"  [red]failed[/red] {_esc(f.name)}: {_esc(f.error)}")
 
     def start_peers(self, reg: Registry) -> None:
         assert self.workdir is not None
@@ -197,32 +445,82 @@ class Demo:
                       if self.only is None or p.name in self.only]
             for peer in wanted:
                 if peer.role in self.started:
+                    self.console.print(f"  [dim]{_esc(peer.name)}: the {peer.role} role is "
+                                       f"already played by {_esc(self.started[peer.role][0])}"
+                                       "[/dim]")
                     continue
                 t0 = time.perf_counter()
                 where = self.workdir / peer.name
                 where.mkdir(parents=True, exist_ok=True)
+                before = _descendants({os.getpid()})
                 try:
                     chan = peer.start(where)
                 except Exception as exc:
-                    self.console.print(f"  [yellow]skipped[/yellow] {peer.name}: could not start "
-                                       f"({type(exc).__name__}: {exc})")
+                    self._not_started(reg, peer, exc)
+                    self._log_tails(where)
                     continue
+                if not chan.pids:
+                    chan.pids = sorted(_descendants({os.getpid()}) - before)
                 self.started[peer.role] = (peer.name, chan)
-                self.console.print(f"  [green]started[/green] {peer.name} "
-                                   f"({time.perf_counter() - t0:.1f} s): {chan.description}")
+                self.console.print(f"  [green]started[/green] {_esc(peer.name)} "
+                                   f"({time.perf_counter() - t0:.1f} s): "
+                                   f"{_esc(chan.description)}")
             for role in ROLES:
                 if role not in self.started:
                     self.console.print(f"  [dim]{role}: no peer started; core's simulated "
                                        "channel stands in[/dim]")
             res.note = f"{len(self.started)} real peer(s)"
+            if self.not_started:
+                res.ok = False
+                res.note += "; not started: " + ", ".join(n.name for n in self.not_started)
+
+    def _not_started(self, reg: Registry, peer: DemoPeer, exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        ns = NotStarted(peer.name, error)
+        try:
+            hint = install_hint(exc, _peer_distribution(reg, peer))
+        except Exception:  # naming the fix must never hide the failure itself
+            hint = None
+        if hint is not None:
+            ns.missing, ns.command = hint
+        self.not_started.append(ns)
+        self.console.print(f"  [red]not started[/red] {_esc(peer.name)}: could not start "
+                           f"({_esc(error)})")
+        if ns.missing:
+            self.console.print(f"    missing: {_esc(ns.missing)}")
+        if ns.command:
+            self.console.print(f"    install it with: {_esc(ns.command)}")
+
+    def _log_tails(self, where: Path, lines: int = 5) -> None:
+        """The end of each log a failed peer wrote: its directory goes at the end of the run
+        (unless ``--keep``), so a "see <log>" in its error would point nowhere."""
+        for log in sorted(where.glob("*.log")):
+            try:
+                tail = log.read_text(errors="replace").strip().splitlines()[-lines:]
+            except OSError:
+                continue
+            if not tail:
+                continue
+            kept = "" if self.keep else " (removed when the demo ends)"
+            self.console.print(f"    {_esc(log.name)}{kept} ends with:")
+            for line in tail:
+                self.console.print(f"      {_esc(line[:300])}")
+
+    def _standin_state(self, name: str) -> str:
+        assert self.workdir is not None
+        return str((self.workdir / f"{name}.state.json").resolve())
 
     def _channel(self, role: Role) -> tuple[str, dict[str, Any], list[Any]]:
         if role in self.started:
             name, chan = self.started[role]
             return name, chan.config, chan.targets
+        name = f"sim-{role}"
         cfg = dict(SIMULATED_STANDINS[role])
-        cfg["machines"] = {f"{role}-m{i}": "on" for i in range(4)}
-        return f"sim-{role}", cfg, list(cfg["machines"])
+        cfg["machines"] = {f"{role}-m{i}": "on" for i in range(STANDIN_MACHINES)}
+        # a config the demo writes for people keeps state across processes: what
+        # `invoke` did, the next `state` reads
+        cfg["state_file"] = self._standin_state(name)
+        return name, cfg, list(cfg["machines"])
 
     def write_config(self) -> Path:
         assert self.workdir is not None
@@ -259,6 +557,7 @@ class Demo:
                     "eviction_ticks": 1,
                     "labels": {n: {CONTROL_PLANE: ""} for n in
                                ("talos-only", "talos-pdu", "ec2-repairable")},
+                    "state_file": str((self.workdir / "cluster.state.json").resolve()),
                 },
                 "tick_s": 0.2,
                 "ready_timeout_s": 60,
@@ -292,7 +591,7 @@ class Demo:
                 for verb in offer.verbs.values():
                     if verb.offered:
                         mode = "graceful" if verb.graceful else "hard"
-                        cells.append(f"[green]{verb.channel}[/green] ({mode})")
+                        cells.append(f"[green]{_esc(verb.channel)}[/green] ({mode})")
                         if verb.recovery:
                             notes.append(f"{offer.node}: {verb.verb} recoverable: "
                                          f"{verb.recovery}")
@@ -302,10 +601,10 @@ class Demo:
                             "does not advertise" not in verb.reason
                         ):
                             notes.append(f"{offer.node}: {verb.reason}")
-                table.add_row(offer.node, offer.site or "", *cells)
+                table.add_row(_esc(offer.node), _esc(offer.site or ""), *cells)
             self.console.print(table)
             for note in notes:
-                self.console.print(f"  {note}")
+                self.console.print(f"  {_esc(note)}")
 
     async def _drive(self, life: Any, names: dict[str, str], until: Callable[[Any], bool],
                      timeout: float = 60.0) -> dict[str, Any]:
@@ -323,17 +622,18 @@ class Demo:
                     m = life.store.get(name)
                     current[node] = m
                     for t in m.status.history[seen[name]:]:
-                        why = f" [dim]({t.why})[/dim]" if t.why else ""
+                        why = f" [dim]({_esc(t.why)})[/dim]" if t.why else ""
                         self.console.print(
-                            f"  {time.perf_counter() - t0:5.1f} s  {node}: "
-                            f"[bold]{t.to.value}[/bold]{why}")
+                            f"  {time.perf_counter() - t0:5.1f} s  {_esc(node)}: "
+                            f"[bold]{_esc(t.to.value)}[/bold]{why}")
                     seen[name] = len(m.status.history)
                 if all(until(m) for m in current.values()):
                     return current
                 if time.perf_counter() - t0 > timeout:
                     phases = ", ".join(f"{n}: {m.phase.value}" for n, m in current.items())
                     raise RuntimeError(f"did not settle within {timeout:g} s ({phases})")
-                status.update(", ".join(f"{n}: {m.phase.value}" for n, m in current.items()))
+                status.update(_esc(", ".join(f"{n}: {m.phase.value}"
+                                             for n, m in current.items())))
                 await asyncio.sleep(life.config.tick_s)
 
     async def maintenance_reboot(self, host: PowerHost) -> None:
@@ -346,9 +646,10 @@ class Demo:
                     reason="demo: kernel 6.12 security update", actor="demo",
                     confirm_node="rf-node", ack_preflight=True))
                 pre = m.spec.preflight
-                self.console.print(f"  requested {m.name}: pods {', '.join(pre.pods)}; "
-                                   f"power {pre.power.get('verb')} via "
-                                   f"{pre.power.get('channel')}")
+                self.console.print(f"  requested {_esc(m.name)}: pods "
+                                   f"{_esc(', '.join(pre.pods))}; power "
+                                   f"{_esc(pre.power.get('verb'))} via "
+                                   f"{_esc(pre.power.get('channel'))}")
                 done = await self._drive(life, {"rf-node": m.name},
                                          lambda m: m.phase is Phase.COMPLETE)
                 final = done["rf-node"]
@@ -378,8 +679,8 @@ class Demo:
                 for node, m in parked.items():
                     cond = m.condition("PowerOffConfirmed")
                     color = {"True": "green", "Unknown": "yellow"}.get(cond.status, "red")
-                    self.console.print(f"  {node}: PowerOffConfirmed=[{color}]{cond.status}"
-                                       f"[/{color}] ({cond.message})")
+                    self.console.print(f"  {_esc(node)}: PowerOffConfirmed=[{color}]"
+                                       f"{_esc(cond.status)}[/{color}] ({_esc(cond.message)})")
                 if parked["rf-node"].condition("PowerOffConfirmed").status != "True":
                     raise RuntimeError("the BMC node was not observed off")
                 if parked["talos-attended"].condition("PowerOffConfirmed").status != "Unknown":
@@ -396,6 +697,16 @@ class Demo:
             finally:
                 life.close()
 
+    def _conformance_channel(self, role: Role) -> tuple[str, dict[str, Any], list[Any]]:
+        """The channel the suite runs against: the real peer, or the stand-in on machines
+        of its own (the suite powers machines off and on; the deployment's keep their
+        state) without the walkthrough's pacing delay and state file."""
+        name, cfg, targets = self._channel(role)
+        if role in self.started:
+            return name, cfg, targets
+        cfg = {k: v for k, v in cfg.items() if k not in ("state_file", "transition_ms")}
+        return name, cfg, targets[-2:]
+
     def conformance(self) -> None:
         """Run the conformance suite against each backend; print advertised vs verified."""
         import contextlib
@@ -409,7 +720,7 @@ class Demo:
                 raise RuntimeError("powerplane-conformance is not installed") from exc
             rows: list[tuple[str, dict[str, str], int]] = []
             for role in ROLES:
-                name, cfg, targets = self._channel(role)
+                name, cfg, targets = self._conformance_channel(role)
                 extra = self.started[role][1].conformance if role in self.started else {}
                 picked = targets[-2:] if len(targets) >= 2 else targets
                 nodes = {f"{name}-{i}": {"channels": [{"channel": name, "target": t}]}
@@ -428,12 +739,13 @@ class Demo:
                 rows.append((name, _matrix(data), summary.exit_code))
                 c = data["counts"]
                 self.console.print(
-                    f"  {name}: {data['verdict']} ({c['pass']} pass, {c['fail']} fail, "
-                    f"{c['skip']} skip, {c['not_tested']} not tested, {c['xfail']} xfail) "
-                    f"in {time.perf_counter() - t0:.1f} s")
+                    f"  {_esc(name)}: {_esc(data['verdict'])} ({c['pass']} pass, "
+                    f"{c['fail']} fail, {c['skip']} skip, {c['not_tested']} not tested, "
+                    f"{c['xfail']} xfail) in {time.perf_counter() - t0:.1f} s")
                 for r in data["results"]:
                     if r["outcome"] == "fail":
-                        self.console.print(f"    [red]FAIL[/red] {r['id']}: {r['message']}")
+                        self.console.print(f"    [red]FAIL[/red] {_esc(r['id'])}: "
+                                           f"{_esc(r['message'])}")
             from rich.table import Table
 
             table = Table(title="advertised (graceful/hard) and verified: ok, FAIL, ? not "
@@ -443,13 +755,13 @@ class Demo:
                 table.add_column(verb)
             table.add_column("conformant")
             for name, cells, code in rows:
-                table.add_row(name, *(cells[v] for v in
-                                             ("reboot", "shutdown", "power-on", "terminate")),
+                table.add_row(_esc(name), *(cells[v] for v in
+                                            ("reboot", "shutdown", "power-on", "terminate")),
                               "[green]yes[/green]" if code == 0 else "[red]no[/red]")
             self.console.print(table)
             failed = [n for n, _, code in rows if code != 0]
             verdict = "yes" if not failed else f"no ({', '.join(failed)})"
-            self.console.print(f"conformant for every advertised verb: {verdict}")
+            self.console.print(f"conformant for every advertised verb: {_esc(verdict)}")
             if failed:
                 raise RuntimeError(f"conformance failed for {', '.join(failed)}")
             res.note = f"{len(rows)} backend(s) conformant"
@@ -472,15 +784,37 @@ class Demo:
             try:
                 chan.stop()
             except Exception as exc:
-                self.console.print(f"[red]could not stop {name}:[/red] {exc}")
+                self.console.print(f"[red]could not stop {_esc(name)}:[/red] {_esc(exc)}")
         self.started.clear()
+
+    def kept_pids(self) -> dict[str, list[int]]:
+        """Per started peer, the processes of it still running (and their children)."""
+        table = _process_table()
+        kept: dict[str, list[int]] = {}
+        for name, chan in self.started.values():
+            live = {p for p in chan.pids if p in table and table[p][1] != "Z"}
+            kept[name] = sorted(live | _descendants(live, table))
+        return kept
 
     def print_keep(self) -> None:
         assert self.workdir is not None
         cfg = self.workdir / "powerplane.yaml"
-        self.console.print(f"[bold]peers left running[/bold]; config: {cfg}")
-        self.console.print(f"  powerplane --config {cfg} offers")
-        self.console.print(f"  powerplane --config {cfg} state rf-node")
-        self.console.print(f"  powerplane --config {cfg} invoke rf-node reboot --reason test")
-        self.console.print(f"  (stop them with: rm -rf {self.workdir} after killing the "
-                           "processes listed above)")
+        q = shlex.quote
+        kept = self.kept_pids()
+        pids = sorted({p for ps in kept.values() for p in ps})
+        say = self.console.print
+        say(f"[bold]peers left running[/bold]; config: {_esc(cfg)}")
+        for name, ps in kept.items():
+            what = ", ".join(str(p) for p in ps) if ps else "no process of its own found"
+            say(f"  {_esc(name)}: pid {what}")
+        say("  the stand-ins and the simulated cluster keep their state in "
+            f"{_esc(self.workdir)} (state_file), so each command sees what the last one did")
+        say(f"  powerplane --config {_esc(q(str(cfg)))} offers")
+        say(f"  powerplane --config {_esc(q(str(cfg)))} state rf-node")
+        say(f"  powerplane --config {_esc(q(str(cfg)))} invoke rf-node reboot --reason "
+            "'kept demo: test reboot'")
+        if pids:
+            say(f"stop them all: kill {' '.join(str(p) for p in pids)}")
+        else:
+            say("stop them all: nothing to stop (no peer process is running)")
+        say(f"then remove the directory: rm -rf {_esc(q(str(self.workdir)))}")
