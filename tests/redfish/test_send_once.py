@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from powerplane import (
+    ChannelError,
     ChannelTimeout,
     OutcomeUnknown,
     PowerState,
@@ -263,7 +264,7 @@ def test_nothing_is_sent_after_close(mockup: MockupFn, mockup_cfg: CfgFn) -> Non
     ch.capabilities(target)
     ch.close()
     before = list(server.requests)
-    with pytest.raises(Exception, match="closed"):
+    with pytest.raises(ChannelError, match="channel was closed; nothing was sent"):
         ch.reboot(target)
     assert server.requests == before
     assert server.sessions_created == server.sessions_deleted == 1
