@@ -8,13 +8,18 @@ it. Out of the box every check passes, is skipped, or is NOT TESTED with a reaso
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import shutil
 from pathlib import Path
 from string import Template
 
 __all__ = ["write_plugin"]
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+MAX_NAME = 64
+"""Longest plugin name (the folder, the distribution and the package derive from it)."""
 
 PYPROJECT = """\
 [build-system]
@@ -369,13 +374,17 @@ def write_plugin(name: str, directory: str | Path = ".") -> Path:
 
     Raises ``ValueError`` for a bad name or an existing folder.
     """
+    if len(name) > MAX_NAME:
+        raise ValueError(f"bad plugin name: {len(name)} characters, at most {MAX_NAME}")
     if not NAME_RE.match(name):
         raise ValueError(f"bad plugin name {name!r}: expected lower-case letters, digits and "
                          "single hyphens, starting with a letter (for example 'acme-bmc')")
     pkg = "powerplane_" + name.replace("-", "_")
     values = {"name": name, "pkg": pkg, "cls": _camel(name),
               "env": name.replace("-", "_").upper()}
-    root = Path(directory) / f"powerplane-{name}"
+    base = Path(directory)
+    _check_dir(base)
+    root = base / f"powerplane-{name}"
     if root.exists():
         raise ValueError(f"{root} already exists; choose another --dir or remove it")
     files = {
@@ -390,8 +399,35 @@ def write_plugin(name: str, directory: str | Path = ".") -> Path:
         "tests/test_conformance.py": TESTS,
         "target.yaml": TARGET,
     }
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(Template(text).substitute(values), encoding="utf-8")
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        root.mkdir()
+    except OSError as exc:
+        raise ValueError(f"cannot create {root}: {_reason(exc)}") from None
+    try:
+        for rel, text in files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(Template(text).substitute(values), encoding="utf-8")
+    except OSError as exc:
+        shutil.rmtree(root, ignore_errors=True)  # only the folder this call created
+        raise ValueError(f"cannot write {root}: {_reason(exc)}") from None
     return root
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or os.strerror(exc.errno or errno.EIO)
+
+
+def _check_dir(base: Path) -> None:
+    """``--dir`` must be a writable directory, or a path that can become one."""
+    probe = base
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "--dir" if probe == base else f"{probe} (in --dir {base})"
+        raise ValueError(f"cannot create the plugin under {base}: {where} is not a directory")
+    if probe.is_dir() and not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot create the plugin under {base}: {probe} is not writable")

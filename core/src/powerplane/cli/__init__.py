@@ -35,8 +35,57 @@ BUILTIN: dict[str, tuple[str, str, str]] = {
 EXTENSION_GROUP = "powerplane.cli"
 
 
+def hoist_config(args: list[str]) -> list[str]:
+    """Move every ``--config F`` / ``--config=F`` that follows the command name to just before
+    it, so the root option is accepted anywhere (``powerplane offers --config F``,
+    ``powerplane maintenance list --config F``). A later one wins, as click does. Nothing
+    after ``--`` is touched; a trailing ``--config`` without a value is a usage error.
+    """
+    command = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return args
+        if arg == "--config":
+            i += 2
+            continue
+        if arg.startswith("-"):
+            i += 1
+            continue
+        command = i
+        break
+    if command is None:
+        return args
+    front, rest, moved = list(args[:command]), [], []
+    i = command
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        if arg == "--config":
+            if i + 1 == len(args):
+                raise click.UsageError("Option '--config' requires an argument (a file).")
+            moved += args[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            moved.append(arg)
+            i += 1
+            continue
+        rest.append(arg)
+        i += 1
+    return [*front, *moved, *rest]
+
+
 class LazyGroup(click.Group):
     """A group whose commands are imported only when they are run or asked for help."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            args = hoist_config(list(args))
+        return super().parse_args(ctx, args)
 
     def _extensions(self) -> dict[str, metadata.EntryPoint]:
         return {ep.name: ep for ep in metadata.entry_points(group=EXTENSION_GROUP)}
@@ -87,7 +136,8 @@ def _broken(name: str, error: str) -> click.Command:
     "config",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Deployment file (default: $POWERPLANE_CONFIG, else ./powerplane.yaml).",
+    help="Deployment file (default: $POWERPLANE_CONFIG, else ./powerplane.yaml); "
+    "accepted before or after the command.",
 )
 @click.version_option(package_name="powerplane", prog_name="powerplane")
 @click.pass_context
