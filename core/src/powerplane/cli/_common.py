@@ -126,9 +126,12 @@ def open_host(ctx: click.Context, *, guarded: bool = False) -> PowerHost:
     from powerplane.host import PowerHost
 
     deployment = load_config(config_path(ctx))
-    guard = None
-    if guarded and deployment.lifecycle:
-        from powerplane.lifecycle.guard import invoke_guard
+    if not guarded:
+        return PowerHost(deployment)
+    from powerplane.lifecycle.guard import invoke_guard
 
-        guard = invoke_guard(deployment)
-    return PowerHost(deployment, guard=guard)
+    guard = invoke_guard(deployment)
+    host = PowerHost(deployment, guard=guard)
+    if guard is not None:
+        guard.host = host  # the guard reads readiness through this host: one discovery
+    return host

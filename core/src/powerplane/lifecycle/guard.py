@@ -36,10 +36,11 @@ import contextlib
 import contextvars
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from powerplane.capabilities import Verb
 from powerplane.errors import PowerplaneError, UnknownNode
+from powerplane.host import GUARDED, InvokeGuard
 from powerplane.lifecycle.ceremony import CeremonyRequired, MaintenanceRefused, reason_problem
 from powerplane.lifecycle.cluster import ClusterPort
 from powerplane.lifecycle.model import Phase, QuorumNumbers
@@ -65,8 +66,6 @@ __all__ = [
     "own_dispatch",
 ]
 
-GUARDED = frozenset({Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE})
-"""The verbs the guard judges on a direct call: they take a node out of service."""
 
 
 @dataclass(frozen=True)
@@ -166,16 +165,6 @@ class GuardRefused(MaintenanceRefused):
         """The active maintenance that holds the node, when that is the refusal."""
         self.phase = phase
         self.args = (f"{verb.value} refused for {node} by the lifecycle guard: {reason}",)
-
-
-class InvokeGuard(Protocol):
-    """Asked before a direct reboot, shutdown or terminate (``PowerHost(..., guard=)``)."""
-
-    async def __call__(
-        self, nodes: Sequence[str], verb: Verb, reason: str
-    ) -> dict[str, PowerplaneError | None]:
-        """Per node: None when allowed, else the error to raise (exit 3 refusal, 2 reason)."""
-        ...
 
 
 _OWN_DISPATCH: contextvars.ContextVar[str | None] = contextvars.ContextVar(
