@@ -13,18 +13,39 @@ its base64, as a talosconfig stores it)::
     ca: {file: /etc/powerplane/talos/ca.crt}
     crt: {file: /etc/powerplane/talos/admin.crt}
     key: {env: TALOS_KEY}
+
+Everything that can be checked without the network is checked when the config is
+loaded, each problem at the path of its field: the talosconfig parses and has the
+context; ``ca``, ``crt`` and ``key`` (inline or in the talosconfig) are PEMs of what
+they claim and the key is the certificate's; the talosctl binary exists.
 """
 
 from __future__ import annotations
 
+import re
+import shutil
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from powerplane import SecretRef
-from powerplane_talos.talosconfig import load_talosconfig, split_endpoint
+from powerplane import ConfigError, SecretRef
+from powerplane_talos.talosconfig import (
+    ContextNotFound,
+    decode_pem,
+    load_talosconfig,
+    split_endpoint,
+)
 
 __all__ = ["RebootMode", "TalosConfig", "Transport", "parse_target"]
 
@@ -77,10 +98,43 @@ class TalosConfig(BaseModel):
     """The reboot mode sent: ``default``, ``powercycle`` or ``force``."""
     shutdown_force: bool = False
     """Send ``force`` with shutdown (skip the node-side cordon and drain; advertised as hard)."""
-    timeout_s: float = Field(10.0, gt=0)
+    timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     """Deadline of each call (connect included), in seconds."""
     talosctl: str = "talosctl"
     """The talosctl binary (a name on PATH or a path), for ``transport: talosctl``."""
+    talosctl_env: tuple[str, ...] = ()
+    """Names of further variables talosctl gets (e.g. ``HTTPS_PROXY``); it gets only
+    ``PATH``, ``HOME``, ``TMPDIR``, ``TZ`` and the locale otherwise."""
+
+    @field_validator("talosctl_env")
+    @classmethod
+    def _env_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return value
+
+    @field_validator("ca", "crt", "key")
+    @classmethod
+    def _pem_parses(cls, value: SecretRef | None, info: ValidationInfo) -> SecretRef | None:
+        """Read the referenced PEM now (no network) and check it is what it claims."""
+        if value is None:
+            return None
+        from powerplane_talos import pem
+
+        field = info.field_name
+        what = f"the secret {value}"
+        try:
+            body = decode_pem(value.reveal(), what)
+        except ConfigError as exc:  # SecretError: names the reference, never a value
+            raise ValueError(str(exc)) from None
+        if field == "ca":
+            pem.check_ca(body, what)
+        elif field == "crt":
+            pem.check_certificate(body, what)
+        else:
+            pem.check_key(body, what)
+        return value
 
     @field_validator("talosconfig")
     @classmethod
@@ -99,23 +153,63 @@ class TalosConfig(BaseModel):
     @model_validator(mode="after")
     def _one_source(self) -> TalosConfig:
         inline = [n for n in ("endpoint", "ca", "crt", "key") if getattr(self, n) is not None]
+        if self.transport is Transport.TALOSCTL and shutil.which(self.talosctl) is None:
+            raise _at("talosctl", f"talosctl binary {self.talosctl!r} not found (not an "
+                      "executable path, nor a name on PATH)", self.talosctl)
         if self.talosconfig is not None:
             if inline:
                 raise ValueError(
                     f"give either 'talosconfig' or inline 'endpoint'/'ca'/'crt'/'key', "
                     f"not both (found {', '.join(inline)})"
                 )
-            load_talosconfig(self.talosconfig, self.context)
+            self._check_talosconfig(self.talosconfig)
             return self
         if self.context is not None:
-            raise ValueError("'context' needs 'talosconfig'")
+            raise _at("context", "'context' needs 'talosconfig'", self.context)
         if self.endpoint is None or self.ca is None:
             raise ValueError(
                 "expected 'talosconfig', or 'endpoint' and 'ca' (with 'crt' and 'key')"
             )
         if (self.crt is None) != (self.key is None):
-            raise ValueError("'crt' and 'key' must be given together")
+            missing = "key" if self.key is None else "crt"
+            raise _at(missing, "'crt' and 'key' must be given together", None)
+        if self.crt is not None and self.key is not None:
+            from powerplane_talos import pem
+
+            crt = pem.check_certificate(decode_pem(self.crt.reveal(), "crt"), "crt")
+            key = pem.check_key(decode_pem(self.key.reveal(), "key"), "key")
+            try:
+                pem.check_pair(crt, key, f"the secret {self.key}")
+            except ValueError as exc:
+                raise _at("key", str(exc), self.key) from None
         return self
+
+    def _check_talosconfig(self, path: str) -> None:
+        from powerplane_talos import pem
+
+        try:
+            pem.check_credentials(load_talosconfig(path, self.context))
+        except ContextNotFound as exc:
+            raise _at("context" if self.context else "talosconfig", str(exc),
+                      self.context or path) from None
+        except ValueError as exc:
+            raise _at("talosconfig", str(exc), path) from None
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _at(field: str, message: str, value: Any) -> ValidationError:
+    """A validation error located at ``field`` (a model validator's own errors sit at the
+    model, which would hide which key is wrong)."""
+    return ValidationError.from_exception_data(
+        "TalosConfig",
+        [InitErrorDetails(
+            type=PydanticCustomError("value_error", "{message}", {"message": message}),
+            loc=(field,),
+            input=value,
+        )],
+    )
 
 
 def parse_target(raw: Any) -> str:

@@ -31,16 +31,22 @@ import yaml
 
 __all__ = [
     "DEFAULT_PORT",
+    "ContextNotFound",
     "Credentials",
     "decode_pem",
     "dump_talosconfig",
     "load_talosconfig",
     "normalize_key_pem",
+    "render_talosconfig",
     "split_endpoint",
 ]
 
 DEFAULT_PORT = 50000
 """The Talos API port (apid) when an endpoint names none."""
+
+
+class ContextNotFound(ValueError):
+    """The talosconfig has no context of the name asked for."""
 
 
 @dataclass(frozen=True)
@@ -122,9 +128,11 @@ def load_talosconfig(path: str | os.PathLike[str], context: str | None = None) -
     if not isinstance(name, str) or not name:
         raise ValueError(f"{where} names no current context; set 'context'")
     ctx = doc["contexts"].get(name)
+    if ctx is None:
+        known = ", ".join(sorted(str(k) for k in doc["contexts"])) or "none"
+        raise ContextNotFound(f"{where} has no context {name!r} (contexts: {known})")
     if not isinstance(ctx, dict):
-        known = ", ".join(sorted(str(k) for k in doc["contexts"]))
-        raise ValueError(f"{where} has no context {name!r} (contexts: {known})")
+        raise ValueError(f"{where}, context {name!r}: expected a mapping")
     where = f"{where}, context {name!r}"
     endpoints = ctx.get("endpoints") or []
     if not isinstance(endpoints, list) or not all(isinstance(e, str) for e in endpoints):
@@ -132,13 +140,46 @@ def load_talosconfig(path: str | os.PathLike[str], context: str | None = None) -
     if not endpoints:
         raise ValueError(f"{where}: 'endpoints' is empty")
     for endpoint in endpoints:
-        split_endpoint(endpoint)
+        try:
+            split_endpoint(endpoint)
+        except ValueError as exc:
+            raise ValueError(f"{where}: 'endpoints': {exc}") from None
+    nodes = ctx.get("nodes")
+    if nodes is not None and (
+        not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes)
+    ):
+        raise ValueError(f"{where}: 'nodes' must be a list of addresses")
+    for key_field in ("ca", "crt", "key"):
+        if ctx.get(key_field) is not None and not isinstance(ctx[key_field], str):
+            raise ValueError(f"{where}: '{key_field}' must be a base64 PEM string")
     if not ctx.get("ca"):
         raise ValueError(f"{where}: no 'ca'")
     ca = decode_pem(ctx["ca"], f"{where}: 'ca'")
     crt = decode_pem(ctx["crt"], f"{where}: 'crt'") if ctx.get("crt") else None
     key = normalize_key_pem(decode_pem(ctx["key"], f"{where}: 'key'")) if ctx.get("key") else None
     return Credentials(tuple(endpoints), ca, crt, key, name, where)
+
+
+def render_talosconfig(
+    *,
+    context: str,
+    endpoints: Sequence[str],
+    ca: bytes,
+    crt: bytes | None = None,
+    key: bytes | None = None,
+    nodes: Sequence[str] = (),
+) -> bytes:
+    """A talosconfig document as talosctl writes one (PEMs base64-encoded), in memory."""
+    ctx: dict[str, Any] = {"endpoints": list(endpoints)}
+    if nodes:
+        ctx["nodes"] = list(nodes)
+    ctx["ca"] = base64.b64encode(ca).decode()
+    if crt is not None:
+        ctx["crt"] = base64.b64encode(crt).decode()
+    if key is not None:
+        ctx["key"] = base64.b64encode(key).decode()
+    text = yaml.safe_dump({"context": context, "contexts": {context: ctx}}, sort_keys=False)
+    return text.encode("utf-8")
 
 
 def dump_talosconfig(
@@ -152,17 +193,11 @@ def dump_talosconfig(
     nodes: Sequence[str] = (),
 ) -> Path:
     """Write a talosconfig (mode 0600) as talosctl does: PEMs base64-encoded."""
-    ctx: dict[str, Any] = {"endpoints": list(endpoints)}
-    if nodes:
-        ctx["nodes"] = list(nodes)
-    ctx["ca"] = base64.b64encode(ca).decode()
-    if crt is not None:
-        ctx["crt"] = base64.b64encode(crt).decode()
-    if key is not None:
-        ctx["key"] = base64.b64encode(key).decode()
+    body = render_talosconfig(context=context, endpoints=endpoints, ca=ca, crt=crt, key=key,
+                              nodes=nodes)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        yaml.safe_dump({"context": context, "contexts": {context: ctx}}, fh, sort_keys=False)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(body)
     return out

@@ -1,0 +1,165 @@
+"""Talos config is validated when it is loaded, each problem at the path of its field.
+
+A ``ca``/``crt``/``key`` that is not a PEM of what it claims, a key that is not the
+certificate's, and a talosconfig whose context or fields are wrong are config errors
+(exit 2) from ``load_config`` and the CLI, never channels that load and then withhold
+their verbs.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives import serialization
+
+from powerplane import ConfigError, load_config
+from powerplane_talos.mock import pki
+from powerplane_talos.talosconfig import dump_talosconfig, normalize_key_pem
+
+pytestmark = pytest.mark.timeout(120)
+
+GARBLED = b"-----BEGIN CERTIFICATE-----\nAAAAnotreallyacertificate\n-----END CERTIFICATE-----\n"
+
+
+@pytest.fixture(scope="module")
+def pems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """PEM files, good and bad, by name."""
+    out = tmp_path_factory.mktemp("pems")
+    ca = pki.new_ca("ed25519")
+    client = pki.issue(ca, "admin", organization="os:admin")
+    other = pki.issue(ca, "other", organization="os:admin")
+    key = serialization.load_pem_private_key(normalize_key_pem(client.key), password=None)
+    files = {
+        "ca": ca.cert, "crt": client.cert, "key": client.key, "other_key": other.key,
+        "text": b"this is not a PEM at all\n", "garbled": GARBLED,
+        "encrypted_key": key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"passphrase")),
+    }
+    paths = {}
+    for name, body in files.items():
+        paths[name] = out / name
+        paths[name].write_bytes(body)
+    paths["tc"] = dump_talosconfig(out / "talosconfig", context="lab", endpoints=["127.0.0.1"],
+                                   ca=ca.cert, crt=client.cert, key=client.key)
+    paths["tc_mismatch"] = dump_talosconfig(out / "tc-mismatch", context="lab",
+                                            endpoints=["127.0.0.1"], ca=ca.cert,
+                                            crt=client.cert, key=other.key)
+    paths["tc_garbled_crt"] = dump_talosconfig(out / "tc-garbled", context="lab",
+                                               endpoints=["127.0.0.1"], ca=ca.cert,
+                                               crt=GARBLED, key=client.key)
+    paths["tc_text_ca"] = dump_talosconfig(out / "tc-text-ca", context="lab",
+                                           endpoints=["127.0.0.1"], ca=b"nope\n")
+    doc = yaml.safe_load(paths["tc"].read_text())
+    doc["contexts"]["lab"]["endpoints"] = "127.0.0.1"
+    (out / "endpoints").write_text(yaml.safe_dump(doc))
+    paths["tc_endpoints"] = out / "endpoints"
+    doc["contexts"]["lab"]["endpoints"] = ["127.0.0.1"]
+    doc["contexts"]["lab"]["nodes"] = [1, 2]
+    (out / "nodes").write_text(yaml.safe_dump(doc))
+    paths["tc_nodes"] = out / "nodes"
+    (out / "list").write_text("- a\n- b\n")
+    paths["tc_list"] = out / "list"
+    return paths
+
+
+def inline(pems: dict[str, Path], **refs: str | None) -> dict[str, Any]:
+    """An inline talos channel; ``refs`` names the pems file for ca/crt/key (None drops it)."""
+    chosen = {"ca": "ca", "crt": "crt", "key": "key", **refs}
+    channel: dict[str, Any] = {"type": "talos", "endpoint": "127.0.0.1:50000"}
+    for field, name in chosen.items():
+        if name is not None:
+            channel[field] = {"file": str(pems[name])}
+    return channel
+
+
+def write(tmp_path: Path, channel: dict[str, Any]) -> Path:
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(yaml.safe_dump({
+        "channels": {"t": channel},
+        "nodes": {"n1": {"channels": [{"channel": "t", "target": "10.0.0.11"}]}},
+    }))
+    return path
+
+
+CASES: list[tuple[str, Any, str, str]] = [
+    ("crt-text", lambda p: inline(p, crt="text"), "channels.t.crt", "neither a PEM nor base64"),
+    ("crt-garbled", lambda p: inline(p, crt="garbled"), "channels.t.crt",
+     "is not a PEM certificate"),
+    ("crt-is-a-key", lambda p: inline(p, crt="key"), "channels.t.crt",
+     "is not a PEM certificate"),
+    ("key-is-a-cert", lambda p: inline(p, key="crt"), "channels.t.key",
+     "is not a PEM private key"),
+    ("key-encrypted", lambda p: inline(p, key="encrypted_key"), "channels.t.key",
+     "is encrypted"),
+    ("key-not-the-crt's", lambda p: inline(p, key="other_key"), "channels.t.key",
+     "is not the private key of the client certificate"),
+    ("ca-text", lambda p: inline(p, ca="text"), "channels.t.ca", "neither a PEM"),
+    ("ca-garbled", lambda p: inline(p, ca="garbled"), "channels.t.ca",
+     "is not a PEM certificate"),
+    ("crt-without-key", lambda p: inline(p, key=None), "channels.t.key",
+     "must be given together"),
+    ("context-without-talosconfig", lambda p: {**inline(p), "context": "lab"},
+     "channels.t.context", "'context' needs 'talosconfig'"),
+    ("tc-garbled-crt", lambda p: {"type": "talos", "talosconfig": str(p["tc_garbled_crt"])},
+     "channels.t.talosconfig", "'crt' is not a PEM certificate"),
+    ("tc-key-not-the-crt's", lambda p: {"type": "talos", "talosconfig": str(p["tc_mismatch"])},
+     "channels.t.talosconfig", "'key' is not the private key"),
+    ("tc-ca-text", lambda p: {"type": "talos", "talosconfig": str(p["tc_text_ca"])},
+     "channels.t.talosconfig", "'ca' is neither a PEM"),
+    ("tc-no-such-context", lambda p: {"type": "talos", "talosconfig": str(p["tc"]),
+                                      "context": "prod"},
+     "channels.t.context", "has no context 'prod' (contexts: lab)"),
+    ("tc-endpoints-not-a-list", lambda p: {"type": "talos",
+                                           "talosconfig": str(p["tc_endpoints"])},
+     "channels.t.talosconfig", "'endpoints' must be a list"),
+    ("tc-nodes-not-addresses", lambda p: {"type": "talos", "talosconfig": str(p["tc_nodes"])},
+     "channels.t.talosconfig", "'nodes' must be a list of addresses"),
+    ("tc-not-a-mapping", lambda p: {"type": "talos", "talosconfig": str(p["tc_list"])},
+     "channels.t.talosconfig", "has no 'contexts' mapping"),
+    ("timeout-nan", lambda p: {**inline(p), "timeout_s": math.nan}, "channels.t.timeout_s", ""),
+    ("timeout-inf", lambda p: {**inline(p), "timeout_s": math.inf}, "channels.t.timeout_s", ""),
+    ("talosctl-env-not-a-name", lambda p: {**inline(p), "talosctl_env": ["A=B"]},
+     "channels.t.talosctl_env", "is not an environment variable name"),
+]
+
+
+@pytest.mark.parametrize(("make", "path", "words"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_load_config_rejects_it_at_the_field_path(
+    pems: dict[str, Path], tmp_path: Path, make: Any, path: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, make(pems)))
+    text = str(info.value)
+    assert f"{path} (line " in text and words in text
+    body = pems["key"].read_text().splitlines()[1]
+    assert body not in text  # never a value
+
+
+def test_good_inline_and_talosconfig_channels_load(pems: dict[str, Path], tmp_path: Path) -> None:
+    load_config(write(tmp_path, inline(pems)))  # Talos's ED25519 PRIVATE KEY header included
+    load_config(write(tmp_path, inline(pems, crt=None, key=None)))  # no client certificate
+    load_config(write(tmp_path, {"type": "talos", "talosconfig": str(pems["tc"])}))
+
+
+@pytest.mark.parametrize(("make", "path", "words"),
+                         [c[1:] for c in CASES if c[0] in ("crt-text", "key-not-the-crt's",
+                                                           "tc-garbled-crt")],
+                         ids=["crt-text", "key-not-the-crt's", "tc-garbled-crt"])
+def test_offers_exits_2_naming_the_field_without_a_traceback(
+    pems: dict[str, Path], tmp_path: Path, make: Any, path: str, words: str
+) -> None:
+    cli = Path(sys.executable).parent / "powerplane"
+    out = subprocess.run([str(cli), "--config", str(write(tmp_path, make(pems))), "offers"],
+                         capture_output=True, text=True, timeout=60)
+    text = out.stdout + out.stderr
+    assert out.returncode == 2, text
+    assert path in text and words in text
+    assert "Traceback" not in text and "withheld" not in text
