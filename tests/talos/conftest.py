@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -163,6 +162,3 @@ def channel_for() -> Iterator[Any]:
         return ch
 
     yield make
-    for ch in made:
-        if ch._tmpdir is not None:
-            shutil.rmtree(ch._tmpdir, ignore_errors=True)

@@ -12,10 +12,12 @@ from powerplane import (
     AuthenticationFailed,
     ChannelTimeout,
     NotSupported,
+    OutcomeUnknown,
     PowerState,
     TLSVerificationFailed,
     Unreachable,
 )
+from powerplane.channel import _GATE, SendGate
 from powerplane_talos.channel import DARK
 from powerplane_talos.mock import pki
 from powerplane_talos.talosconfig import dump_talosconfig, load_talosconfig
@@ -185,8 +187,48 @@ async def test_injected_faults_map_to_their_errors(
         await ch.shutdown(node)
     ed_mock.control.fault(node, "slow", seconds=30)
     with pytest.raises(ChannelTimeout):
-        await asyncio.wait_for(ch.reboot(node), 10)
+        await asyncio.wait_for(ch.transport.version(node), 10)
     ed_mock.control.clear(node)
     assert (await ch.read_power_state(node)).state is PowerState.ON
     assert all(d["node"] != node for d in ed_mock.control.dispatches())
+    await ch.close()
+
+
+async def test_a_verb_sent_and_unanswered_within_the_deadline_is_outcome_unknown(
+    ed_mock: Any, channel_for: Any, node: str
+) -> None:
+    ch = channel_for(ed_mock, timeout_s=0.5)
+    ed_mock.control.fault(node, "slow", seconds=30)
+    for verb in (ch.reboot, ch.shutdown):
+        with pytest.raises(OutcomeUnknown, match="may have been applied"):
+            await asyncio.wait_for(verb(node), 10)
+    rpcs = [r["rpc"] for r in ed_mock.control.received() if r["node"] == node]
+    assert rpcs == ["Reboot", "Shutdown"]  # both requests did reach Talos
+    ed_mock.control.clear(node)
+    await ch.close()
+
+
+async def test_a_verb_request_never_leaves_once_the_host_gave_up(
+    ed_mock: Any, channel_for: Any, node: str
+) -> None:
+    ch = channel_for(ed_mock)
+    assert (await ch.read_power_state(node)).state is PowerState.ON  # connected already
+    closed = SendGate()
+    closed.close()
+    token = _GATE.set(closed)
+    try:
+        for verb in (ch.reboot, ch.shutdown):
+            with pytest.raises(ChannelTimeout, match="not sent"):
+                await verb(node)
+    finally:
+        _GATE.reset(token)
+    assert [r["rpc"] for r in ed_mock.control.received() if r["node"] == node] == ["Version"]
+    assert all(d["node"] != node for d in ed_mock.control.dispatches())
+    gate = SendGate()
+    token = _GATE.set(gate)
+    try:
+        await ch.reboot(node)
+    finally:
+        _GATE.reset(token)
+    assert gate.sent and ed_mock.control.dispatches()[-1]["node"] == node
     await ch.close()

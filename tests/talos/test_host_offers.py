@@ -87,3 +87,28 @@ async def test_reboot_through_the_host_reads_back_on(ed_mock: Any, node: str) ->
         result = await host.invoke("node-1", Verb.REBOOT, reason="kernel", wait=20)
         assert result.readback is PowerState.ON
         assert "mode default" in result.detail
+
+
+def test_the_talos_type_declares_that_every_verb_passes_the_send_gate() -> None:
+    from powerplane.plugins import registry
+
+    talos = registry().get("talos")
+    assert talos is not None and talos.gated_sends
+
+
+async def test_a_reboot_sent_and_unanswered_is_outcome_unknown_through_the_host(
+    ed_mock: Any, node: str
+) -> None:
+    from powerplane import OutcomeUnknown
+
+    config = deployment(ed_mock, node)
+    doc = dict(config.raw)
+    doc["channels"] = {"talos": {**doc["channels"]["talos"], "timeout_s": 0.5}}
+    ed_mock.control.fault(node, "slow", seconds=30)
+    try:
+        async with PowerHost(parse_config(doc)) as host:
+            with pytest.raises(OutcomeUnknown, match="may have been applied"):
+                await host.invoke("node-1", Verb.REBOOT, reason="kernel")
+    finally:
+        ed_mock.control.clear(node)
+    assert {"node": node, "rpc": "Reboot"} in ed_mock.control.received()

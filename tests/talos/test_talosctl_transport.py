@@ -7,23 +7,28 @@ real talosctl takes and calls the mock, printing failures the way talosctl does.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
-import stat
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from talos_support import files_holding, key_body
 
 from powerplane import (
     AuthenticationFailed,
     ChannelTimeout,
     ConfigError,
+    OutcomeUnknown,
     PowerState,
     ProtocolError,
     RefusedByDevice,
     TLSVerificationFailed,
     Unreachable,
+    parse_config,
 )
+from powerplane.channel import _GATE, SendGate
 from powerplane_talos.channel import DARK
 from powerplane_talos.mock import pki
 from powerplane_talos.talosconfig import dump_talosconfig, load_talosconfig
@@ -41,25 +46,76 @@ def test_argv_is_the_one_real_talosctl_takes(ed_mock: Any, channel_for: Any,
     assert t.argv("10.0.0.11", "version") == [*head, "version"]
 
 
-async def test_inline_secrets_never_reach_the_command_line(
-    ed_mock: Any, channel_for: Any, standin: Path, tmp_path: Path, node: str
-) -> None:
-    creds = load_talosconfig(ed_mock.talosconfig)
+@pytest.fixture
+def recording_standin(tmp_path: Path) -> tuple[Path, Path]:
+    """A talosctl stand-in that first records its argv and environment as JSON."""
+    record = tmp_path / "child.json"
+    script = tmp_path / "talosctl"
+    dump = ("import json, os, sys; json.dump({'argv': sys.argv[2:], 'env': dict(os.environ)}, "
+            "open(sys.argv[1], 'w'))")
+    script.write_text(
+        f'#!/bin/sh\n"{sys.executable}" -c "{dump}" "{record}" "$@"\n'
+        f'exec "{sys.executable}" -m powerplane_talos.mock.talosctl "$@"\n'
+    )
+    script.chmod(0o755)
+    return script, record
+
+
+def inline_refs(peer: Any, tmp_path: Path) -> dict[str, Any]:
+    """Secret references to the mock's admin ca, crt and key (as files under tmp_path/refs)."""
+    creds = load_talosconfig(peer.talosconfig)
     refs = {}
+    (tmp_path / "refs").mkdir(exist_ok=True)
     for name in ("ca", "crt", "key"):
-        (tmp_path / name).write_bytes(getattr(creds, name))
-        refs[name] = {"file": str(tmp_path / name)}
-    ch = channel_for(ed_mock, transport="talosctl", talosctl=str(standin), talosconfig=None,
-                     endpoint=ed_mock.endpoint, **refs)
-    argv = ch.transport.argv(node, "version")
-    key_body = creds.key.decode().splitlines()[1]
-    assert not any(key_body in arg for arg in argv)
-    written = Path(argv[argv.index("--talosconfig") + 1])
-    assert stat.S_IMODE(written.stat().st_mode) == 0o600
-    assert stat.S_IMODE(written.parent.stat().st_mode) == 0o700
+        (tmp_path / "refs" / name).write_bytes(getattr(creds, name))
+        refs[name] = {"file": str(tmp_path / "refs" / name)}
+    return refs
+
+
+async def test_inline_secrets_go_to_talosctl_as_an_inherited_memory_file(
+    ed_mock: Any, channel_for: Any, recording_standin: tuple[Path, Path], tmp_path: Path,
+    node: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    script, record = recording_standin
+    ch = channel_for(ed_mock, transport="talosctl", talosctl=str(script), talosconfig=None,
+                     endpoint=ed_mock.endpoint, **inline_refs(ed_mock, tmp_path))
     assert (await ch.read_power_state(node)).state is PowerState.ON
+    argv = json.loads(record.read_text())["argv"]
+    path = argv[argv.index("--talosconfig") + 1]
+    assert path.startswith("/dev/fd/")  # no file: the child opened its inherited descriptor
+    body = key_body(ed_mock.talosconfig)
+    assert not any(body in arg for arg in argv)
+    assert files_holding(body, scratch) == []  # the old private talosconfig would be here
     await ch.close()
-    assert not written.exists()
+
+
+async def test_talosctl_gets_a_minimal_environment_without_unrelated_secrets(
+    ed_mock: Any, channel_for: Any, recording_standin: tuple[Path, Path], node: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("UNRELATED_DB_PASSWORD", "hunter2-not-for-talosctl")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-not-for-talosctl")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.lan:3128")
+    monkeypatch.setenv("LC_TIME", "C")
+    script, record = recording_standin
+    ch = channel_for(ed_mock, transport="talosctl", talosctl=str(script))
+    await ch.reboot(node)
+    env = json.loads(record.read_text())["env"]
+    assert not any("not-for-talosctl" in value for value in env.values())
+    assert "UNRELATED_DB_PASSWORD" not in env and "HTTPS_PROXY" not in env
+    assert env["PATH"] == os.environ["PATH"] and env["LC_TIME"] == "C"
+    ch = channel_for(ed_mock, transport="talosctl", talosctl=str(script),
+                     talosctl_env=["HTTPS_PROXY"])
+    await ch.read_power_state(node)
+    env = json.loads(record.read_text())["env"]
+    assert env["HTTPS_PROXY"] == "http://proxy.lan:3128"
+    assert "AWS_SECRET_ACCESS_KEY" not in env
 
 
 @pytest.mark.parametrize("mode", ["default", "powercycle", "force"])
@@ -86,12 +142,14 @@ async def test_shutdown_through_talosctl_then_readback_unknown_then_on(
     assert reading.state is PowerState.ON and "v1.11.0-mock" in reading.detail
 
 
-async def test_missing_binary_is_a_config_error_naming_the_path(
-    ed_mock: Any, channel_for: Any, tmp_path: Path
+def test_missing_binary_is_a_config_error_at_load_naming_the_path(
+    ed_mock: Any, tmp_path: Path
 ) -> None:
     missing = str(tmp_path / "no-such-talosctl")
     with pytest.raises(ConfigError, match="no-such-talosctl") as info:
-        channel_for(ed_mock, transport="talosctl", talosctl=missing)
+        parse_config({"channels": {"talos": {
+            "type": "talos", "talosconfig": str(ed_mock.talosconfig),
+            "transport": "talosctl", "talosctl": missing}}})
     assert "channels.talos.talosctl" in str(info.value)
 
 
@@ -140,7 +198,45 @@ async def test_unreachable_and_hanging_endpoints_through_talosctl(
     ch = channel_for(ed_mock, transport="talosctl", talosctl=str(standin),
                      talosconfig=str(hanging), timeout_s=1.5)
     with pytest.raises(ChannelTimeout, match="killed"):
+        await asyncio.wait_for(ch.transport.version(node), 30)
+    # talosctl was started, so it may have sent the shutdown: never a plain failure
+    with pytest.raises(OutcomeUnknown, match=r"may have been applied.*killed"):
         await asyncio.wait_for(ch.shutdown(node), 30)
+
+
+async def test_a_verb_whose_answer_does_not_come_is_outcome_unknown(
+    ed_mock: Any, channel_for: Any, standin: Path, node: str
+) -> None:
+    ch = channel_for(ed_mock, transport="talosctl", talosctl=str(standin), timeout_s=3)
+    ed_mock.control.fault(node, "slow", seconds=60)
+    with pytest.raises(OutcomeUnknown, match="may have been applied"):
+        await asyncio.wait_for(ch.reboot(node), 30)
+    assert {"node": node, "rpc": "Reboot"} in ed_mock.control.received()
+    ed_mock.control.clear(node)
+
+
+async def test_a_verb_is_not_started_once_the_host_gave_up(
+    ed_mock: Any, channel_for: Any, recording_standin: tuple[Path, Path], node: str
+) -> None:
+    script, record = recording_standin
+    ch = channel_for(ed_mock, transport="talosctl", talosctl=str(script))
+    gate = SendGate()
+    gate.close()
+    token = _GATE.set(gate)
+    try:
+        with pytest.raises(ChannelTimeout, match="not sent"):
+            await ch.shutdown(node)
+    finally:
+        _GATE.reset(token)
+    assert not record.exists()  # talosctl never ran
+    assert all(r["node"] != node for r in ed_mock.control.received())
+    open_gate = SendGate()
+    token = _GATE.set(open_gate)
+    try:
+        await ch.shutdown(node)
+    finally:
+        _GATE.reset(token)
+    assert open_gate.sent
 
 
 @pytest.mark.parametrize(
@@ -166,6 +262,25 @@ def test_talosctl_stderr_maps_into_the_hierarchy(stderr: str, expected: type) ->
     err = map_stderr(stderr, 1, channel="talos", target="10.0.0.11")
     assert type(err) is expected
     assert err.channel == "talos" and err.target == "10.0.0.11"
+
+
+@pytest.mark.parametrize(
+    ("stderr", "expected"),
+    [
+        ("rpc error: code = DeadlineExceeded desc = context deadline exceeded", OutcomeUnknown),
+        ("rpc error: code = Unavailable desc = error reading from server: EOF", OutcomeUnknown),
+        ("rpc error: code = Unavailable desc = transport is closing", OutcomeUnknown),
+        ('rpc error: code = Unavailable desc = connection error: desc = "transport: Error while '
+         'dialing: dial tcp 10.0.0.2:50000: connect: connection refused"', Unreachable),
+        ("rpc error: code = Unavailable desc = node unavailable", Unreachable),
+        ("rpc error: code = PermissionDenied desc = not authorized", AuthenticationFailed),
+        ("rpc error: code = FailedPrecondition desc = upgrade in progress", RefusedByDevice),
+    ],
+)
+def test_a_verb_talosctl_may_have_sent_is_unknown_unless_talos_answered(
+    stderr: str, expected: type
+) -> None:
+    assert type(map_stderr(stderr, 1, channel="t", target="n", sent=True)) is expected
 
 
 def test_standin_says_it_is_a_test_tool(standin: Path) -> None:

@@ -10,8 +10,6 @@ indistinguishable from a network fault; it never reads ``off``.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from typing import Protocol
 
 from powerplane import (
@@ -30,9 +28,9 @@ from powerplane_talos.grpc_transport import GrpcTransport
 from powerplane_talos.talosconfig import (
     Credentials,
     decode_pem,
-    dump_talosconfig,
     load_talosconfig,
     normalize_key_pem,
+    render_talosconfig,
 )
 from powerplane_talos.talosctl_transport import TalosctlTransport
 
@@ -77,7 +75,6 @@ class TalosChannel:
         self.name = name
         self.config = config
         self.creds = _credentials(name, config)
-        self._tmpdir: str | None = None
         self.transport: TalosTransport
         if config.transport is Transport.GRPC:
             try:
@@ -86,8 +83,8 @@ class TalosChannel:
                 raise ConfigError(f"channels.{name}: {self.creds.source}: {exc}") from exc
         else:
             self.transport = TalosctlTransport(
-                name, config.talosctl, self._talosconfig_path(), config.context,
-                config.timeout_s,
+                name, config.talosctl, self._talosconfig(), config.context,
+                config.timeout_s, config.talosctl_env,
             )
         mode = config.reboot_mode
         gentle = {Verb.REBOOT: mode.graceful, Verb.SHUTDOWN: not config.shutdown_force}
@@ -102,16 +99,15 @@ class TalosChannel:
             sees_power_off=False,
         )
 
-    def _talosconfig_path(self) -> str:
+    def _talosconfig(self) -> str | bytes:
         if self.config.talosconfig is not None:
             return os.path.expanduser(self.config.talosconfig)
-        # Inline credentials: talosctl reads them from a private file, never from argv.
-        self._tmpdir = tempfile.mkdtemp(prefix="powerplane-talos-")
-        return str(dump_talosconfig(
-            os.path.join(self._tmpdir, "talosconfig"), context="powerplane",
-            endpoints=self.creds.endpoints, ca=self.creds.ca, crt=self.creds.crt,
-            key=self.creds.key,
-        ))
+        # Inline credentials: the talosconfig stays in memory (never argv, never a file);
+        # each call hands it to talosctl as an inherited memory file.
+        return render_talosconfig(
+            context="powerplane", endpoints=self.creds.endpoints, ca=self.creds.ca,
+            crt=self.creds.crt, key=self.creds.key,
+        )
 
     def endpoint(self, target: str) -> str:
         """The Talos API endpoint every call reaches (calls are bounded per endpoint)."""
@@ -150,6 +146,3 @@ class TalosChannel:
 
     async def close(self) -> None:
         await self.transport.close()
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None

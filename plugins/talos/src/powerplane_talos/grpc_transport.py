@@ -4,6 +4,13 @@ One grpclib channel (one HTTP/2 connection) is kept per endpoint and reused by e
 call; each call carries the node in the ``nodes`` metadata, as talosctl does, and a
 deadline that covers connecting too. grpcio is not used because it cannot complete
 a TLS handshake with Talos's default Ed25519 certificates (grpc/grpc#24252).
+
+Reboot and Shutdown open their stream and send its headers first (that connects, and
+Talos acts on nothing before the request message), then pass
+:func:`powerplane.about_to_send`, then send the message. A deadline or a lost
+connection after that point is :class:`~powerplane.OutcomeUnknown` ("the request was
+sent and may have been applied"); before it, nothing left and it is a plain
+:class:`~powerplane.ChannelTimeout` or :class:`~powerplane.Unreachable`.
 """
 
 from __future__ import annotations
@@ -13,11 +20,20 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import h2.exceptions
 from google.protobuf import empty_pb2
-from grpclib.client import Channel
-from grpclib.exceptions import StreamTerminatedError
+from grpclib.client import Channel, UnaryUnaryMethod
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from powerplane import AuthenticationFailed
+from powerplane import (
+    AuthenticationFailed,
+    ChannelError,
+    ChannelTimeout,
+    OutcomeUnknown,
+    Unreachable,
+    about_to_send,
+)
 from powerplane_talos._generated import machine_pb2
 from powerplane_talos._generated.machine_grpc import MachineServiceStub
 from powerplane_talos.config import RebootMode
@@ -59,7 +75,16 @@ class GrpcTransport:
             self.connections += 1
         return found
 
-    async def _call(self, node: str, fn: Callable[[MachineServiceStub], Awaitable[T]]) -> T:
+    async def _call(
+        self,
+        node: str,
+        fn: Callable[[MachineServiceStub], Awaitable[T]],
+        sent: list[bool] | None = None,
+    ) -> T:
+        """Run ``fn`` within the deadline; map its failure.
+
+        ``sent`` is a verb's flag, set by ``fn`` once its request message may have left.
+        """
         try:
             return await asyncio.wait_for(fn(MachineServiceStub(self._channel())),
                                           self.timeout_s)
@@ -69,13 +94,38 @@ class GrpcTransport:
                 cause = await self._probe_handshake() or exc
             if isinstance(cause, AuthenticationFailed):
                 cause.target = node
-            raise map_error(
+            mapped = map_error(
                 cause,
                 channel=self.channel_name,
                 target=node,
                 endpoint=self.endpoint,
                 timeout=self.timeout_s,
-            ) from exc
+            )
+            if sent and sent[0] and _may_have_applied(cause, mapped):
+                raise OutcomeUnknown(mapped.message, channel=self.channel_name,
+                                     target=node) from exc
+            raise mapped from exc
+
+    async def _verb(
+        self, node: str, method: Callable[[MachineServiceStub], UnaryUnaryMethod[Any, Any]],
+        request: Any,
+    ) -> Any:
+        """Send one verb request, passing :func:`about_to_send` right before it leaves."""
+        sent = [False]
+
+        async def call(stub: MachineServiceStub) -> Any:
+            async with method(stub).open(metadata=self._meta(node),
+                                         timeout=self.timeout_s) as stream:
+                await stream.send_request()  # connects; headers only, Talos acts on nothing
+                about_to_send()
+                sent[0] = True
+                await stream.send_message(request, end=True)
+                reply = await stream.recv_message()
+            if reply is None:
+                raise GRPCError(Status.UNKNOWN, "Talos sent no reply message")
+            return reply
+
+        return await self._call(node, call, sent)
 
     async def _probe_handshake(self) -> BaseException | None:
         """Why a connection was dropped, if the server rejected the client certificate.
@@ -119,18 +169,13 @@ class GrpcTransport:
     async def reboot(self, node: str, mode: RebootMode) -> str:
         """Send Reboot; the actor id Talos answers with."""
         request = machine_pb2.RebootRequest(mode=_MODES[mode])
-        reply = await self._call(
-            node, lambda s: s.Reboot(request, metadata=self._meta(node), timeout=self.timeout_s)
-        )
+        reply = await self._verb(node, lambda s: s.Reboot, request)
         return self._actor(node, reply.messages)
 
     async def shutdown(self, node: str, force: bool) -> str:
         """Send Shutdown; the actor id Talos answers with."""
         request = machine_pb2.ShutdownRequest(force=force)
-        reply = await self._call(
-            node,
-            lambda s: s.Shutdown(request, metadata=self._meta(node), timeout=self.timeout_s),
-        )
+        reply = await self._verb(node, lambda s: s.Shutdown, request)
         return self._actor(node, reply.messages)
 
     async def version(self, node: str) -> str:
@@ -172,3 +217,18 @@ class GrpcTransport:
                 ch.close()
             except RuntimeError:
                 pass
+
+
+def _may_have_applied(cause: BaseException, mapped: ChannelError) -> bool:
+    """Whether a verb that failed this way after its request left may still have acted.
+
+    A deadline, or a connection lost before the answer: yes. An answer from Talos (any
+    gRPC status but DEADLINE_EXCEEDED) or a rejected client certificate: no, Talos said.
+    """
+    if isinstance(mapped, AuthenticationFailed):
+        return False
+    if isinstance(cause, GRPCError):
+        return cause.status is Status.DEADLINE_EXCEEDED
+    return isinstance(mapped, ChannelTimeout | Unreachable) or isinstance(
+        cause, h2.exceptions.ProtocolError | StreamTerminatedError
+    )

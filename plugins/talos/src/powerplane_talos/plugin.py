@@ -27,6 +27,8 @@ TALOS = ChannelType(
     config=TalosConfig,
     factory=_factory,
     target=parse_target,
+    # both transports pass powerplane.about_to_send() right before Reboot/Shutdown leaves
+    gated_sends=True,
     description="Talos machine API (gRPC over mutual TLS, or talosctl): reboot and "
     "graceful shutdown, never power-on",
 )

@@ -1,32 +1,27 @@
 """TLS contexts for mutual TLS with the Talos API (Ed25519 or ECDSA certificates).
 
-Python's ``ssl`` loads a certificate chain only from files, so the PEMs are written
-to a private temporary directory (mode 0700, files 0600) for the moment of loading
-and removed at once. ALPN is set to ``h2``, as gRPC requires.
+Python's ``ssl`` loads a certificate chain only from paths, so the PEMs are handed to
+it as anonymous memory files (:class:`~powerplane_talos.memfile.MemoryFile`): the key
+is never written to a file on any disk, not even for the moment of loading, so no
+kill at any moment can leave it behind. ALPN is set to ``h2``, as gRPC requires.
 """
 
 from __future__ import annotations
 
-import os
 import ssl
-import tempfile
-from pathlib import Path
 
+from powerplane_talos.memfile import MemoryFile
 from powerplane_talos.talosconfig import normalize_key_pem
 
 __all__ = ["client_context", "server_context"]
 
 
 def _load_chain(ctx: ssl.SSLContext, crt: bytes, key: bytes) -> None:
-    with tempfile.TemporaryDirectory(prefix="powerplane-talos-") as tmp:
-        crt_path = Path(tmp) / "crt.pem"
-        key_path = Path(tmp) / "key.pem"
-        for path, body in ((crt_path, crt), (key_path, normalize_key_pem(key))):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
+    # load_cert_chain has no in-memory form: OpenSSL opens these /proc/self/fd paths
+    with MemoryFile("talos-crt", crt) as crt_file, \
+            MemoryFile("talos-key", normalize_key_pem(key)) as key_file:
         try:
-            ctx.load_cert_chain(crt_path, key_path)
+            ctx.load_cert_chain(crt_file.path, key_file.path)
         except ssl.SSLError as exc:
             raise ValueError(
                 f"the client certificate and key do not load ({exc.reason or 'bad PEM'})"

@@ -9,6 +9,7 @@ Each request is one JSON object on one line, each reply one JSON object on one l
     {"op": "clear", "node": "10.0.0.11"}                    # no node: clear every fault
     {"op": "state", "node": "10.0.0.11"}                    # -> {"state": "on"}
     {"op": "dispatches"}                                    # -> {"dispatches": [...]}
+    {"op": "received"}                                      # -> {"received": [...]}
     {"op": "reboot_seconds", "seconds": 0.5}
 
 :class:`MockControl` is the client tests use.
@@ -48,6 +49,8 @@ def handle(sim: Simulation, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "state": sim.state(node)}
     if op == "dispatches":
         return {"ok": True, "dispatches": list(sim.dispatches)}
+    if op == "received":
+        return {"ok": True, "received": list(sim.received)}
     if op == "reboot_seconds":
         sim.reboot_seconds = float(request["seconds"])
         return {"ok": True}
@@ -108,6 +111,10 @@ class MockControl:
 
     def dispatches(self) -> list[dict[str, Any]]:
         return list(self.request("dispatches")["dispatches"])
+
+    def received(self) -> list[dict[str, Any]]:
+        """Every call whose request arrived (``{"node", "rpc"}``), faulted ones included."""
+        return list(self.request("received")["received"])
 
     def reboot_seconds(self, seconds: float) -> None:
         self.request("reboot_seconds", seconds=seconds)

@@ -49,6 +49,9 @@ class Simulation:
     faults: dict[str, tuple[Fault, float]] = field(default_factory=dict)
     dispatches: list[dict[str, Any]] = field(default_factory=list)
     """Every accepted verb, in order: ``{"node", "verb", "mode" | "force"}``."""
+    received: list[dict[str, Any]] = field(default_factory=list)
+    """Every call whose request message arrived, before any fault: ``{"node", "rpc"}``
+    (so a test knows a call is in flight while a ``slow`` fault holds it)."""
 
     def machine(self, node: str) -> Machine:
         """The machine named ``node`` (created powered on when first addressed)."""

@@ -49,8 +49,9 @@ class MockMachineService(MachineServiceBase):
         nodes = stream.metadata.getall("nodes", []) if stream.metadata is not None else []
         return str(nodes[0]) if nodes else self.hostname
 
-    async def _gate(self, stream: Any, *, write: bool) -> str:
+    async def _gate(self, stream: Any, *, write: bool, rpc: str) -> str:
         node = self._node(stream)
+        self.sim.received.append({"node": node, "rpc": rpc})
         fault = self.sim.fault_for(node)
         if fault is not None:
             kind, seconds = fault
@@ -77,7 +78,7 @@ class MockMachineService(MachineServiceBase):
     async def Reboot(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         request = await stream.recv_message()
         assert request is not None
-        node = await self._gate(stream, write=True)
+        node = await self._gate(stream, write=True, rpc="Reboot")
         mode = machine_pb2.RebootRequest.Mode.Name(request.mode)
         self.sim.reboot(node, mode)
         await stream.send_message(machine_pb2.RebootResponse(messages=[
@@ -87,7 +88,7 @@ class MockMachineService(MachineServiceBase):
     async def Shutdown(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         request = await stream.recv_message()
         assert request is not None
-        node = await self._gate(stream, write=True)
+        node = await self._gate(stream, write=True, rpc="Shutdown")
         self.sim.shutdown(node, bool(request.force))
         await stream.send_message(machine_pb2.ShutdownResponse(messages=[
             machine_pb2.Shutdown(metadata=self._meta(node), actor_id=str(uuid.uuid4()))
@@ -96,7 +97,7 @@ class MockMachineService(MachineServiceBase):
     async def Version(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         request = await stream.recv_message()
         assert isinstance(request, empty_pb2.Empty)
-        node = await self._gate(stream, write=False)
+        node = await self._gate(stream, write=False, rpc="Version")
         await stream.send_message(machine_pb2.VersionResponse(messages=[
             machine_pb2.Version(
                 metadata=self._meta(node),

@@ -22,6 +22,7 @@ from powerplane import (
     AuthenticationFailed,
     ChannelError,
     ChannelTimeout,
+    OutcomeUnknown,
     TLSVerificationFailed,
     Unreachable,
 )
@@ -59,7 +60,7 @@ def go_style(exc: ChannelError) -> str:
                 f'authentication handshake failed: {text}"')
     if isinstance(exc, Unreachable):
         return f"rpc error: code = Unavailable desc = {text}"
-    if isinstance(exc, ChannelTimeout):
+    if isinstance(exc, ChannelTimeout | OutcomeUnknown):
         return f"rpc error: code = DeadlineExceeded desc = {text}"
     return f"rpc error: code = Unknown desc = {text}"
 
