@@ -8,6 +8,11 @@ through the same hook, as the entry point ``simulated`` of core's own distributi
 
 ``POWERPLANE_LOAD_PLUGINS=name,name`` loads only those entry points; set to an
 empty string it loads none (built-ins included).
+
+Names are unique: built-ins load first (core's own distribution, then the powerplane
+project's plugin distributions, then every other in ``sys.path`` order). A later entry
+point whose name is already taken, or whose channel type name is already registered,
+is a :class:`PluginFailure` of its own distribution; the first one stays in place.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ __all__ = ["PluginFailure", "PluginInfo", "Registry", "load_plugins", "registry"
 
 GROUP = "powerplane"
 ENV_RESTRICT = "POWERPLANE_LOAD_PLUGINS"
+CORE_DISTRIBUTION = "powerplane"
+PROJECT_DISTRIBUTIONS = frozenset(
+    {"powerplane-redfish", "powerplane-pdu", "powerplane-talos", "powerplane-cloud"}
+)
+"""The plugin distributions of the powerplane project: built-ins, loaded right after core's."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,13 @@ class Registry:
         """
         found: list[ChannelType] = []
         peers: list[DemoPeer] = []
+        if self.manager.has_plugin(name) or any(p.name == name for p in self.plugins):
+            first = next((p for p in self.plugins if p.name == name), None)
+            by = f" by distribution {first.distribution!r}" if first and first.distribution else ""
+            msg = (f"plugin name {name!r} is already taken{by}; the first one is kept "
+                   "(rename this plugin's entry point)")
+            self.failures.append(PluginFailure(name, distribution, version, msg))
+            return
         try:
             self.manager.register(module, name=name)
             for hook, sink in (
@@ -93,11 +110,16 @@ class Registry:
             self._unregister(name)
             self.failures.append(PluginFailure(name, distribution, version, _describe(exc)))
             return
-        clash = [t.name for t in found if t.name in self.channel_types]
-        if clash:
+        names = [t.name for t in found]
+        clash = [n for n in names if n in self.channel_types]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if clash or twice:
             self._unregister(name)
-            owner = self.owners[clash[0]]
-            msg = f"channel type {clash[0]!r} is already registered by plugin {owner!r}"
+            if clash:
+                owner = self.owners[clash[0]]
+                msg = f"channel type {clash[0]!r} is already registered by plugin {owner!r}"
+            else:
+                msg = f"registers channel type {twice[0]!r} more than once"
             self.failures.append(PluginFailure(name, distribution, version, msg))
             return
         for ctype in found:
@@ -139,6 +161,18 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+def _normal(dist: str) -> str:
+    return dist.lower().replace("_", "-").replace(".", "-")
+
+
+def _rank(ep: metadata.EntryPoint) -> int:
+    """0: core's own distribution; 1: the project's plugin distributions; 2: any other."""
+    dist = _normal(ep.dist.name) if ep.dist is not None else ""
+    if dist == CORE_DISTRIBUTION:
+        return 0
+    return 1 if dist in PROJECT_DISTRIBUTIONS else 2
+
+
 def _selected(names: Iterable[str]) -> set[str] | None:
     raw = os.environ.get(ENV_RESTRICT)
     if raw is None:
@@ -149,17 +183,25 @@ def _selected(names: Iterable[str]) -> set[str] | None:
 def load_plugins() -> Registry:
     """Discover and load every ``powerplane`` entry point; failures are isolated."""
     reg = Registry()
-    eps = sorted(metadata.entry_points(group=GROUP), key=lambda e: (e.name != "simulated", e.name))
+    found = list(metadata.entry_points(group=GROUP))
+    order = sorted(range(len(found)), key=lambda i: (_rank(found[i]), found[i].name, i))
+    eps = [found[i] for i in order]
     wanted = _selected(e.name for e in eps)
-    seen: set[str] = set()
+    taken: dict[str, str] = {}
     for ep in eps:
         if wanted is not None and ep.name not in wanted:
             continue
-        if ep.name in seen:
-            continue
-        seen.add(ep.name)
         dist = ep.dist.name if ep.dist is not None else ""
         version = ep.dist.version if ep.dist is not None else ""
+        if ep.name in taken:  # the first stays; this one is a failure of its own
+            first = taken[ep.name]
+            by = f" by distribution {first!r}" if first else ""
+            reg.failures.append(PluginFailure(
+                ep.name, dist, version,
+                f"plugin name {ep.name!r} is already taken{by}; the first one is kept "
+                "(rename this plugin's entry point)"))
+            continue
+        taken[ep.name] = dist
         try:
             module: ModuleType = ep.load()
         except BaseException as exc:
