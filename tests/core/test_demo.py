@@ -16,6 +16,8 @@ from powerplane.plugins import Registry, load_plugins
 
 MARKUP_DESCRIPTION = "an in-memory BMC at [bold]rack[/bold] [/x] for this test"
 MARKUP_ERROR = "port [bold]8443[/bold] already in use [/x]"
+BMC = "fake[bold]bmc[/x]"
+"""A peer (and so channel) name that is markup: printed as written, never parsed."""
 
 
 class PeerPlugin:
@@ -31,7 +33,7 @@ class PeerPlugin:
                 config={"type": "simulated", "machines": {"a": "on", "b": "on"},
                         "transition_ms": 100},
                 targets=["a", "b"],
-                stop=lambda: PeerPlugin.stopped.append("fake-bmc"),
+                stop=lambda: PeerPlugin.stopped.append(BMC),
                 description=MARKUP_DESCRIPTION,
             )
 
@@ -42,7 +44,7 @@ class PeerPlugin:
             # what `import bcrypt` raises when bcrypt is not installed
             raise ModuleNotFoundError("No module named 'bcrypt'", name="bcrypt")
 
-        register(DemoPeer("fake-bmc", "bmc", start_ok))
+        register(DemoPeer(BMC, "bmc", start_ok))
         register(DemoPeer("flaky-pdu", "pdu", start_broken))
         register(DemoPeer("needs-bcrypt", "cloud", start_needs_bcrypt))
 
@@ -75,7 +77,9 @@ def test_a_peer_that_cannot_start_fails_the_demo_and_names_the_fix(tmp_path: Pat
     code, out = run_demo(tmp_path)
     text = flat(out)
     assert code == 1, out
-    assert "started fake-bmc" in text
+    assert f"started {BMC}" in text
+    assert f"rf-node: shutdown recoverable: channel {BMC} can power on" in text
+    assert f"{BMC}: pass" in text
     # untrusted text (a plugin's description, an exception) is printed as written
     assert MARKUP_DESCRIPTION in text
     assert f"not started flaky-pdu: could not start (OSError: {MARKUP_ERROR})" in text
@@ -92,20 +96,20 @@ def test_a_peer_that_cannot_start_fails_the_demo_and_names_the_fix(tmp_path: Pat
     assert "pdu: no peer started; core's simulated channel stands in" in text
     assert "rf-node: PowerOffConfirmed=True" in text
     assert "talos-attended: PowerOffConfirmed=Unknown" in text
-    assert PeerPlugin.stopped == ["fake-bmc"]  # stopped by its own handle
+    assert PeerPlugin.stopped == [BMC]  # stopped by its own handle
 
 
 def test_only_limits_the_peers(tmp_path: Path) -> None:
     PeerPlugin.stopped = []
-    code, out = run_demo(tmp_path, only={"fake-bmc"})
+    code, out = run_demo(tmp_path, only={BMC})
     assert code == 0, out
-    assert "started fake-bmc" in out
+    assert f"started {BMC}" in out
     assert "not started" not in out and "could not start" not in out
     assert "demo passed" in out
-    assert PeerPlugin.stopped == ["fake-bmc"]
+    assert PeerPlugin.stopped == [BMC]
 
 
-@pytest.mark.parametrize("only", [{"nothing-matches"}, {"fake-bmc", "nope"}, set()])
+@pytest.mark.parametrize("only", [{"nothing-matches"}, {BMC, "nope"}, set()])
 def test_an_unknown_only_name_is_bad_input_and_starts_nothing(
     tmp_path: Path, only: set[str]
 ) -> None:
@@ -116,8 +120,8 @@ def test_an_unknown_only_name_is_bad_input_and_starts_nothing(
     with pytest.raises(UnknownPeer) as err:
         demo.run()
     assert err.value.exit_code == 2
-    assert "the peers are: fake-bmc, flaky-pdu, needs-bcrypt" in str(err.value)
-    for name in only - {"fake-bmc"}:
+    assert f"the peers are: {BMC}, flaky-pdu, needs-bcrypt" in str(err.value)
+    for name in only - {BMC}:
         assert repr(name) in str(err.value)
     assert out.getvalue() == ""
     assert not (tmp_path / "w").exists()

@@ -112,11 +112,11 @@ def _matrix(data: dict[str, Any]) -> dict[str, str]:
             lied = "fail" in outcomes
             cells[verb] = "[red]- but acted[/red]" if lied else "[dim]-[/dim]"
         elif "fail" in outcomes:
-            cells[verb] = f"{advertised[verb]} [red]FAIL[/red]"
+            cells[verb] = f"{_esc(advertised[verb])} [red]FAIL[/red]"
         elif "pass" in outcomes:
-            cells[verb] = f"{advertised[verb]} [green]ok[/green]"
+            cells[verb] = f"{_esc(advertised[verb])} [green]ok[/green]"
         else:
-            cells[verb] = f"{advertised[verb]} [yellow]?[/yellow]"
+            cells[verb] = f"{_esc(advertised[verb])} [yellow]?[/yellow]"
     return cells
 
 
@@ -807,8 +807,11 @@ class Demo:
         for name, ps in kept.items():
             what = ", ".join(str(p) for p in ps) if ps else "no process of its own found"
             say(f"  {_esc(name)}: pid {what}")
-        say("  the stand-ins and the simulated cluster keep their state in "
-            f"{_esc(self.workdir)} (state_file), so each command sees what the last one did")
+        standins = [f"sim-{r}" for r in ROLES if r not in self.started]
+        kept_by = "the simulated cluster" + (
+            f" and the stand-ins ({', '.join(standins)})" if standins else "")
+        say(f"  {kept_by} keep their state in {_esc(self.workdir)} (state_file): each "
+            "command reads what the last one did")
         say(f"  powerplane --config {_esc(q(str(cfg)))} offers")
         say(f"  powerplane --config {_esc(q(str(cfg)))} state rf-node")
         say(f"  powerplane --config {_esc(q(str(cfg)))} invoke rf-node reboot --reason "
