@@ -75,7 +75,7 @@ def vendor_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_cli(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(site)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
     env.pop("POWERPLANE_LOAD_PLUGINS", None)
     return subprocess.run([*POWERPLANE, *args], capture_output=True, text=True, env=env,
                           timeout=120)
