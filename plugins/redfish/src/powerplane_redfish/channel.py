@@ -4,6 +4,8 @@ Capabilities are read from the BMC (``ResetType@Redfish.AllowableValues`` on the
 ``#ComputerSystem.Reset`` action, else the ``@Redfish.ActionInfo`` resource it points at),
 never assumed, and mapped to verbs by :mod:`powerplane_redfish.mapping`. Discovery is
 cached per target, so a steady-state verb costs one POST. Readback reads ``PowerState``.
+The boot marker (:meth:`RedfishChannel.boot_marker`) reads ``LastResetTime``, else
+``BootProgress.LastStateTime``, where the BMC publishes them.
 
 sushy is synchronous, so every method is a plain ``def``: the host runs them in worker
 threads, bounded per endpoint through :meth:`RedfishChannel.endpoint`.
@@ -40,7 +42,7 @@ from powerplane_redfish.config import RedfishConfig, ResetType, ShutdownMode, pa
 from powerplane_redfish.connection import Connection
 from powerplane_redfish.mapping import Plan, parse_reset_types, plan
 
-__all__ = ["RedfishChannel", "parse_target"]
+__all__ = ["RedfishChannel", "boot_marker_of", "parse_target"]
 
 _RESET = "#ComputerSystem.Reset"
 _ALLOWABLE = "ResetType@Redfish.AllowableValues"
@@ -265,6 +267,19 @@ class RedfishChannel:
             return Reading.unknown(f"{system.path} reports no PowerState")
         return Reading.unknown(f"PowerState is {state} (not settled)")
 
+    def boot_marker(self, target: str | None) -> str | None:
+        """A value that changes on every boot of the system, from the BMC's own properties.
+
+        One GET of the ComputerSystem; what it holds is read by :func:`boot_marker_of`:
+        ``"LastResetTime=<value>"`` where the system publishes ``LastResetTime``, else
+        ``"BootProgress.LastStateTime=<value>"`` while ``BootProgress.LastState`` is
+        ``OSRunning``, else None. A failed read raises the mapped error, never a marker.
+        """
+        system = self._system(target)
+        with self.connection.use(target) as (_, conn):
+            body = self.connection.get_json(conn, system.path)
+        return boot_marker_of(body)
+
     def identity(self, target: str | None) -> dict[str, str]:
         """What the device says it is: the system's Manufacturer, Model, SerialNumber and
         BiosVersion, and its first manager's FirmwareVersion, where published (for the
@@ -290,6 +305,36 @@ class RedfishChannel:
     def close(self) -> None:
         """Log the Redfish session out and close the connection."""
         self.connection.close()
+
+
+def boot_marker_of(system: dict[str, Any]) -> str | None:
+    """The boot marker in a ComputerSystem body, named by the property it came from.
+
+    - ``LastResetTime`` (ComputerSystem v1_12_0, Redfish 2020.2: "the date and time when
+      the system last came out of a reset or was rebooted"), preferred:
+      ``"LastResetTime=2021-03-13T04:02:57+06:00"``.
+    - Else ``BootProgress.LastStateTime`` (v1_13_0, 2020.3: "when the last boot state was
+      updated"), only while ``BootProgress.LastState`` is ``OSRunning``:
+      ``"BootProgress.LastStateTime=..."``. That time moves at every boot stage, so during
+      a boot (or with the system off) it cannot tell one boot from the next: None then.
+    - None where the system publishes neither (older schemas, many BMCs, the sushy-tools
+      emulator). A value is used as published, never parsed or made up.
+
+    A marker from one property never equals one from the other, so a comparison that
+    finds the source changed has not seen a boot, only a different property.
+    Limit: the value is the BMC's. OpenBMC's bmcweb fills ``LastResetTime`` from the
+    chassis power-state change time (a power off changes it too; a warm
+    ``GracefulRestart`` or ``ForceRestart``, which leaves chassis power on, does not).
+    """
+    last_reset = system.get("LastResetTime")
+    if isinstance(last_reset, str) and last_reset:
+        return f"LastResetTime={last_reset}"
+    progress = system.get("BootProgress")
+    if isinstance(progress, dict) and progress.get("LastState") == "OSRunning":
+        when = progress.get("LastStateTime")
+        if isinstance(when, str) and when:
+            return f"BootProgress.LastStateTime={when}"
+    return None
 
 
 def _action_info_values(info: dict[str, Any]) -> list[Any] | None:

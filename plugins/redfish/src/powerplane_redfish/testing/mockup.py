@@ -6,6 +6,13 @@ port, in a thread of the calling process) and adds what a static mockup lacks:
 - ``POST .../Actions/ComputerSystem.Reset`` checks ``ResetType`` against what the system
   advertises (400 with ``@Message.ExtendedInfo`` otherwise) and applies it to its copy of
   ``PowerState``;
+- boot evidence, as this test server models it (the mockup is static): every reset that
+  boots the system (a restart or power cycle, or ``On``/``ForceOn``/``PushPowerButton``
+  while it is off) sets ``LastResetTime`` to the current UTC time (microseconds, strictly
+  later than the last one it served) and ``BootProgress`` to ``OSRunning`` at that time; a
+  power off sets ``BootProgress.LastState`` to ``None`` at that time and leaves
+  ``LastResetTime`` alone. Only properties the mockup's system has are changed: a system
+  without them is served without them;
 - ``POST /redfish/v1/SessionService/Sessions`` logs in (``X-Auth-Token``, ``Location``),
   ``DELETE`` of the session logs out; :attr:`MockupServer.sessions_created` and
   :attr:`MockupServer.sessions_deleted` count them;
@@ -13,7 +20,8 @@ port, in a thread of the calling process) and adds what a static mockup lacks:
 
 Knobs for tests: ``advertise`` (``values``: the mockup's annotation; ``action-info``: the same
 values moved to an ``@Redfish.ActionInfo`` resource; ``none``: neither), ``reset_types``
-(the reset types every system allows, instead of the mockup's), ``ignore_graceful``
+(the reset types every system allows, instead of the mockup's), ``omit`` (top-level
+properties left out of every system served, e.g. ``LastResetTime``), ``ignore_graceful``
 (``GracefulShutdown`` is accepted but the OS never powers off), :meth:`drop_next` (close the
 next connections without answering), and:
 
@@ -36,6 +44,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import datetime as dt
 import json
 import secrets
 import socket
@@ -54,6 +63,7 @@ _SESSIONS = "/redfish/v1/SessionService/Sessions"
 _OPEN = {"/redfish", "/redfish/v1"}
 _ON_AFTER = {"On", "ForceOn", "GracefulRestart", "ForceRestart", "PowerCycle", "PushPowerButton"}
 _OFF_AFTER = {"ForceOff", "GracefulShutdown"}
+_RESTARTS = {"GracefulRestart", "ForceRestart", "PowerCycle"}
 
 
 def _error(message_id: str, message: str) -> dict[str, Any]:
@@ -87,8 +97,14 @@ class MockupServer:
         reset_types: Iterable[str] | None = None,
         keep_alive: int = 0,
         drop_with: Literal["close", "reset"] = "close",
+        omit: Iterable[str] = (),
     ) -> None:
         self.root = mockup
+        self.omit = frozenset(omit)
+        """Top-level properties left out of every system served."""
+        self.boots: dict[str, int] = {}
+        """System path -> boots modelled since the server started."""
+        self._last_time: dt.datetime | None = None
         self.reset_types = list(reset_types) if reset_types is not None else None
         self.keep_alive = keep_alive
         """Requests answered per kept-alive connection before the next is dropped (0: off)."""
@@ -264,11 +280,43 @@ class MockupServer:
         self.resets.append((system, value))
         if value == "GracefulShutdown" and self.ignore_graceful:
             return 204, {}, None
+        before = self.power[system]
         if value in _OFF_AFTER:
             self.power[system] = "Off"
+            if before != "Off":
+                self._powered_off(system)
         elif value in _ON_AFTER:
             self.power[system] = "On"
+            if value in _RESTARTS or before == "Off":
+                self._booted(system)
         return 204, {}, None
+
+    def _now(self) -> str:
+        """The current UTC time, strictly later than the last one handed out."""
+        now = dt.datetime.now(dt.UTC)
+        if self._last_time is not None and now <= self._last_time:
+            now = self._last_time + dt.timedelta(microseconds=1)
+        self._last_time = now
+        return now.isoformat(timespec="microseconds")
+
+    def _booted(self, system: str) -> None:
+        """The test server's model of a boot: new LastResetTime, BootProgress OSRunning."""
+        self.boots[system] = self.boots.get(system, 0) + 1
+        doc = self._docs[system]
+        when = self._now()
+        if "LastResetTime" in doc:
+            doc["LastResetTime"] = when
+        progress = doc.get("BootProgress")
+        if isinstance(progress, dict):
+            progress["LastState"] = "OSRunning"
+            progress["LastStateTime"] = when
+
+    def _powered_off(self, system: str) -> None:
+        """The test server's model of a power off: BootProgress None (LastResetTime kept)."""
+        progress = self._docs[system].get("BootProgress")
+        if isinstance(progress, dict):
+            progress["LastState"] = "None"
+            progress["LastStateTime"] = self._now()
 
     def _get(self, path: str) -> tuple[int, dict[str, str], dict[str, Any] | None]:
         if path.startswith(_SESSIONS + "/"):
@@ -280,6 +328,8 @@ class MockupServer:
             return 404, {}, _error("Base.1.0.ResourceMissingAtURI", f"{path} does not exist.")
         if path in self.power:
             doc = copy.deepcopy(doc)
+            for name in self.omit:
+                doc.pop(name, None)
             state = self.power[path]
             if state is None:
                 doc.pop("PowerState", None)
