@@ -157,6 +157,9 @@ class Lines(Mapping[Path, int]):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def __bool__(self) -> bool:
+        return self._root is not None
+
 
 class _Frame:
     """A collection being built."""
@@ -418,15 +421,12 @@ _MISS = _Marker("<not cached>")
 _MERGE = _Marker("<<")
 
 
-def _events(text: str) -> Iterator[Any]:
+def _events(text: str) -> tuple[Iterator[Any], Callable[[], None]]:
+    """The event stream of ``text`` (libyaml's parser when present) and its cleanup."""
     if _CParser is not None:
         parser = _CParser(text)
-        try:
-            yield from iter(parser.get_event, None)
-        finally:
-            parser.dispose()
-    else:  # pragma: no cover - libyaml is part of every supported PyYAML wheel
-        yield from yaml.parse(text, Loader=_Loader)
+        return iter(parser.get_event, None), parser.dispose
+    return iter(yaml.parse(text, Loader=_Loader)), lambda: None  # pragma: no cover
 
 
 def _line_at(text: str, offset: int) -> int:
@@ -445,8 +445,9 @@ def load_yaml(text: str, source: str) -> tuple[Any, Mapping[Path, int]]:
         raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
                           source=source)
     builder = _Builder()
+    events, dispose = _events(text)
     try:
-        root = builder.build(_events(text))
+        root = builder.build(events)
     except _Limit as exc:
         raise ConfigError(
             [*builder.problems[:MAX_PROBLEMS],
@@ -469,6 +470,8 @@ def load_yaml(text: str, source: str) -> tuple[Any, Mapping[Path, int]]:
         ) from None
     except yaml.YAMLError as exc:
         raise ConfigError([ConfigProblem("", f"YAML error: {exc}")], source=source) from None
+    finally:
+        dispose()
     if builder.problems:
         problems = builder.problems
         if len(problems) > MAX_PROBLEMS:

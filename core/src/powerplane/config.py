@@ -303,7 +303,7 @@ def parse_config(
     """Validate already-parsed config data (a mapping) against the models and the registry."""
     from powerplane.plugins import registry as default_registry
 
-    lines = lines or {}
+    lines = lines if lines is not None else {}
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping at the top level", source=source)
     problems: list[ConfigProblem] = []
