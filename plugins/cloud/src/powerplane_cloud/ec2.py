@@ -19,6 +19,8 @@ without a call.
 per instance. Throttled reads and idempotent writes (stop, start, terminate) are
 retried with backoff; a reboot is never repeated. botocore's own retries are off.
 
+No boot marker: :meth:`EC2Channel.boot_marker` is always None (why: its docstring).
+
 boto3 is imported when the first client is built, never at plugin discovery.
 """
 
@@ -415,6 +417,23 @@ class EC2Channel:
 
     def read_power_state(self, target: str) -> Reading:
         return reading_for_state(self._state_of(target))
+
+    def boot_marker(self, target: str) -> str | None:
+        """None, always, without a request: the EC2 API shows no value that changes per boot.
+
+        What the API has (botocore's EC2 model, AWS EC2 User Guide): ``LaunchTime``, "the
+        time that the instance was last launched", moves when a stopped instance starts,
+        and ``StateTransitionReason`` records a stop ("User initiated (<time>)"), emptied
+        again on start. Neither changes on ``RebootInstances``, the verb this channel sends
+        for reboot: an EC2 reboot is an OS reboot that keeps the instance, and AWS's own
+        reboots (scheduled events, automatic recovery) leave them too. A marker from them
+        would stay the same across a reboot that did happen, so "unchanged" would be read
+        as "not rebooted" and the reboot sent again; a change would show a stop/start,
+        which the readings (``stopped``, then ``running``) already show. (moto, the test
+        peer, keeps ``LaunchTime`` even across a stop/start.) Evidence of an EC2 reboot must
+        come from another source (the node's cluster boot id) or a person.
+        """
+        return None
 
     def close(self) -> None:
         with self._lock:

@@ -13,6 +13,8 @@ readback       ``GET /servers/{id}``                                   --
 Tokens come from :mod:`powerplane_cloud.keystone`; a ``401`` renews the token once
 and repeats the request once (a rejected request was not carried out). A rate
 limited (``429``/``413``) GET or DELETE is retried with backoff; an action never is.
+
+No boot marker: :meth:`OpenStackChannel.boot_marker` is always None (why: its docstring).
 """
 
 from __future__ import annotations
@@ -192,6 +194,20 @@ class OpenStackChannel:
 
     async def read_power_state(self, target: str) -> Reading:
         return reading_for_server(await self._server(target))
+
+    async def boot_marker(self, target: str) -> str | None:
+        """None, always, without a request: the server object shows no value that changes
+        per boot.
+
+        ``OS-SRV-USG:launched_at`` is set by Nova's compute manager when the guest is
+        spawned (build, rebuild, rescue, resize and its revert, unshelve), never on a
+        SOFT or HARD reboot nor on ``os-start``; ``updated`` moves on any change of the
+        server record, booted or not; ``OS-EXT-STS:power_state`` is a state, not a boot.
+        A marker that stays the same across a reboot that happened would be read as "not
+        rebooted" and the reboot sent again, so there is none. Evidence of a reboot must
+        come from another source (the node's cluster boot id) or a person.
+        """
+        return None
 
     async def close(self) -> None:
         if self._client is not None:
