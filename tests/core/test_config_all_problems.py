@@ -205,3 +205,25 @@ def test_hoist_config_moves_only_the_root_option() -> None:
     res = CliRunner().invoke(cli, ["offers", "--config"])
     assert res.exit_code == 2
     assert "'--config' requires an argument" in res.output
+
+
+def test_check_limits_runs_against_the_default_timeout_too() -> None:
+    from powerplane.plugins import load_plugins
+
+    reg = load_plugins()
+    if "redfish" not in reg.channel_types:
+        import pytest
+
+        pytest.skip("powerplane-redfish is not installed")
+    from powerplane import ConfigError, parse_config
+
+    cfg = {"channels": {"bmc": {"type": "redfish", "endpoint": "https://127.0.0.1:1",
+                                "username": "u", "password": {"env": "PATH"},
+                                "shutdown": "graceful-then-force", "shutdown_wait_s": 300}},
+           "nodes": {}}
+    try:
+        parse_config(cfg, registry=reg)
+    except ConfigError as exc:
+        assert "channels.bmc.shutdown_wait_s" in str(exc)
+    else:
+        raise AssertionError("a graceful-then-force wait longer than limits.timeout_s loaded")

@@ -331,7 +331,8 @@ def parse_config(
             node_specs[str(nname)] = NodeSpec.model_validate(raw_node)
         except ValidationError as exc:
             problems.extend(_problems(exc, ("nodes", str(nname)), lines, NodeSpec))
-    limits = sections.get("limits")
+    # absent: the defaults, which channels are checked against too; invalid: already reported
+    limits = sections.get("limits", Limits() if "limits" not in data else None)
     raw_channels = data.get("channels", {})
     if not isinstance(raw_channels, dict):
         problems.append(ConfigProblem("channels", "expected a mapping of channel names to "
