@@ -15,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from mib_walks import MIB, apc_walks, aten_pe16_walk, mib_walk
 from pdu_peers import AUTH_KEY, PRIV_KEY, SnmpSim, write_snmprec
 
 from powerplane_pdu import PROFILES, PduChannel, PduChannelConfig
@@ -45,6 +46,14 @@ DEVICES: dict[str, tuple[str, dict[int, str], str | None]] = {
     "conformance": ("apc-rpdu2", FOUR, None),
 }
 FAULTY = {"faulty": frozenset({2})}
+
+RECORDED: dict[str, list[str]] = {
+    "rec-aten-pe16": aten_pe16_walk(),
+    **apc_walks(),
+    **{f"mib-{name}": mib_walk(m, "1.3.6.1.4.1.99999.1", FOUR) for name, m in MIB.items()},
+    "mib-cyberpower-gate": mib_walk(MIB["cyberpower"], "1.3.6.1.4.1.3808", FOUR),
+}
+"""Walks written from the vendors' MIBs (tests/pdu/mib_walks.py), not from the profiles."""
 """Devices whose listed outlets fail every SET (genErr), as a PDU with a stuck relay might."""
 
 
@@ -57,6 +66,8 @@ def snmpsim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SnmpSim]:
     for community, (profile, outlets, sys_oid) in DEVICES.items():
         write_snmprec(data, community, PROFILES[profile], outlets, sys_oid,
                       FAULTY.get(community, frozenset()))
+    for community, lines in RECORDED.items():
+        (data / f"{community}.snmprec").write_text("\n".join(lines) + "\n")
     sim = SnmpSim(data, work, AUTH_KEY, PRIV_KEY)
     sim.start()
     try:

@@ -20,6 +20,7 @@ from powerplane import (
     AuthenticationFailed,
     ChannelError,
     ChannelTimeout,
+    OutcomeUnknown,
     PowerHost,
     PowerState,
     ProtocolError,
@@ -284,3 +285,62 @@ async def test_a_body_that_is_not_json_is_a_protocol_error(
     ch = channel_for(_cfg(BASE, password_file, auth="basic"))
     with pytest.raises(ProtocolError, match="not JSON"):
         await ch.capabilities(A1)
+
+
+# -- the switching POST: gated, and never a plain failure once it may have left --------------
+@pytest.mark.parametrize(
+    ("raised", "mapped"),
+    [
+        (httpx.ConnectError("refused"), Unreachable),  # nothing left
+        (httpx.ConnectTimeout("slow"), ChannelTimeout),  # nothing left
+        (httpx.PoolTimeout("busy"), ChannelTimeout),  # nothing left
+        (httpx.ReadTimeout("slow"), OutcomeUnknown),  # sent; no answer
+        (httpx.WriteTimeout("slow"), OutcomeUnknown),  # may be partly sent
+        (httpx.ReadError("reset"), OutcomeUnknown),
+        (httpx.RemoteProtocolError("dropped"), OutcomeUnknown),
+    ],
+)
+async def test_a_failed_switching_post_is_outcome_unknown_once_it_may_have_left(
+    raised: Exception,
+    mapped: type[ChannelError],
+    password_file: Path,
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    with respx.mock:
+        respx.get(f"{BASE}{OUTLET}/A1").respond(200, json=_mocked_outlet())
+        respx.post(f"{BASE}{OUTLET}/A1/Outlet.PowerControl").mock(side_effect=raised)
+        ch = channel_for(_cfg(BASE, password_file, auth="basic"))
+        with pytest.raises(mapped) as info:
+            await ch.shutdown(A1)
+    assert type(info.value) is mapped
+
+
+@respx.mock
+async def test_an_outlet_that_still_reads_on_after_the_post_is_not_reported_off(
+    password_file: Path, channel_for: Callable[..., PduChannel]
+) -> None:
+    respx.get(f"{BASE}{OUTLET}/A1").respond(200, json=_mocked_outlet())  # always On
+    respx.post(f"{BASE}{OUTLET}/A1/Outlet.PowerControl").respond(204)
+    ch = channel_for(_cfg(BASE, password_file, auth="basic", settle_s=0))
+    with pytest.raises(OutcomeUnknown, match="rack/A1 was switched off but reads on"):
+        await ch.shutdown(A1)
+
+
+@respx.mock
+async def test_no_post_leaves_once_the_host_gave_up_on_the_call(
+    password_file: Path, channel_for: Callable[..., PduChannel]
+) -> None:
+    from powerplane.channel import _GATE, SendGate
+
+    respx.get(f"{BASE}{OUTLET}/A1").respond(200, json=_mocked_outlet())
+    post = respx.post(f"{BASE}{OUTLET}/A1/Outlet.PowerControl").respond(204)
+    ch = channel_for(_cfg(BASE, password_file, auth="basic"))
+    gate = SendGate()
+    gate.close()
+    token = _GATE.set(gate)
+    try:
+        with pytest.raises(ChannelTimeout, match="it was not sent"):
+            await ch.shutdown(A1)
+    finally:
+        _GATE.reset(token)
+    assert post.call_count == 0
