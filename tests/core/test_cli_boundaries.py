@@ -399,3 +399,29 @@ async def test_no_boot_marker_when_the_channel_publishes_none() -> None:
            "nodes": {"n": {"channels": [{"channel": "lab", "target": "m"}]}}}
     async with PowerHost(parse_config(cfg)) as host:
         assert await host.boot_marker("n") is None
+
+
+async def test_a_config_error_revealed_at_discovery_stays_a_config_error() -> None:
+    from powerplane import ConfigError
+
+    class Picky(_SlowChannel):
+        def capabilities(self, target: str) -> CapabilitySet:
+            raise ConfigError("channels.bmc.profile: no profile drives this device")
+
+    class Plugin:
+        @hookimpl
+        def register_channel_types(self, register: Callable[[ChannelType], None]) -> None:
+            register(ChannelType("picky", _SlowConfig, Picky, gated_sends=True))
+
+    reg = load_plugins()
+    reg.add_module("picky-test", Plugin())
+    deployment = parse_config({
+        "channels": {"bmc": {"type": "picky"}},
+        "nodes": {"n": {"channels": [{"channel": "bmc", "target": "m"}]}},
+    }, registry=reg)
+    async with PowerHost(deployment) as host:
+        assert host.offer_for("n")[Verb.REBOOT].cause == "channel"
+        with pytest.raises(ConfigError, match="no profile drives"):
+            await host.invoke("n", Verb.REBOOT, reason="kernel")
+        err = host.discovery_error("n")
+        assert err is not None and err.exit_code == 2

@@ -420,8 +420,10 @@ class PowerHost:
     def _undiscovered(self, node: str, verb: Verb, offer: VerbOffer) -> PowerplaneError:
         """A verb withheld because a channel could not be discovered: that channel's failure."""
         err = self.discovery_error(node)
-        if not isinstance(err, ChannelError):
+        if err is None:
             return NotOffered(node, verb.value, offer.reason)
+        if not isinstance(err, ChannelError):
+            return err  # e.g. a ConfigError the device revealed (exit 2), as it was raised
         return type(err)(  # the same class: an unreachable BMC stays Unreachable
             f"{verb.value} for {node} cannot be decided: the channel could not be discovered "
             f"({err.message})",

@@ -165,22 +165,26 @@ def offers_cmd(ctx: click.Context, nodes: tuple[str, ...], output: str) -> None:
     """Per node, per verb: offered or withheld, the channel that carries it, the reason.
 
     Exit 1 when a channel of a listed node could not be discovered (its error is stated
-    once, under the table or in the node's "channels"), else 0.
+    once, under the table or in the node's "channels"); 2 when what it revealed is a config
+    error (a PDU profile that does not fit the device); else 0.
     """
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> tuple[list[dict[str, Any]], list[int]]:
         async with open_host(ctx) as host:
-            return [o.as_dict() for o in host.offers(list(nodes) or None)]
+            offers = host.offers(list(nodes) or None)
+            errors = [host.discovery_error(o.node) for o in offers]
+            return [o.as_dict() for o in offers], [e.exit_code for e in errors if e is not None]
 
-    data = run_async(go())
+    data, codes = run_async(go())
     failed = [(str(n["node"]), ch) for n in data for ch in n.get("channels", [])
               if not ch["discovered"]]
     if output == "json":
         emit_json({"nodes": data})
     else:
         _offers_table(data, failed)
-    if failed:
-        sys.exit(1)
+    code = _worst(codes)
+    if code:
+        sys.exit(code)
 
 
 def _offers_table(data: list[dict[str, Any]], failed: list[tuple[str, dict[str, Any]]]) -> None:
