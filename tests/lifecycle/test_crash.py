@@ -29,14 +29,18 @@ from powerplane.lifecycle import Lifecycle, Phase, Store
 RUN = "import sys; from powerplane.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def write_config(tmp: Path) -> Path:
+def write_config(tmp: Path, *, blind: bool = False) -> Path:
+    """``blind``: the channel publishes no boot marker and cannot see power off."""
+    lab: dict[str, Any] = {
+        "type": "simulated",
+        "machines": {"cp1": "on", "cp2": "on", "cp3": "on", "w1": "on"},
+        "state_file": str(tmp / "machines.json"),
+        "transition_ms": 300,  # a reboot really takes the node away for a while
+    }
+    if blind:
+        lab.update(boot_marker=False, readback="on-only")
     cfg: dict[str, Any] = {
-        "channels": {"lab": {
-            "type": "simulated",
-            "machines": {"cp1": "on", "cp2": "on", "cp3": "on", "w1": "on"},
-            "state_file": str(tmp / "machines.json"),
-            "transition_ms": 300,  # a reboot really takes the node away for a while
-        }},
+        "channels": {"lab": lab},
         "nodes": {
             **{cp: {"labels": {"node-role.kubernetes.io/control-plane": ""},
                     "channels": [{"channel": "lab", "target": cp}]}
@@ -50,6 +54,7 @@ def write_config(tmp: Path) -> Path:
             "tick_s": 0.02,
             "readback_window_s": 2,
             "readback_cadence_s": 0.02,
+            "settle_window_s": 0.5,
         },
     }
     path = tmp / "powerplane.yaml"
@@ -115,27 +120,56 @@ def test_sigkill_at_each_phase_of_a_reboot_sends_exactly_one(tmp_path: Path, poi
     assert [t.to for t in m.status.history] == REBOOT_PATH
     assert sent(tmp_path) == [["reboot", "w1"]]
     assert len(m.status.dispatches) == 1
+    assert m.status.conditions["RebootObserved"].status == "True"
     assert [a.action.value for a in audit] == ["servers:reboot"]
 
 
-def test_sigkill_between_persisting_and_sending_never_sends(tmp_path: Path) -> None:
-    """At most once: the restart finds a dispatch with no outcome and reads back instead."""
+def test_sigkill_between_persisting_and_sending_settles_by_the_boot_marker(
+    tmp_path: Path,
+) -> None:
+    """The restart finds a dispatch with no outcome: the boot marker is unchanged and the
+    node stayed ready through the settle window, so it was not applied and is sent once."""
     config = write_config(tmp_path)
     name = request(config, "reboot")
     assert powerplane(config, "maintenance", "run", "--until-idle",
                       crash_at="dispatch-recorded:reboot") == -signal.SIGKILL
     m, _ = load(tmp_path, name)
     assert m.phase is Phase.DRAINED and m.status.dispatches[0].outcome is None
+    assert m.status.dispatches[0].before.boot_marker == "boot-1"  # recorded before sending
+    assert sent(tmp_path) == []
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    m, audit = load(tmp_path, name)
+    assert m.phase is Phase.COMPLETE
+    assert sent(tmp_path) == [["reboot", "w1"]]  # exactly one applied at the channel
+    first, second = m.status.dispatches
+    assert (first.outcome.value, first.settled_by) == ("not-applied", "evidence")
+    assert "boot marker still boot-1" in first.detail
+    assert (second.attempt, second.outcome.value) == (2, "accepted")
+    assert m.status.conditions["RebootObserved"].status == "True"
+    assert "boot-1 -> boot-2" in m.status.conditions["RebootObserved"].message
+    assert [a.action.value for a in audit] == ["servers:reboot"]
+
+
+def test_sigkill_between_persisting_and_sending_a_shutdown_settles_by_readback(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path)
+    name = request(config, "shutdown")
+    assert powerplane(config, "maintenance", "run", "--until-idle",
+                      crash_at="dispatch-recorded:shutdown") == -signal.SIGKILL
+    assert load(tmp_path, name)[0].status.dispatches[0].before.power == "on"
     assert powerplane(config, "maintenance", "run", "--until-idle") == 0
     m, _ = load(tmp_path, name)
-    assert m.phase is Phase.COMPLETE
-    assert sent(tmp_path) == []  # recorded, never sent, never resent
-    assert m.status.dispatches[0].outcome.value == "indeterminate"
-    assert m.status.conditions["DispatchIndeterminate"].status == "True"
+    assert m.phase is Phase.POWERED_OFF
+    assert sent(tmp_path) == [["shutdown", "w1"]]
+    assert json.loads((tmp_path / "machines.json").read_text())["machines"]["w1"] == "off"
+    assert [d.outcome.value for d in m.status.dispatches] == ["not-applied", "accepted"]
+    assert m.status.conditions["PowerOffConfirmed"].status == "True"
 
 
 @pytest.mark.parametrize("point", [
-    "dispatch-sent:shutdown", "phase:PoweredOff", "dispatch-sent:power-on", "phase:Returning",
+    "phase:Drained", "dispatch-sent:shutdown", "phase:PoweredOff", "dispatch-recorded:power-on",
+    "dispatch-sent:power-on", "phase:Returning",
 ])
 def test_sigkill_around_shutdown_and_power_on(tmp_path: Path, point: str) -> None:
     config = write_config(tmp_path)
@@ -156,3 +190,50 @@ def test_sigkill_around_shutdown_and_power_on(tmp_path: Path, point: str) -> Non
     assert m.status.powered_off_at is not None
     assert [a.action.value for a in audit] == [
         "servers:shutdown", "servers:uncordon", "servers:power-on"]
+
+
+def resolve(config: Path, *args: str) -> int:
+    return powerplane(config, "maintenance", "resolve", "w1", *args,
+                      "--reason", "checked at the rack console", "--actor", "carol")
+
+
+@pytest.mark.parametrize("intent", ["reboot", "shutdown"])
+def test_blind_channel_parks_and_not_applied_sends_exactly_once(
+    tmp_path: Path, intent: str,
+) -> None:
+    config = write_config(tmp_path, blind=True)
+    name = request(config, intent)
+    assert powerplane(config, "maintenance", "run", "--until-idle",
+                      crash_at=f"dispatch-recorded:{intent}") == -signal.SIGKILL
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    m, _ = load(tmp_path, name)
+    assert m.phase is Phase.DRAINED
+    assert m.status.conditions["AwaitingResolution"].status == "True"
+    assert sent(tmp_path) == []
+    assert resolve(config, "--not-applied") == 2  # the typed node name is missing
+    assert resolve(config, "--not-applied", "--confirm-node", "w1") == 0
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    m, audit = load(tmp_path, name)
+    assert sent(tmp_path) == [[intent, "w1"]]
+    assert m.phase is (Phase.COMPLETE if intent == "reboot" else Phase.POWERED_OFF)
+    assert [d.outcome.value for d in m.status.dispatches] == ["not-applied", "accepted"]
+    assert [a.action.value for a in audit] == [f"servers:{intent}",
+                                               "servers:maintenance-resolve"]
+    assert audit[1].actor == "carol"
+
+
+def test_blind_channel_resolved_applied_completes_without_sending(tmp_path: Path) -> None:
+    config = write_config(tmp_path, blind=True)
+    name = request(config, "reboot")
+    assert powerplane(config, "maintenance", "run", "--until-idle",
+                      crash_at="dispatch-recorded:reboot") == -signal.SIGKILL
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    assert resolve(config, "--applied", "--confirm-node", "w1") == 0
+    assert resolve(config, "--applied", "--confirm-node", "w1") == 2  # already resolved
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    m, audit = load(tmp_path, name)
+    assert m.phase is Phase.COMPLETE
+    assert sent(tmp_path) == []
+    assert m.status.dispatches[0].settled_by == "person:carol"
+    assert m.status.conditions["RebootObserved"].status == "Unknown"
+    assert [a.action.value for a in audit] == ["servers:reboot", "servers:maintenance-resolve"]

@@ -1,4 +1,4 @@
-"""``powerplane maintenance``: request, status, list, abandon, return, run.
+"""``powerplane maintenance``: request, status, list, abandon, return, resolve, run.
 
 The ceremony comes as flags for scripts (``--confirm-node``, ``--ack-preflight``,
 ``--hazard-reason``, ``--actor``) or as prompts for a person at a terminal. A refusal is
@@ -228,6 +228,11 @@ def _show(m: dict[str, Any]) -> None:
         echo(f"  refusal: {m['refusal'].get('reason', '')}")
     if m["lastError"]:
         echo(f"  last error: {m['lastError']}")
+    if m.get("awaitingResolution"):
+        echo(f"  AWAITING RESOLUTION: {m['awaitingResolution']}")
+    if m.get("machineReadsOn"):
+        poc = m["conditions"].get("PowerOffConfirmed", {}).get("status", "Unknown")
+        echo(f"  the machine still reads on (PowerOffConfirmed={poc})")
     for kind, cond in m["conditions"].items():
         echo(f"  {kind}={cond['status']} ({cond['reason']}) {cond['message']}")
     for d in m["dispatchRecords"]:
@@ -273,13 +278,21 @@ def list_cmd(ctx: click.Context, show_all: bool, output: str) -> None:
     from rich.table import Table
 
     table = Table(title="maintenances", title_justify="left")
-    for col in ("name", "node", "intent", "phase", "dispatches", "requested by", "abandoned"):
+    for col in ("name", "node", "intent", "phase", "dispatches", "requested by", "abandoned",
+                "attention"):
         table.add_column(col)
     for r in rows:
         a = r.get("abandoned")
         abandoned = f"by {a['by']}: {a['reason']}" if a else ""
+        attention = []
+        if r.get("awaitingResolution"):
+            attention.append(f"awaiting resolution: powerplane maintenance resolve {r['node']}")
+        if r.get("machineReadsOn"):
+            poc = r["conditions"].get("PowerOffConfirmed", {}).get("status", "Unknown")
+            attention.append(f"the machine still reads on (PowerOffConfirmed={poc})")
         table.add_row(esc(r["name"]), esc(r["node"]), r["intent"], r["phase"],
-                      str(r["dispatches"]), esc(r["requestedBy"]), esc(abandoned))
+                      str(r["dispatches"]), esc(r["requestedBy"]), esc(abandoned),
+                      esc("; ".join(attention)))
     console().print(table)
 
 
@@ -338,6 +351,53 @@ def abandon_cmd(
 ) -> None:
     """Abandon NODE's active maintenance; it returns the node through Returning."""
     _person_request(ctx, node, reason, actor, output, lambda lc, c: lc.abandon(node, c))
+
+
+@maintenance_group.command("resolve")
+@click.argument("node")
+@click.option("--applied", "applied", flag_value=True, default=None,
+              help="The verb took effect (seen at the machine): move on.")
+@click.option("--not-applied", "applied", flag_value=False,
+              help="The verb did not take effect: send it once more.")
+@click.option("--reason", default=None, help="Why (must meet the reason policy).")
+@click.option("--confirm-node", default=None, help="The node name, typed.")
+@click.option("--actor", default=None, help="Who says so (default: $POWERPLANE_ACTOR or login).")
+@output_option
+@click.pass_context
+@handle_errors
+def resolve_cmd(
+    ctx: click.Context, node: str, applied: bool | None, reason: str | None,
+    confirm_node: str | None, actor: str | None, output: str,
+) -> None:
+    """Settle a power verb of NODE that evidence could not tell (audited).
+
+    --applied moves on and records who said so; --not-applied sends the verb once more
+    (by the next `maintenance run`). Never upgrades a refusal.
+    """
+    from powerplane.errors import ConfigError, ConfigProblem
+    from powerplane.lifecycle.ceremony import Ceremony
+    from powerplane.lifecycle.service import Lifecycle
+
+    if applied is None:
+        raise ConfigError([ConfigProblem("resolve", "one of --applied or --not-applied "
+                                                    "is required")], source="<command line>")
+    why = _ask_reason(reason)
+    if confirm_node is None and _interactive():
+        confirm_node = str(click.prompt("Type the node name to confirm", default="",
+                                        show_default=False))
+    lc = Lifecycle.for_host(open_host(ctx))  # records a resolution: no channel is touched
+    try:
+        m = lc.resolve(node, Ceremony(reason=why, actor=_actor(actor),
+                                      confirm_node=confirm_node), applied)
+    finally:
+        lc.close()
+    data = m.summary()
+    if output == "json":
+        emit_json(data)
+    else:
+        what = "applied" if applied else "not applied (it is sent once more)"
+        console().print(f"{esc(data['name'])}: resolved as {what}; `powerplane maintenance "
+                        "run` carries it out")
 
 
 @maintenance_group.command("run")

@@ -34,6 +34,9 @@ class Action(str, Enum):
     """Power a node's machine back on."""
     ABANDON = "servers:maintenance-abandon"
     """Abandon a maintenance; it returns the node through ``Returning``."""
+    RESOLVE = "servers:maintenance-resolve"
+    """A person settles a power verb whose outcome evidence could not tell (applied: move
+    on; not applied: send it once more)."""
 
     def __str__(self) -> str:
         return self.value

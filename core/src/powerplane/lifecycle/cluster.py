@@ -7,8 +7,12 @@ Two embedded adapters:
   the node away and brings it back. Drain evicts; a PDB refusal (HTTP 429 in Kubernetes)
   is reported as "blocked by PDB <name>", never dropped; evicted pods take
   ``eviction_ticks`` drain rounds to leave.
+  Each node has a boot id (``status.nodeInfo.bootID`` in Kubernetes) that changes when its
+  machine reboots: the simulated cluster derives it from the simulated machine's boot
+  counter, read through the host's boot marker (``boot_of``); with no marker published
+  (``boot_marker: false``) the simulated node has no boot id.
 * ``NoCluster``: bare machines. Cordon and drain are not applicable and recorded so;
-  readiness is the machine's power reading.
+  readiness is the machine's power reading; there is no boot id.
 """
 
 from __future__ import annotations
@@ -22,10 +26,20 @@ from typing import Any, Protocol
 
 from powerplane.lifecycle.settings import SimulatedClusterConfig
 
-__all__ = ["ClusterPort", "DrainProgress", "NoCluster", "PowerOf", "SimulatedCluster"]
+__all__ = [
+    "BootOf",
+    "ClusterPort",
+    "DrainProgress",
+    "NoCluster",
+    "PowerOf",
+    "SimulatedCluster",
+]
 
 PowerOf = Callable[[str], Awaitable[str]]
 """Reads a node's machine power state: ``on``, ``off``, ``unknown`` or a transition word."""
+
+BootOf = Callable[[str], Awaitable[str | None]]
+"""Reads a node's machine boot counter (None: the machine publishes none)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,10 @@ class ClusterPort(Protocol):
         """Whether the node is ready (None: cannot tell)."""
         ...
 
+    async def boot_id(self, node: str) -> str | None:
+        """A value that changes on every boot of the node (None: the cluster has none)."""
+        ...
+
     async def cordon(self, node: str) -> None: ...
 
     async def uncordon(self, node: str) -> None: ...
@@ -97,9 +115,11 @@ class SimulatedCluster:
         config: SimulatedClusterConfig,
         node_labels: Mapping[str, Mapping[str, str]],
         power_of: PowerOf | None = None,
+        boot_of: BootOf | None = None,
     ) -> None:
         self.config = config
         self._power_of = power_of
+        self._boot_of = boot_of
         self._labels: dict[str, dict[str, str]] = {n: dict(v) for n, v in node_labels.items()}
         for node, extra in config.labels.items():
             self._labels.setdefault(node, {}).update(extra)
@@ -164,6 +184,12 @@ class SimulatedCluster:
         if state == "none":  # no machine modelled for this node
             return True
         return state == "on"
+
+    async def boot_id(self, node: str) -> str | None:
+        if self._boot_of is None:
+            return None
+        boots = await self._boot_of(node)
+        return None if boots is None else f"sim-{node}-{boots}"
 
     async def cordon(self, node: str) -> None:
         self._load()
@@ -271,6 +297,9 @@ class NoCluster:
             return True
         if state == "off":
             return False
+        return None
+
+    async def boot_id(self, node: str) -> str | None:
         return None
 
     async def cordon(self, node: str) -> None:

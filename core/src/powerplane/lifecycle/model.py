@@ -19,8 +19,11 @@ __all__ = [
     "TERMINAL_PHASES",
     "AbandonRequest",
     "Condition",
+    "ConditionStatus",
+    "ConditionType",
     "Dispatch",
     "DispatchOutcome",
+    "Evidence",
     "Intent",
     "MaintenanceSpec",
     "MaintenanceStatus",
@@ -28,6 +31,7 @@ __all__ = [
     "Phase",
     "Preflight",
     "QuorumNumbers",
+    "Resolution",
     "ReturnRequest",
     "Transition",
     "utcnow",
@@ -101,12 +105,50 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class ConditionType(str, Enum):
+    """What a condition is about (the key of ``status.conditions``)."""
+
+    ABANDONED = "Abandoned"
+    AWAITING_POWER_ON = "AwaitingPowerOn"
+    AWAITING_RESOLUTION = "AwaitingResolution"
+    """A dispatch's outcome cannot be told from evidence: a person must resolve it."""
+    CORDONED = "Cordoned"
+    DISPATCH_INDETERMINATE = "DispatchIndeterminate"
+    DRAINED = "Drained"
+    EVACUATED = "Evacuated"
+    EVACUATION_PAUSED = "EvacuationPaused"
+    MACHINE_READS_ON = "MachineReadsOn"
+    """After a shutdown, the readback window closed with the machine reading ``on``."""
+    NODE_READY = "NodeReady"
+    PORT_ERROR = "PortError"
+    POWER_OFF_CONFIRMED = "PowerOffConfirmed"
+    POWER_OFFERED = "PowerOffered"
+    QUORUM_GUARD = "QuorumGuard"
+    REBOOT_OBSERVED = "RebootObserved"
+    """Whether the boot marker showed that the machine rebooted."""
+    SAFETY_HOLD = "SafetyHold"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ConditionStatus(str, Enum):
+    """A condition's status, Kubernetes-style."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class Condition(_Model):
     """One observed fact, Kubernetes-style: a type, a status, a reason and a message."""
 
-    type: str
+    type: ConditionType
     """What the condition is about (``PowerOffConfirmed``, ``EvacuationPaused``, ...)."""
-    status: str
+    status: ConditionStatus
     """``True``, ``False`` or ``Unknown``."""
     reason: str = ""
     """A CamelCase word for machines."""
@@ -123,11 +165,58 @@ class DispatchOutcome(str, Enum):
     """The channel accepted the verb."""
     FAILED = "failed"
     """The channel or the rule refused it; it is never sent again."""
+    UNKNOWN = "unknown"
+    """No answer after the request may have left (the host's ``OutcomeUnknown``), or the
+    runner stopped before recording an answer: settled by evidence, never resent blindly."""
+    APPLIED = "applied"
+    """Evidence (a changed boot marker, a readback) or a person showed the verb took effect."""
+    NOT_APPLIED = "not-applied"
+    """Evidence through the settle window (or a person) showed it did not take effect; a
+    next attempt is recorded and sent."""
     INDETERMINATE = "indeterminate"
-    """The process stopped between recording and confirming; read back, never resent."""
+    """Nothing can show whether it took effect: the maintenance waits for a person
+    (``maintenance resolve``)."""
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def settled(self) -> bool:
+        """Whether this outcome is final for its attempt (no more evidence is read)."""
+        return self in (DispatchOutcome.ACCEPTED, DispatchOutcome.FAILED,
+                        DispatchOutcome.APPLIED, DispatchOutcome.NOT_APPLIED)
+
+
+class Evidence(_Model):
+    """What could be observed of the machine, with the sources (before or after a send)."""
+
+    boot_marker: str | None = Field(None, alias="bootMarker")
+    """A value that changes on every boot (None: no source publishes one)."""
+    boot_marker_source: str | None = Field(None, alias="bootMarkerSource")
+    """Where the marker came from: a channel name, or ``cluster``."""
+    power: str | None = None
+    """The power reading (``on``, ``off``, ``unknown``); None when not read."""
+    power_source: str | None = Field(None, alias="powerSource")
+    """The channel that gave the reading."""
+    sees_power: bool = Field(False, alias="seesPower")
+    """Whether the dispatch's channel can see power off (a blind one cannot)."""
+    taken_at: dt.datetime = Field(default_factory=utcnow, alias="takenAt")
+    note: str = ""
+    """What could not be read, in words."""
+
+    def describe(self) -> str:
+        """The evidence in words (for conditions and details)."""
+        parts = []
+        if self.boot_marker is not None:
+            parts.append(f"boot marker {self.boot_marker} (from {self.boot_marker_source})")
+        else:
+            parts.append("no boot marker")
+        if self.power is not None:
+            src = f" (via {self.power_source})" if self.power_source else ""
+            parts.append(f"power reads {self.power}{src}")
+        if self.note:
+            parts.append(self.note)
+        return "; ".join(parts)
 
 
 class Dispatch(_Model):
@@ -149,7 +238,17 @@ class Dispatch(_Model):
     outcome_at: dt.datetime | None = Field(None, alias="outcomeAt")
     """When the outcome was recorded."""
     detail: str = ""
-    """The channel's words, the error, or the readback that settled an indeterminate one."""
+    """The channel's words, the error, or the evidence that settled it."""
+    attempt: int = 1
+    """1 for the first send of this verb; 2 after evidence (or a person) showed the first
+    did not take effect."""
+    before: Evidence | None = None
+    """The evidence taken before sending (recorded with the dispatch, before it leaves)."""
+    settle_started_at: dt.datetime | None = Field(None, alias="settleStartedAt")
+    """When the current settle window began (evidence of non-application must hold
+    through the whole window)."""
+    settled_by: str = Field("", alias="settledBy")
+    """``evidence``, ``runner`` (this runner learnt the answer) or ``person:<actor>``."""
 
 
 class QuorumNumbers(_Model):
@@ -204,6 +303,18 @@ class AbandonRequest(_Model):
     at: dt.datetime = Field(default_factory=utcnow)
 
 
+class Resolution(_Model):
+    """A person settled a dispatch whose outcome evidence could not tell."""
+
+    actor: str
+    reason: str
+    applied: bool
+    """True: the verb took effect (move on); False: it did not (send it once more)."""
+    attempt_id: str = Field(alias="attemptId")
+    """The dispatch it settles."""
+    at: dt.datetime = Field(default_factory=utcnow)
+
+
 class MaintenanceSpec(_Model):
     """What was asked."""
 
@@ -214,6 +325,8 @@ class MaintenanceSpec(_Model):
     preflight: Preflight = Field(default_factory=Preflight)
     return_request: ReturnRequest | None = Field(None, alias="returnRequest")
     abandon: AbandonRequest | None = None
+    resolutions: list[Resolution] = Field(default_factory=list)
+    """Every resolution a person gave, in order."""
 
 
 class Transition(_Model):
@@ -272,14 +385,20 @@ class NodeMaintenance(_Model):
         return self.status.phase
 
     def dispatch_for(self, verb: str) -> Dispatch | None:
-        """The recorded dispatch of ``verb`` (at most one per maintenance)."""
+        """The latest recorded attempt of ``verb`` (a second only after non-application)."""
+        found = None
         for d in self.status.dispatches:
             if d.verb == verb:
-                return d
-        return None
+                found = d
+        return found
 
     def condition(self, kind: str) -> Condition | None:
-        return self.status.conditions.get(kind)
+        return self.status.conditions.get(str(kind))
+
+    def is_true(self, kind: str) -> bool:
+        """Whether the condition ``kind`` is present with status True."""
+        cond = self.condition(kind)
+        return cond is not None and cond.status is ConditionStatus.TRUE
 
     def summary(self) -> dict[str, Any]:
         """The JSON shape of ``maintenance status -o json``."""
@@ -308,6 +427,13 @@ class NodeMaintenance(_Model):
             "hazard": self.status.hazard,
             "quorum": self.status.quorum.model_dump() if self.status.quorum else None,
             "lastError": self.status.last_error,
+            "awaitingResolution": (
+                self.status.conditions[ConditionType.AWAITING_RESOLUTION.value].message
+                if self.is_true(ConditionType.AWAITING_RESOLUTION) else None
+            ),
+            "machineReadsOn": self.is_true(ConditionType.MACHINE_READS_ON),
+            "resolutions": [r.model_dump(mode="json", by_alias=True)
+                            for r in self.spec.resolutions],
             "requestedBy": self.spec.requested_by,
             "reason": self.spec.reason,
             "abandoned": (

@@ -19,7 +19,21 @@ from powerplane.lifecycle.settings import (
 )
 from powerplane.lifecycle.storage import NoStorage, SimulatedStorage, StoragePort
 
-__all__ = ["Ports", "build_ports", "machine_state"]
+__all__ = ["PermanentPortError", "PortError", "Ports", "TemporaryPortError", "build_ports",
+           "machine_state"]
+
+
+class PortError(PowerplaneError):
+    """A cluster or storage port failed."""
+
+
+class TemporaryPortError(PortError):
+    """A port failed in a way that may pass (a timeout, a conflict): tried again next pass."""
+
+
+class PermanentPortError(PortError):
+    """A port failed in a way that will not pass (forbidden, not found, invalid): the
+    maintenance fails with this message instead of waiting forever."""
 
 
 @dataclass
@@ -64,9 +78,13 @@ def build_ports(host: PowerHost, config: LifecycleConfig) -> Ports:
     async def power_of(node: str) -> str:
         return await machine_state(host, node)
 
+    async def boot_of(node: str) -> str | None:
+        found = await host.boot_marker(node)
+        return None if found is None else found[1]
+
     cluster: ClusterPort
     if isinstance(config.cluster, SimulatedClusterConfig):
-        cluster = SimulatedCluster(config.cluster, labels, power_of)
+        cluster = SimulatedCluster(config.cluster, labels, power_of, boot_of)
     else:
         assert isinstance(config.cluster, NoneClusterConfig)
         cluster = NoCluster(labels, power_of)

@@ -5,18 +5,16 @@ at most what it can prove, persisting each step with the version it read (a writ
 loses a race is dropped and the object read again). It may be called any number of
 times, by several runners, and after a crash at any point.
 
-At most once: a power verb's dispatch (verb, channel, attempt id, time) is persisted
-*before* it is sent. A reconcile that finds a dispatch with no recorded outcome never
-sends again: it reads the machine back and records the outcome as indeterminate.
+Every power verb goes through :class:`~powerplane.lifecycle.dispatch.Dispatcher` (record
+with evidence, persist, send once, settle an unanswered one by evidence or by a person).
+A cluster or storage port that raises :class:`~powerplane.lifecycle.ports.PermanentPortError`
+fails the maintenance with its message; any other port error is tried again next pass.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import socket
-import uuid
 from collections.abc import Callable
 from enum import Enum
 
@@ -24,10 +22,11 @@ from powerplane.capabilities import Verb
 from powerplane.errors import PowerplaneError
 from powerplane.lifecycle import guard
 from powerplane.lifecycle.crash import crashpoint
+from powerplane.lifecycle.dispatch import Dispatcher, Drive, runner_alive, set_condition
 from powerplane.lifecycle.evacuation import EvacuationStatus, evacuation_status
 from powerplane.lifecycle.model import (
-    Condition,
-    Dispatch,
+    ConditionStatus,
+    ConditionType,
     DispatchOutcome,
     Intent,
     NodeMaintenance,
@@ -35,45 +34,19 @@ from powerplane.lifecycle.model import (
     utcnow,
 )
 from powerplane.lifecycle.phases import transition
-from powerplane.lifecycle.ports import Ports
+from powerplane.lifecycle.ports import PermanentPortError, Ports
 from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.storage import apply_writes
 from powerplane.lifecycle.store import Conflict, Store, StoreError
 from powerplane.readback import PowerOffConfirmed, PowerOffWatch
 
-__all__ = ["Reconciler", "Result"]
+__all__ = ["Reconciler", "Result", "runner_alive", "set_condition"]
 
 log = logging.getLogger("powerplane.lifecycle")
 
 P = Phase
-
-_LIVE_RUNNERS: set[str] = set()
-"""Runner ids of this process that have not been closed."""
-
-IN_FLIGHT_GRACE_S = 5.0
-"""Beyond the host's call timeout, how long a dispatch of another host's runner may stay
-without outcome before it is settled by readback."""
-
-
-def runner_alive(runner: str) -> bool | None:
-    """Whether the runner that recorded a dispatch still lives (None: cannot tell)."""
-    try:
-        host, pid_text, _ = runner.split("/", 2)
-        pid = int(pid_text)
-    except ValueError:
-        return None
-    if host != socket.gethostname():
-        return None
-    if pid == os.getpid():
-        return runner in _LIVE_RUNNERS
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
+C = ConditionType
+S = ConditionStatus
 
 class Result(str, Enum):
     """What one reconcile ended on."""
@@ -88,18 +61,6 @@ class Result(str, Enum):
     """It is in a terminal phase."""
 
 
-def set_condition(
-    m: NodeMaintenance, kind: str, status: str, reason: str = "", message: str = ""
-) -> None:
-    """Set a condition; its transition time moves only when something changed."""
-    old = m.status.conditions.get(kind)
-    if old is not None and (old.status, old.reason, old.message) == (status, reason, message):
-        return
-    m.status.conditions[kind] = Condition(
-        type=kind, status=status, reason=reason, message=message, last_transition=utcnow()
-    )
-
-
 class Reconciler:
     """Advances maintenances through their phases against the ports."""
 
@@ -111,22 +72,31 @@ class Reconciler:
         clock: Callable[[], dt.datetime] = utcnow,
     ) -> None:
         self.store = store
-        self.ports = ports
         self.config = config
         self.clock = clock
         self.watches: dict[str, PowerOffWatch] = {}
         """Running power-off readbacks, by maintenance name."""
-        self._outcomes: dict[str, Dispatch] = {}
-        """Outcomes this runner learnt, by attempt id (re-applied if a write of one lost a race)."""
-        self.runner_id = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self.dispatcher = Dispatcher(ports, config, clock, self._save)
+        """The only sender of power verbs."""
+
+    @property
+    def ports(self) -> Ports:
+        return self.dispatcher.ports
+
+    @ports.setter
+    def ports(self, ports: Ports) -> None:
+        self.dispatcher.ports = ports
+
+    @property
+    def runner_id(self) -> str:
         """This runner, as recorded on its dispatches."""
-        _LIVE_RUNNERS.add(self.runner_id)
+        return self.dispatcher.runner_id
 
     def close(self) -> None:
         """Stop every readback; dispatches this runner left without outcome become settleable."""
         for name in list(self.watches):
             self._drop_watch(name)
-        _LIVE_RUNNERS.discard(self.runner_id)
+        self.dispatcher.close()
 
     # -- entry -------------------------------------------------------------------------------
     async def reconcile(self, name: str, max_steps: int = 32) -> Result:
@@ -146,6 +116,9 @@ class Reconciler:
                 continue  # another runner moved it: read again
             except StoreError:
                 raise  # the store itself failed: nothing can be recorded, stop here
+            except PermanentPortError as exc:  # it will not pass: fail with its message
+                log.warning("%s: %s", name, exc)
+                return await self._fail_permanently(name, exc)
             except PowerplaneError as exc:  # a port failed: say so, try again next pass
                 log.warning("%s: %s", name, exc)
                 self._record_error(name, exc)
@@ -160,14 +133,29 @@ class Reconciler:
     def _record_error(self, name: str, exc: PowerplaneError) -> None:
         try:
             fresh = self.store.get(name)
-            cond = fresh.condition("PortError")
-            if fresh.status.last_error == str(exc) and cond is not None and cond.status == "True":
+            if fresh.status.last_error == str(exc) and fresh.is_true(C.PORT_ERROR):
                 return  # already recorded: no write per retry
             fresh.status.last_error = str(exc)
-            set_condition(fresh, "PortError", "True", type(exc).__name__, str(exc))
+            set_condition(fresh, C.PORT_ERROR, S.TRUE, type(exc).__name__, str(exc))
             self.store.update(fresh)
         except Conflict:
             pass
+
+    async def _fail_permanently(self, name: str, exc: PermanentPortError) -> Result:
+        """A port error that will not pass fails the maintenance with its message."""
+        for _ in range(5):
+            fresh = self.store.get(name)
+            if fresh.phase.terminal:
+                return Result.DONE
+            set_condition(fresh, C.PORT_ERROR, S.TRUE, type(exc).__name__, str(exc))
+            await self._fail(fresh, str(exc))  # ends an evacuation it began (best effort)
+            try:
+                self.store.update(fresh)
+            except Conflict:
+                continue
+            self._drop_watch(name)
+            return Result.DONE
+        return Result.WAITING
 
     def _save(self, m: NodeMaintenance) -> None:
         self.store.update(m)
@@ -185,13 +173,13 @@ class Reconciler:
 
     # -- one step ----------------------------------------------------------------------------
     async def _step(self, m: NodeMaintenance) -> Result:
-        port_error = m.condition("PortError")
-        if port_error is not None and port_error.status == "True":
-            set_condition(m, "PortError", "False", "Recovered", port_error.message)
+        port_error = m.condition(C.PORT_ERROR)
+        if port_error is not None and port_error.status is S.TRUE:
+            set_condition(m, C.PORT_ERROR, S.FALSE, "Recovered", port_error.message)
         self._observe_watch(m)
         if m.spec.abandon is not None and m.phase is not P.RETURNING:
             a = m.spec.abandon
-            set_condition(m, "Abandoned", "True", "Abandoned", f"by {a.actor}: {a.reason}")
+            set_condition(m, C.ABANDONED, S.TRUE, "Abandoned", f"by {a.actor}: {a.reason}")
             transition(m, P.RETURNING, f"abandoned by {a.actor}: {a.reason}")
             return Result.ADVANCED
         handler = {
@@ -216,10 +204,10 @@ class Reconciler:
         """Hold (with the numbers) when a safety rule fails after the node was cordoned."""
         verdict = await self._safety(m)
         if verdict.allowed:
-            if m.condition("SafetyHold") is not None:
-                set_condition(m, "SafetyHold", "False", "Cleared", verdict.reason)
+            if m.condition(C.SAFETY_HOLD) is not None:
+                set_condition(m, C.SAFETY_HOLD, S.FALSE, "Cleared", verdict.reason)
             return False
-        set_condition(m, "SafetyHold", "True", "Virtual" if verdict.virtual else "Quorum",
+        set_condition(m, C.SAFETY_HOLD, S.TRUE, "Virtual" if verdict.virtual else "Quorum",
                       verdict.reason)
         m.status.refusal = verdict.numbers
         m.status.refusal_reason = verdict.reason
@@ -237,14 +225,14 @@ class Reconciler:
             return Result.DONE
         m.status.hazard = m.status.hazard or verdict.hazard
         m.status.quorum = verdict.numbers
-        set_condition(m, "QuorumGuard", "True", "Hazard" if verdict.hazard else "Kept",
+        set_condition(m, C.QUORUM_GUARD, S.TRUE, "Hazard" if verdict.hazard else "Kept",
                       verdict.reason)
         if self.ports.cluster.applicable:
             await self.ports.cluster.cordon(m.node)
             m.status.cordoned = True
-            set_condition(m, "Cordoned", "True", "Cordoned", f"{m.node} is unschedulable")
+            set_condition(m, C.CORDONED, S.TRUE, "Cordoned", f"{m.node} is unschedulable")
         else:
-            set_condition(m, "Cordoned", "Unknown", "NotApplicable",
+            set_condition(m, C.CORDONED, S.UNKNOWN, "NotApplicable",
                           "no cluster: nothing to cordon")
         transition(m, P.CORDONED, "cordoned")
         return Result.ADVANCED
@@ -266,23 +254,23 @@ class Reconciler:
         return Result.ADVANCED
 
     def _paused(self, m: NodeMaintenance) -> bool:
-        cond = m.condition("EvacuationPaused")
-        return cond is not None and cond.status == "True"
+        cond = m.condition(C.EVACUATION_PAUSED)
+        return cond is not None and cond.status is S.TRUE
 
     async def _evacuate(self, m: NodeMaintenance) -> Result | None:
         """None when evacuation is done (or not needed); else what to report."""
         storage = self.ports.storage
-        cond = m.condition("Evacuated")
-        if cond is not None and cond.status == "True":
+        cond = m.condition(C.EVACUATED)
+        if cond is not None and cond.status is S.TRUE:
             return None
         if storage.hook is None:
             await storage.read(m.node)  # logs "nothing to evacuate" once per node
-            set_condition(m, "Evacuated", "True", "NoStorage",
+            set_condition(m, C.EVACUATED, S.TRUE, "NoStorage",
                           "no storage system: nothing to evacuate")
             return None
         if m.status.evacuation_started_at is None:
             if await storage.read(m.node) is None:
-                set_condition(m, "Evacuated", "True", "NoStorageObject",
+                set_condition(m, C.EVACUATED, S.TRUE, "NoStorageObject",
                               "the node has no storage object: nothing to evacuate")
                 return None
             m.status.evacuation_started_at = self.clock()
@@ -294,25 +282,25 @@ class Reconciler:
                 except PowerplaneError:
                     log.warning("%s: ending the evacuation after a failed begin failed", m.name)
                 msg = f"beginning the evacuation failed: {exc}; evacuation ended, not draining"
-                set_condition(m, "EvacuationPaused", "True", "BeginFailed", msg)
+                set_condition(m, C.EVACUATION_PAUSED, S.TRUE, "BeginFailed", msg)
                 m.status.last_error = msg
                 return Result.PARKED
-            set_condition(m, "Evacuated", "False", "Evacuating", "eviction requested")
+            set_condition(m, C.EVACUATED, S.FALSE, "Evacuating", "eviction requested")
             return Result.ADVANCED
         remaining = await storage.replicas_remaining(m.node)
         elapsed = self._elapsed(m.status.evacuation_started_at)
         status = evacuation_status(remaining, elapsed, self.config.evacuation_timeout_s)
         if status is EvacuationStatus.DONE:
-            set_condition(m, "Evacuated", "True", "Evacuated", "no replica lives only here")
+            set_condition(m, C.EVACUATED, S.TRUE, "Evacuated", "no replica lives only here")
             return None
         if status is EvacuationStatus.PAUSED:
             await self._end_evacuation(m)
             msg = (f"{remaining} replica(s) still only on {m.node} after "
                    f"{self.config.evacuation_timeout_s:g} s; evacuation ended, not draining")
-            set_condition(m, "EvacuationPaused", "True", "Timeout", msg)
-            set_condition(m, "Evacuated", "False", "Paused", msg)
+            set_condition(m, C.EVACUATION_PAUSED, S.TRUE, "Timeout", msg)
+            set_condition(m, C.EVACUATED, S.FALSE, "Paused", msg)
             return Result.PARKED
-        set_condition(m, "Evacuated", "False", "Evacuating",
+        set_condition(m, C.EVACUATED, S.FALSE, "Evacuating",
                       f"{remaining} replica(s) still only on {m.node}")
         return Result.WAITING
 
@@ -323,11 +311,11 @@ class Reconciler:
             m.status.drain_started_at = self.clock()
         progress = await self.ports.cluster.drain(m.node)
         if not progress.applicable:
-            set_condition(m, "Drained", "Unknown", "NotApplicable", progress.describe())
+            set_condition(m, C.DRAINED, S.UNKNOWN, "NotApplicable", progress.describe())
             transition(m, P.DRAINED, "drain not applicable")
             return Result.ADVANCED
         if progress.done:
-            set_condition(m, "Drained", "True", "Drained", progress.describe())
+            set_condition(m, C.DRAINED, S.TRUE, "Drained", progress.describe())
             transition(m, P.DRAINED, "no pods left")
             return Result.ADVANCED
         if self._elapsed(m.status.drain_started_at) >= self.config.drain_deadline_s:
@@ -335,11 +323,11 @@ class Reconciler:
                 f"drain deadline of {self.config.drain_deadline_s:g} s passed; "
                 + progress.describe()
             )
-            set_condition(m, "Drained", "False", "DeadlineExceeded", progress.describe())
+            set_condition(m, C.DRAINED, S.FALSE, "DeadlineExceeded", progress.describe())
             await self._fail(m, m.status.last_error)
             return Result.DONE
         reason = "BlockedByPDB" if progress.blocked else "Evicting"
-        set_condition(m, "Drained", "False", reason, progress.describe())
+        set_condition(m, C.DRAINED, S.FALSE, reason, progress.describe())
         return Result.WAITING
 
     async def _end_evacuation(self, m: NodeMaintenance) -> None:
@@ -362,76 +350,8 @@ class Reconciler:
         m.status.last_error = why
         transition(m, P.FAILED, why)
 
-    # -- power -------------------------------------------------------------------------------
-    def _in_flight(self, d: Dispatch) -> bool:
-        """Whether another live runner may still be sending ``d`` (so wait, do not settle)."""
-        if d.runner == self.runner_id:
-            return False
-        alive = runner_alive(d.runner)
-        if alive is False:
-            return False
-        limit = self.ports.host.limits.timeout_s + IN_FLIGHT_GRACE_S
-        return self._elapsed(d.recorded_at) < limit
-
-    async def _settle_indeterminate(self, m: NodeMaintenance, d: Dispatch) -> None:
-        """A dispatch recorded but never confirmed: read back, never resend.
-
-        If this runner sent it and only the write of its outcome was lost (another runner
-        wrote in between), the outcome it learnt is recorded instead.
-        """
-        known = self._outcomes.get(d.attempt_id)
-        if known is not None:
-            d.outcome, d.outcome_at, d.detail = known.outcome, known.outcome_at, known.detail
-            if d.outcome is DispatchOutcome.FAILED:
-                m.status.last_error = f"{d.verb} failed: {d.detail}"
-            return
-        try:
-            reading = await self.ports.host.read_power_state(m.node)
-            seen = reading.state.value + (f" ({reading.detail})" if reading.detail else "")
-        except PowerplaneError as exc:
-            seen = f"read failed: {exc}"
-        d.outcome = DispatchOutcome.INDETERMINATE
-        d.outcome_at = self.clock()
-        d.detail = f"not resent; the machine reads {seen}"
-        set_condition(
-            m, "DispatchIndeterminate", "True", "Restarted",
-            f"{d.verb} was recorded but its outcome was lost (the runner stopped); "
-            f"it was not sent again; the machine reads {seen}",
-        )
-
-    async def _send(self, m: NodeMaintenance, verb: Verb) -> Dispatch | None:
-        """Record the dispatch, persist it, then send it once. None when not offered."""
-        offer = self.ports.host.offer_for(m.node)[verb]
-        if not offer.offered:
-            set_condition(m, "PowerOffered", "False", "Withheld", f"{verb}: {offer.reason}")
-            return None
-        set_condition(m, "PowerOffered", "True", "Offered", f"{verb} via {offer.channel}")
-        d = Dispatch(
-            verb=verb.value,
-            channel=offer.channel,
-            attempt_id=uuid.uuid4().hex,
-            recorded_at=self.clock(),
-            runner=self.runner_id,
-        )
-        m.status.dispatches.append(d)
-        self._save(m)  # persisted before sending: at most once
-        crashpoint(f"dispatch-recorded:{verb.value}")
-        try:
-            with guard.own_dispatch(m.name):
-                result = await self.ports.host.invoke(m.node, verb, reason=m.spec.reason)
-        except (PowerplaneError, ValueError) as exc:  # refused by the rule, the channel, input
-            d.outcome = DispatchOutcome.FAILED
-            d.outcome_at = self.clock()
-            d.detail = str(exc)
-            m.status.last_error = f"{verb} failed: {exc}"
-            self._outcomes[d.attempt_id] = d.model_copy()
-            return d
-        crashpoint(f"dispatch-sent:{verb.value}")
-        d.outcome = DispatchOutcome.ACCEPTED
-        d.outcome_at = self.clock()
-        d.detail = result.detail or f"accepted by {result.channel}"
-        self._outcomes[d.attempt_id] = d.model_copy()
-        return d
+    async def _safe_to_send(self, m: NodeMaintenance) -> bool:
+        return not await self._hold_if_unsafe(m)
 
     async def _drained(self, m: NodeMaintenance) -> Result:
         if m.spec.intent is Intent.DRAIN:
@@ -440,48 +360,68 @@ class Reconciler:
                 return Result.ADVANCED
             return Result.PARKED
         verb = Verb.REBOOT if m.spec.intent is Intent.REBOOT else Verb.SHUTDOWN
-        d = m.dispatch_for(verb.value)
-        if d is None:
-            if await self._hold_if_unsafe(m):
-                return Result.PARKED
-            d = await self._send(m, verb)
-            if d is None:
-                return Result.PARKED
-        elif d.outcome is None:
-            if self._in_flight(d):
-                return Result.WAITING  # another live runner is sending it
-            await self._settle_indeterminate(m, d)
-        if d.outcome is DispatchOutcome.FAILED:
+        state, d = await self.dispatcher.drive(m, verb, may_send=self._safe_to_send)
+        if state is Drive.WAITING:
+            return Result.WAITING
+        if state in (Drive.PARKED, Drive.NOT_APPLIED) or d is None:
+            return Result.PARKED
+        if state is Drive.FAILED:
             await self._fail(m, m.status.last_error or f"{verb} failed: {d.detail}")
             return Result.DONE
         when = d.outcome_at if d.outcome is DispatchOutcome.ACCEPTED else d.recorded_at
         if verb is Verb.REBOOT:
             m.status.power_wait_started_at = when
-            set_condition(m, "NodeReady", "False", "Rebooting", "waiting for the node")
+            set_condition(m, C.NODE_READY, S.FALSE, "Rebooting", "waiting for the node")
             transition(m, P.REBOOTING, f"reboot {d.outcome}")
         else:
             m.status.powered_off_at = when
-            set_condition(m, "PowerOffConfirmed", "False", "ReadingBack", "reading back")
+            set_condition(m, C.POWER_OFF_CONFIRMED, S.FALSE, "ReadingBack", "reading back")
             transition(m, P.POWERED_OFF, f"shutdown {d.outcome}")
         return Result.ADVANCED
 
     async def _rebooting(self, m: NodeMaintenance) -> Result:
+        """Ready alone is not a reboot: the boot marker must change where one exists."""
         if await self.ports.cluster.is_ready(m.node):
-            set_condition(m, "NodeReady", "True", "Ready", "the node is ready again")
-            transition(m, P.RETURNING, "node ready after reboot")
-            return Result.ADVANCED
-        if self._elapsed(m.status.power_wait_started_at) >= self.config.ready_timeout_s:
-            m.status.last_error = (
-                f"{m.node} was not ready {self.config.ready_timeout_s:g} s after the reboot"
+            d = m.dispatch_for(Verb.REBOOT.value)
+            before = d.before if d is not None else None
+            if before is None or before.boot_marker is None:
+                set_condition(m, C.REBOOT_OBSERVED, S.UNKNOWN, "NoBootMarker",
+                              "ready; no boot marker to show a reboot happened")
+                set_condition(m, C.NODE_READY, S.TRUE, "Ready", "the node is ready again")
+                transition(m, P.RETURNING, "node ready; no boot marker to show a reboot")
+                return Result.ADVANCED
+            assert d is not None
+            seen = await self.dispatcher.evidence(m.node, d.channel, power=False)
+            if (seen.boot_marker is not None and seen.boot_marker != before.boot_marker
+                    and seen.boot_marker_source == before.boot_marker_source):
+                set_condition(
+                    m, C.REBOOT_OBSERVED, S.TRUE, "BootMarkerChanged",
+                    f"boot marker {before.boot_marker} -> {seen.boot_marker} "
+                    f"(from {seen.boot_marker_source})",
+                )
+                set_condition(m, C.NODE_READY, S.TRUE, "Ready", "the node is ready again")
+                transition(m, P.RETURNING, "node ready after reboot (boot marker changed)")
+                return Result.ADVANCED
+            set_condition(
+                m, C.REBOOT_OBSERVED, S.FALSE, "BootMarkerUnchanged",
+                f"ready, but the boot marker still reads {seen.boot_marker or 'nothing'} "
+                f"(was {before.boot_marker} from {before.boot_marker_source})",
             )
-            await self._fail(m, m.status.last_error)
+        if self._elapsed(m.status.power_wait_started_at) >= self.config.ready_timeout_s:
+            observed = m.condition(C.REBOOT_OBSERVED)
+            why = (f"{m.node} was not ready {self.config.ready_timeout_s:g} s after the reboot"
+                   if observed is None else
+                   f"no reboot of {m.node} observed {self.config.ready_timeout_s:g} s after "
+                   f"the reboot was accepted: {observed.message}")
+            m.status.last_error = why
+            await self._fail(m, why)
             return Result.DONE
         return Result.WAITING
 
     def _observe_watch(self, m: NodeMaintenance) -> None:
         """Carry a power-off readback's status into the ``PowerOffConfirmed`` condition."""
-        cond = m.condition("PowerOffConfirmed")
-        if cond is None or cond.status != PowerOffConfirmed.FALSE.value:
+        cond = m.condition(C.POWER_OFF_CONFIRMED)
+        if cond is None or cond.status is not S.FALSE:
             self._drop_watch(m.name)
             return
         watch = self.watches.get(m.name)
@@ -496,7 +436,13 @@ class Reconciler:
             self.watches[m.name] = watch
         if watch.status is not PowerOffConfirmed.FALSE:
             reason = "ObservedOff" if watch.status is PowerOffConfirmed.TRUE else "NotObserved"
-            set_condition(m, "PowerOffConfirmed", watch.status.value, reason, watch.detail)
+            set_condition(m, C.POWER_OFF_CONFIRMED, S(watch.status.value), reason,
+                          watch.detail)
+            if watch.status is PowerOffConfirmed.UNKNOWN and watch.detail.endswith(
+                "last reading on"
+            ):
+                set_condition(m, C.MACHINE_READS_ON, S.TRUE, "ReadsOn",
+                              f"the machine still reads on ({watch.detail})")
             self.watches.pop(m.name, None)
 
     async def _powered_off(self, m: NodeMaintenance) -> Result:
@@ -505,66 +451,95 @@ class Reconciler:
             return Result.ADVANCED
         return Result.WAITING if m.name in self.watches else Result.PARKED
 
+    # -- returning, in its steps -------------------------------------------------------------
     async def _returning(self, m: NodeMaintenance) -> Result:
-        for d in m.status.dispatches:
-            if d.outcome is None:
-                if self._in_flight(d):
-                    return Result.WAITING
-                await self._settle_indeterminate(m, d)
-        if any(t.to is P.POWERED_OFF for t in m.status.history):
-            pd = m.dispatch_for(Verb.POWER_ON.value)
-            confirmed = m.spec.return_request is not None and (
-                m.spec.return_request.machine_confirmed
-            )
-            if pd is None and not confirmed:
-                pd = await self._send(m, Verb.POWER_ON)
-                if pd is None:
-                    set_condition(
-                        m, "AwaitingPowerOn", "True", "PowerOnNotOffered",
-                        "power-on is not offered for this node; once a person has powered it "
-                        f"on, confirm with: powerplane maintenance return {m.node} --machine-on",
-                    )
-                    return Result.PARKED
-                if pd.outcome is DispatchOutcome.FAILED:
-                    await self._fail(m, m.status.last_error)
-                    return Result.DONE
-                m.status.power_wait_started_at = pd.outcome_at
-                set_condition(m, "AwaitingPowerOn", "False", "PoweredOn", pd.detail)
-                return Result.ADVANCED
-            if confirmed and pd is None:
-                set_condition(m, "AwaitingPowerOn", "False", "ConfirmedByPerson",
-                              "a person confirmed the machine is back on")
-        powered = any(
-            d.outcome in (DispatchOutcome.ACCEPTED, DispatchOutcome.INDETERMINATE)
-            for d in m.status.dispatches
-        )
-        if powered or any(t.to is P.POWERED_OFF for t in m.status.history):
-            ready = await self.ports.cluster.is_ready(m.node)
-            confirmed = m.spec.return_request is not None and (
-                m.spec.return_request.machine_confirmed
-            )
-            if not ready and not (ready is None and confirmed):
-                if m.status.power_wait_started_at is None:
-                    m.status.power_wait_started_at = self.clock()
-                elif (
-                    self._elapsed(m.status.power_wait_started_at) >= self.config.ready_timeout_s
-                ):
-                    m.status.last_error = (
-                        f"{m.node} was not ready {self.config.ready_timeout_s:g} s after "
-                        "power came back"
-                    )
-                    await self._fail(m, m.status.last_error)
-                    return Result.DONE
-                set_condition(m, "NodeReady", "False", "Waiting", "waiting for the node")
+        for step in (self._settle_main_verb, self._power_on, self._wait_ready):
+            result = await step(m)
+            if result is not None:
+                return result
+        return await self._complete(m)
+
+    async def _settle_main_verb(self, m: NodeMaintenance) -> Result | None:
+        """An abandoned maintenance's unanswered verb is settled (never sent again)."""
+        for verb in (Verb.REBOOT, Verb.SHUTDOWN):
+            d = m.dispatch_for(verb.value)
+            if d is None or (d.outcome is not None and d.outcome.settled):
+                continue
+            state, _ = await self.dispatcher.drive(m, verb, send=False)
+            if state is Drive.WAITING:
                 return Result.WAITING
-            set_condition(m, "NodeReady", "True", "Ready", "the node is ready")
+            if state is Drive.PARKED:
+                return Result.PARKED
+        return None
+
+    def _machine_confirmed(self, m: NodeMaintenance) -> bool:
+        return m.spec.return_request is not None and m.spec.return_request.machine_confirmed
+
+    async def _power_on(self, m: NodeMaintenance) -> Result | None:
+        """After a power-off: power the machine on (or take a person's word that it is)."""
+        if not any(t.to is P.POWERED_OFF for t in m.status.history):
+            return None
+        pd = m.dispatch_for(Verb.POWER_ON.value)
+        if pd is None and self._machine_confirmed(m):
+            set_condition(m, C.AWAITING_POWER_ON, S.FALSE, "ConfirmedByPerson",
+                          "a person confirmed the machine is back on")
+            return None
+        if pd is not None and pd.outcome in (DispatchOutcome.ACCEPTED, DispatchOutcome.APPLIED):
+            return None
+        state, pd = await self.dispatcher.drive(m, Verb.POWER_ON)
+        if pd is None:
+            set_condition(
+                m, C.AWAITING_POWER_ON, S.TRUE, "PowerOnNotOffered",
+                "power-on is not offered for this node; once a person has powered it "
+                f"on, confirm with: powerplane maintenance return {m.node} --machine-on",
+            )
+            return Result.PARKED
+        if state is Drive.WAITING:
+            return Result.WAITING
+        if state in (Drive.PARKED, Drive.NOT_APPLIED):
+            return Result.PARKED
+        if state is Drive.FAILED:
+            await self._fail(m, m.status.last_error or f"power-on failed: {pd.detail}")
+            return Result.DONE
+        when = pd.outcome_at if pd.outcome is DispatchOutcome.ACCEPTED else pd.recorded_at
+        m.status.power_wait_started_at = when
+        set_condition(m, C.AWAITING_POWER_ON, S.FALSE, "PoweredOn", pd.detail)
+        return Result.ADVANCED
+
+    def _powered(self, m: NodeMaintenance) -> bool:
+        """Whether a power verb took effect (or may have), so the node must be waited on."""
+        took: tuple[DispatchOutcome | None, ...] = (
+            DispatchOutcome.ACCEPTED, DispatchOutcome.APPLIED)
+        return any(d.outcome in took for d in m.status.dispatches) or any(
+            t.to is P.POWERED_OFF for t in m.status.history)
+
+    async def _wait_ready(self, m: NodeMaintenance) -> Result | None:
+        if not self._powered(m):
+            return None
+        ready = await self.ports.cluster.is_ready(m.node)
+        if not ready and not (ready is None and self._machine_confirmed(m)):
+            if m.status.power_wait_started_at is None:
+                m.status.power_wait_started_at = self.clock()
+            elif self._elapsed(m.status.power_wait_started_at) >= self.config.ready_timeout_s:
+                m.status.last_error = (
+                    f"{m.node} was not ready {self.config.ready_timeout_s:g} s after "
+                    "power came back"
+                )
+                await self._fail(m, m.status.last_error)
+                return Result.DONE
+            set_condition(m, C.NODE_READY, S.FALSE, "Waiting", "waiting for the node")
+            return Result.WAITING
+        set_condition(m, C.NODE_READY, S.TRUE, "Ready", "the node is ready")
+        return None
+
+    async def _complete(self, m: NodeMaintenance) -> Result:
         await self.ports.cluster.uncordon(m.node)
         if self.ports.cluster.applicable:
-            set_condition(m, "Cordoned", "False", "Uncordoned", f"{m.node} is schedulable")
+            set_condition(m, C.CORDONED, S.FALSE, "Uncordoned", f"{m.node} is schedulable")
         await self._end_evacuation(m)
-        cond = m.condition("PowerOffConfirmed")
-        if cond is not None and cond.status == PowerOffConfirmed.FALSE.value:
-            set_condition(m, "PowerOffConfirmed", PowerOffConfirmed.UNKNOWN.value, "Returned",
+        cond = m.condition(C.POWER_OFF_CONFIRMED)
+        if cond is not None and cond.status is S.FALSE:
+            set_condition(m, C.POWER_OFF_CONFIRMED, S.UNKNOWN, "Returned",
                           "returned to service before the readback observed off")
         transition(m, P.COMPLETE, "back in service")
         return Result.DONE

@@ -30,18 +30,24 @@ from powerplane.lifecycle.ceremony import (
     Ceremony,
     CeremonyRequired,
     MaintenanceRefused,
+    Step,
     action_for,
     describe,
     missing,
+    reason_problem,
+    step_problem,
 )
 from powerplane.lifecycle.model import (
     AbandonRequest,
+    ConditionType,
+    DispatchOutcome,
     Intent,
     MaintenanceSpec,
     NodeMaintenance,
     Phase,
     Preflight,
     QuorumNumbers,
+    Resolution,
     ReturnRequest,
     utcnow,
 )
@@ -51,11 +57,15 @@ from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
 from powerplane.lifecycle.store import AlreadyActive, Conflict, NotFound, Store
 
-__all__ = ["Lifecycle", "NotReturnable", "default_actor"]
+__all__ = ["Lifecycle", "NotResolvable", "NotReturnable", "default_actor"]
 
 
 class NotReturnable(NotFound):
     """Return to service applies to a parked maintenance; others are abandoned."""
+
+
+class NotResolvable(NotFound):
+    """Resolve applies to a maintenance awaiting a person's word on a dispatch."""
 
 
 def default_actor() -> str:
@@ -267,11 +277,10 @@ class Lifecycle:
             raise CeremonyRequired(problems)
         for _ in range(5):
             m = self._active(node)
-            paused = m.condition("EvacuationPaused")
             parked = (
                 m.phase is park_phase(m.spec.intent)
                 or m.phase is Phase.RETURNING  # e.g. adding a person's power-on confirmation
-                or (paused is not None and paused.status == "True")
+                or m.is_true(ConditionType.EVACUATION_PAUSED)
             )
             if not parked:
                 raise NotReturnable(
@@ -315,6 +324,56 @@ class Lifecycle:
             record = AuditRecord(actor=ceremony.actor, action=Action.ABANDON,
                                  reason=ceremony.reason.strip(), node=node,
                                  maintenance=m.name, at=self.clock())
+            try:
+                return self.store.update(m, record)
+            except Conflict:
+                continue
+        raise Conflict(f"maintenance of {node} kept changing; try again")
+
+    def resolve(self, node: str, ceremony: Ceremony, applied: bool) -> NodeMaintenance:
+        """A person settles the dispatch evidence could not tell (``servers:maintenance-resolve``).
+
+        ``applied``: the verb took effect; the maintenance moves on, recording who said so.
+        Not applied: the reconciler sends the verb once more (through the dispatcher, under
+        the guard). The ceremony is a reason and the typed node name. A resolution never
+        upgrades a refusal: a maintenance held by a safety rule is refused (exit 3).
+        """
+        problems = [p for p in (
+            reason_problem(ceremony.reason, self.config.reason_policy),
+            step_problem(Step.TYPED_NODE, node, Action.RESOLVE, ceremony,
+                         self.config.reason_policy),
+        ) if p]
+        if not ceremony.actor.strip():
+            problems.append("an actor is required")
+        if problems:
+            raise CeremonyRequired(problems)
+        for _ in range(5):
+            m = self._active(node)
+            pending = [d for d in m.status.dispatches
+                       if d.outcome is DispatchOutcome.INDETERMINATE]
+            if not pending:
+                raise NotResolvable(
+                    f"maintenance {m.name} has no dispatch awaiting resolution "
+                    f"(phase {m.phase})"
+                )
+            if m.is_true(ConditionType.SAFETY_HOLD):
+                hold = m.condition(ConditionType.SAFETY_HOLD)
+                raise MaintenanceRefused(node, hold.message if hold else "safety hold",
+                                         m.status.refusal)
+            d = pending[-1]
+            if any(r.attempt_id == d.attempt_id for r in m.spec.resolutions):
+                raise NotResolvable(f"{d.verb} of {m.name} is already resolved; "
+                                    "`powerplane maintenance run` carries it out")
+            m.spec.resolutions.append(Resolution(
+                actor=ceremony.actor, reason=ceremony.reason.strip(), applied=applied,
+                attempt_id=d.attempt_id, at=self.clock(),
+            ))
+            record = AuditRecord(
+                actor=ceremony.actor, action=Action.RESOLVE, reason=ceremony.reason.strip(),
+                node=node, maintenance=m.name, at=self.clock(),
+                detail=(f"{d.verb} attempt {d.attempt} applied" if applied else
+                        f"{d.verb} attempt {d.attempt} not applied: sent once more"),
+            )
             try:
                 return self.store.update(m, record)
             except Conflict:

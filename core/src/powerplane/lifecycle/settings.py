@@ -15,6 +15,7 @@
       readback_window_s: 300
       readback_cadence_s: 2
       busy_timeout_s: 5                       # wait for another process's store lock
+      settle_window_s: null                   # default: limits.timeout_s + 5 s
 """
 
 from __future__ import annotations
@@ -153,6 +154,11 @@ class LifecycleConfig(_Strict):
     """Maintenances reconciled at once."""
     busy_timeout_s: float = Field(5, gt=0, le=3600)
     """How long a store operation waits for another process's lock before it fails."""
+    settle_window_s: float | None = Field(None, gt=0, le=86_400)
+    """How long evidence of non-application must hold (boot marker unchanged with the node
+    ready, or the machine reading its old state) before a dispatch without outcome is
+    sent again. Default (None): the host's ``limits.timeout_s`` plus 5 s, so a request
+    that may have left has had its whole call time to act."""
 
     def store_path(self, source: str) -> Path:
         """The store file, relative to the config file's directory."""

@@ -1,0 +1,452 @@
+"""Record, send and settle a maintenance's power verb: the one unit that sends one.
+
+At most once, proven. A dispatch is recorded (verb, channel, attempt id, the evidence
+taken before sending: boot marker and power reading, with their sources) and persisted
+*before* it is sent. A dispatch left without an answer (the runner died, its write was
+lost, or the host said ``OutcomeUnknown`` because the request may have left) is settled
+by evidence, never resent blindly:
+
+* reboot: the boot marker changed -> applied. Unchanged while the node stays reachable and
+  ready through the settle window -> not applied -> sent again, once, as attempt 2. No
+  marker from any source -> indeterminate.
+* shutdown, terminate: a channel that sees power off reads ``off`` -> applied; reads ``on``
+  through the whole window -> not applied -> sent again once. A blind channel ->
+  indeterminate.
+* power-on: reads ``on`` -> applied; reads ``off`` through the window -> not applied ->
+  sent again once; nothing readable -> indeterminate.
+
+An indeterminate dispatch waits for a person (``maintenance resolve``): ``applied`` moves
+on, ``not applied`` sends once more. Nothing here upgrades a refusal: a verb the rule or
+the guard refuses fails and is never sent again.
+
+The settle window (``lifecycle.settle_window_s``) defaults to the host's
+``limits.timeout_s`` plus :data:`SETTLE_GRACE_S`: a request that may have left has had its
+whole call time to act before its absence of effect is believed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from enum import Enum
+
+from powerplane.capabilities import CapabilitySet, Verb
+from powerplane.errors import OutcomeUnknown, PowerplaneError
+from powerplane.lifecycle import guard
+from powerplane.lifecycle.crash import crashpoint
+from powerplane.lifecycle.model import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    Dispatch,
+    DispatchOutcome,
+    Evidence,
+    NodeMaintenance,
+    Resolution,
+    utcnow,
+)
+from powerplane.lifecycle.ports import Ports
+from powerplane.lifecycle.settings import LifecycleConfig
+
+__all__ = [
+    "IN_FLIGHT_GRACE_S",
+    "SETTLE_GRACE_S",
+    "Dispatcher",
+    "Drive",
+    "runner_alive",
+    "set_condition",
+]
+
+log = logging.getLogger("powerplane.lifecycle")
+
+C = ConditionType
+S = ConditionStatus
+O = DispatchOutcome  # noqa: E741
+
+_LIVE_RUNNERS: set[str] = set()
+"""Runner ids of this process that have not been closed."""
+
+IN_FLIGHT_GRACE_S = 5.0
+"""Beyond the host's call timeout, how long a dispatch of another host's runner may stay
+without outcome before it is settled by evidence."""
+
+SETTLE_GRACE_S = 5.0
+"""Added to ``limits.timeout_s`` for the default settle window."""
+
+
+def runner_alive(runner: str) -> bool | None:
+    """Whether the runner that recorded a dispatch still lives (None: cannot tell)."""
+    try:
+        host, pid_text, _ = runner.split("/", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return None
+    if host != socket.gethostname():
+        return None
+    if pid == os.getpid():
+        return runner in _LIVE_RUNNERS
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def set_condition(
+    m: NodeMaintenance, kind: ConditionType, status: ConditionStatus | str,
+    reason: str = "", message: str = "",
+) -> None:
+    """Set a condition; its transition time moves only when something changed."""
+    status = ConditionStatus(status)
+    old = m.status.conditions.get(kind.value)
+    if old is not None and (old.status, old.reason, old.message) == (status, reason, message):
+        return
+    m.status.conditions[kind.value] = Condition(
+        type=kind, status=status, reason=reason, message=message, last_transition=utcnow()
+    )
+
+
+class Drive(str, Enum):
+    """Where driving a verb stands after one pass."""
+
+    APPLIED = "applied"
+    """The channel accepted it, or evidence or a person showed it took effect: go on."""
+    FAILED = "failed"
+    """Refused (by the rule, the guard, the channel or input): never sent again."""
+    WAITING = "waiting"
+    """Another runner may still be sending it, or the settle window is open."""
+    PARKED = "parked"
+    """Not offered, or indeterminate: waits for a person."""
+    NOT_APPLIED = "not-applied"
+    """Never sent, or shown not applied, and not to be sent (``send=False``)."""
+
+
+class Dispatcher:
+    """Records, sends and settles power verbs for maintenances (the only sender)."""
+
+    def __init__(
+        self,
+        ports: Ports,
+        config: LifecycleConfig,
+        clock: Callable[[], dt.datetime],
+        save: Callable[[NodeMaintenance], None],
+    ) -> None:
+        self.ports = ports
+        self.config = config
+        self.clock = clock
+        self._save = save
+        self._outcomes: dict[str, Dispatch] = {}
+        """Answers this runner received, by attempt id (re-applied if a write of one lost
+        a race with another runner)."""
+        self.runner_id = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        """This runner, as recorded on its dispatches."""
+        _LIVE_RUNNERS.add(self.runner_id)
+
+    def close(self) -> None:
+        """Release this runner: dispatches it left without an answer become settleable."""
+        _LIVE_RUNNERS.discard(self.runner_id)
+
+    @property
+    def settle_window_s(self) -> float:
+        """How long evidence of non-application must hold before a second attempt."""
+        if self.config.settle_window_s is not None:
+            return self.config.settle_window_s
+        return self.ports.host.limits.timeout_s + SETTLE_GRACE_S
+
+    def _elapsed(self, since: dt.datetime | None) -> float:
+        if since is None:
+            return 0.0
+        return (self.clock() - since).total_seconds()
+
+    # -- evidence ----------------------------------------------------------------------------
+    def _sees_power(self, node: str, channel: str | None) -> bool:
+        for ref in self.ports.host.nodes[node].channels:
+            if channel is None or ref.channel == channel:
+                caps = self.ports.host.capabilities(ref.channel, ref.target)
+                return isinstance(caps, CapabilitySet) and caps.sees_power_off
+        return False
+
+    async def evidence(
+        self, node: str, channel: str | None, *, power: bool = True
+    ) -> Evidence:
+        """What can be observed of ``node`` now: boot marker, power reading, sources.
+
+        ``power=False`` reads only the marker.
+        """
+        notes: list[str] = []
+        marker: str | None = None
+        source: str | None = None
+        try:
+            found = await self.ports.host.boot_marker(node)
+        except PowerplaneError as exc:
+            found = None
+            notes.append(f"boot marker read failed: {exc}")
+        if found is not None:
+            source, marker = found
+        else:
+            try:
+                boot_id = await self.ports.cluster.boot_id(node)
+            except PowerplaneError as exc:
+                boot_id = None
+                notes.append(f"boot id read failed: {exc}")
+            if boot_id is not None:
+                marker, source = boot_id, "cluster"
+        state: str | None = None
+        power_source: str | None = None
+        if power:
+            try:
+                reading = await self.ports.host.read_power_state(node)
+                state, power_source = reading.state.value, reading.channel
+            except PowerplaneError as exc:
+                notes.append(f"power read failed: {exc}")
+        return Evidence(
+            boot_marker=marker, boot_marker_source=source, power=state,
+            power_source=power_source, sees_power=self._sees_power(node, channel),
+            taken_at=self.clock(), note="; ".join(notes),
+        )
+
+    # -- record and send ---------------------------------------------------------------------
+    async def _send(self, m: NodeMaintenance, verb: Verb, attempt: int) -> Dispatch | None:
+        """Record the dispatch with its evidence, persist it, then send it once.
+
+        None when the verb is not offered (nothing is recorded).
+        """
+        offer = self.ports.host.offer_for(m.node)[verb]
+        if not offer.offered:
+            set_condition(m, C.POWER_OFFERED, S.FALSE, "Withheld", f"{verb}: {offer.reason}")
+            return None
+        set_condition(m, C.POWER_OFFERED, S.TRUE, "Offered", f"{verb} via {offer.channel}")
+        sees = self._sees_power(m.node, offer.channel)
+        before = await self.evidence(m.node, offer.channel,
+                                     power=sees or verb is Verb.POWER_ON)
+        d = Dispatch(
+            verb=verb.value,
+            channel=offer.channel,
+            attempt_id=uuid.uuid4().hex,
+            recorded_at=self.clock(),
+            runner=self.runner_id,
+            attempt=attempt,
+            before=before,
+        )
+        m.status.dispatches.append(d)
+        self._save(m)  # persisted before sending: at most once
+        crashpoint(f"dispatch-recorded:{verb.value}")
+        try:
+            with guard.own_dispatch(m.name):
+                result = await self.ports.host.invoke(m.node, verb, reason=m.spec.reason)
+        except OutcomeUnknown as exc:  # it may have left: settle by evidence, never Failed
+            d.outcome = O.UNKNOWN
+            d.outcome_at = self.clock()
+            d.detail = f"no answer: {exc}"
+            self._outcomes[d.attempt_id] = d.model_copy()
+            return d
+        except (PowerplaneError, ValueError) as exc:  # refused by the rule, the channel, input
+            d.outcome = O.FAILED
+            d.outcome_at = self.clock()
+            d.detail = str(exc)
+            m.status.last_error = f"{verb} failed: {exc}"
+            self._outcomes[d.attempt_id] = d.model_copy()
+            return d
+        crashpoint(f"dispatch-sent:{verb.value}")
+        d.outcome = O.ACCEPTED
+        d.outcome_at = self.clock()
+        d.detail = result.detail or f"accepted by {result.channel}"
+        d.settled_by = "channel"
+        self._outcomes[d.attempt_id] = d.model_copy()
+        return d
+
+    def _in_flight(self, d: Dispatch) -> bool:
+        """Whether another live runner may still be sending ``d`` (so wait, do not settle)."""
+        if d.runner == self.runner_id:
+            return False
+        alive = runner_alive(d.runner)
+        if alive is False:
+            return False
+        limit = self.ports.host.limits.timeout_s + IN_FLIGHT_GRACE_S
+        return self._elapsed(d.recorded_at) < limit
+
+    # -- drive -------------------------------------------------------------------------------
+    async def drive(
+        self, m: NodeMaintenance, verb: Verb, *, send: bool = True,
+        may_send: Callable[[NodeMaintenance], Awaitable[bool]] | None = None,
+    ) -> tuple[Drive, Dispatch | None]:
+        """Send ``verb`` (first time), or settle and, on evidence, resend it once.
+
+        ``send=False`` only settles what was recorded (an abandoned maintenance): a verb
+        shown not applied is then :attr:`Drive.NOT_APPLIED`, never sent again.
+        ``may_send`` is asked before every send (the safety rules); False parks.
+        """
+        d = m.dispatch_for(verb.value)
+        if d is None:
+            if not send:
+                return Drive.NOT_APPLIED, None
+            if may_send is not None and not await may_send(m):
+                return Drive.PARKED, None
+            d = await self._send(m, verb, attempt=1)
+            if d is None:
+                return Drive.PARKED, None
+        for _ in range(4):
+            if d.outcome is None:
+                known = self._outcomes.get(d.attempt_id)
+                if known is not None:  # this runner has the answer; only its write was lost
+                    d.outcome, d.outcome_at, d.detail = (
+                        known.outcome, known.outcome_at, known.detail)
+                    d.settled_by = known.settled_by
+                    if d.outcome is O.FAILED:
+                        m.status.last_error = f"{verb} failed: {d.detail}"
+                    continue
+                if self._in_flight(d):
+                    return Drive.WAITING, d
+                d.outcome = O.UNKNOWN
+                d.outcome_at = self.clock()
+                d.detail = "no answer was recorded (the runner stopped); settled by evidence"
+            if d.outcome in (O.ACCEPTED, O.APPLIED):
+                return Drive.APPLIED, d
+            if d.outcome is O.FAILED:
+                return Drive.FAILED, d
+            if d.outcome is O.UNKNOWN:
+                if not await self._settle(m, d):
+                    return Drive.WAITING, d
+                continue
+            if d.outcome is O.INDETERMINATE:
+                res = self._resolution(m, d)
+                if res is None:
+                    return Drive.PARKED, d
+                who = f"person:{res.actor}"
+                d.settled_by = who
+                d.outcome_at = self.clock()
+                if res.applied:
+                    d.outcome = O.APPLIED
+                    d.detail = f"{res.actor} resolved it as applied: {res.reason}"
+                else:
+                    d.outcome = O.NOT_APPLIED
+                    d.detail = f"{res.actor} resolved it as not applied: {res.reason}"
+                self._clear_indeterminate(m, d.detail)
+                continue
+            if d.outcome is O.NOT_APPLIED:
+                if not send:
+                    return Drive.NOT_APPLIED, d
+                if may_send is not None and not await may_send(m):
+                    return Drive.PARKED, d
+                nxt = await self._send(m, verb, attempt=d.attempt + 1)
+                if nxt is None:
+                    return Drive.PARKED, d
+                d = nxt
+                continue
+        return Drive.WAITING, d
+
+    def _resolution(self, m: NodeMaintenance, d: Dispatch) -> Resolution | None:
+        for res in m.spec.resolutions:
+            if res.attempt_id == d.attempt_id:
+                return res
+        return None
+
+    def _clear_indeterminate(self, m: NodeMaintenance, why: str) -> None:
+        if m.is_true(C.AWAITING_RESOLUTION):
+            set_condition(m, C.AWAITING_RESOLUTION, S.FALSE, "Resolved", why)
+        if m.is_true(C.DISPATCH_INDETERMINATE):
+            set_condition(m, C.DISPATCH_INDETERMINATE, S.FALSE, "Resolved", why)
+
+    def _may_resend_on_evidence(self, m: NodeMaintenance, d: Dispatch) -> bool:
+        """Evidence resends a verb once; any further send needs a person."""
+        return not any(
+            x.verb == d.verb and x.outcome is O.NOT_APPLIED and x.settled_by == "evidence"
+            for x in m.status.dispatches if x is not d
+        )
+
+    def _indeterminate(self, m: NodeMaintenance, d: Dispatch, unknown: str,
+                       seen: Evidence) -> None:
+        d.outcome = O.INDETERMINATE
+        d.outcome_at = self.clock()
+        d.detail = f"{unknown}; observed: {seen.describe()}"
+        d.settled_by = ""
+        msg = (f"{d.verb} (attempt {d.attempt}) was recorded but whether it took effect "
+               f"is unknown: {unknown}; observed: {seen.describe()}")
+        set_condition(m, C.DISPATCH_INDETERMINATE, S.TRUE, "NoEvidence", msg)
+        set_condition(
+            m, C.AWAITING_RESOLUTION, S.TRUE, "NoEvidence",
+            f"{msg}. A person decides: powerplane maintenance resolve {m.node} "
+            "--applied | --not-applied --reason TEXT",
+        )
+
+    def _applied(self, d: Dispatch, why: str) -> None:
+        d.outcome = O.APPLIED
+        d.outcome_at = self.clock()
+        d.detail = why
+        d.settled_by = "evidence"
+
+    def _not_applied(self, m: NodeMaintenance, d: Dispatch, why: str, seen: Evidence) -> None:
+        if not self._may_resend_on_evidence(m, d):
+            self._indeterminate(
+                m, d, f"{why}, but it was already sent again once on evidence", seen)
+            return
+        d.outcome = O.NOT_APPLIED
+        d.outcome_at = self.clock()
+        d.detail = f"{why}; sending it again once"
+        d.settled_by = "evidence"
+
+    async def _settle(self, m: NodeMaintenance, d: Dispatch) -> bool:
+        """Read evidence for an unanswered dispatch; True once its outcome is decided."""
+        seen = await self.evidence(m.node, d.channel)
+        before = d.before or Evidence(sees_power=seen.sees_power)
+        window = self.settle_window_s
+        stuck = self._elapsed(d.outcome_at) >= self.config.ready_timeout_s + window
+
+        def held() -> bool:
+            """Non-application holds now: has it held through the whole window?"""
+            if d.settle_started_at is None:
+                d.settle_started_at = self.clock()
+            return self._elapsed(d.settle_started_at) >= window
+        verb = Verb(d.verb)
+        if verb is Verb.REBOOT:
+            if before.boot_marker is None:
+                self._indeterminate(m, d, "no boot marker from any source to show a reboot",
+                                    seen)
+                return True
+            if seen.boot_marker_source == before.boot_marker_source and (
+                seen.boot_marker is not None and seen.boot_marker != before.boot_marker
+            ):
+                self._applied(d, f"boot marker changed {before.boot_marker} -> "
+                                 f"{seen.boot_marker} (from {seen.boot_marker_source})")
+                return True
+            ready = await self.ports.cluster.is_ready(m.node)
+            unchanged = seen.boot_marker == before.boot_marker
+            if not (unchanged and ready is True):
+                d.settle_started_at = None  # not provably up and unchanged: the window restarts
+                if stuck:
+                    self._indeterminate(m, d, "the node did not come back ready with a "
+                                        "readable boot marker", seen)
+                    return True
+                return False
+            if held():
+                self._not_applied(
+                    m, d, f"boot marker still {seen.boot_marker} and the node stayed ready "
+                          f"through {window:g} s", seen)
+                return True
+            return False
+        target_state = "on" if verb is Verb.POWER_ON else "off"
+        old_state = "off" if verb is Verb.POWER_ON else "on"
+        if target_state == "off" and not before.sees_power:
+            self._indeterminate(m, d, "the channel cannot see power off", seen)
+            return True
+        if seen.power == target_state:
+            self._applied(d, f"the machine reads {target_state} (via {seen.power_source})")
+            return True
+        if seen.power == old_state and (old_state == "on" or seen.sees_power):
+            if held():
+                self._not_applied(
+                    m, d, f"the machine read {old_state} through {window:g} s", seen)
+                return True
+            return False
+        d.settle_started_at = None  # unreadable or in transition: the window restarts
+        if stuck:
+            self._indeterminate(m, d, f"the machine never read {target_state} or "
+                                f"{old_state}", seen)
+            return True
+        return False
