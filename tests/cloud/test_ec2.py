@@ -215,8 +215,10 @@ async def test_invoke_many_batches_instances_with_results_per_node(moto: Moto) -
     for i in range(4):
         assert results[f"w{i}"].detail == "stopped -> pending"  # type: ignore[union-attr]
     assert results["w4"].detail == "already running"  # type: ignore[union-attr]
-    # unknown at discovery: every verb withheld, with the id named
-    assert isinstance(results["ghost"], NotOffered)
+    # unknown at discovery: every verb withheld, with the id named; a channel failure
+    # (exit 1), not the rule's refusal
+    assert isinstance(results["ghost"], RefusedByDevice)
+    assert "could not be discovered" in str(results["ghost"])
     assert f"instance {ghost} does not exist" in str(results["ghost"])
     # terminated before discovery: power-on withheld by the rule, not sent
     assert isinstance(results["w5"], NotOffered)
