@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import Channel, PowerState, Reading, maybe_await
+from powerplane.channel import Channel, Identifies, PowerState, Reading, maybe_await, verb_method
 from powerplane.errors import ChannelError
 from powerplane.host import PowerHost
 from powerplane.plugins import Registry
@@ -134,10 +134,10 @@ class ConformanceSession:
                     and not caps.sees_power_off:
                 state = PowerState.OFF  # a blind channel's "unknown" is as off as it can see
             self.original[subject.key] = state
-            ident = getattr(self.channel_of(subject), "identity", None)
-            if ident is not None and subject.channel not in self.identities:
+            channel = self.channel_of(subject)
+            if isinstance(channel, Identifies) and subject.channel not in self.identities:
                 try:
-                    found = self.call(ident, subject.target)
+                    found = self.call(channel.identity, subject.target)
                     if isinstance(found, dict):
                         self.identities[subject.channel] = {str(k): v for k, v in found.items()}
                 except Exception:
@@ -227,7 +227,7 @@ class ConformanceSession:
     def invoke(self, subject: Subject, verb: Verb, channel: Channel | None = None) -> Any:
         """Send ``verb`` straight to the channel (the rule is not the channel's to prove)."""
         ch = channel or self.channel_of(subject)
-        fn = getattr(ch, verb.method, None)
+        fn = verb_method(ch, verb)
         if fn is None:
             raise ChannelError(f"the channel has no method {verb.method}()",
                                channel=subject.channel)

@@ -30,10 +30,11 @@ from typing import Any, ClassVar
 import pytest
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import Channel, PowerState, maybe_await
+from powerplane.channel import BatchInvoker, Channel, PowerState, maybe_await, verb_method
 from powerplane.config import parse_config
 from powerplane.errors import (
     AuthenticationFailed,
+    ChannelError,
     ChannelTimeout,
     ConfigError,
     NotSupported,
@@ -573,15 +574,19 @@ class ConformanceSuite:
         session = check.session
 
         channel = session.channel_of(subs[0])
-        batch = getattr(channel, "invoke_batch", None)
+        method = verb_method(channel, verb)
 
         async def all_at_once() -> list[Any]:
-            if batch is not None:  # what PowerHost.invoke_many uses when a channel has it
+            if isinstance(channel, BatchInvoker):  # what PowerHost.invoke_many uses then
                 try:
-                    return list(await maybe_await(batch, verb, [x.target for x in subs]))
+                    return list(await maybe_await(channel.invoke_batch, verb,
+                                                  [x.target for x in subs]))
                 except Exception as exc:
                     return [exc] * len(subs)
-            calls = [maybe_await(getattr(channel, verb.method), x.target) for x in subs]
+            if method is None:
+                return [ChannelError(f"the channel has no method {verb.method}()",
+                                     channel=subs[0].channel)] * len(subs)
+            calls = [maybe_await(method, x.target) for x in subs]
             return await asyncio.gather(*calls, return_exceptions=True)
 
         results = session.loop.run(all_at_once(), session.call_timeout)
@@ -606,7 +611,7 @@ class ConformanceSuite:
     def test_unadvertised_refused(self, check: CheckContext, verb: Verb) -> None:
         s, session = check.subject, check.session
         channel = session.channel_of(s)
-        if getattr(channel, verb.method, None) is None:
+        if verb_method(channel, verb) is None:
             return  # no method at all: nothing can be sent
         try:
             before = session.read(s).state

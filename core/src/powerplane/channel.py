@@ -1,23 +1,43 @@
 """The protocol a plugin's channel implements, and the channel type it registers.
 
 A channel is one configured power path (a BMC, a Talos endpoint, a set of PDU
-outlets, a cloud account). It offers::
+outlets, a cloud account). :class:`Channel` is generic over the target type ``T``
+the channel type's target parser returns; every channel offers::
 
-    capabilities(target) -> CapabilitySet
-    reboot(target)       -> Acceptance | None
-    shutdown(target)     -> Acceptance | None
-    power_on(target)     -> Acceptance | None
-    terminate(target)    -> Acceptance | None      (only channels that advertise terminate)
-    read_power_state(target) -> Reading
-    close()              -> None
+    capabilities(target: T)     -> CapabilitySet
+    reboot(target: T)           -> Acceptance | None
+    shutdown(target: T)         -> Acceptance | None
+    power_on(target: T)         -> Acceptance | None
+    read_power_state(target: T) -> Reading
+    close()                     -> None
 
-Each may be ``async def`` or plain ``def``; the host runs plain ones in worker
-threads. A verb method called for a verb the channel does not advertise must
-raise :class:`~powerplane.errors.NotSupported` before doing any I/O
-(:func:`require` does that from the channel's own capability set).
+Optional parts, each its own small ``runtime_checkable`` protocol that the host and the
+conformance suite test with ``isinstance``:
 
-Optional: ``endpoint(target) -> str`` names the device a call reaches, so the host
-can bound concurrent calls per endpoint (default: one endpoint per channel).
+* :class:`Terminates` -- ``terminate(target) -> Acceptance | None`` (only channels that
+  advertise terminate: a cloud instance is destroyed, never restored);
+* :class:`BatchInvoker` -- ``invoke_batch(verb, targets) -> Sequence[Acceptance | None |
+  PowerplaneError]``, one outcome per target, in order: the host sends a channel's nodes in
+  one batch;
+* :class:`HasEndpoint` -- ``endpoint(target) -> str`` names the device a call reaches, so
+  the host bounds concurrent calls per endpoint (default: one endpoint per channel);
+* :class:`Identifies` -- ``identity(target) -> Mapping[str, object]`` (vendor, model,
+  firmware) for the conformance report;
+* :class:`HasBootMarker` -- ``boot_marker(target) -> str | None``, a value that changes on
+  every boot: the evidence that a reboot happened.
+
+Each method may be ``async def`` or plain ``def`` (hence the ``X | Awaitable[X]`` return
+types); the host runs plain ones in worker threads. ``mypy --strict`` checks a plugin's
+channel against these protocols where its factory is passed to :class:`ChannelType`, so
+type the factory's return as the channel class, never ``Any``. A verb method called for a
+verb the channel does not advertise must raise :class:`~powerplane.errors.NotSupported`
+before doing any I/O (:func:`require` does that from the channel's own capability set).
+
+:class:`ChannelType` declares, besides the factory, what core and the conformance suite
+would otherwise be told by hand: where the device address lives (:class:`Address`), which
+config fields hold secrets (every field typed :class:`~powerplane.secrets.SecretRef`,
+found by :meth:`ChannelType.secret_fields`), and the config's
+:class:`~powerplane.config.Timeouts` (:meth:`ChannelType.timeouts_field`).
 
 At most once across a timeout: a channel calls :func:`about_to_send` right before each
 state-changing request leaves the process. Once the host has given up on the call
@@ -35,31 +55,49 @@ from __future__ import annotations
 import contextvars
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.errors import ChannelTimeout, NotSupported
+from powerplane.errors import ChannelTimeout, NotSupported, PowerplaneError
+
+if TYPE_CHECKING:
+    from powerplane.config import Timeouts
 
 __all__ = [
     "Acceptance",
+    "Address",
+    "AddressFormat",
+    "AddressSource",
+    "BatchInvoker",
     "Channel",
+    "ChannelFactory",
     "ChannelType",
     "HasBootMarker",
+    "HasEndpoint",
+    "Identifies",
+    "Outcome",
     "PowerState",
     "Reading",
     "SendGate",
+    "Terminates",
     "about_to_send",
     "maybe_await",
     "require",
+    "verb_method",
 ]
 
-Target = Any
+TargetT = TypeVar("TargetT", default=Any)
 """A node as a channel addresses it: whatever the channel type's target parser returns."""
+TargetT_contra = TypeVar("TargetT_contra", contravariant=True, default=Any)
+"""The target type a channel protocol accepts."""
+ConfigT = TypeVar("ConfigT", bound=BaseModel, default=Any)
+"""A channel type's pydantic config model."""
 
 
 class PowerState(str, Enum):
@@ -107,54 +145,289 @@ class Acceptance:
     detail: str = ""
 
 
-@runtime_checkable
-class Channel(Protocol):
-    """What a configured channel offers. Methods may be sync or async."""
-
-    def capabilities(self, target: Target) -> Any: ...  # CapabilitySet | Awaitable[CapabilitySet]
-
-    def reboot(self, target: Target) -> Any: ...
-
-    def shutdown(self, target: Target) -> Any: ...
-
-    def power_on(self, target: Target) -> Any: ...
-
-    def read_power_state(self, target: Target) -> Any: ...  # Reading | Awaitable[Reading]
-
-    def close(self) -> Any: ...
+Outcome = Acceptance | None | PowerplaneError
+"""One target's outcome in a batch: accepted (with or without words), or the error."""
 
 
 @runtime_checkable
-class HasBootMarker(Protocol):
+class Channel(Protocol[TargetT_contra]):
+    """What every configured channel offers. Methods may be sync or async."""
+
+    def capabilities(
+        self, target: TargetT_contra
+    ) -> CapabilitySet | Awaitable[CapabilitySet]:
+        """What this channel can do for ``target``, each verb with its source."""
+        ...
+
+    def reboot(self, target: TargetT_contra) -> Acceptance | Awaitable[Acceptance | None] | None:
+        """Restart the machine (raise :class:`NotSupported` first if not advertised)."""
+        ...
+
+    def shutdown(
+        self, target: TargetT_contra
+    ) -> Acceptance | Awaitable[Acceptance | None] | None:
+        """Power the machine off (graceful or hard, as the capability set says)."""
+        ...
+
+    def power_on(
+        self, target: TargetT_contra
+    ) -> Acceptance | Awaitable[Acceptance | None] | None:
+        """Power the machine on."""
+        ...
+
+    def read_power_state(self, target: TargetT_contra) -> Reading | Awaitable[Reading]:
+        """Read the machine's power state back (never ``off`` for what it cannot see)."""
+        ...
+
+    def close(self) -> Awaitable[None] | None:
+        """Release connections and sessions; called once when the host stops."""
+        ...
+
+
+@runtime_checkable
+class Terminates(Protocol[TargetT_contra]):
+    """Optional: ``terminate(target)``, destroy the machine (a cloud instance); never undone.
+
+    Only channels that advertise ``terminate`` implement it; the rule offers it only for
+    nodes classified ``replaceable``.
+    """
+
+    def terminate(
+        self, target: TargetT_contra
+    ) -> Acceptance | Awaitable[Acceptance | None] | None:
+        """Destroy the machine (raise :class:`NotSupported` first if not advertised)."""
+        ...
+
+
+@runtime_checkable
+class BatchInvoker(Protocol[TargetT_contra]):
+    """Optional: ``invoke_batch(verb, targets)``, one verb for many targets at once.
+
+    Returns one :data:`Outcome` per target, in the order given; an error for one target is
+    that target's outcome, not raised. The host sends all of a channel's nodes of one
+    request in one batch (one API call per page, one SET per PDU, ...).
+    """
+
+    def invoke_batch(
+        self, verb: Verb, targets: Sequence[TargetT_contra]
+    ) -> Sequence[Outcome] | Awaitable[Sequence[Outcome]]:
+        """Send ``verb`` to every target; one outcome per target, in order."""
+        ...
+
+
+@runtime_checkable
+class HasEndpoint(Protocol[TargetT_contra]):
+    """Optional: ``endpoint(target)``, the device a call for ``target`` reaches.
+
+    The host bounds concurrent calls per endpoint (``limits.per_endpoint``); without it
+    a channel is one endpoint. Plain ``def``, no I/O: it is called for every call.
+    """
+
+    def endpoint(self, target: TargetT_contra) -> str:
+        """A name of the device (``https://10.0.0.5``, ``pdu-a:161``)."""
+        ...
+
+
+@runtime_checkable
+class Identifies(Protocol[TargetT_contra]):
+    """Optional: ``identity(target)``, what the device says it is (vendor, model, firmware).
+
+    Read by the conformance suite for its report; never needed to control power.
+    """
+
+    def identity(
+        self, target: TargetT_contra
+    ) -> Mapping[str, object] | Awaitable[Mapping[str, object]]:
+        """The device's own words about itself, as a flat mapping."""
+        ...
+
+
+@runtime_checkable
+class HasBootMarker(Protocol[TargetT_contra]):
     """Optional: ``boot_marker(target)``, a value that changes on every boot of the machine.
 
     Redfish ``LastResetTime``, Talos ``boot_time``, a simulated boot counter: the evidence
     that a reboot happened. ``None`` when the device publishes none for this target.
     """
 
-    def boot_marker(self, target: Target) -> Any: ...  # str | None | Awaitable[str | None]
+    def boot_marker(self, target: TargetT_contra) -> str | Awaitable[str | None] | None:
+        """This boot's marker, or ``None`` when the device publishes none."""
+        ...
 
 
-ChannelFactory = Callable[[str, Any], Channel]
-"""``factory(channel_name, validated_config) -> Channel``."""
+def verb_method(
+    channel: Channel[TargetT], verb: Verb
+) -> Callable[[TargetT], Acceptance | Awaitable[Acceptance | None] | None] | None:
+    """The channel method that carries ``verb``; ``None`` when the channel has none.
+
+    Only ``terminate`` is optional (:class:`Terminates`); the other verbs are part of
+    :class:`Channel`.
+    """
+    if verb is Verb.TERMINATE:
+        return channel.terminate if isinstance(channel, Terminates) else None
+    if verb is Verb.REBOOT:
+        return channel.reboot
+    if verb is Verb.SHUTDOWN:
+        return channel.shutdown
+    return channel.power_on
+
+
+ChannelFactory = Callable[[str, ConfigT], Channel[TargetT]]
+"""``factory(channel_name, validated_config) -> Channel[T]`` (a class or a function)."""
+
+AddressSource = Literal["config", "target"]
+"""Where the device address lives: a key of the channel's config, or each node's target."""
+AddressFormat = Literal["url", "host", "host:port"]
+"""How it is written: ``https://h:p``, ``h`` (with the port in a key of its own, if any),
+``h:p``."""
 
 
 @dataclass(frozen=True)
-class ChannelType:
+class Address:
+    """Where a channel type's device address lives, and how it is written.
+
+    ``Address("endpoint")``: the config key ``endpoint`` holds a URL.
+    ``Address("host", format="host", port_field="port")``: ``host`` and ``port`` keys.
+    ``Address(None, source="target", format="host:port")``: each node's target is the
+    device's ``host:port`` (one channel holds a fleet's credentials, as for IPMI);
+    ``Address("host", source="target", format="host")``: a mapping target's ``host`` key.
+
+    Core and the conformance suite read it instead of being told by hand: the suite's
+    network negatives point a channel at a closed port or a silent server with
+    :meth:`config_overrides` / :meth:`retarget`. Fields are top-level keys.
+    """
+
+    field: str | None
+    """The key holding the address (a config key, or a key of a mapping target);
+    ``None`` only with ``source="target"``: the whole target is the address."""
+    source: AddressSource = "config"
+    """``config``: a key of the channel's config; ``target``: each node's target."""
+    format: AddressFormat = "url"
+    """``url`` (``scheme://host:port[/...]``), ``host``, or ``host:port``."""
+    port_field: str | None = None
+    """With ``format="host"``: the key that holds the port, when there is one."""
+    scheme: str = "https"
+    """With ``format="url"``: the scheme :meth:`render` writes."""
+
+    def __post_init__(self) -> None:
+        if self.source not in ("config", "target"):
+            raise ValueError(f"Address.source must be 'config' or 'target', not {self.source!r}")
+        if self.format not in ("url", "host", "host:port"):
+            raise ValueError("Address.format must be 'url', 'host' or 'host:port', "
+                             f"not {self.format!r}")
+        if self.source == "config" and not self.field:
+            raise ValueError("Address(source='config') needs the config key (field)")
+        if self.port_field is not None and self.format != "host":
+            raise ValueError("Address.port_field goes with format='host' only")
+        if self.port_field is not None and self.field is None:
+            raise ValueError("Address.port_field needs a field for the host")
+
+    def render(self, host: str, port: int) -> str:
+        """``host``/``port`` written in this format (the port left out for ``host``)."""
+        name = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        if self.format == "url":
+            return f"{self.scheme}://{name}:{port}"
+        if self.format == "host:port":
+            return f"{name}:{port}"
+        return host
+
+    def _keys(self, host: str, port: int) -> dict[str, Any]:
+        assert self.field is not None
+        out: dict[str, Any] = {self.field: self.render(host, port)}
+        if self.port_field is not None:
+            out[self.port_field] = port
+        return out
+
+    def config_overrides(self, host: str, port: int) -> dict[str, Any]:
+        """The config keys that point the channel at ``host:port`` (``source="config"``)."""
+        if self.source != "config":
+            raise ValueError("the address lives in the node's target: use retarget()")
+        return self._keys(host, port)
+
+    def retarget(self, target: Any, host: str, port: int) -> Any:
+        """A raw node target like ``target`` that points at ``host:port`` (``source="target"``)."""
+        if self.source != "target":
+            raise ValueError("the address lives in the channel's config: use config_overrides()")
+        if self.field is None:
+            return self.render(host, port)
+        if not isinstance(target, Mapping):
+            raise ValueError(f"the target must be a mapping with key {self.field!r}")
+        return {**target, **self._keys(host, port)}
+
+    def read(self, config: BaseModel | Mapping[str, Any], target: Any = None) -> str | None:
+        """The address as configured (``host:port`` joined for ``port_field``), or ``None``."""
+        holder: Any = config if self.source == "config" else target
+        if self.field is None:
+            return holder if isinstance(holder, str) and holder else None
+
+        def get(key: str) -> Any:
+            if isinstance(holder, Mapping):
+                return holder.get(key)
+            return getattr(holder, key, None)
+
+        value = get(self.field)
+        if value is None or value == "":
+            return None
+        if self.port_field is not None and get(self.port_field) is not None:
+            return f"{value}:{get(self.port_field)}"
+        return str(value)
+
+
+@dataclass(frozen=True)
+class ChannelType(Generic[ConfigT, TargetT]):
     """What a plugin registers: a name, the pydantic model of its config keys, a factory.
 
-    ``target`` optionally parses and validates a node's raw target value (raise
-    ``ValueError`` with a plain message); the default accepts strings and mappings as
-    they are. ``config`` must not declare ``type``: the host strips it.
+    ``ChannelType[ConfigT, TargetT]``: ``factory(name, config: ConfigT) -> Channel[TargetT]``;
+    ``target`` optionally parses and validates a node's raw target value into a
+    ``TargetT`` (raise ``ValueError`` with a plain message); the default accepts strings
+    and mappings as they are. ``config`` must not declare ``type``: the host strips it.
+
+    It also declares what core and the conformance suite need to know without being told:
+    ``address`` (where the device address lives), the secret fields (every field typed
+    :class:`~powerplane.secrets.SecretRef`, see :meth:`secret_fields`), and the config's
+    :class:`~powerplane.config.Timeouts` field (:meth:`timeouts_field`).
     """
 
     name: str
-    config: type[BaseModel]
-    factory: ChannelFactory
-    target: Callable[[Any], Any] | None = None
+    config: type[ConfigT]
+    factory: Callable[[str, ConfigT], Channel[TargetT]]
+    target: Callable[[Any], TargetT] | None = None
     description: str = ""
     gated_sends: bool = False
     """True when every state-changing request passes :func:`about_to_send` first."""
+    address: Address | Callable[[ConfigT], Address | None] | None = None
+    """Where the device address lives: one :class:`Address`, or a function of the validated
+    config when it depends on it (a PDU reached over SNMP ``host``/``port`` or a Redfish
+    ``endpoint``); ``None``: the channel has no network address (in-memory)."""
+
+    def address_for(self, config: ConfigT) -> Address | None:
+        """The :class:`Address` of a channel with this validated ``config``."""
+        if self.address is None or isinstance(self.address, Address):
+            return self.address
+        return self.address(config)
+
+    def secret_fields(self) -> tuple[str, ...]:
+        """Dotted paths of every config field typed ``SecretRef`` (``auth.password``).
+
+        ``*`` stands for any key of a mapping or any item of a list (``feeds.*.community``).
+        """
+        from powerplane.config import secret_fields
+
+        return secret_fields(self.config)
+
+    def timeouts_field(self) -> str | None:
+        """The top-level config field typed :class:`~powerplane.config.Timeouts`, if any."""
+        from powerplane.config import timeouts_field
+
+        return timeouts_field(self.config)
+
+    def timeouts_of(self, config: ConfigT) -> Timeouts | None:
+        """The :class:`~powerplane.config.Timeouts` of a validated ``config``, if it has them."""
+        from powerplane.config import Timeouts
+
+        key = self.timeouts_field()
+        value = getattr(config, key, None) if key is not None else None
+        return value if isinstance(value, Timeouts) else None
 
 
 def require(caps: CapabilitySet, verb: Verb, channel: str) -> None:

@@ -34,9 +34,12 @@ __all__ = [
     "NodeSpec",
     "Recovery",
     "SiteRecovery",
+    "Timeouts",
     "find_config",
     "load_config",
     "parse_config",
+    "secret_fields",
+    "timeouts_field",
 ]
 
 ENV_CONFIG = "POWERPLANE_CONFIG"
@@ -99,6 +102,86 @@ class Limits(_Strict):
     timeout_s: float = Field(60.0, ge=0.01, le=86_400, allow_inf_nan=False)
     """Bound on every channel call, in seconds: a finite number from 0.01 (10 ms) to 86,400
     (one day)."""
+
+
+MAX_TIMEOUT_S = 86_400.0
+"""The longest timeout a config may name: one day."""
+
+
+class Timeouts(_Strict):
+    """A channel's own bounds on one request, embedded by plugin configs as ``timeouts:``.
+
+    ::
+
+        class MyConfig(BaseModel):
+            timeouts: Timeouts = Timeouts(connect_s=5, read_s=30)
+
+    Each a finite number of seconds above 0 and at most 86,400 (NaN and infinity are
+    refused). ``connect_s`` bounds opening the connection (TCP, TLS); ``read_s`` bounds
+    waiting for each answer once a request was sent.
+    """
+
+    connect_s: float = Field(5.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    """Seconds to open a connection to the device (TCP connect and TLS handshake)."""
+    read_s: float = Field(30.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    """Seconds to wait for an answer once a request was sent."""
+
+    @property
+    def total_s(self) -> float:
+        """``connect_s + read_s``: the longest one request can take."""
+        return self.connect_s + self.read_s
+
+
+def _members(tp: Any) -> list[Any]:
+    """The types an annotation can hold: ``X | None`` -> [X], ``Annotated[X, ...]`` -> [X]."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for a in typing.get_args(tp) if a is not type(None) for m in _members(a)]
+    return [tp]
+
+
+def _secret_paths(tp: Any, prefix: str, seen: frozenset[Any]) -> list[str]:
+    from powerplane.secrets import SecretRef
+
+    out: list[str] = []
+    for member in _members(tp):
+        origin = typing.get_origin(member)
+        args = typing.get_args(member)
+        if member is SecretRef:
+            out.append(prefix)
+        elif isinstance(member, type) and issubclass(member, BaseModel):
+            if member in seen:
+                continue
+            for name, field in member.model_fields.items():
+                key = field.alias or name
+                out += _secret_paths(field.annotation, f"{prefix}.{key}" if prefix else key,
+                                     seen | {member})
+        elif origin in (dict, Mapping, typing.Mapping) and len(args) == 2:
+            out += _secret_paths(args[1], f"{prefix}.*" if prefix else "*", seen)
+        elif origin in (list, tuple, set, frozenset) and args:
+            for arg in args:
+                if arg is not Ellipsis:
+                    out += _secret_paths(arg, f"{prefix}.*" if prefix else "*", seen)
+    return out
+
+
+def secret_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """Dotted paths of every field of ``model`` typed :class:`~powerplane.secrets.SecretRef`.
+
+    Found by type, through nested models, unions, mappings and lists (``*`` stands for any
+    key or item): ``password``, ``auth.secret``, ``feeds.*.community``. Sorted, no repeats.
+    """
+    return tuple(sorted(set(_secret_paths(model, "", frozenset()))))
+
+
+def timeouts_field(model: type[BaseModel]) -> str | None:
+    """The top-level field of ``model`` typed :class:`Timeouts` (by its key), or ``None``."""
+    for name, field in model.model_fields.items():
+        if any(m is Timeouts for m in _members(field.annotation)):
+            return field.alias or name
+    return None
 
 
 class _Document(_Strict):

@@ -31,8 +31,10 @@ from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import (
     _GATE,
     Acceptance,
+    BatchInvoker,
     Channel,
     HasBootMarker,
+    HasEndpoint,
     PowerState,
     Reading,
     SendGate,
@@ -537,7 +539,7 @@ class PowerHost:
                 done(node, plan)
                 continue
             ch = self._channels.get(plan.channel)
-            if ch is not None and hasattr(ch, "invoke_batch"):
+            if ch is not None and isinstance(ch, BatchInvoker):
                 batches.setdefault(plan.channel, []).append(plan)
             else:
                 singles.append(plan)
@@ -688,11 +690,10 @@ class PowerHost:
 
     # -- plumbing ----------------------------------------------------------------------------
     def _endpoint(self, name: str, channel: Channel, target: Any) -> Any:
-        fn = getattr(channel, "endpoint", None)
-        if fn is None:
+        if not isinstance(channel, HasEndpoint):
             return name
         try:
-            return (name, fn(target))
+            return (name, channel.endpoint(target))
         except Exception:
             return name
 
