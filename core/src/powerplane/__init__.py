@@ -1,13 +1,20 @@
 """powerplane: a plugin framework for controlling server power safely.
 
-Public names load lazily, so ``import powerplane`` (and ``powerplane --help``)
-stays cheap: nothing heavy is imported until a name is used.
+Public names load lazily (through :func:`powerplane._lazy.lazy_exports`), so
+``import powerplane`` (and ``powerplane --help``) stays cheap: nothing heavy is imported
+until a name is used.
+
+:mod:`powerplane.testing` is the public helper set for peers, tests, benchmarks and
+vendors: loopback peers (``Peer``/``StartedPeer``), free and closed ports, a server that
+never answers, a child process stopped by its own handle, waiting until a peer is ready,
+and throwaway certificates. It needs only the standard library.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from powerplane._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from powerplane.capabilities import CapabilitySet, Source, Verb
@@ -82,41 +89,43 @@ __all__ = [
     "require",
 ]
 
-_WHERE = {
-    "CapabilitySet": "capabilities",
-    "Source": "capabilities",
-    "Verb": "capabilities",
-    "Acceptance": "channel",
-    "ChannelType": "channel",
-    "PowerState": "channel",
-    "Reading": "channel",
-    "require": "channel",
-    "about_to_send": "channel",
-    "Deployment": "config",
-    "load_config": "config",
-    "parse_config": "config",
-    "hookimpl": "hookspecs",
-    "InvokeResult": "host",
-    "NodeReading": "host",
-    "PowerHost": "host",
-    "PowerOffConfirmed": "readback",
-    "PowerOffWatch": "readback",
-    "NodeOffer": "recovery",
-    "VerbOffer": "recovery",
-    "SecretRef": "secrets",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None and name in __all__:
-        module = "errors"
-    if module is None:
-        raise AttributeError(f"module 'powerplane' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"powerplane.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CapabilitySet": ".capabilities",
+        "Source": ".capabilities",
+        "Verb": ".capabilities",
+        "Acceptance": ".channel",
+        "ChannelType": ".channel",
+        "PowerState": ".channel",
+        "Reading": ".channel",
+        "about_to_send": ".channel",
+        "require": ".channel",
+        "Deployment": ".config",
+        "load_config": ".config",
+        "parse_config": ".config",
+        "AuthenticationFailed": ".errors",
+        "ChannelError": ".errors",
+        "ChannelTimeout": ".errors",
+        "ConfigError": ".errors",
+        "NotOffered": ".errors",
+        "NotSupported": ".errors",
+        "OutcomeUnknown": ".errors",
+        "PluginLoadError": ".errors",
+        "PowerplaneError": ".errors",
+        "ProtocolError": ".errors",
+        "RefusedByDevice": ".errors",
+        "TLSVerificationFailed": ".errors",
+        "UnknownNode": ".errors",
+        "Unreachable": ".errors",
+        "hookimpl": ".hookspecs",
+        "InvokeResult": ".host",
+        "NodeReading": ".host",
+        "PowerHost": ".host",
+        "PowerOffConfirmed": ".readback",
+        "PowerOffWatch": ".readback",
+        "NodeOffer": ".recovery",
+        "VerbOffer": ".recovery",
+        "SecretRef": ".secrets",
+    },
+)

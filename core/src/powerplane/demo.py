@@ -1,8 +1,9 @@
 """``powerplane demo``: the whole framework on loopback peers, in a minute.
 
 Peers come from plugins through the optional hook ``register_demo_peers``: each
-:class:`DemoPeer` starts a real protocol peer (an emulator, a mock, a simulator) in a
-temporary directory and returns a :class:`DemoChannel` — the channel config to use
+:class:`powerplane.testing.Peer` starts a real protocol peer (an emulator, a mock, a
+simulator) in a temporary directory and returns a :class:`powerplane.testing.StartedPeer`
+(``DemoPeer``/``DemoChannel`` here are their old names) — the channel config to use
 against it, a few targets, and how to stop it. A role the installed plugins cannot
 fill is played by core's ``simulated`` channel, and the output says so.
 
@@ -32,11 +33,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from powerplane.errors import PowerplaneError
+from powerplane.testing import Peer, Role, StartedPeer
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Demo", "DemoChannel", "DemoPeer", "UnknownPeer", "install_hint"]
 
-Role = Literal["bmc", "inband", "pdu", "cloud"]
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 ROLES: tuple[Role, ...] = ("bmc", "inband", "pdu", "cloud")
 STANDIN_MACHINES = 6
@@ -54,37 +55,10 @@ STANDIN_MACHINES = 6
 two (so the suite's power changes never touch a machine of the deployment)."""
 
 
-@dataclass
-class DemoChannel:
-    """A started peer: the channel config that reaches it, its targets, how to stop it."""
-
-    config: dict[str, Any]
-    """The channel's config, ``type`` included; secrets as references to files it wrote."""
-    targets: list[Any]
-    """At least two targets (systems, node addresses, outlet sets, instance ids)."""
-    stop: Callable[[], None]
-    """Stops every process the peer started, by its own handle."""
-    description: str
-    """One line for people: what runs where."""
-    power_on_by_hand: Callable[[Any], None] | None = None
-    """For channels that cannot power on: a person at the rack presses the button."""
-    conformance: dict[str, Any] = field(default_factory=dict)
-    """Extra keys for the conformance section (declared defects as ``xfail``, ``negative``)."""
-    pids: list[int] = field(default_factory=list)
-    """The processes it runs; when empty the demo records the processes it saw appear
-    while the peer started (``--keep`` prints them and a command that stops them)."""
-
-
-@dataclass(frozen=True)
-class DemoPeer:
-    """A real protocol peer a plugin can start on loopback for the demo."""
-
-    name: str
-    """Short name used by ``--only`` (``redfish``, ``talos``, ``pdu``, ``ec2``)."""
-    role: Role
-    """What it plays in the walkthrough: a BMC, an in-band OS API, a PDU, a cloud."""
-    start: Callable[[Path], DemoChannel]
-    """Start the peer in this directory (blocking, may take seconds); raise on failure."""
+DemoChannel = StartedPeer
+"""The old name of :class:`powerplane.testing.StartedPeer`."""
+DemoPeer = Peer
+"""The old name of :class:`powerplane.testing.Peer`."""
 
 
 SIMULATED_STANDINS: dict[Role, dict[str, Any]] = {

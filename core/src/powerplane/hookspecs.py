@@ -19,7 +19,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from powerplane.channel import ChannelType
-    from powerplane.demo import DemoPeer
+    from powerplane.testing import Peer
 
 __all__ = ["hookimpl", "hookspec", "register_channel_types", "register_demo_peers"]
 
@@ -42,11 +42,11 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
 
 
 @hookspec
-def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+def register_demo_peers(register: Callable[[Peer], None]) -> None:
     """Register the real protocol peers this plugin can start on loopback for ``powerplane demo``.
 
-    Optional. Call ``register(DemoPeer(...))`` once per peer (an emulator, a mock
+    Optional. Call ``register(powerplane.testing.Peer(...))`` once per peer (an emulator, a mock
     server, a simulator); the demo starts each in a temporary directory, configures
     a channel of this plugin against it, and stops it by its own handle afterwards.
-    Importing the peer's machinery must happen inside ``DemoPeer.start``.
+    Importing the peer's machinery must happen inside ``Peer.start``.
     """

@@ -32,7 +32,7 @@ from powerplane.errors import PluginLoadError
 
 if TYPE_CHECKING:
     from powerplane.channel import ChannelType
-    from powerplane.demo import DemoPeer
+    from powerplane.testing import Peer
 
 __all__ = ["PluginFailure", "PluginInfo", "Registry", "load_plugins", "registry"]
 
@@ -76,7 +76,7 @@ class Registry:
     failures: list[PluginFailure] = field(default_factory=list)
     channel_types: dict[str, ChannelType] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)
-    demo_peers: dict[str, DemoPeer] = field(default_factory=dict)
+    demo_peers: dict[str, Peer] = field(default_factory=dict)
     manager: pluggy.PluginManager = field(
         default_factory=lambda: _new_manager(),
     )
@@ -89,7 +89,7 @@ class Registry:
         Used for entry points, and by tests to register a plugin for one test.
         """
         found: list[ChannelType] = []
-        peers: list[DemoPeer] = []
+        peers: list[Peer] = []
         if self.manager.has_plugin(name) or any(p.name == name for p in self.plugins):
             first = next((p for p in self.plugins if p.name == name), None)
             by = f" by distribution {first.distribution!r}" if first and first.distribution else ""

@@ -1,0 +1,42 @@
+"""The public helper set for peers, tests, benchmarks and vendors.
+
+Everything a plugin's loopback peer, its tests, the conformance suite, the benchmarks
+and a vendor's own plugin need, written once:
+
+- :class:`Peer` / :class:`StartedPeer`: what a plugin registers through the
+  ``register_demo_peers`` hook, and what starting one returns;
+- :func:`free_port`, :func:`closed_port`, :class:`SilentServer`: loopback ports for
+  peers and for negative tests (refused, never answered);
+- :class:`Subprocess`: a child process stopped by its own handle (terminate, wait, kill,
+  reap; its process group too), and :func:`wait_ready` to wait until a peer answers;
+- :func:`make_ca` / :func:`issue_cert`: throwaway CAs and certificates as files
+  (ECDSA, RSA, Ed25519; server and client certificates).
+
+Importing it needs only the standard library (``cryptography`` is imported when a
+certificate is made).
+"""
+
+from __future__ import annotations
+
+from powerplane.testing.peers import Peer, Role, StartedPeer
+from powerplane.testing.ports import PortKind, SilentServer, closed_port, free_port
+from powerplane.testing.process import PeerNotReady, Subprocess, wait_ready
+from powerplane.testing.tls import KeyAlgorithm, KeyFormat, TLSFiles, issue_cert, make_ca
+
+__all__ = [
+    "KeyAlgorithm",
+    "KeyFormat",
+    "Peer",
+    "PeerNotReady",
+    "PortKind",
+    "Role",
+    "SilentServer",
+    "StartedPeer",
+    "Subprocess",
+    "TLSFiles",
+    "closed_port",
+    "free_port",
+    "issue_cert",
+    "make_ca",
+    "wait_ready",
+]

@@ -1,0 +1,100 @@
+"""``powerplane._lazy.lazy_exports``: a name is imported on first use, ``dir()`` lists it."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import powerplane
+from powerplane._lazy import lazy_exports
+
+PACKAGE = "pp_lazy_probe"
+
+
+@pytest.fixture
+def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A package whose ``__init__`` exports a name from a module that records its import."""
+    root = tmp_path / PACKAGE
+    root.mkdir()
+    (root / "__init__.py").write_text(textwrap.dedent("""
+        from powerplane._lazy import lazy_exports
+
+        __all__ = ["Heavy", "build", "dumps"]
+        __getattr__, __dir__ = lazy_exports(__name__, {
+            "Heavy": ".heavy",
+            "build": ".heavy:make",
+            "dumps": "json:dumps",
+        })
+    """))
+    (root / "heavy.py").write_text(textwrap.dedent("""
+        import sys
+        sys.modules[__name__.rpartition(".")[0]].imported_heavy = True
+
+        class Heavy:
+            pass
+
+        def make():
+            return Heavy()
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield PACKAGE
+    for name in [n for n in sys.modules if n == PACKAGE or n.startswith(PACKAGE + ".")]:
+        del sys.modules[name]
+
+
+def test_a_name_loads_on_first_use_and_once(probe: str) -> None:
+    pkg = importlib.import_module(probe)
+    assert f"{probe}.heavy" not in sys.modules
+    assert not hasattr(pkg, "imported_heavy")
+    heavy = pkg.Heavy
+    assert f"{probe}.heavy" in sys.modules
+    assert pkg.imported_heavy is True
+    assert vars(pkg)["Heavy"] is heavy  # cached: the next access does not call __getattr__
+    assert isinstance(pkg.build(), heavy)  # "module:attr" takes another name
+    import json
+
+    assert pkg.dumps is json.dumps  # an absolute module
+
+
+def test_dir_lists_the_exported_names_before_they_load(probe: str) -> None:
+    pkg = importlib.import_module(probe)
+    names = dir(pkg)
+    assert {"Heavy", "build", "dumps", "__all__"} <= set(names)
+    assert names == sorted(names)
+    assert f"{probe}.heavy" not in sys.modules
+
+
+def test_an_unknown_name_is_an_attribute_error(probe: str) -> None:
+    pkg = importlib.import_module(probe)
+    with pytest.raises(AttributeError, match=rf"module '{probe}' has no attribute 'Nope'"):
+        _ = pkg.Nope
+    assert not hasattr(pkg, "Nope")
+
+
+@pytest.mark.parametrize("target", ["", ".", ":x", "json:"])
+def test_a_malformed_target_is_refused_at_once(target: str) -> None:
+    with pytest.raises(ValueError, match="bad target"):
+        lazy_exports("somewhere", {"name": target})
+
+
+def test_powerplane_exports_every_name_lazily() -> None:
+    code = textwrap.dedent("""
+        import sys
+        import powerplane
+        loaded = sorted(n for n in sys.modules
+                        if n.startswith(("powerplane.", "pydantic", "pluggy", "yaml")))
+        print(loaded)
+        missing = [n for n in powerplane.__all__ if n not in dir(powerplane)]
+        print(missing)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()
+    assert out == ["['powerplane._lazy']", "[]"]
+    for name in powerplane.__all__:
+        assert getattr(powerplane, name) is not None, name
