@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from powerplane.demo import DemoChannel, DemoPeer
+from powerplane.testing import Peer, StartedPeer
 
 __all__ = ["PEER"]
 
@@ -40,7 +40,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
-def start(where: Path) -> DemoChannel:
+def start(where: Path) -> StartedPeer:
     """Start moto's server in ``where`` and launch two instances on it."""
     import boto3
 
@@ -75,7 +75,7 @@ def start(where: Path) -> DemoChannel:
     except Exception:
         _stop(proc)
         raise
-    return DemoChannel(
+    return StartedPeer(
         config={"type": "ec2", "region": REGION, "endpoint_url": url,
                 "access_key_id": {"file": str(key)},
                 "secret_access_key": {"file": str(secret)}},
@@ -85,4 +85,4 @@ def start(where: Path) -> DemoChannel:
     )
 
 
-PEER = DemoPeer(name="ec2", role="cloud", start=start)
+PEER = Peer(name="ec2", role="cloud", start=start)

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from powerplane.channel import ChannelType
-from powerplane.demo import DemoPeer
 from powerplane.hookspecs import hookimpl
+from powerplane.testing import Peer
 from powerplane_cloud.ec2_config import EC2Config, parse_instance_id
 from powerplane_cloud.openstack_config import OpenStackConfig, parse_server_id
 
@@ -55,7 +55,7 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
 
 
 @hookimpl
-def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+def register_demo_peers(register: Callable[[Peer], None]) -> None:
     """Offer moto's EC2 server to ``powerplane demo``."""
     from powerplane_cloud.demo import PEER
 

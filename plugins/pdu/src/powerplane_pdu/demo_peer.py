@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from powerplane.demo import DemoChannel
+    from powerplane.testing import StartedPeer
 
 __all__ = ["start_demo_pdu"]
 
@@ -15,9 +15,9 @@ PROFILE = "apc-rpdu2"
 OUTLETS = 8
 
 
-def start_demo_pdu(workdir: Path) -> DemoChannel:
+def start_demo_pdu(workdir: Path) -> StartedPeer:
     """Start snmpsim with one metered 8-outlet PDU; return the channel that reaches it."""
-    from powerplane.demo import DemoChannel
+    from powerplane.testing import StartedPeer
     from powerplane_pdu.profiles import PROFILES
     from powerplane_pdu.simulator import SnmpSim, write_snmprec
 
@@ -41,7 +41,7 @@ def start_demo_pdu(workdir: Path) -> DemoChannel:
         "retries": 1,
         "reboot_delay_s": 0.2,
     }
-    return DemoChannel(
+    return StartedPeer(
         config=config,
         targets=[{"outlets": [1, 2]}, {"outlets": [3]}, {"outlets": [4]}],
         stop=sim.stop,

@@ -14,7 +14,7 @@ from powerplane_pdu.config import PduChannelConfig
 from powerplane_pdu.outlets import parse_target
 
 if TYPE_CHECKING:
-    from powerplane.demo import DemoPeer
+    from powerplane.testing import Peer
     from powerplane_pdu.channel import PduChannel
 
 __all__ = ["PDU", "make_channel", "register_channel_types", "register_demo_peers"]
@@ -45,9 +45,9 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
 
 
 @hookimpl
-def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+def register_demo_peers(register: Callable[[Peer], None]) -> None:
     """Register the simulated PDU (snmpsim) that ``powerplane demo`` can start."""
-    from powerplane.demo import DemoPeer
+    from powerplane.testing import Peer
     from powerplane_pdu.demo_peer import start_demo_pdu
 
-    register(DemoPeer(name="pdu", role="pdu", start=start_demo_pdu))
+    register(Peer(name="pdu", role="pdu", start=start_demo_pdu))

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from powerplane.demo import DemoChannel, DemoPeer
+from powerplane.testing import Peer, StartedPeer
 
 __all__ = ["PEER"]
 
 
-def start(where: Path) -> DemoChannel:
+def start(where: Path) -> StartedPeer:
     """Start a two-system emulator in ``where`` and return the channel that reaches it."""
     from powerplane_redfish.testing.emulator import SushyEmulator
 
@@ -31,7 +31,7 @@ def start(where: Path) -> DemoChannel:
         "verify": str(emu.tls.ca),
         "auth": "basic",
     }
-    return DemoChannel(
+    return StartedPeer(
         config=config,
         targets=emu.system_paths,
         stop=emu.stop,
@@ -39,4 +39,4 @@ def start(where: Path) -> DemoChannel:
     )
 
 
-PEER = DemoPeer(name="redfish", role="bmc", start=start)
+PEER = Peer(name="redfish", role="bmc", start=start)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from powerplane import ChannelType, hookimpl
-from powerplane.demo import DemoPeer
+from powerplane.testing import Peer
 from powerplane_redfish.config import RedfishConfig, parse_target
 
 __all__ = ["REDFISH", "register_channel_types", "register_demo_peers"]
@@ -43,7 +43,7 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
 
 
 @hookimpl
-def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+def register_demo_peers(register: Callable[[Peer], None]) -> None:
     """Offer the sushy-tools emulator to ``powerplane demo``."""
     from powerplane_redfish.demo import PEER
 

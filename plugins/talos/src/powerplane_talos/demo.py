@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from powerplane.demo import DemoChannel, DemoPeer
+from powerplane.testing import Peer, StartedPeer
 
 __all__ = ["PEER"]
 
@@ -32,7 +32,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
-def start(where: Path) -> DemoChannel:
+def start(where: Path) -> StartedPeer:
     """Start the mock in ``where``; wait until it reports its ports."""
     from powerplane_talos.mock.control import MockControl
 
@@ -51,7 +51,7 @@ def start(where: Path) -> DemoChannel:
         time.sleep(0.05)
     info = json.loads(ready.read_text())
     control = MockControl(info["control_port"])
-    return DemoChannel(
+    return StartedPeer(
         config={"type": "talos", "talosconfig": info["talosconfig"], "timeout_s": 5},
         targets=list(NODES),
         stop=lambda: _stop(proc),
@@ -61,4 +61,4 @@ def start(where: Path) -> DemoChannel:
     )
 
 
-PEER = DemoPeer(name="talos", role="inband", start=start)
+PEER = Peer(name="talos", role="inband", start=start)

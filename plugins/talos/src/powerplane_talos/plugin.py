@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from powerplane import ChannelType, hookimpl
-from powerplane.demo import DemoPeer
+from powerplane.testing import Peer
 from powerplane_talos.config import TalosConfig, parse_target
 
 __all__ = ["TALOS", "register_channel_types", "register_demo_peers"]
@@ -41,7 +41,7 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
 
 
 @hookimpl
-def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+def register_demo_peers(register: Callable[[Peer], None]) -> None:
     """Offer the Talos mock to ``powerplane demo``."""
     from powerplane_talos.demo import PEER
 
