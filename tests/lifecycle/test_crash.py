@@ -37,8 +37,11 @@ def write_config(tmp: Path, *, blind: bool = False) -> Path:
         "state_file": str(tmp / "machines.json"),
         "transition_ms": 300,  # a reboot really takes the node away for a while
     }
-    if blind:
+    cluster: dict[str, Any] = {"type": "simulated", "pods": {"w1": ["web-1", "web-2"]},
+                               "state_file": str(tmp / "cluster.json")}
+    if blind:  # no boot marker anywhere: neither the channel nor the cluster has one
         lab.update(boot_marker=False, readback="on-only")
+        cluster["boot_id"] = False
     cfg: dict[str, Any] = {
         "channels": {"lab": lab},
         "nodes": {
@@ -49,8 +52,7 @@ def write_config(tmp: Path, *, blind: bool = False) -> Path:
         },
         "lifecycle": {
             "store": "lifecycle.db",
-            "cluster": {"type": "simulated", "pods": {"w1": ["web-1", "web-2"]},
-                        "state_file": str(tmp / "cluster.json")},
+            "cluster": cluster,
             "tick_s": 0.02,
             "readback_window_s": 2,
             "readback_cadence_s": 0.02,
@@ -135,7 +137,8 @@ def test_sigkill_between_persisting_and_sending_settles_by_the_boot_marker(
                       crash_at="dispatch-recorded:reboot") == -signal.SIGKILL
     m, _ = load(tmp_path, name)
     assert m.phase is Phase.DRAINED and m.status.dispatches[0].outcome is None
-    assert m.status.dispatches[0].before.boot_marker == "boot-1"  # recorded before sending
+    before = m.status.dispatches[0].before
+    assert (before.boot_marker, before.boot_marker_source) == ("w1-boot-1", "cluster")
     assert sent(tmp_path) == []
     assert powerplane(config, "maintenance", "run", "--until-idle") == 0
     m, audit = load(tmp_path, name)
@@ -143,10 +146,10 @@ def test_sigkill_between_persisting_and_sending_settles_by_the_boot_marker(
     assert sent(tmp_path) == [["reboot", "w1"]]  # exactly one applied at the channel
     first, second = m.status.dispatches
     assert (first.outcome.value, first.settled_by) == ("not-applied", "evidence")
-    assert "boot marker still boot-1" in first.detail
+    assert "boot marker still w1-boot-1" in first.detail
     assert (second.attempt, second.outcome.value) == (2, "accepted")
     assert m.status.conditions["RebootObserved"].status == "True"
-    assert "boot-1 -> boot-2" in m.status.conditions["RebootObserved"].message
+    assert "w1-boot-1 -> w1-boot-2" in m.status.conditions["RebootObserved"].message
     assert [a.action.value for a in audit] == ["servers:reboot"]
 
 

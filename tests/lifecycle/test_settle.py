@@ -18,6 +18,7 @@ from powerplane.lifecycle.ports import PermanentPortError, TemporaryPortError
 from powerplane.lifecycle.service import NotResolvable
 
 FAST = {"settle_window_s": 0.2, "readback_window_s": 0.5}
+NO_BOOT_ID = {"type": "simulated", "boot_id": False}
 
 
 def sure(node: str, actor: str = "carol") -> Ceremony:
@@ -36,8 +37,22 @@ async def test_a_lost_answer_is_unknown_then_applied_by_the_boot_marker(
     assert done.phase is Phase.COMPLETE
     (d,) = done.status.dispatches
     assert (d.outcome, d.settled_by) == (DispatchOutcome.APPLIED, "evidence")
-    assert "boot-1 -> boot-2" in d.detail
+    assert "w1-boot-1 -> w1-boot-2 (from cluster)" in d.detail
     assert done.status.conditions["RebootObserved"].status == "True"
+    assert lc.host.channel("lab").dispatches == [("reboot", "w1")]
+
+
+async def test_without_a_cluster_boot_id_the_channel_marker_is_the_evidence(
+    open_lifecycle: Any,
+) -> None:
+    lc = await open_lifecycle(channel={"faults": {"w1": "lost-answer"}, "timeout_s": 0.05},
+                              lifecycle=FAST, cluster=NO_BOOT_ID)
+    m = await lc.request("w1", "reboot", ceremony("w1"))
+    await lc.run(until_idle=True)
+    done = lc.store.get(m.name)
+    assert done.phase is Phase.COMPLETE
+    assert done.status.dispatches[0].before.boot_marker_source == "lab"
+    assert "boot-1 -> boot-2 (from lab)" in done.status.dispatches[0].detail
     assert lc.host.channel("lab").dispatches == [("reboot", "w1")]
 
 
@@ -55,7 +70,8 @@ async def test_a_lost_answer_on_a_shutdown_is_applied_by_readback(open_lifecycle
 
 async def test_no_marker_anywhere_parks_awaiting_a_person(open_lifecycle: Any) -> None:
     lc = await open_lifecycle(channel={"faults": {"w1": "lost-answer"}, "timeout_s": 0.05,
-                                       "boot_marker": False}, lifecycle=FAST)
+                                       "boot_marker": False}, lifecycle=FAST,
+                              cluster=NO_BOOT_ID)
     m = await lc.request("w1", "reboot", ceremony("w1"))
     await lc.run(until_idle=True)
     parked = lc.store.get(m.name)
@@ -75,7 +91,8 @@ async def test_a_person_resolves_applied_and_nothing_is_sent_again(
     open_lifecycle: Any,
 ) -> None:
     lc = await open_lifecycle(channel={"faults": {"w1": "lost-answer"}, "timeout_s": 0.05,
-                                       "boot_marker": False}, lifecycle=FAST)
+                                       "boot_marker": False}, lifecycle=FAST,
+                              cluster=NO_BOOT_ID)
     m = await lc.request("w1", "reboot", ceremony("w1"))
     await lc.run(until_idle=True)
     lc.resolve("w1", sure("w1"), applied=True)
@@ -92,7 +109,8 @@ async def test_a_person_resolves_applied_and_nothing_is_sent_again(
 
 async def test_resolve_needs_its_ceremony_and_a_pending_dispatch(open_lifecycle: Any) -> None:
     lc = await open_lifecycle(channel={"faults": {"w1": "lost-answer"}, "timeout_s": 0.05,
-                                       "boot_marker": False}, lifecycle=FAST)
+                                       "boot_marker": False}, lifecycle=FAST,
+                              cluster=NO_BOOT_ID)
     await lc.request("w1", "reboot", ceremony("w1"))
     with pytest.raises(NotResolvable):
         lc.resolve("w1", sure("w1"), applied=True)  # nothing indeterminate yet
@@ -122,7 +140,7 @@ async def test_ready_alone_is_not_a_reboot(open_lifecycle: Any) -> None:
 
 
 async def test_without_a_marker_the_reboot_is_recorded_unobserved(open_lifecycle: Any) -> None:
-    lc = await open_lifecycle(channel={"boot_marker": False})
+    lc = await open_lifecycle(channel={"boot_marker": False}, cluster=NO_BOOT_ID)
     m = await lc.request("w1", "reboot", ceremony("w1"))
     await lc.run(until_idle=True)
     done = lc.store.get(m.name)

@@ -370,6 +370,12 @@ class SimulatedChannel:
         self._settle(target)
         return self._state[target]
 
+    def boots_of(self, target: str) -> int:
+        """How often the machine has booted, whatever the channel publishes (the simulated
+        cluster's node boot id follows it, as a kubelet reports its own boot)."""
+        self._settle(target)
+        return self._boots.get(target, 0)
+
 
 SIMULATED = ChannelType(
     name="simulated",

@@ -8,9 +8,9 @@ Two embedded adapters:
   is reported as "blocked by PDB <name>", never dropped; evicted pods take
   ``eviction_ticks`` drain rounds to leave.
   Each node has a boot id (``status.nodeInfo.bootID`` in Kubernetes) that changes when its
-  machine reboots: the simulated cluster derives it from the simulated machine's boot
-  counter, read through the host's boot marker (``boot_of``); with no marker published
-  (``boot_marker: false``) the simulated node has no boot id.
+  machine reboots: the simulated cluster models it from the simulated machine's own boot
+  count (``boot_of``, no channel request, as a kubelet reports its own boot), whatever the
+  channel publishes; ``boot_id: false`` in its config models a cluster without one.
 * ``NoCluster``: bare machines. Cordon and drain are not applicable and recorded so;
   readiness is the machine's power reading; there is no boot id.
 """
@@ -39,7 +39,7 @@ PowerOf = Callable[[str], Awaitable[str]]
 """Reads a node's machine power state: ``on``, ``off``, ``unknown`` or a transition word."""
 
 BootOf = Callable[[str], Awaitable[str | None]]
-"""Reads a node's machine boot counter (None: the machine publishes none)."""
+"""Reads a node's machine boot count (None: no machine modelled for it)."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ class SimulatedCluster:
         if self._boot_of is None:
             return None
         boots = await self._boot_of(node)
-        return None if boots is None else f"sim-{node}-{boots}"
+        return None if boots is None else f"{node}-boot-{boots}"
 
     async def cordon(self, node: str) -> None:
         self._load()

@@ -1,10 +1,14 @@
 """Record, send and settle a maintenance's power verb: the one unit that sends one.
 
 At most once, proven. A dispatch is recorded (verb, channel, attempt id, the evidence
-taken before sending: boot marker and power reading, with their sources) and persisted
-*before* it is sent. A dispatch left without an answer (the runner died, its write was
-lost, or the host said ``OutcomeUnknown`` because the request may have left) is settled
-by evidence, never resent blindly:
+taken before sending: the boot marker, and for a verb that changes power the power
+reading, with their sources) and persisted *before* it is sent. A boot marker comes from
+the cluster's node boot id where the cluster has one, else from the first channel that
+publishes one (``PowerHost.boot_marker``).
+
+A dispatch left without an answer (the runner died, its write was lost, or the host said
+``OutcomeUnknown`` because the request may have left) is settled by evidence, never
+resent blindly:
 
 * reboot: the boot marker changed -> applied. Unchanged while the node stays reachable and
   ready through the settle window -> not applied -> sent again, once, as attempt 2. No
@@ -26,6 +30,7 @@ whole call time to act before its absence of effect is believed.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import os
@@ -103,7 +108,8 @@ def set_condition(
     reason: str = "", message: str = "",
 ) -> None:
     """Set a condition; its transition time moves only when something changed."""
-    status = ConditionStatus(status)
+    if not isinstance(status, ConditionStatus):
+        status = ConditionStatus(status)
     old = m.status.conditions.get(kind.value)
     if old is not None and (old.status, old.reason, old.message) == (status, reason, message):
         return
@@ -177,34 +183,43 @@ class Dispatcher:
     ) -> Evidence:
         """What can be observed of ``node`` now: boot marker, power reading, sources.
 
-        ``power=False`` reads only the marker.
+        The marker and the reading are read concurrently (one round trip); ``power=False``
+        reads only the marker.
         """
         notes: list[str] = []
-        marker: str | None = None
-        source: str | None = None
-        try:
-            found = await self.ports.host.boot_marker(node)
-        except PowerplaneError as exc:
-            found = None
-            notes.append(f"boot marker read failed: {exc}")
-        if found is not None:
-            source, marker = found
-        else:
+
+        async def read_marker() -> tuple[str | None, str | None]:
+            # the cluster's node boot id first (a kubelet's own report, no channel request),
+            # then the first channel that publishes a boot marker
             try:
                 boot_id = await self.ports.cluster.boot_id(node)
             except PowerplaneError as exc:
                 boot_id = None
                 notes.append(f"boot id read failed: {exc}")
             if boot_id is not None:
-                marker, source = boot_id, "cluster"
-        state: str | None = None
-        power_source: str | None = None
-        if power:
+                return boot_id, "cluster"
+            try:
+                found = await self.ports.host.boot_marker(node)
+            except PowerplaneError as exc:
+                notes.append(f"boot marker read failed: {exc}")
+                return None, None
+            return (found[1], found[0]) if found is not None else (None, None)
+
+        async def read_power() -> tuple[str | None, str | None]:
+            if not power:
+                return None, None
             try:
                 reading = await self.ports.host.read_power_state(node)
-                state, power_source = reading.state.value, reading.channel
             except PowerplaneError as exc:
                 notes.append(f"power read failed: {exc}")
+                return None, None
+            return reading.state.value, reading.channel
+
+        if power:
+            (marker, source), (state, power_source) = await asyncio.gather(
+                read_marker(), read_power())
+        else:  # one read: no task to schedule
+            (marker, source), (state, power_source) = await read_marker(), (None, None)
         return Evidence(
             boot_marker=marker, boot_marker_source=source, power=state,
             power_source=power_source, sees_power=self._sees_power(node, channel),
@@ -222,9 +237,12 @@ class Dispatcher:
             set_condition(m, C.POWER_OFFERED, S.FALSE, "Withheld", f"{verb}: {offer.reason}")
             return None
         set_condition(m, C.POWER_OFFERED, S.TRUE, "Offered", f"{verb} via {offer.channel}")
+        # the power reading is evidence where the verb changes power and the channel can
+        # see the change; a reboot reads on before and after, so its evidence is the marker
         sees = self._sees_power(m.node, offer.channel)
-        before = await self.evidence(m.node, offer.channel,
-                                     power=sees or verb is Verb.POWER_ON)
+        before = await self.evidence(
+            m.node, offer.channel,
+            power=verb is Verb.POWER_ON or (verb is not Verb.REBOOT and sees))
         d = Dispatch(
             verb=verb.value,
             channel=offer.channel,

@@ -20,7 +20,7 @@ from powerplane.lifecycle.settings import (
 from powerplane.lifecycle.storage import NoStorage, SimulatedStorage, StoragePort
 
 __all__ = ["PermanentPortError", "PortError", "Ports", "TemporaryPortError", "build_ports",
-           "machine_state"]
+           "machine_boots", "machine_state"]
 
 
 class PortError(PowerplaneError):
@@ -71,6 +71,27 @@ async def machine_state(host: PowerHost, node: str) -> str:
         return "unknown"
 
 
+def machine_boots(host: PowerHost, node: str) -> int | None:
+    """How often a node's simulated machine has booted (None: no simulated machine).
+
+    Read from the simulated channel's own model (``boots_of``), not through a channel
+    request: it stands for what a kubelet reports of its own node.
+    """
+    spec = host.nodes[node]
+    for ref in spec.channels:
+        try:
+            ch = host.channel(ref.channel)
+        except KeyError:
+            continue
+        boots_of = getattr(ch, "boots_of", None)
+        if callable(boots_of):
+            try:
+                return int(boots_of(ref.target))
+            except KeyError:
+                continue
+    return None
+
+
 def build_ports(host: PowerHost, config: LifecycleConfig) -> Ports:
     """The ports the config names, wired to ``host``."""
     labels = {name: dict(spec.labels) for name, spec in host.nodes.items()}
@@ -79,12 +100,13 @@ def build_ports(host: PowerHost, config: LifecycleConfig) -> Ports:
         return await machine_state(host, node)
 
     async def boot_of(node: str) -> str | None:
-        found = await host.boot_marker(node)
-        return None if found is None else found[1]
+        boots = machine_boots(host, node)
+        return None if boots is None else str(boots)
 
     cluster: ClusterPort
     if isinstance(config.cluster, SimulatedClusterConfig):
-        cluster = SimulatedCluster(config.cluster, labels, power_of, boot_of)
+        cluster = SimulatedCluster(config.cluster, labels, power_of,
+                                   boot_of if config.cluster.boot_id else None)
     else:
         assert isinstance(config.cluster, NoneClusterConfig)
         cluster = NoCluster(labels, power_of)

@@ -70,6 +70,9 @@ class SimulatedClusterConfig(_Strict):
     """Nodes that start not ready whatever their power state."""
     state_file: str | None = None
     """A JSON file keeping cordons, pods and PDBs across processes."""
+    boot_id: bool = True
+    """Model each node's boot id (``status.nodeInfo.bootID``): it follows the simulated
+    machine's boot count. False: the cluster reports none."""
 
 
 class NoneClusterConfig(_Strict):
