@@ -1,0 +1,218 @@
+"""The ``ipmi`` channel config: how to log in to a fleet's BMCs and how each verb is carried.
+
+One channel holds one set of credentials for many BMCs: each node's target is its BMC's
+address, ``HOST`` or ``HOST:PORT`` (UDP, default 623), so the per-endpoint session budget
+is per BMC. Secrets (``password``, ``kg``) are references, read when a session is opened.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from powerplane import SecretRef
+
+__all__ = [
+    "DEFAULT_PORT",
+    "LIMITS_MARGIN_S",
+    "BmcAddress",
+    "IpmiConfig",
+    "Privilege",
+    "RebootMode",
+    "ShutdownMode",
+    "parse_target",
+]
+
+DEFAULT_PORT = 623
+"""The IPMI over LAN (RMCP) UDP port."""
+
+
+class Privilege(str, Enum):
+    """The session privilege the channel asks for (IPMI 2.0 section 6.8, privilege levels)."""
+
+    USER = "user"
+    """Read-only: chassis status. A ``user`` session advertises no verb."""
+    OPERATOR = "operator"
+    """The least that chassis control (power on, off, reset, soft-off) needs."""
+    ADMINISTRATOR = "administrator"
+    """Everything operator may do, and BMC configuration; more than power control needs."""
+
+    @property
+    def level(self) -> int:
+        """The IPMI privilege level number (2 user, 3 operator, 4 administrator)."""
+        return {"user": 2, "operator": 3, "administrator": 4}[self.value]
+
+
+class ShutdownMode(str, Enum):
+    """How ``shutdown`` is carried (Chassis Control, IPMI 2.0 section 28.3)."""
+
+    GRACEFUL = "graceful"
+    """Soft-off (05h, "initiate soft-shutdown via ACPI"); the OS decides when power goes."""
+    FORCE = "force"
+    """Power down (00h): a power cut."""
+    GRACEFUL_THEN_FORCE = "graceful-then-force"
+    """Soft-off; power down once if Get Chassis Status does not read off within
+    ``shutdown_wait_s``."""
+
+
+class RebootMode(str, Enum):
+    """How ``reboot`` is carried."""
+
+    FORCE = "force"
+    """Hard reset (03h): a restart without the OS's say."""
+    GRACEFUL_THEN_FORCE = "graceful-then-force"
+    """Soft-off, wait for off (power down once if it does not come), then power up (01h).
+
+    The only graceful restart IPMI can observe: a warm restart is invisible in the chassis
+    power state, so the channel goes through off, which it can see.
+    """
+
+
+class IpmiConfig(BaseModel):
+    """Config keys of an ``ipmi`` channel."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    username: str
+    """The BMC account (1 to 16 bytes of UTF-8, the IPMI user name limit)."""
+    password: SecretRef
+    """The account's password, as a secret reference ``{env: NAME}`` or ``{file: PATH}``."""
+    kg: SecretRef | None = None
+    """The BMC key (K_g) where the BMC has one set, as a secret reference; none by default."""
+    privilege: Privilege = Privilege.OPERATOR
+    """The session privilege asked for: ``operator`` (default), ``administrator`` or ``user``."""
+    cipher_suite: Literal[0, 3, 17] | None = None
+    """The RMCP+ cipher suite: unset for 17 where the BMC offers it, then 3; or ``17``, ``3``.
+
+    ``0`` (no authentication, no integrity, no confidentiality) is refused, naming the
+    suites the BMC offers; even with ``allow_insecure`` this channel never opens it, since
+    pyghmi implements suites 3 and 17 only.
+    """
+    allow_insecure: bool = False
+    """Accept an IPMI 1.5 session (MD5 challenge, no confidentiality) on a BMC that offers
+    no IPMI 2.0; logs a warning naming the risk. Off by default: such sessions are refused."""
+    shutdown: ShutdownMode = ShutdownMode.GRACEFUL
+    """How shutdown is carried: ``graceful`` (soft-off), ``force`` or ``graceful-then-force``."""
+    reboot: RebootMode = RebootMode.FORCE
+    """How reboot is carried: ``force`` (hard reset) or ``graceful-then-force``."""
+    shutdown_wait_s: float = Field(30.0, gt=0, le=3600)
+    """In ``graceful-then-force``: how long to wait for the chassis to read off after soft-off."""
+    poll_interval_s: float = Field(1.0, gt=0, le=60)
+    """How often Get Chassis Status is read while waiting in ``graceful-then-force``."""
+    connect_timeout_s: float = Field(2.0, gt=0, le=120)
+    """Bound on reaching the BMC and opening a session (RMCP+ open, RAKP 1 to 4), in seconds."""
+    command_timeout_s: float = Field(3.0, gt=0, le=120)
+    """Bound on the BMC's answer to one command in a session, in seconds."""
+
+    @field_validator("username")
+    @classmethod
+    def _username_fits(cls, value: str) -> str:
+        size = len(value.encode("utf-8"))
+        if not 1 <= size <= 16:
+            raise ValueError(f"expected 1 to 16 bytes (IPMI user names); got {size}")
+        return value
+
+    @field_validator("cipher_suite", mode="before")
+    @classmethod
+    def _suite_known(cls, value: Any) -> Any:
+        if isinstance(value, bool) or (value is not None and value not in (0, 3, 17)):
+            raise ValueError(
+                f"expected 17 or 3 (or no value: 17 where the BMC offers it, then 3); got "
+                f"{value!r}: this channel speaks the suites pyghmi implements, 3 (HMAC-SHA1, "
+                "AES-128) and 17 (HMAC-SHA256, AES-128)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _wait_fits_cadence(self) -> IpmiConfig:
+        if self.poll_interval_s > self.shutdown_wait_s:
+            raise ValueError("poll_interval_s must not exceed shutdown_wait_s")
+        return self
+
+    def check_limits(self, timeout_s: float) -> list[tuple[str, str]]:
+        """Problems of this channel with the host's ``limits.timeout_s``, as (field, message).
+
+        ``graceful-then-force`` waits inside the verb's call and then sends one more chassis
+        command (power down, or power up after a reboot's shutdown). Its wait and that last
+        command must fit in ``limits.timeout_s``, or the host gives up first and the forced
+        fallback is never sent.
+        """
+        problems: list[tuple[str, str]] = []
+        last = self.connect_timeout_s + 2 * self.command_timeout_s
+        for verb, on, waits in (
+            ("shutdown", self.shutdown is ShutdownMode.GRACEFUL_THEN_FORCE, 1),
+            ("reboot", self.reboot is RebootMode.GRACEFUL_THEN_FORCE, 2),
+        ):
+            if not on:
+                continue
+            needed = waits * self.shutdown_wait_s + last + LIMITS_MARGIN_S
+            if needed > timeout_s:
+                problems.append((
+                    "shutdown_wait_s",
+                    f"{verb}: graceful-then-force needs up to {needed:g} s "
+                    f"({waits} x shutdown_wait_s, then a session and its last command, and a "
+                    f"{LIMITS_MARGIN_S:g} s margin), more than limits.timeout_s "
+                    f"({timeout_s:g} s): lower shutdown_wait_s or raise limits.timeout_s",
+                ))
+        return problems
+
+
+LIMITS_MARGIN_S = 1.0
+"""Room :meth:`IpmiConfig.check_limits` keeps beyond the wait and the last command."""
+
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+
+class BmcAddress(str):
+    """A BMC's address as a node names it: ``HOST`` or ``HOST:PORT`` (``[v6]:PORT``)."""
+
+    host: str
+    port: int
+
+    def __new__(cls, host: str, port: int) -> BmcAddress:
+        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self = super().__new__(cls, shown)
+        self.host = host
+        self.port = port
+        return self
+
+
+def parse_target(raw: Any) -> BmcAddress:
+    """Parse a node's target: the BMC address, ``HOST`` or ``HOST:PORT`` (default 623)."""
+    hint = "expected the BMC's address, HOST or HOST:PORT (UDP, default 623)"
+    if isinstance(raw, BmcAddress):
+        return raw
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError(f"{hint}; got {type(raw).__name__}")
+    text = raw.strip()
+    port = DEFAULT_PORT
+    host = text
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError(f"{hint}; unclosed '[' in {text!r}")
+        host, rest = text[1:end], text[end + 1:]
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError(f"{hint}; got {text!r}")
+            port = _port(rest[1:], text, hint)
+    elif text.count(":") == 1:
+        host, _, tail = text.partition(":")
+        port = _port(tail, text, hint)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if not _HOSTNAME.match(host):
+            raise ValueError(f"{hint}; {host!r} is not an IP address or host name") from None
+    return BmcAddress(host, port)
+
+
+def _port(text: str, whole: str, hint: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise ValueError(f"{hint}; port {text!r} in {whole!r} is not 1 to 65535")
+    return int(text)
