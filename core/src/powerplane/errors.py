@@ -1,28 +1,52 @@
-"""The one exception hierarchy of powerplane.
+"""The one exception hierarchy of powerplane, every distribution's classes in one drawing.
 
-::
+Each class with its CLI exit code and where it lives when not here (a test fails when an
+installed distribution defines a ``PowerplaneError`` subclass this drawing lacks)::
 
-    PowerplaneError
-    ├── ConfigError              a bad deployment file or channel config (path, line, expected)
-    │   └── SecretError          a secret reference that cannot be resolved (names the reference)
-    ├── PluginLoadError          a plugin that failed to import or to register (name, error)
-    ├── UnknownNode              a node name the deployment does not define
-    ├── NotOffered               the recoverability rule withholds this verb here (with the reason)
-    ├── NotSupported             a channel was asked for a verb it does not advertise (no I/O)
-    └── ChannelError             a channel or its device failed (channel name, target)
-        ├── Unreachable          connection refused, DNS failure, host down, no route
-        ├── AuthenticationFailed the device rejected the credentials or the client certificate
-        ├── ChannelTimeout       no answer in time; for a verb, only when nothing was sent
-        ├── OutcomeUnknown       the request was sent and no answer came: it may have been applied
-        ├── RefusedByDevice      the device answered and refused the request (with its own words)
-        ├── TLSVerificationFailed the device's certificate did not verify against the configured CA
-        └── ProtocolError        the device answered something the channel cannot interpret
+    PowerplaneError                       1  base of every error powerplane raises on purpose
+    ├── ConfigError                       2  a bad deployment file or channel config (path, line)
+    │   └── SecretError                   2  a secret reference that cannot be resolved (names it)
+    ├── PluginLoadError                   1  a plugin failed to import or to register
+    ├── UnknownNode                       2  a node name the deployment does not define
+    ├── UnknownPeer                       2  demo --only names no offered peer (powerplane.demo)
+    ├── NotOffered                        3  the recoverability rule withholds the verb (reason)
+    ├── NotSupported                      3  a verb the channel does not advertise (no I/O)
+    ├── ChannelError                      1  a channel or its device failed (channel, target)
+    │   ├── Unreachable                   1  connection refused, DNS failure, no route
+    │   ├── AuthenticationFailed          1  credentials or client certificate rejected
+    │   ├── ChannelTimeout                1  no answer in time; a verb: nothing was sent
+    │   ├── OutcomeUnknown                1  sent, no answer: it may have been applied
+    │   ├── RefusedByDevice               1  the device refused (in its own words)
+    │   ├── TLSVerificationFailed         1  the certificate did not verify against the CA
+    │   └── ProtocolError                 1  an answer the channel cannot interpret
+    └── LifecycleError                    1  the lifecycle refused or failed (powerplane.lifecycle)
+        ├── CeremonyRequired              2  incomplete ceremony; nothing recorded (.ceremony)
+        ├── MaintenanceRefused            3  a safety rule refuses the request (.ceremony)
+        │   └── GuardRefused              3  the guard refuses a direct verb call (.guard)
+        ├── AlreadyActive                 2  the node has an active maintenance (.store)
+        ├── NotFound                      2  no such maintenance, or none for the node (.store)
+        │   ├── NotReturnable             2  only a parked maintenance returns (.service)
+        │   └── NotResolvable             2  only an awaited dispatch is resolved (.service)
+        ├── ConcurrentChange              1  kept changing under other writers: try again (.store)
+        ├── StoreError                    1  the store cannot be opened, read or written (.store)
+        ├── StorageError                  1  the storage system refused or failed (.storage)
+        ├── InvalidTransition             1  not in the phase graph: a bug (.phases)
+        └── PortError                     1  a cluster or storage port failed (.ports)
+            ├── TemporaryPortError        1  it may pass: tried again next pass (.ports)
+            └── PermanentPortError        1  it will not pass: the maintenance fails (.ports)
 
-Every plugin maps its library's exceptions into this tree with ``raise Mapped(...) from exc``.
-No message built here or by a plugin may contain a secret value.
+Every plugin maps its library's exceptions into the ``ChannelError`` branch with
+``raise Mapped(...) from exc``; a plugin defines no error classes of its own. No message
+built here or by a plugin may contain a secret value. The store's optimistic-concurrency
+signal (``powerplane.lifecycle.store._Conflict``) is not an error of this tree: the
+lifecycle retries on it and never shows it to a person.
 
-CLI exit codes: ``ChannelError`` -> 1, ``ConfigError`` / ``UnknownNode`` -> 2,
-``NotOffered`` -> 3.
+CLI exit codes: 0 done; 1 a channel or device failed, the outcome is unknown, a plugin did
+not load, or the lifecycle could not record (``ChannelError``, ``PluginLoadError``,
+``ConcurrentChange``, ``StoreError``, ``StorageError``, ``PortError``); 2 bad input
+(``ConfigError``, ``UnknownNode``, ``UnknownPeer``, ``CeremonyRequired``,
+``AlreadyActive``, ``NotFound``); 3 refused by the rule (``NotOffered``, ``NotSupported``,
+``MaintenanceRefused``).
 """
 
 from __future__ import annotations
@@ -36,6 +60,7 @@ __all__ = [
     "ChannelTimeout",
     "ConfigError",
     "ConfigProblem",
+    "LifecycleError",
     "NotOffered",
     "NotSupported",
     "OutcomeUnknown",
@@ -199,3 +224,12 @@ class TLSVerificationFailed(ChannelError):
 
 class ProtocolError(ChannelError):
     """The device answered something the channel cannot interpret."""
+
+
+class LifecycleError(PowerplaneError):
+    """The maintenance lifecycle refused a request or could not carry it out.
+
+    Its subclasses live in :mod:`powerplane.lifecycle` (drawn above with their exit codes).
+    """
+
+    exit_code = 1

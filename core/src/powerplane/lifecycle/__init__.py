@@ -28,7 +28,14 @@ from powerplane.lifecycle.model import Intent, NodeMaintenance, Phase
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.service import Lifecycle
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
-from powerplane.lifecycle.store import AlreadyActive, Conflict, NotFound, Store, StoreError
+from powerplane.lifecycle.store import (
+    AlreadyActive,
+    ConcurrentChange,
+    NotFound,
+    Store,
+    StoreError,
+)
+from powerplane.lifecycle.store import Conflict as Conflict  # the private retry signal
 
 __all__ = [
     "Action",
@@ -36,7 +43,7 @@ __all__ = [
     "AuditRecord",
     "Ceremony",
     "CeremonyRequired",
-    "Conflict",
+    "ConcurrentChange",
     "EvacuationHook",
     "EvacuationStatus",
     "GuardRefused",

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from powerplane.errors import PowerplaneError
+from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action
 from powerplane.lifecycle.model import Intent, QuorumNumbers
 from powerplane.lifecycle.settings import ReasonPolicy
@@ -65,7 +65,7 @@ class Ceremony:
     hazard_reason: str | None = None
 
 
-class CeremonyRequired(PowerplaneError):
+class CeremonyRequired(LifecycleError):
     """The request lacks part of its ceremony (nothing was recorded)."""
 
     exit_code = 2
@@ -75,7 +75,7 @@ class CeremonyRequired(PowerplaneError):
         super().__init__("request not accepted: " + "; ".join(problems))
 
 
-class MaintenanceRefused(PowerplaneError):
+class MaintenanceRefused(LifecycleError):
     """A safety rule refuses the request; no ceremony can upgrade it."""
 
     exit_code = 3

@@ -12,6 +12,7 @@ nothing is left cordoned by a terminal phase nobody returns from.
 
 from __future__ import annotations
 
+from powerplane.errors import LifecycleError
 from powerplane.lifecycle.model import (
     Intent,
     NodeMaintenance,
@@ -46,7 +47,7 @@ PARKED: dict[Intent, Phase] = {
 """Where each intent waits for a person to return the node (reboot returns by itself)."""
 
 
-class InvalidTransition(RuntimeError):
+class InvalidTransition(LifecycleError):
     """A transition the phase graph does not allow (a bug, never a user error)."""
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from powerplane.errors import ConfigError, ConfigProblem, PowerplaneError
+from powerplane.errors import ConfigError, ConfigProblem, LifecycleError, PowerplaneError
 from powerplane.host import PowerHost
 from powerplane.lifecycle.cluster import ClusterPort, NoCluster, SimulatedCluster
 from powerplane.lifecycle.settings import (
@@ -23,7 +23,7 @@ __all__ = ["PermanentPortError", "PortError", "Ports", "TemporaryPortError", "bu
            "machine_boots", "machine_state"]
 
 
-class PortError(PowerplaneError):
+class PortError(LifecycleError):
     """A cluster or storage port failed."""
 
 

@@ -55,7 +55,7 @@ from powerplane.lifecycle.phases import park_phase
 from powerplane.lifecycle.ports import Ports, build_ports
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
-from powerplane.lifecycle.store import AlreadyActive, Conflict, NotFound, Store
+from powerplane.lifecycle.store import AlreadyActive, ConcurrentChange, Conflict, NotFound, Store
 
 __all__ = ["Lifecycle", "NotResolvable", "NotReturnable", "default_actor"]
 
@@ -308,7 +308,7 @@ class Lifecycle:
             for extra in records[1:]:
                 self.store.append_audit(extra)
             return m
-        raise Conflict(f"maintenance of {node} kept changing; try again")
+        raise ConcurrentChange(f"maintenance of {node} kept changing; try again")
 
     def abandon(self, node: str, ceremony: Ceremony) -> NodeMaintenance:
         """Abandon the node's active maintenance; it returns through ``Returning``."""
@@ -328,7 +328,7 @@ class Lifecycle:
                 return self.store.update(m, record)
             except Conflict:
                 continue
-        raise Conflict(f"maintenance of {node} kept changing; try again")
+        raise ConcurrentChange(f"maintenance of {node} kept changing; try again")
 
     def resolve(self, node: str, ceremony: Ceremony, applied: bool) -> NodeMaintenance:
         """A person settles the dispatch evidence could not tell (``servers:maintenance-resolve``).
@@ -378,7 +378,7 @@ class Lifecycle:
                 return self.store.update(m, record)
             except Conflict:
                 continue
-        raise Conflict(f"maintenance of {node} kept changing; try again")
+        raise ConcurrentChange(f"maintenance of {node} kept changing; try again")
 
     # -- reconcile ---------------------------------------------------------------------------
     async def reconcile(self, name: str) -> Result:

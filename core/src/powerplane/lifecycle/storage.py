@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from powerplane.errors import PowerplaneError
+from powerplane.errors import LifecycleError
 from powerplane.lifecycle.evacuation import EvacuationHook, Write, hook_for
 from powerplane.lifecycle.settings import SimulatedStorageConfig
 
@@ -24,7 +24,7 @@ __all__ = ["NoStorage", "SimulatedStorage", "StorageError", "StoragePort", "appl
 log = logging.getLogger("powerplane.lifecycle.storage")
 
 
-class StorageError(PowerplaneError):
+class StorageError(LifecycleError):
     """The storage system refused a write or could not be read."""
 
 

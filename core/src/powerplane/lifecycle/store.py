@@ -1,8 +1,10 @@
 """The embedded store: SQLite, one row per maintenance plus an append-only audit table.
 
 Every write of a maintenance names the resource version it read; a write that finds
-another version raises :class:`Conflict` (optimistic concurrency, so several runners may
-reconcile at once). A partial unique index keeps one active maintenance per node.
+another version raises the private signal :class:`_Conflict` (optimistic concurrency, so
+several runners may reconcile at once): the writer reads again and retries; it never
+reaches a person (one that retrying does not settle is :class:`ConcurrentChange`).
+A partial unique index keeps one active maintenance per node.
 The database runs in WAL mode, so a process killed at any point loses nothing committed.
 
 A store that cannot be used (not an SQLite file, a directory, read-only, under a regular
@@ -19,11 +21,11 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from powerplane.errors import PowerplaneError
+from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance, Phase
 
-__all__ = ["AlreadyActive", "Conflict", "NotFound", "Store", "StoreError"]
+__all__ = ["AlreadyActive", "ConcurrentChange", "NotFound", "Store", "StoreError"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS maintenance (
@@ -52,13 +54,26 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 
-class Conflict(PowerplaneError):
-    """Another writer changed the maintenance since it was read."""
+class _Conflict(Exception):
+    """Signal: another writer changed the maintenance since it was read; read again, retry.
+
+    Not an error of the tree (not a :class:`~powerplane.errors.PowerplaneError`): the
+    service and the reconciler retry on it, and never show it to a person.
+    """
+
+
+Conflict = _Conflict
+"""The signal's name where the service, the reconciler and tests import it."""
+
+
+class ConcurrentChange(LifecycleError):
+    """Other writers kept changing the maintenance and retrying did not settle: nothing was
+    recorded; try again (exit 1)."""
 
     exit_code = 1
 
 
-class AlreadyActive(PowerplaneError):
+class AlreadyActive(LifecycleError):
     """The node already has an active maintenance."""
 
     exit_code = 2
@@ -69,13 +84,13 @@ class AlreadyActive(PowerplaneError):
         super().__init__(f"node {node} already has an active maintenance: {name}")
 
 
-class NotFound(PowerplaneError):
+class NotFound(LifecycleError):
     """No such maintenance (or no maintenance for that node)."""
 
     exit_code = 2
 
 
-class StoreError(PowerplaneError):
+class StoreError(LifecycleError):
     """The lifecycle store cannot be opened, read or written; names the file and the cause."""
 
     exit_code = 1
@@ -186,12 +201,13 @@ class Store:
                 active = self.active_for(m.node)
                 if active is not None:
                     raise AlreadyActive(m.node, active.name) from exc
-                raise Conflict(f"maintenance {m.name} already exists") from exc
+                raise ConcurrentChange(f"maintenance {m.name} already exists; try again") \
+                    from exc
         self._written(m)
         return m
 
     def update(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
-        """Write ``m`` if its version is still current; bumps the version. Raises Conflict.
+        """Write ``m`` if its version is still current; bumps the version. Raises ``_Conflict``.
 
         A store that cannot be written raises :class:`StoreError` (the version is kept).
         """
@@ -211,14 +227,14 @@ class Store:
                     )
                     if cur.rowcount != 1:
                         self.db.execute("ROLLBACK")
-                        raise Conflict(f"maintenance {m.name} changed since version {expected}")
+                        raise _Conflict(f"maintenance {m.name} changed since version {expected}")
                     if audit is not None:
                         self._insert_audit(audit)
                     self.db.execute("COMMIT")
                 except sqlite3.IntegrityError as exc:
                     self.db.execute("ROLLBACK")
-                    raise Conflict(f"maintenance {m.name} could not be written: {exc}") from exc
-        except (Conflict, StoreError):
+                    raise _Conflict(f"maintenance {m.name} could not be written: {exc}") from exc
+        except (_Conflict, StoreError):
             m.resource_version = expected
             raise
         self._written(m)
