@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import socket
 import struct
-import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from powerplane.demo import DemoChannel, DemoPeer
+from powerplane.testing import Peer, PeerNotReady, StartedPeer, Subprocess, free_port, wait_ready
 
-__all__ = ["IPMI_SIM", "PEER", "IpmiSim", "IpmiSimMissing", "free_udp_port"]
+__all__ = ["IPMI_SIM", "PEER", "USERS", "IpmiSim", "IpmiSimMissing"]
 
 IPMI_SIM = "ipmi_sim"
 """The simulator's executable (Debian package ``openipmi``)."""
@@ -86,14 +84,6 @@ class IpmiSimMissing(RuntimeError):
     """``ipmi_sim`` is not installed (install the Debian package ``openipmi``)."""
 
 
-def free_udp_port(host: str = "127.0.0.1") -> int:
-    """A UDP port nothing is bound to right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 class IpmiSim:
     """One ``ipmi_sim`` BMC with one simulated machine, on loopback.
 
@@ -114,7 +104,7 @@ class IpmiSim:
             user: f"pp-{secrets.token_hex(6)}" for user in USERS}
         """Each account's password (random per peer; at most 20 bytes, IPMI's limit)."""
         self._initial_power = power
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Subprocess | None = None
 
     # -- files -----------------------------------------------------------------------------------
     @property
@@ -178,32 +168,29 @@ class IpmiSim:
 
     # -- process --------------------------------------------------------------------------------
     def start(self, timeout: float = 15.0) -> IpmiSim:
-        """Start ``ipmi_sim`` on a free UDP port; return once it answers a sessionless probe."""
+        """Start ``ipmi_sim`` on a free UDP port; return once it answers a sessionless probe.
+
+        The port is chosen free a moment before ``ipmi_sim`` binds it; if another process
+        takes it first, a new port is tried (up to five times).
+        """
         exe = shutil.which(IPMI_SIM)
         if exe is None:
             raise IpmiSimMissing("ipmi_sim is not installed: install the Debian package "
                                  "'openipmi' (apt-get install openipmi)")
-        last = "did not answer"
+        last: Exception | None = None
         for _ in range(5):
-            self.port = free_udp_port(self.host)
+            self.port = free_port("udp", self.host)
             conf = self._write()
-            log = (self.workdir / "ipmi_sim.log").open("wb")
-            self.proc = subprocess.Popen(
-                [exe, "-c", str(conf), "-f", str(self.workdir / "sim.emu"),
-                 "-s", str(self.workdir / "state"), "-n"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.workdir)
-            log.close()
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    last = f"exited with {self.proc.returncode}"
-                    break
-                if self._answers():
-                    return self
-                time.sleep(0.02)
-            self.stop()
-        raise RuntimeError(f"ipmi_sim {last} (see {self.workdir / 'ipmi_sim.log'})")
+            self.proc = Subprocess(
+                [exe, "-c", conf, "-f", self.workdir / "sim.emu", "-s", self.workdir / "state",
+                 "-n"], cwd=self.workdir, log=self.workdir / "ipmi_sim.log")
+            try:
+                wait_ready(self._answers, timeout, f"ipmi_sim on udp {self.address}", self.proc)
+                return self
+            except PeerNotReady as exc:
+                last = exc
+                self.stop()
+        raise RuntimeError(f"ipmi_sim did not start: {last}")
 
     def _answers(self) -> bool:
         from powerplane_ipmi.channel import sessionless
@@ -216,16 +203,10 @@ class IpmiSim:
         return code == 0
 
     def stop(self) -> None:
-        """Stop the simulator by its process handle (terminate, then kill)."""
+        """Stop the simulator (and any chassis script it runs) by its own process handle."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        if proc is not None:
+            proc.stop()
 
     def __enter__(self) -> IpmiSim:
         return self.start()
@@ -288,7 +269,7 @@ class IpmiSim:
             sess.logout()
 
 
-def start(where: Path) -> DemoChannel:
+def start(where: Path) -> StartedPeer:
     """Two ``ipmi_sim`` BMCs for the demo; the channel logs in as the operator account."""
     shared = {user: f"pp-{secrets.token_hex(6)}" for user in USERS}
     sims = [IpmiSim(where / f"bmc{i}", soft_off_delay_s=0.5, name=f"demo{i}", passwords=shared)
@@ -306,7 +287,7 @@ def start(where: Path) -> DemoChannel:
         for sim in sims:
             sim.stop()
 
-    return DemoChannel(
+    return StartedPeer(
         config={"type": "ipmi", "username": "oper",
                 "password": {"file": str(sims[0].secret_file("oper"))},
                 "shutdown": "graceful", "reboot": "force",
@@ -319,5 +300,5 @@ def start(where: Path) -> DemoChannel:
     )
 
 
-PEER = DemoPeer(name="ipmi", role="bmc", start=start)
+PEER = Peer(name="ipmi", role="bmc", start=start)
 """The IPMI peer of ``powerplane demo`` (plays the BMC role with ``--only ipmi,...``)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from powerplane import ChannelType, hookimpl
-from powerplane.demo import DemoPeer
+from powerplane.testing import Peer
 from powerplane_ipmi.channel import IpmiChannel
 from powerplane_ipmi.config import IpmiConfig, parse_target
 
@@ -40,7 +40,7 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
 
 
 @hookimpl
-def register_demo_peers(register: Callable[[DemoPeer], None]) -> None:
+def register_demo_peers(register: Callable[[Peer], None]) -> None:
     """Offer OpenIPMI's ``ipmi_sim`` to ``powerplane demo``."""
     from powerplane_ipmi.peer import PEER
 
