@@ -311,6 +311,20 @@ def _session_class(suite: int | None, allow_v15: bool) -> type[Any]:
                     self.attemptedhash = want
                 return super()._open_rmcpplus_request()
 
+            def _got_rakp2(self, data: Any) -> Any:
+                out = super()._got_rakp2(data)
+                if getattr(self, "sessioncontext", "") == "FAILED":
+                    # RAKP 2 did not verify (wrong password): tell the BMC in RAKP 3 (status
+                    # 0Fh, invalid integrity check value) so it frees the session slot it
+                    # allocated at Open Session; pyghmi just walks away
+                    self.rmcptag += 1
+                    self.send_payload(
+                        payload=bytearray([self.rmcptag, 0x0F, 0, 0])
+                        + struct.pack("<I", self.pendingsessionid),
+                        payload_type=pyghmi_session.constants.payload_types["rakp3"],
+                        retry=False)
+                return out
+
             def _get_session_challenge(self) -> Any:
                 if not allow_v15:
                     self.onlogon({"error": "the BMC offers IPMI 1.5 only: refused (set "
@@ -437,6 +451,12 @@ class IpmiChannel:
             sess = cls(addr.host, cfg.username, password, port=addr.port, kg=kg,
                        privlevel=cfg.privilege.level, keepalive=False)
         except Exception as exc:
+            # the failed login stays in pyghmi's table under these credentials and would be
+            # handed back, dead, to the next attempt
+            table = cls.initting_sessions
+            for key in [k for k in list(table) if (k[0], k[1], k[3]) ==
+                        (addr.host, cfg.username, addr.port)]:
+                table.pop(key, None)
             raise self._err(exc, addr, stage="login") from None
         finally:
             del password, kg
