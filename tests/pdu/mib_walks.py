@@ -9,7 +9,13 @@ vendors, not against themselves. Sources (MIB files as carried by public collect
 * ATEN-PE-CFG v1.1.115: librenms/librenms ``mibs/aten/ATEN-PE-CFG``
 * CPS-MIB, EATON-EPDU-MIB, PDU2-MIB (Raritan), Sentry3-MIB, Sentry4-MIB,
   Baytech-MIB-401-4: DotZero24/pysnmp-mibs ``mibs/<vendor>/<name>``
+* VERTIV-V5-MIB (Vertiv/Geist, enterprise 21239) rev 202007200000Z: DotZero24/pysnmp-mibs
+  ``mibs/geist/VERTIV-V5-MIB`` (the outlet objects are the same in rev 202001070000Z,
+  librenms/librenms ``mibs/vertiv/VERTIV-V5-MIB``)
 * a recorded AP7900B: librenms/librenms ``tests/snmpsim/apc_ap7900b.snmprec``
+
+No Teltronix (enterprise 23620) MIB was found, so no ``teltronix`` entry: that profile is
+withdrawn (``powerplane_pdu.profiles.WITHDRAWN``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["ATEN_ARC", "MIB", "MibOutlets", "apc_walks", "aten_pe16_walk", "mib_walk"]
+__all__ = [
+    "ATEN_ARC",
+    "MIB",
+    "VERTIV_STATES",
+    "VERTIV_SWITCH",
+    "MibOutlets",
+    "apc_walks",
+    "aten_pe16_walk",
+    "mib_walk",
+]
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,11 @@ class MibOutlets:
 ATEN_ARC = {1: 2, 2: 3, 3: 4, 4: 5, 5: 6, 6: 7, 7: 8, 8: 9,
             9: 11, 10: 12, 11: 13, 12: 14, 13: 15, 14: 16, 15: 17, 16: 18}
 ATEN_OUTLET = "1.3.6.1.4.1.21317.1.3.2.2.2.2"
+
+# VERTIV-V5-MIB: vertiv ::= { enterprises 21239 }; v5 ::= { vertiv 5 }; imd ::= { v5 2 };
+# pdu ::= { imd 3 }; pduOutletSwitchTable ::= { pdu 5 }; pduOutletSwitchEntry ::= { table 1 },
+# INDEX { pduOutletSwitchIndex } (Integer32 1..100)
+VERTIV_SWITCH = "1.3.6.1.4.1.21239.5.2.3.5.1"
 
 MIB: dict[str, MibOutlets] = {
     # rPDUOutletControlOutletCommand { rPDUOutletControlEntry 4 }, entry = ...12.3.3.1.1:
@@ -116,9 +136,21 @@ MIB: dict[str, MibOutlets] = {
         lambda n: f"1.3.6.1.4.1.13742.6.4.1.2.1.3.1.{n}",
         lambda n: f"1.3.6.1.4.1.13742.6.4.1.2.1.2.1.{n}", 1,
         lambda n: f"1.3.6.1.4.1.13742.6.4.1.2.1.2.1.{n}", 0, 7, 8),
+    # pduOutletSwitchState { entry 4 } on(1) off(2); pduOutletSwitchControl { entry 6 }
+    # on(2) off(4) (a GET of the control column returns none(8): it is never read back)
+    "vertiv-geist": MibOutlets(
+        "VERTIV-V5-MIB pduOutletSwitchState / pduOutletSwitchControl",
+        lambda n: f"{VERTIV_SWITCH}.4.{n}",
+        lambda n: f"{VERTIV_SWITCH}.6.{n}", 2,
+        lambda n: f"{VERTIV_SWITCH}.6.{n}", 4, 1, 2),
 }
-"""Profiles checked against their MIB. Not here: teltronix and vertiv-geist (no MIB text
-for their outlet objects was at hand)."""
+"""Profiles checked against their MIB (every built-in profile)."""
+
+VERTIV_STATES = {1: "on", 2: "off", 3: "transition", 4: "transition", 5: "transition",
+                 6: "transition", 7: "unknown"}
+"""VERTIV-V5-MIB pduOutletSwitchState: on(1), off(2), on2off(3) and off2on(4) (a delayed
+switch pending), rebootOn(5) and rebootOff(6) (a reboot cycle), unavailable(7) ("Cannot get
+outlet state")."""
 
 
 def _key(line: str) -> tuple[int, ...]:

@@ -4,17 +4,19 @@ Expected OIDs and values come from ``mib_walks.MIB`` (written from the MIB text)
 walks built from it, never from ``powerplane_pdu.profiles``; each write is checked by
 reading the device's own objects with a plain SNMP GET, so a write that landed on the
 wrong outlet shows. Also: the ATEN PE's irregular outlet arcs, readback after a write
-that the PDU did not apply, and ``profile: auto`` on real APC product identifiers.
+that the PDU did not apply, ``profile: auto`` on real APC product identifiers, the
+Vertiv/Geist outlet range and status values, and the withdrawn Teltronix profile (no MIB).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from mib_walks import ATEN_ARC, ATEN_OUTLET, MIB, SPDU_CTL
-from pdu_peers import SnmpSim
+from mib_walks import ATEN_ARC, ATEN_OUTLET, MIB, SPDU_CTL, VERTIV_STATES, VERTIV_SWITCH
+from pdu_peers import AUTH_KEY, PRIV_KEY, SnmpSim
 from pysnmp.hlapi.v3arch.asyncio import (
     CommunityData,
     ContextData,
@@ -27,8 +29,9 @@ from pysnmp.hlapi.v3arch.asyncio import (
 )
 from pysnmp.proto.rfc1902 import Integer32
 
-from powerplane import ChannelTimeout, ConfigError, OutcomeUnknown, PowerState
-from powerplane_pdu import PROFILES, PduChannel, parse_target
+from powerplane import ChannelTimeout, ConfigError, OutcomeUnknown, PowerState, parse_config
+from powerplane_pdu import PROFILES, PduChannel, detect, parse_target
+from powerplane_pdu.profiles import WITHDRAWN, get_profile
 
 
 async def snmp(sim: SnmpSim, community: str, oids: list[str],
@@ -75,6 +78,22 @@ def test_aten_outlets_1_to_16_map_to_outlet1status_to_outlet16status() -> None:
     assert aten.oid(aten.state_oid, 42) == f"{ATEN_OUTLET}.44.0"  # outlet42Status, the last
     with pytest.raises(ValueError, match="no outlet 43"):
         aten.oid(aten.state_oid, 43)
+
+
+def test_vertiv_geist_outlets_are_pduoutletswitchindex_1_to_100() -> None:
+    geist = PROFILES["vertiv-geist"]
+    # INDEX { pduOutletSwitchIndex }, Integer32(1..100): the outlet number, no PDU arc
+    assert geist.oid(geist.state_oid, 1) == f"{VERTIV_SWITCH}.4.1"
+    assert geist.oid(geist.off_oid, 100) == f"{VERTIV_SWITCH}.6.100"
+    for outlet in (0, 101):
+        with pytest.raises(ValueError, match=f"no outlet {outlet}"):
+            geist.oid(geist.on_oid, outlet)
+
+
+def test_vertiv_geist_status_values_are_pduoutletswitchstate() -> None:
+    geist = PROFILES["vertiv-geist"]
+    assert {v: geist.state_of(v).value for v in VERTIV_STATES} == VERTIV_STATES
+    assert geist.state_of(8).value == "unknown"  # pduOutletSwitchControl's none(8) is no state
 
 
 # -- write values and status values, against walks written from the MIB ----------------------
@@ -227,3 +246,67 @@ async def test_no_set_leaves_once_the_host_gave_up_on_the_call(
         _GATE.reset(token)
     assert ch.requests() == 0
     assert await snmp(snmpsim, community, [MIB["cyberpower"].state(1)]) == [1]  # still on
+
+
+# -- teltronix: no Teltronix MIB found, so the profile is withdrawn --------------------------
+# Enterprise 23620 is Teltronix Ltd (IANA). The only description of its outlet object is
+# Ironic's driver ("1.3.6.1.4.1.23620.1.2.2.1.4 Outlet Power, 1=Off, 2=On"); this device
+# answers exactly that, so a profile that trusted it would switch here.
+TELTRONIX_POWER = "1.3.6.1.4.1.23620.1.2.2.1.4"
+
+
+@pytest.fixture(scope="module")
+def teltronix_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SnmpSim]:
+    """An snmpsim of its own: a device at enterprise 23620 with Ironic's outlet objects."""
+    work = tmp_path_factory.mktemp("teltronix")
+    data = work / "data"
+    data.mkdir()
+    lines = ["1.3.6.1.2.1.1.2.0|6|1.3.6.1.4.1.23620.1",
+             *(f"{TELTRONIX_POWER}.{n}|2:pduoutlet|value=2" for n in range(1, 5))]
+    (data / "rec-teltronix.snmprec").write_text("\n".join(lines) + "\n")
+    sim = SnmpSim(data, work, AUTH_KEY, PRIV_KEY)
+    sim.start()
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+def test_teltronix_is_withdrawn_naming_why() -> None:
+    assert "teltronix" not in PROFILES
+    with pytest.raises(KeyError, match="could not be checked against a Teltronix MIB"):
+        get_profile("teltronix")
+    assert "switch the wrong outlet" in WITHDRAWN["teltronix"]
+    found = detect("1.3.6.1.4.1.23620.1")
+    assert found is not None and found.candidates == ()
+    assert "withdrawn" in found.what
+
+
+def test_a_config_naming_teltronix_is_refused_at_load(tmp_path: Path) -> None:
+    community = tmp_path / "community"
+    community.write_text("private\n")
+    cfg = {"channels": {"rack": {"type": "pdu", "protocol": "snmp", "profile": "teltronix",
+                                 "host": "127.0.0.1", "community": {"file": str(community)}}},
+           "nodes": {"n1": {"channels": [{"channel": "rack", "target": {"outlets": [1]}}]}}}
+    with pytest.raises(ConfigError) as info:
+        parse_config(cfg)
+    assert "channels.rack" in str(info.value) and "'teltronix'" in str(info.value)
+
+
+async def test_auto_on_a_teltronix_refuses_and_writes_nothing(
+    teltronix_sim: SnmpSim,
+    tmp_path: Path,
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    community = tmp_path / "community"
+    community.write_text("rec-teltronix\n")
+    ch = channel_for({"protocol": "snmp", "profile": "auto", "host": "127.0.0.1",
+                      "port": teltronix_sim.port, "community": {"file": str(community)},
+                      "timeout_s": 0.5, "retries": 0, "reboot_delay_s": 0})
+    with pytest.raises(ConfigError) as info:
+        await ch.shutdown(parse_target({"outlets": [2]}))
+    text = str(info.value)
+    assert "channels.rack.profile" in text and "Teltronix Ltd" in text and "withdrawn" in text
+    assert ch.requests() == 1  # the sysObjectID GET; no SET
+    outlets = [f"{TELTRONIX_POWER}.{n}" for n in range(1, 5)]
+    assert await snmp(teltronix_sim, "rec-teltronix", outlets) == [2, 2, 2, 2]

@@ -21,6 +21,7 @@ from types import MappingProxyType
 __all__ = [
     "PRODUCTS",
     "PROFILES",
+    "WITHDRAWN",
     "LoadUnit",
     "OutletState",
     "Product",
@@ -32,6 +33,10 @@ __all__ = [
 IRONIC = "openstack/ironic ironic/drivers/modules/snmp.py @225147672"
 POWERNET = "APC PowerNet-MIB v4.2.6 (librenms/librenms mibs/apc/PowerNet-MIB)"
 ATEN_PE = "ATEN-PE-CFG v1.1.115 (librenms/librenms mibs/aten/ATEN-PE-CFG)"
+VERTIV_V5 = (
+    "VERTIV-V5-MIB rev 202007200000Z (DotZero24/pysnmp-mibs mibs/geist/VERTIV-V5-MIB; the same "
+    "outlet objects in rev 202001070000Z, librenms/librenms mibs/vertiv/VERTIV-V5-MIB)"
+)
 
 # PowerNet-MIB: masterSwitch ::= { system 4 } = apc(318).products(1).system(3).4; the
 # product identifiers a MasterSwitch / Rack PDU answers as sysObjectID sit under it.
@@ -231,18 +236,6 @@ _ENTRIES: tuple[Profile, ...] = (
         sys_object_id="1.3.6.1.4.1.534",
     ),
     Profile(
-        name="teltronix",
-        vendor="Teltronix PDU",
-        source=f"{IRONIC} SNMPDriverTeltronix (Outlet Power: 1 off, 2 on)",
-        on_oid="1.3.6.1.4.1.23620.1.2.2.1.4.{outlet}",
-        on_value=2,
-        off_oid="1.3.6.1.4.1.23620.1.2.2.1.4.{outlet}",
-        off_value=1,
-        state_oid="1.3.6.1.4.1.23620.1.2.2.1.4.{outlet}",
-        state_values={1: _OFF, 2: _ON},
-        sys_object_id="1.3.6.1.4.1.23620",
-    ),
-    Profile(
         name="baytech-mrp27",
         vendor="Baytech MRP27 (unit 1)",
         source=f"{IRONIC} SNMPDriverBaytechMRP27 (0 off, 1 on)",
@@ -296,22 +289,52 @@ _ENTRIES: tuple[Profile, ...] = (
         load_unit=LoadUnit.WATTS,
         sys_object_id="1.3.6.1.4.1.13742.6",
     ),
+    # VERTIV-V5-MIB (Ironic's "GEIST-V5-MIB"): vertiv MODULE-IDENTITY ::= { enterprises 21239 };
+    # v5 ::= { vertiv 5 }; imd ::= { v5 2 }; pdu ::= { imd 3 };
+    # pduOutletSwitchTable ::= { pdu 5 }; pduOutletSwitchEntry ::= { pduOutletSwitchTable 1 }
+    # = 1.3.6.1.4.1.21239.5.2.3.5.1, INDEX { pduOutletSwitchIndex } (Integer32 1..100): one
+    # arc, the outlet number, no PDU index. Columns:
+    #   pduOutletSwitchState { entry 4 } read-only: on(1), off(2), on2off(3), off2on(4),
+    #     rebootOn(5), rebootOff(6), unavailable(7) ("Cannot get outlet state": unknown)
+    #   pduOutletSwitchControl { entry 6 } read-write: cancel(1), on(2), onAfterDelay(3),
+    #     off(4), offAfterDelay(5), reboot(6), rebootAfterDelay(7), none(8); a GET returns
+    #     none(8), so the state column is read back, never this one.
+    # Older Geist firmware is another tree that this profile does not drive (such an agent
+    # answers no such object here, so nothing is switched): GEIST-MIB-V3 ctrlOutletTable
+    # ::= { geistV3 16 } = 1.3.6.1.4.1.21239.2.16, ctrlOutletStatus reading 0 off / 1 on and
+    # taking 1 on / 3 off; GEIST-V4-MIB (watchdog100, 21239.5.1) has no outlet table.
     Profile(
         name="vertiv-geist",
-        vendor="Vertiv Geist NU30017L/NU30019L (GEIST-V5-MIB ctrlOutlet)",
-        source=f"{IRONIC} SNMPDriverVertivGeistPDU: ctrlOutletStatus .4 (on 1, off 2, "
-        "on2off 3, off2on 4), ctrlOutletAction .6 (on 2, off 4)",
+        vendor="Vertiv Geist rPDU, e.g. NU30017L/NU30019L (VERTIV-V5-MIB pduOutletSwitchTable)",
+        source=f"{VERTIV_V5} pduOutletSwitchState .5.1.4 (on 1, off 2, on2off 3, off2on 4, "
+        "rebootOn 5, rebootOff 6), pduOutletSwitchControl .5.1.6 (on 2, off 4), "
+        f"INDEX pduOutletSwitchIndex 1..100; matches {IRONIC} SNMPDriverVertivGeistPDU",
         on_oid="1.3.6.1.4.1.21239.5.2.3.5.1.6.{outlet}",
         on_value=2,
         off_oid="1.3.6.1.4.1.21239.5.2.3.5.1.6.{outlet}",
         off_value=4,
         state_oid="1.3.6.1.4.1.21239.5.2.3.5.1.4.{outlet}",
         state_values={1: _ON, 2: _OFF, 3: _TR, 4: _TR, 5: _TR, 6: _TR},
+        index_ranges=((1, 100, 0),),
     ),
 )
 
 PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in _ENTRIES})
 """Every built-in profile by name."""
+
+# Teltronix Ltd holds enterprise 23620 (IANA enterprise-numbers). Ironic's
+# SNMPDriverTeltronix wrote 1.3.6.1.4.1.23620.1.2.2.1.4.<outlet> ("Outlet Power", 1 off,
+# 2 on), but no Teltronix MIB is in the collections searched (librenms/librenms,
+# DotZero24/pysnmp-mibs) nor anywhere else found: which table that column is in, how its
+# rows are indexed (outlet, or unit.outlet) and what its values mean cannot be checked, and
+# a wrong index switches another machine's outlet. No such profile until the MIB is found.
+_TELTRONIX = (
+    "withdrawn: its outlet object (1.3.6.1.4.1.23620.1.2.2.1.4, from Ironic's driver) could "
+    "not be checked against a Teltronix MIB, and an unverified index could switch the wrong "
+    "outlet; use a profile checked against its vendor's MIB, or the redfish protocol"
+)
+WITHDRAWN: Mapping[str, str] = MappingProxyType({"teltronix": _TELTRONIX})
+"""Profile names that once existed and were removed, with why (for error messages)."""
 
 
 def get_profile(name: str) -> Profile:
@@ -319,6 +342,8 @@ def get_profile(name: str) -> Profile:
     try:
         return PROFILES[name]
     except KeyError:
+        if name in WITHDRAWN:
+            raise KeyError(f"PDU profile {name!r} is {WITHDRAWN[name]}") from None
         valid = ", ".join(sorted(PROFILES))
         raise KeyError(f"unknown PDU profile {name!r}; expected auto or one of: {valid}") from None
 
@@ -367,7 +392,9 @@ PRODUCTS: tuple[Product, ...] = (
     Product("1.3.6.1.4.1.21317", ("aten",), "ATEN (enterprise 21317)", probe=True),
     Product("1.3.6.1.4.1.3808", ("cyberpower",), "CyberPower (CPS-MIB)"),
     Product("1.3.6.1.4.1.534", ("eaton-epdu",), "Eaton (EATON-EPDU-MIB)"),
-    Product("1.3.6.1.4.1.23620", ("teltronix",), "Teltronix"),
+    Product("1.3.6.1.4.1.23620", (), "Teltronix Ltd (enterprise 23620), whose profile "
+            "teltronix is withdrawn: its outlet objects could not be checked against a "
+            "Teltronix MIB"),
     Product("1.3.6.1.4.1.13742.6", ("raritan-pdu2",), "Raritan PX2/PX3 (PDU2-MIB)"),
 )
 """What ``profile: auto`` knows, longest matching prefix first wins."""
