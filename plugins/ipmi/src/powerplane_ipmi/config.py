@@ -12,7 +12,14 @@ import re
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from powerplane import SecretRef
 
@@ -92,7 +99,7 @@ class IpmiConfig(BaseModel):
     suites the BMC offers; even with ``allow_insecure`` this channel never opens it, since
     pyghmi implements suites 3 and 17 only.
     """
-    allow_insecure: bool = False
+    allow_insecure: StrictBool = False
     """Accept an IPMI 1.5 session (MD5 challenge, no confidentiality) on a BMC that offers
     no IPMI 2.0; logs a warning naming the risk. Off by default: such sessions are refused."""
     shutdown: ShutdownMode = ShutdownMode.GRACEFUL

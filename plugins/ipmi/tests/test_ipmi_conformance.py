@@ -1,0 +1,84 @@
+"""The conformance suite against the ipmi plugin on both peers, default settings.
+
+The network negatives the suite builds from a channel config key (closed port, silent
+server) do not apply: an IPMI channel's address is each node's target, not a channel key,
+and the suite's fakes are TCP. test_ipmi_sim.py proves both over UDP instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import need_ipmi_sim
+
+from powerplane_conformance import ConformanceSuite
+from powerplane_ipmi.peer import IpmiSim
+from powerplane_ipmi.testing import PyghmiBmc
+
+VERBS = ["reboot", "shutdown", "power-on"]
+
+
+def target(peers: list[Any]) -> dict[str, Any]:
+    return {
+        "channels": {"bmc": {
+            "type": "ipmi", "username": "oper",
+            "password": {"file": str(peers[0].secret_file("oper"))}}},
+        "nodes": {f"n{i}": {"channels": [{"channel": "bmc", "target": p.address}]}
+                  for i, p in enumerate(peers)},
+        "limits": {"timeout_s": 30},
+        "conformance": {
+            "allow_destructive": True, "settle_timeout_s": 10, "repeat": 2,
+            "expected_capabilities": {"bmc": {"reboot": "hard", "shutdown": "graceful",
+                                              "power-on": "hard"}},
+            "negative": {"bmc": {"secret_key": "password"}},
+        },
+    }
+
+
+@pytest.mark.slow
+class TestIpmiSimConformance(ConformanceSuite):
+    """Every check against two ipmi_sim BMCs (one machine each)."""
+
+    conformance_subjects = ("n0", "n1")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def conformance_target(cls, tmp_path_factory: pytest.TempPathFactory
+                           ) -> Iterator[dict[str, Any]]:
+        need_ipmi_sim()
+        shared = {"oper": "pp-conf-" + tmp_path_factory.getbasetemp().name[-6:],
+                  "usr": "pp-conf-u", "admin": "pp-conf-a"}
+        base = Path(tmp_path_factory.mktemp("conf-sim"))
+        sims = [IpmiSim(base / f"b{i}", passwords=shared) for i in (0, 1)]
+        try:
+            for s in sims:
+                s.start()
+            yield target(sims)
+        finally:
+            for s in sims:
+                s.stop()
+
+
+@pytest.mark.slow
+class TestPyghmiSimulatorConformance(ConformanceSuite):
+    """Every check against two of pyghmi's BMC simulators."""
+
+    conformance_subjects = ("n0", "n1")
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def conformance_target(cls, tmp_path_factory: pytest.TempPathFactory
+                           ) -> Iterator[dict[str, Any]]:
+        users = {"oper": ("pp-conf-pyghmi", 3), "usr": ("pp-conf-pyghmi-u", 2)}
+        base = Path(tmp_path_factory.mktemp("conf-pyghmi"))
+        bmcs = [PyghmiBmc(base / f"b{i}", users=users) for i in (0, 1)]
+        try:
+            for b in bmcs:
+                b.start()
+            yield target(bmcs)
+        finally:
+            for b in bmcs:
+                b.stop()
