@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from powerplane import SecretRef
-from powerplane_pdu.profiles import PROFILES
+from powerplane_pdu.profiles import PROFILES, WITHDRAWN
 
 __all__ = ["AuthProtocol", "PduChannelConfig", "PduSpec", "PrivProtocol"]
 
@@ -130,6 +130,8 @@ class PduSpec(BaseModel):
         if self.protocol == "snmp":
             if not self.host:
                 raise ValueError("protocol snmp needs 'host'")
+            if self.profile in WITHDRAWN:
+                raise ValueError(f"profile {self.profile!r} is {WITHDRAWN[self.profile]}")
             if self.profile != "auto" and self.profile not in PROFILES:
                 valid = ", ".join(sorted(PROFILES))
                 raise ValueError(
