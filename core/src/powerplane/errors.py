@@ -8,7 +8,7 @@ installed distribution defines a ``PowerplaneError`` subclass this drawing lacks
     │   └── SecretError                   2  a secret reference that cannot be resolved (names it)
     ├── PluginLoadError                   1  a plugin failed to import or to register
     ├── UnknownNode                       2  a node name the deployment does not define
-    ├── UnknownPeer                       2  demo --only names no offered peer (powerplane.demo)
+    ├── UnknownPeer                       2  demo --only names no offered peer (powerplane_demo)
     ├── NotOffered                        3  the recoverability rule withholds the verb (reason)
     ├── NotSupported                      3  a verb the channel does not advertise (no I/O)
     ├── ChannelError                      1  a channel or its device failed (channel, target)
