@@ -61,9 +61,9 @@ def _subjects_from_file(config: pytest.Config) -> list[str] | None:
     if not path:
         return None
     try:
-        from powerplane._yaml import load_yaml
+        from powerplane.config import read_config
 
-        data, _ = load_yaml(Path(path).read_text(encoding="utf-8"), str(path))
+        data, _, _ = read_config(Path(path))  # the file's bounds: size, UTF-8, hostile YAML
     except Exception:
         return None
     if not isinstance(data, dict):

@@ -16,6 +16,11 @@ A target file is a deployment config (channels, nodes, ...) with one more sectio
           address_format: "https://{host}:{port}"
           secret_key: password
           timeout_key: timeout_s
+
+The section is this distribution's, not core's: :func:`load_target` takes it out of the
+file and hands the rest to core's :func:`~powerplane.config.parse_config` (a deployment
+file with a ``conformance:`` section is not a deployment core accepts). Problems of both
+are reported together, each with its path and line.
 """
 
 from __future__ import annotations
@@ -29,11 +34,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from powerplane.capabilities import Verb
-from powerplane.config import Deployment, load_config, parse_config
+from powerplane.config import Deployment, parse_config, read_config
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.plugins import Registry
 
-__all__ = ["ConformanceSettings", "NegativeHints", "Target", "load_target"]
+__all__ = ["ConformanceSettings", "NegativeHints", "Target", "load_target", "split_target"]
 
 SECTION = "conformance"
 
@@ -119,7 +124,17 @@ def _format(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _problems(exc: ValidationError) -> list[ConfigProblem]:
+def _line(lines: Mapping[Any, int], loc: tuple[int | str, ...]) -> int | None:
+    """The line of the value at ``conformance.<loc>``, or of the nearest parent that has one."""
+    path = (SECTION, *loc)
+    while path:
+        if path in lines:
+            return lines[path]
+        path = path[:-1]
+    return None
+
+
+def _problems(exc: ValidationError, lines: Mapping[Any, int]) -> list[ConfigProblem]:
     out = []
     for err in exc.errors(include_input=False, include_url=False):
         msg = err["msg"]
@@ -129,50 +144,64 @@ def _problems(exc: ValidationError) -> list[ConfigProblem]:
             msg = "required key is missing"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
-        out.append(ConfigProblem(_format(tuple(err["loc"])), msg))
+        loc = tuple(err["loc"])
+        out.append(ConfigProblem(_format(loc), msg, _line(lines, loc)))
     return out
 
 
-def validate_settings(deployment: Deployment) -> ConformanceSettings:
-    """Validate the deployment's raw ``conformance`` section against the deployment itself."""
+def split_target(data: Any) -> tuple[Any, Any]:
+    """``(deployment data, the raw conformance section or None)``: the section taken out
+    of a target document, the rest left as it is for core's ``parse_config``."""
+    if not isinstance(data, Mapping):
+        return data, None
+    rest = {k: v for k, v in data.items() if k != SECTION}
+    return rest, data.get(SECTION)
+
+
+def _parse_settings(
+    raw: Any, lines: Mapping[Any, int]
+) -> tuple[ConformanceSettings | None, list[ConfigProblem]]:
+    """The section's own shape, before anything that needs the deployment."""
+    if raw is None:
+        return None, [ConfigProblem(SECTION, "required section is missing: the target file "
+                                             "must say which nodes the suite may act on")]
+    if not isinstance(raw, Mapping):
+        return None, [ConfigProblem(SECTION, "expected a mapping (nodes, allow_destructive, "
+                                             "...)", _line(lines, ()))]
+    try:
+        return ConformanceSettings.model_validate(dict(raw)), []
+    except ValidationError as exc:
+        return None, _problems(exc, lines)
+
+
+def _check_against(
+    settings: ConformanceSettings, deployment: Deployment, lines: Mapping[Any, int]
+) -> list[ConfigProblem]:
+    """What the section names that the deployment does not have."""
     from powerplane_conformance.assertions import ASSERTIONS
 
-    raw = deployment.conformance
-    source = deployment.source
-    if raw is None:
-        raise ConfigError(
-            [ConfigProblem(SECTION, "required section is missing: the target file must say "
-                                    "which nodes the suite may act on")],
-            source=source,
-        )
-    try:
-        settings = ConformanceSettings.model_validate(dict(raw))
-    except ValidationError as exc:
-        raise ConfigError(_problems(exc), source=source) from None
     problems: list[ConfigProblem] = []
+
+    def problem(loc: tuple[int | str, ...], msg: str) -> None:
+        problems.append(ConfigProblem(_format(loc), msg, _line(lines, loc)))
+
     for i, node in enumerate(settings.nodes or []):
         if node not in deployment.nodes:
             known = ", ".join(sorted(deployment.nodes)) or "none"
-            problems.append(ConfigProblem(f"{SECTION}.nodes[{i}]",
-                                          f"unknown node {node!r}; nodes: {known}"))
+            problem(("nodes", i), f"unknown node {node!r}; nodes: {known}")
         elif not deployment.nodes[node].channels:
-            problems.append(ConfigProblem(f"{SECTION}.nodes[{i}]",
-                                          f"node {node!r} has no channel to test"))
+            problem(("nodes", i), f"node {node!r} has no channel to test")
     if settings.nodes is not None and not settings.nodes:
-        problems.append(ConfigProblem(f"{SECTION}.nodes", "expected at least one node"))
+        problem(("nodes",), "expected at least one node")
     for key in ("expected_capabilities", "negative"):
         for name in getattr(settings, key):
             if name not in deployment.channels:
                 known = ", ".join(sorted(deployment.channels)) or "none"
-                problems.append(ConfigProblem(f"{SECTION}.{key}.{name}",
-                                              f"unknown channel {name!r}; channels: {known}"))
+                problem((key, name), f"unknown channel {name!r}; channels: {known}")
     for ident in settings.xfail:
         if ident not in ASSERTIONS:
-            problems.append(ConfigProblem(f"{SECTION}.xfail.{ident}",
-                                          f"unknown assertion id {ident!r}"))
-    if problems:
-        raise ConfigError(problems, source=source)
-    return settings
+            problem(("xfail", ident), f"unknown assertion id {ident!r}")
+    return problems
 
 
 def load_target(
@@ -180,10 +209,24 @@ def load_target(
 ) -> Target:
     """Load a target file (a path) or target data (a mapping) and validate it.
 
-    Raises :class:`~powerplane.errors.ConfigError` with one path-named problem per fault.
+    The ``conformance:`` section is taken out and validated here; the rest is the
+    deployment, validated by core. Raises :class:`~powerplane.errors.ConfigError` with one
+    path-named problem per fault, of the deployment and of the section together.
     """
+    lines: Mapping[Any, int]
     if isinstance(source, Mapping):
-        deployment = parse_config(dict(source), registry=registry, source="<target>")
+        data: Any = dict(source)
+        lines, where = {}, "<target>"
     else:
-        deployment = load_config(Path(source), registry=registry)
-    return Target(deployment, validate_settings(deployment))
+        data, lines, where = read_config(Path(source))
+    rest, raw = split_target(data)
+    settings, problems = _parse_settings(raw, lines)
+    try:
+        deployment = parse_config(rest, registry=registry, source=where, lines=lines)
+    except ConfigError as exc:
+        raise ConfigError([*exc.problems, *problems], source=exc.source) from None
+    if settings is not None:
+        problems += _check_against(settings, deployment, lines)
+    if problems or settings is None:
+        raise ConfigError(problems, source=deployment.source)
+    return Target(deployment, settings)

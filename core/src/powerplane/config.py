@@ -38,6 +38,7 @@ __all__ = [
     "find_config",
     "load_config",
     "parse_config",
+    "read_config",
     "secret_fields",
     "timeouts_field",
 ]
@@ -190,7 +191,6 @@ class _Document(_Strict):
     recovery: Recovery = Field(default_factory=Recovery)
     lifecycle: dict[str, Any] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
-    conformance: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,6 @@ class Deployment:
     recovery: Recovery
     limits: Limits
     lifecycle: Mapping[str, Any]
-    conformance: Mapping[str, Any] | None
     source: str = "<memory>"
     raw: Mapping[str, Any] | None = None
 
@@ -232,6 +231,22 @@ def load_config(
     """Read and validate a deployment file. Raises :class:`ConfigError` with every problem.
 
     The file is read no further than :data:`powerplane._yaml.MAX_BYTES`.
+    """
+    data, lines, source = read_config(path)
+    return parse_config(data, registry=registry, source=source, lines=lines)
+
+
+def read_config(
+    path: str | os.PathLike[str] | None = None,
+) -> tuple[Any, Mapping[Any, int], str]:
+    """Read a config file (found as :func:`find_config` does) under the same bounds as
+    :func:`load_config`, without validating it: ``(data, lines, source)``.
+
+    For a tool whose file is a deployment plus a section of its own (the conformance
+    suite's ``conformance:``): it takes its section out of ``data`` and hands the rest to
+    :func:`parse_config` with ``lines`` and ``source``, so every problem still names its
+    path and line. Unreadable, oversized, non-UTF-8 or hostile files raise
+    :class:`ConfigError`, as in :func:`load_config`.
     """
     file = find_config(path)
     source = str(file)
@@ -263,7 +278,7 @@ def load_config(
             [ConfigProblem("", f"not UTF-8 text (byte {exc.start})", line)], source=source
         ) from None
     data, lines = load_yaml(text, source)
-    return parse_config(data, registry=registry, source=source, lines=lines)
+    return data, lines, source
 
 
 def _model_at(model: Any, loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -529,7 +544,6 @@ def parse_config(
         recovery=sections.get("recovery", Recovery()),
         limits=sections.get("limits", Limits()),
         lifecycle=sections.get("lifecycle", {}),
-        conformance=sections.get("conformance"),
         source=source,
         raw=data,
     )
