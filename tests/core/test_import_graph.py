@@ -144,19 +144,17 @@ def _core_imports_others(graph: dict[str, list[Edge]]) -> list[str]:
     )
 
 
-def _demo_in_core() -> bool:
-    return importlib.util.find_spec("powerplane.demo") is not None
-
-
-@pytest.mark.xfail(_demo_in_core(), strict=True,
-                   reason="demo moves out of core: next step of this issue")
 def test_core_imports_no_other_distribution(graph: dict[str, list[Edge]]) -> None:
     assert _core_imports_others(graph) == []
 
 
-def test_core_imports_nothing_else_but_through_the_demo(graph: dict[str, list[Edge]]) -> None:
-    """Until the demo moves out, it is the only module of core that reaches beyond core."""
-    assert all(v.startswith("powerplane.demo:") for v in _core_imports_others(graph))
+def test_the_demo_is_a_distribution_of_its_own(graph: dict[str, list[Edge]]) -> None:
+    """``powerplane demo`` lives in powerplane-demo, above core, the suite and the plugins."""
+    assert importlib.util.find_spec("powerplane.demo") is None
+    assert any(m.startswith("powerplane_demo.") for m in graph)
+    demo = [ep for ep in importlib.metadata.entry_points(group="powerplane.cli")
+            if ep.name == "demo"]
+    assert [ep.value for ep in demo] == ["powerplane_demo.cli:demo_cmd"]
 
 
 def plugin_violations(graph: dict[str, list[Edge]]) -> list[str]:
@@ -188,7 +186,6 @@ def test_plugins_import_only_the_public_api(graph: dict[str, list[Edge]]) -> Non
 
 
 KNOWN_PLUGIN_VIOLATIONS = frozenset({
-    "powerplane_cloud.demo",
     "powerplane_cloud.ec2",
     "powerplane_cloud.ec2_config",
     "powerplane_cloud.ec2_errors",
@@ -198,14 +195,7 @@ KNOWN_PLUGIN_VIOLATIONS = frozenset({
     "powerplane_cloud.openstack_errors",
     "powerplane_cloud.plugin",
     "powerplane_ipmi.errors",
-    "powerplane_ipmi.plugin",
-    "powerplane_pdu.demo_peer",
-    "powerplane_pdu.plugin",
     "powerplane_pdu.snmp",
-    "powerplane_redfish.demo",
-    "powerplane_redfish.plugin",
-    "powerplane_talos.demo",
-    "powerplane_talos.plugin",
 })
 """Plugin modules that import core beyond the public API today (the next step removes
 them; ``test_plugins_import_only_the_public_api`` passes when this set is empty)."""

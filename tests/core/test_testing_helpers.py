@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.util
 import inspect
 import os
 import signal
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from powerplane import demo, hookspecs, testing
+from powerplane import hookspecs, testing
 from powerplane.testing import (
     Peer,
     PeerNotReady,
@@ -57,12 +58,12 @@ def test_all_is_sorted_and_every_name_resolves() -> None:
         assert getattr(testing, name) is not None
 
 
-def test_peer_types_keep_the_demo_fields_and_old_names() -> None:
+def test_peer_types_keep_the_demo_fields() -> None:
     assert [f.name for f in dataclasses.fields(Peer)] == ["name", "role", "start"]
     assert [f.name for f in dataclasses.fields(StartedPeer)] == [
         "config", "targets", "stop", "description", "power_on_by_hand", "conformance", "pids"]
-    assert demo.DemoPeer is Peer
-    assert demo.DemoChannel is StartedPeer
+    # the old names went with the demo (now powerplane-demo): core has no demo module
+    assert importlib.util.find_spec("powerplane.demo") is None
     assert "Peer" in inspect.signature(hookspecs.register_demo_peers).parameters[
         "register"].annotation
 

@@ -1,9 +1,9 @@
 """The ``powerplane`` command line: a lazy click group.
 
 Built-in commands load on use; more commands come from the entry-point group
-``powerplane.cli`` (each entry point a :class:`click.Command`; the conformance
-distribution adds ``conformance`` and ``new-plugin`` this way). ``--help`` imports
-no plugin and no heavy library.
+``powerplane.cli`` (each entry point a :class:`click.Command`; powerplane-conformance
+adds ``conformance`` and ``new-plugin`` this way, powerplane-demo adds ``demo``).
+``--help`` imports no plugin and no heavy library.
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ BUILTIN: dict[str, tuple[str, str, str]] = {
               "Read a node's power state back through its channels."),
     "maintenance": ("powerplane.cli.maintenance", "maintenance_group",
                     "The node-maintenance lifecycle: request, status, list, run, return, abandon."),
-    "demo": ("powerplane.cli.demo", "demo_cmd",
-             "Walk through the whole framework on loopback peers."),
 }
 
 EXTENSION_GROUP = "powerplane.cli"
@@ -114,9 +112,10 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, spec[2]) for name, spec in BUILTIN.items()]
-        for name in self._extensions():
+        for name, ep in self._extensions().items():
             if name not in BUILTIN:
-                rows.append((name, "(from an installed distribution)"))
+                dist = ep.dist.name if ep.dist is not None else "an installed distribution"
+                rows.append((name, f"(from {dist})"))
         rows.sort()
         with formatter.section("Commands"):
             formatter.write_dl(rows)

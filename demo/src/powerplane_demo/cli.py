@@ -1,4 +1,8 @@
-"""``powerplane demo``."""
+"""``powerplane demo``: registered in the entry-point group ``powerplane.cli`` as ``demo``.
+
+Importing this module stays cheap (click and core's CLI helpers); the walkthrough, the
+plugins and the conformance suite load when the command runs.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ def demo_cmd(keep: bool, only: str | None) -> None:
     succeeded; 1 otherwise, naming what is missing and the command that installs it;
     2 for an unknown --only name.
     """
-    from powerplane.demo import Demo
+    from powerplane_demo.walkthrough import Demo
 
     wanted = {x.strip() for x in only.split(",") if x.strip()} if only is not None else None
     sys.exit(Demo(console(), only=wanted, keep=keep).run())

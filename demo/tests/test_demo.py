@@ -11,8 +11,10 @@ import pytest
 from rich.console import Console
 
 from powerplane import hookimpl
-from powerplane.demo import Demo, DemoChannel, DemoPeer, UnknownPeer, install_hint
 from powerplane.plugins import Registry, load_plugins
+from powerplane.simulated import SimulatedChannel, SimulatedConfig
+from powerplane.testing import Peer, StartedPeer
+from powerplane_demo import Demo, UnknownPeer, install_hint
 
 MARKUP_DESCRIPTION = "an in-memory BMC at [bold]rack[/bold] [/x] for this test"
 MARKUP_ERROR = "port [bold]8443[/bold] already in use [/x]"
@@ -26,10 +28,10 @@ class PeerPlugin:
     stopped: list[str] = []
 
     @hookimpl
-    def register_demo_peers(self, register: Callable[[DemoPeer], None]) -> None:
-        def start_ok(where: Path) -> DemoChannel:
+    def register_demo_peers(self, register: Callable[[Peer], None]) -> None:
+        def start_ok(where: Path) -> StartedPeer:
             (where / "marker").write_text("started")
-            return DemoChannel(
+            return StartedPeer(
                 config={"type": "simulated", "machines": {"a": "on", "b": "on"},
                         "transition_ms": 100},
                 targets=["a", "b"],
@@ -37,16 +39,16 @@ class PeerPlugin:
                 description=MARKUP_DESCRIPTION,
             )
 
-        def start_broken(where: Path) -> DemoChannel:
+        def start_broken(where: Path) -> StartedPeer:
             raise OSError(MARKUP_ERROR)
 
-        def start_needs_bcrypt(where: Path) -> DemoChannel:
+        def start_needs_bcrypt(where: Path) -> StartedPeer:
             # what `import bcrypt` raises when bcrypt is not installed
             raise ModuleNotFoundError("No module named 'bcrypt'", name="bcrypt")
 
-        register(DemoPeer(BMC, "bmc", start_ok))
-        register(DemoPeer("flaky-pdu", "pdu", start_broken))
-        register(DemoPeer("needs-bcrypt", "cloud", start_needs_bcrypt))
+        register(Peer(BMC, "bmc", start_ok))
+        register(Peer("flaky-pdu", "pdu", start_broken))
+        register(Peer("needs-bcrypt", "cloud", start_needs_bcrypt))
 
 
 def demo_registry() -> Registry:
@@ -146,10 +148,96 @@ def test_install_hint_from_a_missing_module() -> None:
 
 
 def test_install_hint_names_a_missing_extra_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
-    import powerplane.demo as demo_mod
+    import powerplane_demo.hints as demo_mod
 
     real = demo_mod._importable
     monkeypatch.setattr(demo_mod, "_importable", lambda name: name != "moto" and real(name))
     hint = install_hint(RuntimeError("moto's server did not start"), "powerplane-cloud")
     assert hint == ("moto (declared by powerplane-cloud[test])",
                     "pip install 'powerplane-cloud[test]'")
+
+
+class InbandPlugin:
+    """One in-band peer (it cannot power on, nor see off), with or without a power button.
+
+    Its machines are simulated; its button is wired to the machines of the host's channel
+    named after the peer (see ``wired``), as a real peer's button is to its mock.
+    """
+
+    pressed: list[str] = []
+    button = True
+    live: list[SimulatedChannel] = []
+
+    @hookimpl
+    def register_demo_peers(self, register: Callable[[Peer], None]) -> None:
+        def press(target: object) -> None:
+            InbandPlugin.pressed.append(str(target))
+            chan = next(c for c in reversed(InbandPlugin.live) if c.name == "inband-test")
+            chan.set_state(str(target), "on")
+
+        def start(where: Path) -> StartedPeer:
+            machines = {f"i{n}": "on" for n in range(5)}
+            return StartedPeer(
+                config={"type": "simulated", "verbs": ["reboot", "shutdown"],
+                        "readback": "on-only", "machines": machines},
+                targets=list(machines),
+                stop=lambda: None,
+                description="an in-band stand-in of this test",
+                power_on_by_hand=press if InbandPlugin.button else None,
+            )
+
+        register(Peer("inband-test", "inband", start))
+
+
+@pytest.fixture
+def wired(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every simulated channel created is known to :class:`InbandPlugin`'s button."""
+    InbandPlugin.live = []
+    real = SimulatedChannel.__init__
+
+    def init(self: SimulatedChannel, name: str, config: SimulatedConfig) -> None:
+        real(self, name, config)
+        InbandPlugin.live.append(self)
+
+    monkeypatch.setattr(SimulatedChannel, "__init__", init)
+
+
+def run_inband_demo(tmp_path: Path, button: bool) -> tuple[int, str]:
+    InbandPlugin.pressed, InbandPlugin.button = [], button
+    reg = demo_registry()
+    reg.add_module("inband-test", InbandPlugin(), distribution="powerplane-talos")
+    out = io.StringIO()
+    demo = Demo(Console(file=out, width=100), only={"inband-test"}, workdir=tmp_path,
+                registry=reg)
+    return demo.run(), flat(out.getvalue())
+
+
+def test_a_person_presses_the_peers_button_and_the_demo_says_what_the_host_reads(
+    tmp_path: Path, wired: None
+) -> None:
+    code, text = run_inband_demo(tmp_path, button=True)
+    assert code == 0, text
+    # the button of the peer that plays the node's channel, for that node's machine
+    assert InbandPlugin.pressed == ["i1"]
+    # what the demo prints is the host's readback after the press
+    assert "talos-attended: a person powered it on at the rack and confirmed it (the host " \
+           "reads it on); return requested" in text
+    assert "talos-attended: Complete" in text
+
+
+def test_a_peer_without_a_button_fails_the_return_instead_of_claiming_a_press(
+    tmp_path: Path,
+) -> None:
+    code, text = run_inband_demo(tmp_path, button=False)
+    assert code == 1, text
+    assert "peer 'inband-test' offers no power button to press by hand" in text
+    assert "a person powered it on" not in text
+    assert "FAILED maintenance: shutdown with PowerOffConfirmed, then return" in text
+
+
+def test_a_stand_in_is_pressed_and_read_back_through_the_host(tmp_path: Path) -> None:
+    code, text = run_demo(tmp_path, only={BMC})
+    assert code == 0, text
+    # the in-band stand-in (on-only readback) sees the machine on once it is pressed
+    assert "talos-attended: a person powered it on at the rack and confirmed it (the host " \
+           "reads it on); return requested" in flat(text)

@@ -1,11 +1,16 @@
-"""``powerplane demo``: the whole framework on loopback peers, in a minute.
+"""The walkthrough of ``powerplane demo``: the whole framework on loopback peers, in a minute.
 
 Peers come from plugins through the optional hook ``register_demo_peers``: each
 :class:`powerplane.testing.Peer` starts a real protocol peer (an emulator, a mock, a
 simulator) in a temporary directory and returns a :class:`powerplane.testing.StartedPeer`
-(``DemoPeer``/``DemoChannel`` here are their old names) — the channel config to use
-against it, a few targets, and how to stop it. A role the installed plugins cannot
+— the channel config to use against it, a few targets, how to stop it, and the
+``conformance:`` settings the suite needs for it. A role the installed plugins cannot
 fill is played by core's ``simulated`` channel, and the output says so.
+
+The demo reads machines only as any user of the host does (``offers``, the lifecycle, the
+host's readback); the one thing it does that no channel can is "a person at the rack
+presses the power button": the peer's ``power_on_by_hand``, or for a stand-in the
+simulated machine's own button (:meth:`SimulatedChannel.set_state`).
 
 Every process a peer starts is stopped by its own handle, and the temporary
 directory removed, on success, failure and Ctrl-C (unless ``--keep``). With ``--keep`` the
@@ -24,10 +29,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +42,8 @@ import yaml
 
 from powerplane.errors import PowerplaneError
 from powerplane.testing import Peer, Role, StartedPeer
+from powerplane_demo.hints import install_hint, peer_distribution
+from powerplane_demo.processes import descendants, process_table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,19 +51,13 @@ if TYPE_CHECKING:
     from powerplane.host import PowerHost
     from powerplane.plugins import Registry
 
-__all__ = ["Demo", "DemoChannel", "DemoPeer", "UnknownPeer", "install_hint"]
+__all__ = ["ROLES", "Demo", "NotStarted", "StepResult", "UnknownPeer"]
 
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 ROLES: tuple[Role, ...] = ("bmc", "inband", "pdu", "cloud")
 STANDIN_MACHINES = 6
 """Machines per stand-in: the deployment uses the first four, the conformance suite the last
 two (so the suite's power changes never touch a machine of the deployment)."""
-
-
-DemoChannel = StartedPeer
-"""The old name of :class:`powerplane.testing.StartedPeer`."""
-DemoPeer = Peer
-"""The old name of :class:`powerplane.testing.Peer`."""
 
 
 SIMULATED_STANDINS: dict[Role, dict[str, Any]] = {
@@ -115,174 +114,6 @@ class UnknownPeer(PowerplaneError):
         super().__init__(f"{what}; the peers are: {valid}")
 
 
-# -- why a peer could not start: the missing package and the command that installs it --------
-_REQ_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-_REQ_EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
-
-
-def _norm(name: str) -> str:
-    """A distribution or module name in its normalised form (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _requirements(dist: str) -> list[tuple[str, str | None]]:
-    """``(name, extra or None)`` for every requirement ``dist`` declares."""
-    from importlib import metadata
-
-    try:
-        lines = metadata.requires(dist) or []
-    except metadata.PackageNotFoundError:
-        return []
-    out: list[tuple[str, str | None]] = []
-    for line in lines:
-        name = _REQ_NAME.match(line)
-        if name is None:
-            continue
-        extra = _REQ_EXTRA.search(line)
-        out.append((_norm(name.group(1)), extra.group(1) if extra else None))
-    return out
-
-
-def _importable(dist_name: str) -> bool:
-    """Whether distribution ``dist_name`` is installed and its top-level modules import."""
-    import importlib.util
-    from importlib import metadata
-
-    try:
-        dist = metadata.distribution(dist_name)
-    except metadata.PackageNotFoundError:
-        return False
-    tops: set[str] = set()
-    top_level = dist.read_text("top_level.txt")
-    if top_level:
-        tops = {t.strip() for t in top_level.splitlines() if t.strip()}
-    else:
-        for f in dist.files or []:
-            first = f.parts[0] if f.parts else ""
-            if first.endswith((".dist-info", ".egg-info", ".data")) or first in ("..", ""):
-                continue
-            if first.endswith(".py"):
-                tops.add(first[:-3])
-            elif len(f.parts) > 1 and f.parts[1] == "__init__.py":
-                tops.add(first)
-    for top in sorted(tops)[:8]:
-        if not top.isidentifier():
-            continue
-        try:
-            if importlib.util.find_spec(top) is None:
-                return False
-        except (ImportError, ValueError):
-            return False
-    return True
-
-
-def _missing_module(exc: BaseException) -> str | None:
-    """The top-level module a ``ModuleNotFoundError`` in ``exc``'s chain could not find."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, ModuleNotFoundError) and cur.name:
-            return cur.name.split(".")[0]
-        cur = cur.__cause__ or cur.__context__
-    return None
-
-
-def install_hint(exc: BaseException, dist: str) -> tuple[str, str | None] | None:
-    """What is missing for a peer of distribution ``dist`` that raised ``exc``, and the
-    command that installs it (None when no declared requirement says which); None when
-    nothing missing can be named.
-
-    A ``ModuleNotFoundError`` names the module; otherwise the requirements of ``dist``'s
-    extras (the ``test`` extra carries the peers) are checked for any that is not installed.
-    """
-    reqs = _requirements(dist) if dist else []
-    module = _missing_module(exc)
-    if module is not None:
-        want = _norm(module)
-        for name, extra in reqs:
-            if name == want or name.replace("-", "") == want.replace("-", ""):
-                pkg = f"{dist}[{extra}]" if extra else dist
-                return (f"the Python package {name!r} (declared by {pkg}) cannot be imported",
-                        f"pip install {shlex.quote(pkg)}")
-        owner = f"a declared requirement of {dist}" if dist else "traced to a distribution"
-        return f"the Python module {module!r} cannot be imported (not {owner})", None
-    by_extra: dict[str, list[str]] = {}
-    for name, extra in reqs:
-        if extra is not None and not _importable(name):
-            by_extra.setdefault(extra, []).append(name)
-    if not by_extra:
-        return None
-    extras = sorted(by_extra)
-    missing = sorted({n for names in by_extra.values() for n in names})
-    pkg = f"{dist}[{','.join(extras)}]"
-    return f"{', '.join(missing)} (declared by {pkg})", f"pip install {shlex.quote(pkg)}"
-
-
-def _peer_distribution(reg: Registry, peer: DemoPeer) -> str:
-    """The distribution of the plugin that offered ``peer`` (\"\" when unknown)."""
-    from importlib import metadata
-
-    dists = {p.name: p.distribution for p in reg.plugins}
-    for impl in reg.manager.hook.register_demo_peers.get_hookimpls():
-        got: list[DemoPeer] = []
-        try:
-            impl.function(register=got.append)
-        except Exception:
-            continue
-        if any(g.name == peer.name for g in got) and dists.get(impl.plugin_name):
-            return dists[impl.plugin_name]
-    top = getattr(peer.start, "__module__", "").split(".")[0]
-    found = metadata.packages_distributions().get(top, [])
-    return found[0] if found else ""
-
-
-# -- the processes a peer leaves running -------------------------------------------------------
-def _process_table() -> dict[int, tuple[int, str]]:
-    """``pid -> (parent pid, state letter)`` of every process visible here."""
-    table: dict[int, tuple[int, str]] = {}
-    proc = Path("/proc")
-    if proc.is_dir() and (proc / "self" / "stat").exists():
-        for entry in proc.iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            rest = stat[stat.rfind(")") + 1:].split()
-            if len(rest) >= 2 and rest[1].isdigit():
-                table[int(entry.name)] = (int(rest[1]), rest[0])
-        return table
-    try:
-        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,stat="], capture_output=True,
-                             text=True, timeout=10, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return table
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[0].isdigit() and parts[1].isdigit():
-            table[int(parts[0])] = (int(parts[1]), parts[2][:1])
-    return table
-
-
-def _descendants(roots: set[int], table: dict[int, tuple[int, str]] | None = None) -> set[int]:
-    """Every live (not zombie) process below ``roots``."""
-    table = _process_table() if table is None else table
-    kids: dict[int, list[int]] = {}
-    for pid, (ppid, state) in table.items():
-        if state != "Z":
-            kids.setdefault(ppid, []).append(pid)
-    found: set[int] = set()
-    todo = list(roots)
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 @dataclass
 class StepResult:
     name: str
@@ -311,7 +142,7 @@ class Demo:
     keep: bool = False
     workdir: Path | None = None
     registry: Registry | None = None
-    started: dict[Role, tuple[str, DemoChannel]] = field(default_factory=dict)
+    started: dict[Role, tuple[str, StartedPeer]] = field(default_factory=dict)
     results: list[StepResult] = field(default_factory=list)
     not_started: list[NotStarted] = field(default_factory=list)
     _sim_hand: Any = None
@@ -426,7 +257,7 @@ class Demo:
                 t0 = time.perf_counter()
                 where = self.workdir / peer.name
                 where.mkdir(parents=True, exist_ok=True)
-                before = _descendants({os.getpid()})
+                before = descendants({os.getpid()})
                 try:
                     chan = peer.start(where)
                 except Exception as exc:
@@ -434,7 +265,7 @@ class Demo:
                     self._log_tails(where)
                     continue
                 if not chan.pids:
-                    chan.pids = sorted(_descendants({os.getpid()}) - before)
+                    chan.pids = sorted(descendants({os.getpid()}) - before)
                 self.started[peer.role] = (peer.name, chan)
                 self.console.print(f"  [green]started[/green] {_esc(peer.name)} "
                                    f"({time.perf_counter() - t0:.1f} s): "
@@ -448,11 +279,11 @@ class Demo:
                 res.ok = False
                 res.note += "; not started: " + ", ".join(n.name for n in self.not_started)
 
-    def _not_started(self, reg: Registry, peer: DemoPeer, exc: Exception) -> None:
+    def _not_started(self, reg: Registry, peer: Peer, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"
         ns = NotStarted(peer.name, error)
         try:
-            hint = install_hint(exc, _peer_distribution(reg, peer))
+            hint = install_hint(exc, peer_distribution(reg, peer))
         except Exception:  # naming the fix must never hide the failure itself
             hint = None
         if hint is not None:
@@ -546,7 +377,7 @@ class Demo:
     async def walk(self, config_path: Path) -> None:
         from powerplane.host import PowerHost
 
-        host = PowerHost.from_config(config_path)
+        host = PowerHost.from_config(config_path, self.registry)
         async with host:
             self.show_offers(host)
             await self.maintenance_reboot(host)
@@ -662,10 +493,11 @@ class Demo:
                 back = Ceremony(reason="demo: PSU replaced, back to service", actor="demo")
                 life.return_to_service("rf-node", back)
                 self.console.print("  rf-node: return requested (power-on through the host)")
-                self._by_hand("inband", host, "talos-attended")
+                reads = await self._by_hand("inband", host, "talos-attended")
                 life.return_to_service("talos-attended", back, machine_on=True)
                 self.console.print("  talos-attended: a person powered it on at the rack and "
-                                   "confirmed it; return requested")
+                                   f"confirmed it (the host reads it {_esc(reads)}); return "
+                                   "requested")
                 await self._drive(life, names, lambda m: m.phase is Phase.COMPLETE)
                 res.note = "True on the BMC, Unknown in-band, both Complete"
             finally:
@@ -683,15 +515,11 @@ class Demo:
 
     def conformance(self) -> None:
         """Run the conformance suite against each backend; print advertised vs verified."""
-        import contextlib
-        import importlib
         import io
 
+        from powerplane_conformance.api import run_suite
+
         with self.step("conformance: advertised versus verified, backend by backend") as res:
-            try:
-                api = importlib.import_module("powerplane_conformance.api")
-            except ImportError as exc:
-                raise RuntimeError("powerplane-conformance is not installed") from exc
             rows: list[tuple[str, dict[str, str], int]] = []
             for role in ROLES:
                 name, cfg, targets = self._conformance_channel(role)
@@ -708,7 +536,7 @@ class Demo:
                 log = io.StringIO()
                 t0 = time.perf_counter()
                 with contextlib.redirect_stderr(log):
-                    summary = api.run_suite(target)
+                    summary = run_suite(target)
                 data = summary.data
                 rows.append((name, _matrix(data), summary.exit_code))
                 c = data["counts"]
@@ -740,18 +568,27 @@ class Demo:
                 raise RuntimeError(f"conformance failed for {', '.join(failed)}")
             res.note = f"{len(rows)} backend(s) conformant"
 
-    def _by_hand(self, role: Role, host: PowerHost, node: str) -> None:
-        spec = host.nodes[node]
-        ref = spec.channels[0]
+    async def _by_hand(self, role: Role, host: PowerHost, node: str) -> str:
+        """A person at the rack presses ``node``'s power button; then the host reads the
+        node back as any user would. Returns what that readback says (``on``, ``off``,
+        ``unknown``): the demo never reports more than it read."""
+        from powerplane.simulated import SimulatedChannel
+
+        ref = host.nodes[node].channels[0]
         if role in self.started:
-            hand = self.started[role][1].power_on_by_hand
-            if hand is not None:
-                hand(ref.target)
-            return
-        chan = host.channel(ref.channel)
-        set_state = getattr(chan, "set_state", None)
-        if set_state is not None:
-            set_state(ref.target, "on")
+            name, peer = self.started[role]
+            if peer.power_on_by_hand is None:
+                raise RuntimeError(f"peer {name!r} offers no power button to press by hand "
+                                   "(StartedPeer.power_on_by_hand)")
+            peer.power_on_by_hand(ref.target)
+        else:
+            chan = host.channel(ref.channel)
+            if not isinstance(chan, SimulatedChannel):
+                raise RuntimeError(f"channel {ref.channel!r} is not a simulated stand-in: "
+                                   "no power button to press by hand")
+            chan.set_state(ref.target, "on")
+        reading = await host.read_power_state(node)
+        return reading.state.value
 
     def stop_peers(self) -> None:
         for name, chan in self.started.values():
@@ -763,11 +600,11 @@ class Demo:
 
     def kept_pids(self) -> dict[str, list[int]]:
         """Per started peer, the processes of it still running (and their children)."""
-        table = _process_table()
+        table = process_table()
         kept: dict[str, list[int]] = {}
         for name, chan in self.started.values():
             live = {p for p in chan.pids if p in table and table[p][1] != "Z"}
-            kept[name] = sorted(live | _descendants(live, table))
+            kept[name] = sorted(live | descendants(live, table))
         return kept
 
     def print_keep(self) -> None:
