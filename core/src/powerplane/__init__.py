@@ -105,6 +105,7 @@ __all__ = [
     "VerbOffer",
     "about_to_send",
     "hookimpl",
+    "lazy_exports",
     "load_config",
     "parse_config",
     "require",

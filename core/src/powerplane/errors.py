@@ -36,7 +36,18 @@ installed distribution defines a ``PowerplaneError`` subclass this drawing lacks
             └── PermanentPortError        1  it will not pass: the maintenance fails (.ports)
 
 Every plugin maps its library's exceptions into the ``ChannelError`` branch with
-``raise Mapped(...) from exc``; a plugin defines no error classes of its own. No message
+``raise Mapped(...) from exc``; a plugin defines no error classes of its own.
+
+The one rule for HTTP status codes, every plugin's (each plugin's mapping test checks it):
+
+* 401, 403 -> ``AuthenticationFailed``;
+* other 4xx -> ``RefusedByDevice``, with the device's own message;
+* 5xx -> ``RefusedByDevice``: the device, or the service in front of it, answered and said
+  it did not complete the request. Something answered, so it is not ``Unreachable``; and a
+  person reading "refused" with the device's words knows to look at the device. Except:
+* a state-changing request whose connection dropped, or whose answer did not come in
+  time, after it was written -> ``OutcomeUnknown`` (it may have been applied), whatever
+  the status of any earlier attempt. No message
 built here or by a plugin may contain a secret value. The store's optimistic-concurrency
 signal (``powerplane.lifecycle.store._Conflict``) is not an error of this tree: the
 lifecycle retries on it and never shows it to a person.
