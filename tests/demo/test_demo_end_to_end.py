@@ -160,8 +160,8 @@ def test_demo_fails_when_a_peer_asked_for_cannot_start(
 def test_demo_unknown_only_name_is_bad_input() -> None:
     res, mark = run_demo("--only", "nope")
     assert res.returncode == 2, res.stdout + res.stderr
-    assert "unknown demo peer(s) in --only: 'nope'; the peers are: ec2, pdu, redfish, " \
-           "talos" in res.stderr
+    assert "unknown demo peer(s) in --only: 'nope'; the peers are: ec2, ipmi, pdu, " \
+           "redfish, talos" in res.stderr
     assert "started" not in res.stdout
     assert "Traceback" not in res.stdout + res.stderr
     assert wait_gone(mark) == []
