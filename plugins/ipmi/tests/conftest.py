@@ -6,24 +6,14 @@ Tests that need ``ipmi_sim`` skip with the reason when it is not installed, exce
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ipmi_support import need_ipmi_sim
 
 from powerplane_ipmi.peer import IpmiSim
 from powerplane_ipmi.testing import PyghmiBmc
-
-
-def need_ipmi_sim() -> None:
-    """Skip (or, under CI, fail) when ipmi_sim is not installed."""
-    if shutil.which("ipmi_sim") is None:
-        why = "ipmi_sim is not installed (Debian package openipmi: apt-get install openipmi)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{why}; CI must have it", pytrace=False)
-        pytest.skip(why)
 
 
 @pytest.fixture

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from powerplane_ipmi.channel import IpmiChannel
@@ -38,3 +40,12 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     run_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
     return subprocess.run([sys.executable, "-m", "powerplane.cli", *args], capture_output=True,
                           text=True, timeout=120, env=run_env, check=False)
+
+
+def need_ipmi_sim() -> None:
+    """Skip (or, under CI, fail) when ipmi_sim is not installed."""
+    if shutil.which("ipmi_sim") is None:
+        why = "ipmi_sim is not installed (Debian package openipmi: apt-get install openipmi)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}; CI must have it", pytrace=False)
+        pytest.skip(why)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import need_ipmi_sim
+from ipmi_support import need_ipmi_sim
 
 from powerplane_conformance import ConformanceSuite
 from powerplane_ipmi.peer import IpmiSim

@@ -84,7 +84,7 @@ def test_graceful_then_force_reboot_goes_through_off(sim: IpmiSim) -> None:
 
 
 def test_graceful_then_force_shutdown_forces_when_soft_off_does_nothing(tmp_path: Path) -> None:
-    from conftest import need_ipmi_sim
+    from ipmi_support import need_ipmi_sim
 
     need_ipmi_sim()
     with IpmiSim(tmp_path, soft_off_delay_s=60) as sim:  # the OS ignores the ACPI request
@@ -166,7 +166,7 @@ def test_wrong_password_is_authentication_failed_without_the_secret(sim: IpmiSim
 
 
 def test_wrong_kg_is_authentication_failed(tmp_path: Path) -> None:
-    from conftest import need_ipmi_sim
+    from ipmi_support import need_ipmi_sim
 
     from powerplane_ipmi.channel import IpmiChannel
     from powerplane_ipmi.config import IpmiConfig
@@ -255,9 +255,10 @@ def test_a_chassis_command_answered_by_nobody_is_outcome_unknown_and_sent_once(
             ch._send_control = lossy  # type: ignore[method-assign]
             with pytest.raises(OutcomeUnknown, match="may have been applied"):
                 ch.power_on(proxy.address)
-            # the chassis command, then the Close Session pyghmi sends as it gives the session
-            # up: no retransmission (pyghmi would resend after 0.5 to 1 s), no re-login
-            assert proxy.up == 2
+            # the chassis command, then (when it gets to it before the proxy is read) the
+            # Close Session pyghmi sends as it gives the session up: no retransmission
+            # (pyghmi would resend after 0.5 to 1 s), no re-login
+            assert proxy.up in (1, 2)
             assert sim.power() == "on"
             assert sim.chassis_log() == ["power 1"]
         finally:
