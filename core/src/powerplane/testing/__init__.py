@@ -10,7 +10,10 @@ and a vendor's own plugin need, written once:
 - :class:`Subprocess`: a child process stopped by its own handle (terminate, wait, kill,
   reap; its process group too), and :func:`wait_ready` to wait until a peer answers;
 - :func:`make_ca` / :func:`issue_cert`: throwaway CAs and certificates as files
-  (ECDSA, RSA, Ed25519; server and client certificates).
+  (ECDSA, RSA, Ed25519; server and client certificates);
+- :class:`JsonHttpServer`: JSON resources over HTTP(S) (a mockup directory or a mapping),
+  with routes for the requests that change them, request counts, delays and dropped
+  connections (:class:`HttpRequest`, :class:`HttpReply`).
 
 Importing it needs only the standard library (``cryptography`` is imported when a
 certificate is made).
@@ -18,18 +21,31 @@ certificate is made).
 
 from __future__ import annotations
 
+from powerplane.testing.http import (
+    DropWith,
+    HttpReply,
+    HttpRequest,
+    JsonHttpServer,
+    RouteHandler,
+    json_error,
+)
 from powerplane.testing.peers import Peer, Role, StartedPeer
 from powerplane.testing.ports import PortKind, SilentServer, closed_port, free_port
 from powerplane.testing.process import PeerNotReady, Subprocess, wait_ready
 from powerplane.testing.tls import KeyAlgorithm, KeyFormat, TLSFiles, issue_cert, make_ca
 
 __all__ = [
+    "DropWith",
+    "HttpReply",
+    "HttpRequest",
+    "JsonHttpServer",
     "KeyAlgorithm",
     "KeyFormat",
     "Peer",
     "PeerNotReady",
     "PortKind",
     "Role",
+    "RouteHandler",
     "SilentServer",
     "StartedPeer",
     "Subprocess",
@@ -37,6 +53,7 @@ __all__ = [
     "closed_port",
     "free_port",
     "issue_cert",
+    "json_error",
     "make_ca",
     "wait_ready",
 ]
