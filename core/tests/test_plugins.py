@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from powerplane import ChannelType, hookimpl
 from powerplane.plugins import load_plugins
 
 HERE = Path(__file__).parent
+BROKEN = HERE / "fixtures" / "broken-plugin"
 POWERPLANE = [sys.executable, "-m", "powerplane.cli"]
 
 
@@ -23,13 +25,26 @@ POWERPLANE = [sys.executable, "-m", "powerplane.cli"]
 def broken_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The broken plugin distribution, really installed (pip) into a site directory."""
     target = tmp_path_factory.mktemp("site")
+    # setuptools builds in the source folder (build/, *.egg-info): build a copy, never the fixture
+    source = tmp_path_factory.mktemp("broken-src") / "broken-plugin"
+    shutil.copytree(BROKEN, source)
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(HERE / "fixtures" / "broken-plugin")],
+         "--target", str(target), str(source)],
         check=True,
         capture_output=True,
     )
     return target
+
+
+def test_installing_the_broken_fixture_leaves_nothing_in_the_source_tree(
+    broken_site: Path,
+) -> None:
+    left = sorted(str(p.relative_to(BROKEN)) for p in BROKEN.rglob("*")
+                  if "__pycache__" not in p.parts)
+    assert left == ["pyproject.toml", "src", "src/powerplane_broken_example",
+                    "src/powerplane_broken_example/__init__.py"]
+    assert (broken_site / "powerplane_broken_example" / "__init__.py").is_file()
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
