@@ -42,7 +42,7 @@ def test_installing_the_broken_fixture_leaves_nothing_in_the_source_tree(
 ) -> None:
     left = sorted(str(p.relative_to(BROKEN)) for p in BROKEN.rglob("*")
                   if "__pycache__" not in p.parts)
-    assert left == ["pyproject.toml", "src", "src/powerplane_broken_example",
+    assert left == [".gitignore", "pyproject.toml", "src", "src/powerplane_broken_example",
                     "src/powerplane_broken_example/__init__.py"]
     assert (broken_site / "powerplane_broken_example" / "__init__.py").is_file()
 
