@@ -11,7 +11,6 @@ from powerplane import ConfigError, NotSupported, Source, Verb, parse_config
 from powerplane.plugins import registry
 from powerplane_talos import TalosChannel, TalosConfig
 from powerplane_talos.config import parse_target
-from powerplane_talos.mock import pki
 from powerplane_talos.talosconfig import (
     DEFAULT_PORT,
     decode_pem,
@@ -20,13 +19,15 @@ from powerplane_talos.talosconfig import (
     normalize_key_pem,
     split_endpoint,
 )
+from powerplane_talos.testing import pki
 from powerplane_talos.tls import client_context
 
 
 @pytest.fixture(scope="module")
 def talosconfig(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ca = pki.new_ca()
-    client = pki.issue(ca, "admin", organization="os:admin")
+    certs = tmp_path_factory.mktemp("pki")
+    ca = pki.new_ca(certs)
+    client = pki.issue(ca, certs, "admin", organization="os:admin")
     return dump_talosconfig(tmp_path_factory.mktemp("tc") / "talosconfig", context="lab",
                             endpoints=["127.0.0.1:1"], ca=ca.cert, crt=client.cert,
                             key=client.key)
@@ -37,9 +38,9 @@ def test_the_talos_type_is_registered_through_its_entry_point() -> None:
     assert found is not None and found.config is TalosConfig
 
 
-def test_talos_key_header_is_converted_so_python_ssl_loads_it() -> None:
-    ca = pki.new_ca("ed25519")
-    client = pki.issue(ca, "admin", organization="os:admin")
+def test_talos_key_header_is_converted_so_python_ssl_loads_it(tmp_path: Path) -> None:
+    ca = pki.new_ca(tmp_path, "ed25519")
+    client = pki.issue(ca, tmp_path, "admin", organization="os:admin")
     assert b"BEGIN ED25519 PRIVATE KEY" in client.key
     assert b"BEGIN PRIVATE KEY" in normalize_key_pem(client.key)
     client_context(ca.cert, client.cert, client.key)  # loads: no exception

@@ -19,8 +19,8 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 
 from powerplane import ConfigError, load_config
-from powerplane_talos.mock import pki
 from powerplane_talos.talosconfig import dump_talosconfig, normalize_key_pem
+from powerplane_talos.testing import pki
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,9 +31,10 @@ GARBLED = b"-----BEGIN CERTIFICATE-----\nAAAAnotreallyacertificate\n-----END CER
 def pems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """PEM files, good and bad, by name."""
     out = tmp_path_factory.mktemp("pems")
-    ca = pki.new_ca("ed25519")
-    client = pki.issue(ca, "admin", organization="os:admin")
-    other = pki.issue(ca, "other", organization="os:admin")
+    certs = tmp_path_factory.mktemp("pki")
+    ca = pki.new_ca(certs, "ed25519")
+    client = pki.issue(ca, certs, "admin", organization="os:admin")
+    other = pki.issue(ca, certs, "other", organization="os:admin")
     key = serialization.load_pem_private_key(normalize_key_pem(client.key), password=None)
     files = {
         "ca": ca.cert, "crt": client.cert, "key": client.key, "other_key": other.key,
@@ -123,8 +124,11 @@ CASES: list[tuple[str, Any, str, str]] = [
      "channels.t.talosconfig", "'nodes' must be a list of addresses"),
     ("tc-not-a-mapping", lambda p: {"type": "talos", "talosconfig": str(p["tc_list"])},
      "channels.t.talosconfig", "has no 'contexts' mapping"),
-    ("timeout-nan", lambda p: {**inline(p), "timeout_s": math.nan}, "channels.t.timeout_s", ""),
-    ("timeout-inf", lambda p: {**inline(p), "timeout_s": math.inf}, "channels.t.timeout_s", ""),
+    ("timeout-nan", lambda p: {**inline(p), "timeouts": {"connect_s": math.nan}},
+     "channels.t.timeouts.connect_s", ""),
+    ("timeout-inf", lambda p: {**inline(p), "timeouts": {"read_s": math.inf}},
+     "channels.t.timeouts.read_s", ""),
+    ("timeout-s-replaced", lambda p: {**inline(p), "timeout_s": 5}, "channels.t.timeout_s", ""),
     ("talosctl-env-not-a-name", lambda p: {**inline(p), "talosctl_env": ["A=B"]},
      "channels.t.talosctl_env", "is not an environment variable name"),
 ]

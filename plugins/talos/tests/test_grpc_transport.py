@@ -19,8 +19,8 @@ from powerplane import (
 )
 from powerplane.channel import _GATE, SendGate
 from powerplane_talos.channel import DARK
-from powerplane_talos.mock import pki
 from powerplane_talos.talosconfig import dump_talosconfig, load_talosconfig
+from powerplane_talos.testing import pki
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -119,8 +119,9 @@ async def test_client_without_certificate_fails_authentication_naming_the_cause(
 async def test_client_certificate_from_another_ca_fails_authentication(
     mock: Any, channel_for: Any, node: str, tmp_path: Path
 ) -> None:
-    other = pki.new_ca(mock.algorithm)
-    client = pki.issue(other, "admin", algorithm=mock.algorithm, organization="os:admin")
+    other = pki.new_ca(tmp_path / "other-ca", mock.algorithm)
+    client = pki.issue(other, tmp_path / "other-ca", "admin", algorithm=mock.algorithm,
+                       organization="os:admin")
     ch = channel_for(mock, talosconfig=str(_variant(mock, tmp_path, client=client)))
     with pytest.raises(AuthenticationFailed, match="not issued by the endpoint's CA"):
         await ch.shutdown(node)
@@ -130,7 +131,7 @@ async def test_client_certificate_from_another_ca_fails_authentication(
 async def test_endpoint_certificate_from_another_ca_fails_tls_verification(
     ed_mock: Any, channel_for: Any, node: str, tmp_path: Path
 ) -> None:
-    other = pki.new_ca("ed25519")
+    other = pki.new_ca(tmp_path / "other-ca", "ed25519")
     ch = channel_for(ed_mock, talosconfig=str(_variant(ed_mock, tmp_path, ca=other.cert)))
     with pytest.raises(TLSVerificationFailed, match="did not verify against the configured CA"):
         await ch.read_power_state(node)
@@ -154,7 +155,7 @@ async def test_unreachable_endpoint_fails_as_unreachable_and_reads_unknown(
     creds = load_talosconfig(ed_mock.talosconfig)
     cfg = dump_talosconfig(tmp_path / "tc", context="x", endpoints=[f"127.0.0.1:{closed_port}"],
                            ca=creds.ca, crt=creds.crt, key=creds.key)
-    ch = channel_for(ed_mock, talosconfig=str(cfg), timeout_s=5)
+    ch = channel_for(ed_mock, talosconfig=str(cfg), timeouts={"connect_s": 5, "read_s": 5})
     with pytest.raises(Unreachable, match="connection refused"):
         await asyncio.wait_for(ch.reboot(node), 10)
     reading = await asyncio.wait_for(ch.read_power_state(node), 10)
@@ -168,7 +169,7 @@ async def test_hanging_endpoint_fails_within_the_deadline(
     creds = load_talosconfig(ed_mock.talosconfig)
     cfg = dump_talosconfig(tmp_path / "tc", context="x", endpoints=[f"127.0.0.1:{hanging_port}"],
                            ca=creds.ca, crt=creds.crt, key=creds.key)
-    ch = channel_for(ed_mock, talosconfig=str(cfg), timeout_s=0.5)
+    ch = channel_for(ed_mock, talosconfig=str(cfg), timeouts={"connect_s": 0.5, "read_s": 0.5})
     with pytest.raises(ChannelTimeout, match=r"within 0\.5 s"):
         await asyncio.wait_for(ch.shutdown(node), 10)
     await ch.close()
@@ -177,7 +178,7 @@ async def test_hanging_endpoint_fails_within_the_deadline(
 async def test_injected_faults_map_to_their_errors(
     ed_mock: Any, channel_for: Any, node: str
 ) -> None:
-    ch = channel_for(ed_mock, timeout_s=0.5)
+    ch = channel_for(ed_mock, timeouts={"connect_s": 0.5, "read_s": 0.5})
     ed_mock.control.fault(node, "unavailable")
     with pytest.raises(Unreachable, match="unavailable"):
         await ch.reboot(node)
@@ -197,7 +198,7 @@ async def test_injected_faults_map_to_their_errors(
 async def test_a_verb_sent_and_unanswered_within_the_deadline_is_outcome_unknown(
     ed_mock: Any, channel_for: Any, node: str
 ) -> None:
-    ch = channel_for(ed_mock, timeout_s=0.5)
+    ch = channel_for(ed_mock, timeouts={"connect_s": 0.5, "read_s": 0.5})
     ed_mock.control.fault(node, "slow", seconds=30)
     for verb in (ch.reboot, ch.shutdown):
         with pytest.raises(OutcomeUnknown, match="may have been applied"):

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.timeout(60)
 def deployment(mock: Any, node: str, *, attended: bool = False, second: bool = False) -> Any:
     refs: list[dict[str, Any]] = [{"channel": "talos", "target": node}]
     channels: dict[str, Any] = {
-        "talos": {"type": "talos", "talosconfig": str(mock.talosconfig), "timeout_s": 5},
+        "talos": {"type": "talos", "talosconfig": str(mock.talosconfig),
+                  "timeouts": {"connect_s": 5, "read_s": 5}},
     }
     if second:
         channels["lab"] = {"type": "simulated", "verbs": ["power-on"], "graceful": False,
@@ -103,7 +104,8 @@ async def test_a_reboot_sent_and_unanswered_is_outcome_unknown_through_the_host(
 
     config = deployment(ed_mock, node)
     doc = dict(config.raw)
-    doc["channels"] = {"talos": {**doc["channels"]["talos"], "timeout_s": 0.5}}
+    doc["channels"] = {"talos": {**doc["channels"]["talos"],
+                                 "timeouts": {"connect_s": 0.5, "read_s": 0.5}}}
     ed_mock.control.fault(node, "slow", seconds=30)
     try:
         async with PowerHost(parse_config(doc)) as host:

@@ -37,7 +37,7 @@ if kill_at_load == "yes":
 config = TalosConfig(
     endpoint=endpoint, ca={"file": os.path.join(refs, "ca")},
     crt={"file": os.path.join(refs, "crt")}, key={"env": "DRIVER_TALOS_KEY"},
-    transport=transport, talosctl=talosctl, timeout_s=600,
+    transport=transport, talosctl=talosctl, timeouts={"connect_s": 600, "read_s": 600},
 )
 channel = TalosChannel("talos", config)
 print("calling", flush=True)

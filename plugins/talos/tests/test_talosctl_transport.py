@@ -1,6 +1,6 @@
 """The talos channel over the talosctl transport, end to end through the stand-in talosctl.
 
-The stand-in (``powerplane_talos.mock.talosctl``, a test tool) accepts the argv subset
+The stand-in (``powerplane_talos.testing.talosctl``, a test tool) accepts the argv subset
 real talosctl takes and calls the mock, printing failures the way talosctl does.
 """
 
@@ -30,9 +30,9 @@ from powerplane import (
 )
 from powerplane.channel import _GATE, SendGate
 from powerplane_talos.channel import DARK
-from powerplane_talos.mock import pki
 from powerplane_talos.talosconfig import dump_talosconfig, load_talosconfig
 from powerplane_talos.talosctl_transport import map_stderr
+from powerplane_talos.testing import pki
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -55,7 +55,7 @@ def recording_standin(tmp_path: Path) -> tuple[Path, Path]:
             "open(sys.argv[1], 'w'))")
     script.write_text(
         f'#!/bin/sh\n"{sys.executable}" -c "{dump}" "{record}" "$@"\n'
-        f'exec "{sys.executable}" -m powerplane_talos.mock.talosctl "$@"\n'
+        f'exec "{sys.executable}" -m powerplane_talos.testing.talosctl "$@"\n'
     )
     script.chmod(0o755)
     return script, record
@@ -163,8 +163,8 @@ async def test_auth_failures_through_talosctl(
                      talosconfig=str(no_cert))
     with pytest.raises(AuthenticationFailed, match="no client certificate"):
         await ch.reboot(node)
-    other = pki.new_ca("ed25519")
-    client = pki.issue(other, "admin", organization="os:admin")
+    other = pki.new_ca(tmp_path / "other-ca", "ed25519")
+    client = pki.issue(other, tmp_path / "other-ca", "admin", organization="os:admin")
     foreign = dump_talosconfig(tmp_path / "b", context="b", endpoints=[ed_mock.endpoint],
                                ca=creds.ca, crt=client.cert, key=client.key)
     ch = channel_for(ed_mock, transport="talosctl", talosctl=str(standin),
@@ -196,7 +196,7 @@ async def test_unreachable_and_hanging_endpoints_through_talosctl(
                                endpoints=[f"127.0.0.1:{hanging_port}"],
                                ca=creds.ca, crt=creds.crt, key=creds.key)
     ch = channel_for(ed_mock, transport="talosctl", talosctl=str(standin),
-                     talosconfig=str(hanging), timeout_s=1.5)
+                     talosconfig=str(hanging), timeouts={"connect_s": 1.5, "read_s": 1.5})
     with pytest.raises(ChannelTimeout, match="killed"):
         await asyncio.wait_for(ch.transport.version(node), 30)
     # talosctl was started, so it may have sent the shutdown: never a plain failure
@@ -207,7 +207,8 @@ async def test_unreachable_and_hanging_endpoints_through_talosctl(
 async def test_a_verb_whose_answer_does_not_come_is_outcome_unknown(
     ed_mock: Any, channel_for: Any, standin: Path, node: str
 ) -> None:
-    ch = channel_for(ed_mock, transport="talosctl", talosctl=str(standin), timeout_s=3)
+    ch = channel_for(ed_mock, transport="talosctl", talosctl=str(standin),
+                     timeouts={"connect_s": 3, "read_s": 3})
     ed_mock.control.fault(node, "slow", seconds=60)
     with pytest.raises(OutcomeUnknown, match="may have been applied"):
         await asyncio.wait_for(ch.reboot(node), 30)

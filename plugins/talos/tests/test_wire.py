@@ -25,7 +25,7 @@ from powerplane import (
 )
 from powerplane_talos._generated import common_pb2, machine_pb2
 from powerplane_talos._generated.machine_grpc import MachineServiceStub
-from powerplane_talos.errormap import map_error
+from powerplane_talos.errors import map_error
 
 F = FieldDescriptor
 
@@ -108,7 +108,7 @@ def test_committed_generated_modules_are_what_the_script_generates() -> None:
     from pathlib import Path
 
     pytest.importorskip("grpc_tools")
-    script = Path(__file__).resolve().parents[2] / "plugins/talos/scripts/generate_protos.py"
+    script = Path(__file__).resolve().parents[1] / "scripts/generate_protos.py"
     done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr

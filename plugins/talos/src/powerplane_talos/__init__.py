@@ -5,8 +5,13 @@ its services, drains the kubelet and unmounts), it can never power on, and once 
 machine is off its silence proves nothing. Two transports carry the calls: gRPC
 over mutual TLS with grpclib (:mod:`powerplane_talos.grpc_transport`), and the
 ``talosctl`` binary as a subprocess (:mod:`powerplane_talos.talosctl_transport`).
-The package also ships a Talos mock (``python -m powerplane_talos.mock``) and a
-stand-in ``talosctl`` test tool for tests and demos.
+
+Where to read first: :mod:`~powerplane_talos.plugin` (the hooks),
+:mod:`~powerplane_talos.config`, :mod:`~powerplane_talos.channel`,
+:mod:`~powerplane_talos.errors` (the mapping table), :mod:`~powerplane_talos.peer` (the
+loopback peer). The package also ships a Talos mock built from Talos's own proto
+(:mod:`powerplane_talos.testing`, ``python -m powerplane_talos.testing``) and a stand-in
+``talosctl`` test tool for tests and demos.
 
 Names load lazily, so plugin discovery (which imports :mod:`powerplane_talos.plugin`)
 never imports grpclib or protobuf.
@@ -14,8 +19,9 @@ never imports grpclib or protobuf.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from powerplane import lazy_exports
 
 if TYPE_CHECKING:
     from powerplane_talos.channel import TalosChannel
@@ -24,18 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["RebootMode", "TalosChannel", "TalosConfig", "Transport"]
 __version__ = "0.1.0"
 
-_WHERE = {
-    "TalosChannel": "channel",
-    "RebootMode": "config",
-    "TalosConfig": "config",
-    "Transport": "config",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'powerplane_talos' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"powerplane_talos.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "RebootMode": ".config",
+    "TalosChannel": ".channel",
+    "TalosConfig": ".config",
+    "Transport": ".config",
+})

@@ -78,13 +78,13 @@ class TalosChannel:
         self.transport: TalosTransport
         if config.transport is Transport.GRPC:
             try:
-                self.transport = GrpcTransport(name, self.creds, config.timeout_s)
+                self.transport = GrpcTransport(name, self.creds, config.timeouts)
             except ValueError as exc:
                 raise ConfigError(f"channels.{name}: {self.creds.source}: {exc}") from exc
         else:
             self.transport = TalosctlTransport(
                 name, config.talosctl, self._talosconfig(), config.context,
-                config.timeout_s, config.talosctl_env,
+                config.timeouts, config.talosctl_env,
             )
         mode = config.reboot_mode
         gentle = {Verb.REBOOT: mode.graceful, Verb.SHUTDOWN: not config.shutdown_force}

@@ -13,6 +13,7 @@ its base64, as a talosconfig stores it)::
     ca: {file: /etc/powerplane/talos/ca.crt}
     crt: {file: /etc/powerplane/talos/admin.crt}
     key: {env: TALOS_KEY}
+    timeouts: {connect_s: 10, read_s: 10}
 
 Everything that can be checked without the network is checked when the config is
 loaded, each problem at the path of its field: the talosconfig parses and has the
@@ -31,7 +32,6 @@ from typing import Any
 from pydantic import (
     BaseModel,
     ConfigDict,
-    Field,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -39,7 +39,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from powerplane import ConfigError, SecretRef
+from powerplane import ConfigError, SecretRef, Timeouts
 from powerplane_talos.talosconfig import (
     ContextNotFound,
     decode_pem,
@@ -98,8 +98,10 @@ class TalosConfig(BaseModel):
     """The reboot mode sent: ``default``, ``powercycle`` or ``force``."""
     shutdown_force: bool = False
     """Send ``force`` with shutdown (skip the node-side cordon and drain; advertised as hard)."""
-    timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)
-    """Deadline of each call (connect included), in seconds."""
+    timeouts: Timeouts = Timeouts(connect_s=10, read_s=10)
+    """``connect_s`` bounds connecting (TCP, TLS); ``read_s`` bounds waiting for Talos's
+    answer once a request was sent. A talosctl call (connect and answer in one
+    subprocess) is bounded by ``total_s``, their sum."""
     talosctl: str = "talosctl"
     """The talosctl binary (a name on PATH or a path), for ``transport: talosctl``."""
     talosctl_env: tuple[str, ...] = ()

@@ -1,12 +1,16 @@
-"""Mapping grpclib, ssl and socket failures into powerplane's error hierarchy.
+"""How the talos channel maps grpclib, ssl and socket failures into powerplane's errors.
 
-::
+The mapping table (:func:`map_error`; the talosctl transport reads the same gRPC codes
+from talosctl's stderr, :func:`powerplane_talos.talosctl_transport.map_stderr`)::
 
     grpclib GRPCError UNAVAILABLE             -> Unreachable
     grpclib GRPCError UNAUTHENTICATED         -> AuthenticationFailed
     grpclib GRPCError PERMISSION_DENIED       -> AuthenticationFailed ("permission denied")
     grpclib GRPCError DEADLINE_EXCEEDED       -> ChannelTimeout
     grpclib GRPCError (any other status)      -> RefusedByDevice (with Talos's words)
+    HTTP :status other than 200 (grpclib's    -> core's HTTP status rule, by the status:
+      "Received :status = 'N'", a proxy or       401, 403 -> AuthenticationFailed;
+      a server in front of Talos answered)       other 4xx, 5xx -> RefusedByDevice
     TimeoutError (the call's deadline)        -> ChannelTimeout
     ssl.SSLCertVerificationError              -> TLSVerificationFailed
     ssl.SSLError, alert from the server       -> AuthenticationFailed (client cert rejected)
@@ -15,13 +19,23 @@
     connection lost                           -> Unreachable (the transport first probes the
                                                  handshake: a TLS alert found that way maps
                                                  as ssl.SSLError above)
+    HTTP/2 protocol error                     -> ProtocolError
     anything else                             -> ProtocolError
+
+    a verb whose request message may have     -> OutcomeUnknown (the transport decides:
+      left, then a deadline or a lost            an answer from Talos, any status but
+      connection                                 DEADLINE_EXCEEDED, is not unknown)
+
+The HTTP status rule is core's (:mod:`powerplane` errors): grpclib turns a non-200
+``:status`` into a gRPC status of its own choosing (``503`` into ``UNAVAILABLE``), but
+something answered, so it is never ``Unreachable``: the status decides.
 
 Messages name the endpoint and the cause; they never hold key material.
 """
 
 from __future__ import annotations
 
+import re
 import ssl
 
 import h2.exceptions
@@ -56,6 +70,18 @@ CERT_ALERTS = {
 """TLS alerts a server sends when it rejects the client certificate, in words."""
 
 
+_HTTP_STATUS = re.compile(r"Received :status = '(\d{3})'")
+"""grpclib's message for an HTTP response that was not gRPC's ``200``."""
+
+
+def _http_status(status: int, endpoint: str, kw: dict[str, str]) -> ChannelError:
+    """Core's HTTP status rule for an answer with HTTP status ``status``."""
+    words = f"{endpoint} answered HTTP {status} instead of a gRPC response"
+    if status in (401, 403):
+        return AuthenticationFailed(words, **kw)
+    return RefusedByDevice(words, **kw)
+
+
 def map_error(
     exc: BaseException,
     *,
@@ -70,6 +96,9 @@ def map_error(
         return exc
     if isinstance(exc, GRPCError):
         words = exc.message or exc.status.name
+        http = _HTTP_STATUS.fullmatch(exc.message or "")
+        if http is not None:
+            return _http_status(int(http.group(1)), endpoint, kw)
         if exc.status is Status.UNAVAILABLE:
             return Unreachable(f"node unavailable via {endpoint}: {words}", **kw)
         if exc.status is Status.UNAUTHENTICATED:

@@ -2,7 +2,8 @@
 
 One grpclib channel (one HTTP/2 connection) is kept per endpoint and reused by every
 call; each call carries the node in the ``nodes`` metadata, as talosctl does, and a
-deadline that covers connecting too. grpcio is not used because it cannot complete
+deadline (``timeouts.total_s``) that covers connecting too; connecting alone is bounded
+by ``timeouts.connect_s``. grpcio is not used because it cannot complete
 a TLS handshake with Talos's default Ed25519 certificates (grpc/grpc#24252).
 
 Reboot and Shutdown open their stream and send its headers first (that connects, and
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import h2.exceptions
 from google.protobuf import empty_pb2
@@ -31,19 +33,18 @@ from powerplane import (
     ChannelError,
     ChannelTimeout,
     OutcomeUnknown,
+    Timeouts,
     Unreachable,
     about_to_send,
 )
 from powerplane_talos._generated import machine_pb2
 from powerplane_talos._generated.machine_grpc import MachineServiceStub
 from powerplane_talos.config import RebootMode
-from powerplane_talos.errormap import map_error
+from powerplane_talos.errors import map_error
 from powerplane_talos.talosconfig import Credentials, split_endpoint
 from powerplane_talos.tls import client_context
 
 __all__ = ["GrpcTransport"]
-
-T = TypeVar("T")
 
 _MODES = {
     RebootMode.DEFAULT: machine_pb2.RebootRequest.DEFAULT,
@@ -52,13 +53,24 @@ _MODES = {
 }
 
 
+@dataclass
+class _Progress:
+    """How far one call got."""
+
+    connected: bool = False
+    """The stream's headers went out: the connection stands."""
+    sent: bool = False
+    """A verb's request message may have left."""
+
+
 class GrpcTransport:
     """Reboot, Shutdown and Version for a node behind the credentials' first endpoint."""
 
-    def __init__(self, channel: str, creds: Credentials, timeout_s: float) -> None:
+    def __init__(self, channel: str, creds: Credentials, timeouts: Timeouts) -> None:
         self.channel_name = channel
         self.creds = creds
-        self.timeout_s = timeout_s
+        self.timeouts = timeouts
+        """``connect_s`` bounds connecting; a call's whole deadline is ``total_s``."""
         self.endpoint = creds.endpoints[0]
         self._host, self._port = split_endpoint(self.endpoint)
         self._ssl = client_context(creds.ca, creds.crt, creds.key)
@@ -78,16 +90,38 @@ class GrpcTransport:
     async def _call(
         self,
         node: str,
-        fn: Callable[[MachineServiceStub], Awaitable[T]],
-        sent: list[bool] | None = None,
-    ) -> T:
-        """Run ``fn`` within the deadline; map its failure.
+        method: Callable[[MachineServiceStub], UnaryUnaryMethod[Any, Any]],
+        request: Any,
+        *,
+        verb: bool,
+    ) -> Any:
+        """One unary call within the deadlines; its reply, or its failure mapped.
 
-        ``sent`` is a verb's flag, set by ``fn`` once its request message may have left.
+        Connecting (TCP, TLS, HTTP/2, then the stream's headers: Talos acts on nothing
+        before the request message) is bounded by ``connect_s``, the whole call by
+        ``total_s``, so the answer gets at least ``read_s``. A verb passes
+        :func:`about_to_send` right before its request message leaves.
         """
+        progress = _Progress()
+
+        async def call(stub: MachineServiceStub) -> Any:
+            async with method(stub).open(metadata=self._meta(node),
+                                         timeout=self.timeouts.total_s) as stream:
+                async with asyncio.timeout(self.timeouts.connect_s):
+                    await stream.send_request()
+                progress.connected = True
+                if verb:
+                    about_to_send()
+                    progress.sent = True
+                await stream.send_message(request, end=True)
+                reply = await stream.recv_message()
+            if reply is None:
+                raise GRPCError(Status.UNKNOWN, "Talos sent no reply message")
+            return reply
+
         try:
-            return await asyncio.wait_for(fn(MachineServiceStub(self._channel())),
-                                          self.timeout_s)
+            return await asyncio.wait_for(call(MachineServiceStub(self._channel())),
+                                          self.timeouts.total_s)
         except Exception as exc:
             cause: BaseException = exc
             if isinstance(exc, StreamTerminatedError | ConnectionResetError):
@@ -99,33 +133,13 @@ class GrpcTransport:
                 channel=self.channel_name,
                 target=node,
                 endpoint=self.endpoint,
-                timeout=self.timeout_s,
+                timeout=self.timeouts.total_s if progress.connected
+                else self.timeouts.connect_s,
             )
-            if sent and sent[0] and _may_have_applied(cause, mapped):
+            if progress.sent and _may_have_applied(cause, mapped):
                 raise OutcomeUnknown(mapped.message, channel=self.channel_name,
                                      target=node) from exc
             raise mapped from exc
-
-    async def _verb(
-        self, node: str, method: Callable[[MachineServiceStub], UnaryUnaryMethod[Any, Any]],
-        request: Any,
-    ) -> Any:
-        """Send one verb request, passing :func:`about_to_send` right before it leaves."""
-        sent = [False]
-
-        async def call(stub: MachineServiceStub) -> Any:
-            async with method(stub).open(metadata=self._meta(node),
-                                         timeout=self.timeout_s) as stream:
-                await stream.send_request()  # connects; headers only, Talos acts on nothing
-                about_to_send()
-                sent[0] = True
-                await stream.send_message(request, end=True)
-                reply = await stream.recv_message()
-            if reply is None:
-                raise GRPCError(Status.UNKNOWN, "Talos sent no reply message")
-            return reply
-
-        return await self._call(node, call, sent)
 
     async def _probe_handshake(self) -> BaseException | None:
         """Why a connection was dropped, if the server rejected the client certificate.
@@ -137,7 +151,7 @@ class GrpcTransport:
         rejected the certificate (an asyncio server closes without sending the alert).
         """
         try:
-            async with asyncio.timeout(min(self.timeout_s, 5.0)):
+            async with asyncio.timeout(min(self.timeouts.connect_s, 5.0)):
                 reader, writer = await asyncio.open_connection(
                     self._host, self._port, ssl=self._ssl
                 )
@@ -169,22 +183,18 @@ class GrpcTransport:
     async def reboot(self, node: str, mode: RebootMode) -> str:
         """Send Reboot; the actor id Talos answers with."""
         request = machine_pb2.RebootRequest(mode=_MODES[mode])
-        reply = await self._verb(node, lambda s: s.Reboot, request)
+        reply = await self._call(node, lambda s: s.Reboot, request, verb=True)
         return self._actor(node, reply.messages)
 
     async def shutdown(self, node: str, force: bool) -> str:
         """Send Shutdown; the actor id Talos answers with."""
         request = machine_pb2.ShutdownRequest(force=force)
-        reply = await self._verb(node, lambda s: s.Shutdown, request)
+        reply = await self._call(node, lambda s: s.Shutdown, request, verb=True)
         return self._actor(node, reply.messages)
 
     async def version(self, node: str) -> str:
         """Call Version; the Talos version tag the node reports."""
-        reply = await self._call(
-            node,
-            lambda s: s.Version(empty_pb2.Empty(), metadata=self._meta(node),
-                                timeout=self.timeout_s),
-        )
+        reply = await self._call(node, lambda s: s.Version, empty_pb2.Empty(), verb=False)
         for message in reply.messages:
             self._check_metadata(node, message)
             return str(message.version.tag)

@@ -43,6 +43,7 @@ from powerplane import (
     OutcomeUnknown,
     ProtocolError,
     RefusedByDevice,
+    Timeouts,
     TLSVerificationFailed,
     Unreachable,
     about_to_send,
@@ -125,7 +126,7 @@ class TalosctlTransport:
         binary: str,
         talosconfig: str | bytes,
         context: str | None,
-        timeout_s: float,
+        timeouts: Timeouts,
         pass_env: Iterable[str] = (),
     ) -> None:
         self.channel_name = channel
@@ -134,7 +135,9 @@ class TalosctlTransport:
         self.talosconfig = talosconfig
         """A talosconfig path, or the document itself (inline credentials, kept in memory)."""
         self.context = context
-        self.timeout_s = timeout_s
+        self.timeouts = timeouts
+        self.timeout_s = timeouts.total_s
+        """The deadline of one talosctl run: it connects and waits for the answer."""
         self.pass_env = tuple(pass_env)
 
     def argv(self, node: str, *command: str, talosconfig: str | None = None) -> list[str]:

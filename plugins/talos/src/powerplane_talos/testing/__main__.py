@@ -1,7 +1,8 @@
-"""``python -m powerplane_talos.mock --port P --certs DIR``: run the Talos mock.
+"""``python -m powerplane_talos.testing --port P --certs DIR``: run the Talos mock.
 
-On first use it writes a PKI into ``DIR`` (``ca``, ``server``, ``admin`` and
-``reader`` certificates, Ed25519 unless ``--algorithm ecdsa``) and a talosconfig
+On first use it writes a PKI into ``DIR`` (``talos-ca``, ``server``, ``admin`` and
+``reader`` certificates as ``.pem``/``.key``, made by :mod:`powerplane_talos.testing.pki`,
+Ed25519 unless ``--algorithm ecdsa``) and a talosconfig
 (``DIR/talosconfig``, context ``mock``, the admin certificate). Once listening it
 writes ``DIR/mock.json``: ``{"port", "control_port", "pid", "talosconfig"}``.
 ``--port 0`` picks a free port. SIGTERM or SIGINT stops it.
@@ -19,23 +20,22 @@ from pathlib import Path
 
 from grpclib.server import Server
 
-from powerplane_talos.mock import pki
-from powerplane_talos.mock.control import serve_control
-from powerplane_talos.mock.machines import Simulation
-from powerplane_talos.mock.service import MockMachineService
 from powerplane_talos.talosconfig import dump_talosconfig
+from powerplane_talos.testing import pki
+from powerplane_talos.testing.control import serve_control
+from powerplane_talos.testing.machines import Simulation
+from powerplane_talos.testing.service import MockMachineService
 from powerplane_talos.tls import server_context
 
 
 def ensure_pki(certs: Path, algorithm: pki.Algorithm) -> None:
     """Create the CA, server and client certificates unless ``certs`` has them."""
-    if (certs / "ca.crt").is_file():
+    if pki.load(certs, "ca").files.cert.is_file():
         return
-    ca = pki.new_ca(algorithm)
-    ca.save(certs, "ca")
-    pki.issue(ca, "talos-mock", algorithm=algorithm, server=True).save(certs, "server")
-    pki.issue(ca, "admin", algorithm=algorithm, organization="os:admin").save(certs, "admin")
-    pki.issue(ca, "reader", algorithm=algorithm, organization="os:reader").save(certs, "reader")
+    ca = pki.new_ca(certs, algorithm)
+    pki.issue(ca, certs, "talos-mock", algorithm=algorithm, server=True, stem="server")
+    pki.issue(ca, certs, "admin", algorithm=algorithm, organization="os:admin")
+    pki.issue(ca, certs, "reader", algorithm=algorithm, organization="os:reader")
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -80,7 +80,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m powerplane_talos.mock",
+        prog="python -m powerplane_talos.testing",
         description="A Talos machine API mock (Reboot, Shutdown, Version) over mutual TLS. "
         "For tests and demos; it is not Talos.",
     )

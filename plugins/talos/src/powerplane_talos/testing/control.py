@@ -22,7 +22,7 @@ import json
 import socket
 from typing import Any
 
-from powerplane_talos.mock.machines import Fault, Simulation
+from powerplane_talos.testing.machines import Fault, Simulation
 
 __all__ = ["MockControl", "handle", "serve_control"]
 

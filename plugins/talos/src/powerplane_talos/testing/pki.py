@@ -1,155 +1,89 @@
-"""Certificates for the Talos mock and its tests: a CA, a server and clients.
+"""Certificates for the Talos mock and its tests, made by :mod:`powerplane.testing`.
 
-Keys are Ed25519 (Talos's default) or ECDSA P-256. Ed25519 keys are written as
-Talos writes them: PKCS#8 under the PEM header ``ED25519 PRIVATE KEY``; ECDSA keys as
-``EC PRIVATE KEY``. A client certificate carries its Talos role as the subject's
-organization (``os:admin``, ``os:reader``), as Talos's RBAC reads it.
+Talos's own conventions, on top of :func:`powerplane.testing.make_ca` and
+:func:`powerplane.testing.issue_cert`: the OS CA's subject is ``O=talos``; keys are
+Ed25519 (Talos's default) written as Talos writes them, PKCS#8 under the PEM label
+``ED25519 PRIVATE KEY``, or ECDSA P-256 as ``EC PRIVATE KEY``; a client certificate
+carries its Talos role as the subject's organization (``os:admin``, ``os:reader``), as
+Talos's RBAC reads it. Every key is a file (mode 0600) in the directory given.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from powerplane.testing import KeyFormat, TLSFiles, issue_cert, make_ca
 
-from powerplane_talos.talosconfig import normalize_key_pem
-
-__all__ = ["Algorithm", "Pem", "issue", "load", "new_ca"]
+__all__ = ["CA_LABEL", "Algorithm", "Pem", "issue", "load", "new_ca"]
 
 Algorithm = Literal["ed25519", "ecdsa"]
 """Key algorithm: ``ed25519`` (Talos's default) or ``ecdsa`` (P-256)."""
 
-_Key = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
+CA_LABEL = "talos"
+"""The CA's files are ``talos-ca.pem`` and ``talos-ca.key``."""
 
 
 @dataclass(frozen=True)
 class Pem:
-    """A certificate and its private key, both PEM."""
+    """A certificate and its private key, as the files :mod:`powerplane.testing` wrote."""
 
-    cert: bytes
-    key: bytes = field(repr=False)
+    files: TLSFiles
 
-    def save(self, directory: Path, stem: str) -> None:
-        """Write ``stem.crt`` and ``stem.key`` (0600) under ``directory``."""
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"{stem}.crt").write_bytes(self.cert)
-        key_path = directory / f"{stem}.key"
-        key_path.write_bytes(self.key)
-        key_path.chmod(0o600)
+    @property
+    def cert(self) -> bytes:
+        """The certificate's PEM."""
+        return self.files.cert_pem()
 
-
-def load(directory: Path, stem: str) -> Pem:
-    """Read back what :meth:`Pem.save` wrote."""
-    return Pem((directory / f"{stem}.crt").read_bytes(), (directory / f"{stem}.key").read_bytes())
+    @property
+    def key(self) -> bytes:
+        """The private key's PEM (Talos's label for Ed25519)."""
+        return self.files.key_pem()
 
 
-def _new_key(algorithm: Algorithm) -> _Key:
+def _key_options(algorithm: Algorithm) -> tuple[KeyFormat, str | None]:
     if algorithm == "ed25519":
-        return ed25519.Ed25519PrivateKey.generate()
-    return ec.generate_private_key(ec.SECP256R1())
+        return "pkcs8", "ED25519 PRIVATE KEY"
+    if algorithm == "ecdsa":
+        return "traditional", None
+    raise ValueError(f"algorithm must be 'ed25519' or 'ecdsa', not {algorithm!r}")
 
 
-def _key_pem(key: _Key) -> bytes:
-    if isinstance(key, ed25519.Ed25519PrivateKey):
-        pkcs8 = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        return pkcs8.replace(b"BEGIN PRIVATE KEY", b"BEGIN ED25519 PRIVATE KEY").replace(
-            b"END PRIVATE KEY", b"END ED25519 PRIVATE KEY"
-        )
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    )
-
-
-def _load_key(pem: bytes) -> _Key:
-    key = serialization.load_pem_private_key(normalize_key_pem(pem), password=None)
-    if not isinstance(key, ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey):
-        raise ValueError("expected an Ed25519 or ECDSA key")
-    return key
-
-
-def _sign(builder: x509.CertificateBuilder, key: _Key) -> x509.Certificate:
-    algo = None if isinstance(key, ed25519.Ed25519PrivateKey) else hashes.SHA256()
-    return builder.sign(key, algo)
-
-
-def _validity(builder: x509.CertificateBuilder) -> x509.CertificateBuilder:
-    now = dt.datetime.now(dt.UTC)
-    return builder.not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(
-        now + dt.timedelta(days=365)
-    )
-
-
-def new_ca(algorithm: Algorithm = "ed25519", name: str = "talos") -> Pem:
-    """A self-signed CA (Talos's OS CA is named ``talos``)."""
-    key = _new_key(algorithm)
-    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, name)])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-    )
-    cert = _sign(_validity(builder), key)
-    return Pem(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+def new_ca(directory: Path, algorithm: Algorithm = "ed25519") -> Pem:
+    """A self-signed CA named as Talos names its OS CA (``O=talos``), in ``directory``."""
+    key_format, key_label = _key_options(algorithm)
+    return Pem(make_ca(directory, CA_LABEL, algorithm=algorithm, common_name="",
+                       organization="talos", key_format=key_format, key_label=key_label))
 
 
 def issue(
     ca: Pem,
+    directory: Path,
     common_name: str,
     *,
     algorithm: Algorithm = "ed25519",
     server: bool = False,
     organization: str | None = None,
-    ips: tuple[str, ...] = ("127.0.0.1",),
-    dns: tuple[str, ...] = ("localhost",),
+    stem: str | None = None,
 ) -> Pem:
-    """A leaf certificate signed by ``ca``: a server (with SANs) or a client (with a role)."""
-    ca_cert = x509.load_pem_x509_certificate(ca.cert)
-    ca_key = _load_key(ca.key)
-    key = _new_key(algorithm)
-    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization:
-        attrs.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name(attrs))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
-            ),
-            critical=False,
-        )
-    )
-    if server:
-        names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
-        names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-    cert = _sign(_validity(builder), ca_key)
-    return Pem(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+    """A leaf certificate signed by ``ca``: ``directory/<stem>.pem`` and ``.key`` (``stem``
+    defaults to ``common_name``).
+
+    A server certificate names ``127.0.0.1`` and ``localhost``; a client certificate names
+    nothing and carries its role as ``organization`` (``os:admin``, ``os:reader``).
+    """
+    key_format, key_label = _key_options(algorithm)
+    names = ("127.0.0.1", "localhost") if server else ()
+    return Pem(issue_cert(ca.files, directory, names, stem=stem or common_name,
+                          common_name=common_name, organization=organization,
+                          client=not server, algorithm=algorithm, key_format=key_format,
+                          key_label=key_label))
+
+
+def load(directory: Path, stem: str) -> Pem:
+    """What :func:`new_ca` (``stem`` ``"ca"``) or :func:`issue` wrote in ``directory``."""
+    ca = directory / f"{CA_LABEL}-ca.pem"
+    if stem == "ca":
+        return Pem(TLSFiles(cert=ca, key=directory / f"{CA_LABEL}-ca.key", ca=ca))
+    return Pem(TLSFiles(cert=directory / f"{stem}.pem", key=directory / f"{stem}.key", ca=ca))

@@ -19,7 +19,7 @@ from grpclib.exceptions import GRPCError
 
 from powerplane_talos._generated import common_pb2, machine_pb2
 from powerplane_talos._generated.machine_grpc import MachineServiceBase
-from powerplane_talos.mock.machines import Fault, Simulation
+from powerplane_talos.testing.machines import Fault, Simulation
 
 __all__ = ["MockMachineService"]
 

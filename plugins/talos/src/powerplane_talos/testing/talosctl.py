@@ -23,6 +23,7 @@ from powerplane import (
     ChannelError,
     ChannelTimeout,
     OutcomeUnknown,
+    Timeouts,
     TLSVerificationFailed,
     Unreachable,
 )
@@ -71,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--context", default=None)
     parser.add_argument("-n", "--nodes", required=True)
     parser.add_argument("--timeout", type=float, default=3600.0,
-                        help="stand-in only: deadline of the call")
+                        help="stand-in only: deadline of the call (half of it for connecting)")
     sub = parser.add_subparsers(dest="command", required=True)
     reboot = sub.add_parser("reboot")
     reboot.add_argument("-m", "--mode", choices=[m.value for m in RebootMode],
@@ -86,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _run(args: argparse.Namespace) -> str:
     creds = load_talosconfig(args.talosconfig, args.context)
-    transport = GrpcTransport("talosctl-standin", creds, args.timeout)
+    transport = GrpcTransport("talosctl-standin", creds,
+                              Timeouts(connect_s=args.timeout / 2, read_s=args.timeout / 2))
     node = args.nodes.split(",")[0]
     try:
         if args.command == "reboot":
@@ -103,7 +105,7 @@ async def _run(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of ``talosctl-standin`` and ``python -m powerplane_talos.mock.talosctl``."""
+    """Entry point of ``talosctl-standin`` and ``python -m powerplane_talos.testing.talosctl``."""
     args = _parser().parse_args(argv)
     try:
         out = asyncio.run(_run(args))
