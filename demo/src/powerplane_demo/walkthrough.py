@@ -4,8 +4,10 @@ Peers come from plugins through the optional hook ``register_demo_peers``: each
 :class:`powerplane.testing.Peer` starts a real protocol peer (an emulator, a mock, a
 simulator) in a temporary directory and returns a :class:`powerplane.testing.StartedPeer`
 — the channel config to use against it, a few targets, how to stop it, and the
-``conformance:`` settings the suite needs for it. A role the installed plugins cannot
-fill is played by core's ``simulated`` channel, and the output says so.
+``conformance:`` settings the suite needs for it. The fleet has :data:`SLOTS`: one per role,
+filled by the first peer of that role, and the IPMI peer's own (a second BMC, ``ipmi-node``,
+beside Redfish's ``rf-node``). A slot no started peer fills is played by core's
+``simulated`` channel, and the output says so.
 
 The demo reads machines only as any user of the host does (``offers``, the lifecycle, the
 host's readback); the one thing it does that no channel can is "a person at the rack
@@ -51,10 +53,44 @@ if TYPE_CHECKING:
     from powerplane.host import PowerHost
     from powerplane.plugins import Registry
 
-__all__ = ["ROLES", "Demo", "NotStarted", "StepResult", "UnknownPeer"]
+__all__ = ["ROLES", "SLOTS", "Demo", "NotStarted", "Slot", "StepResult", "UnknownPeer"]
 
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 ROLES: tuple[Role, ...] = ("bmc", "inband", "pdu", "cloud")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One place in the demo's fleet a peer (or, when none starts, a stand-in) fills.
+
+    A slot with ``peer`` set is that peer's own: only the peer of that name fills it. The
+    others take the first peer of their role that has no slot of its own.
+    """
+
+    key: str
+    """The slot's name: the stand-in is ``sim-<key>``, its machines ``<key>-m<i>``."""
+    role: Role
+    peer: str | None = None
+
+
+SLOTS: tuple[Slot, ...] = (
+    Slot("bmc", "bmc"),
+    Slot("inband", "inband"),
+    Slot("pdu", "pdu"),
+    Slot("cloud", "cloud"),
+    # the second BMC of the fleet: the protocol most plants still speak, next to Redfish
+    Slot("ipmi", "bmc", peer="ipmi"),
+)
+"""Every slot of the fleet, in the order the conformance matrix lists them."""
+_SLOT = {s.key: s for s in SLOTS}
+
+
+def _slot_for(peer: Peer, taken: dict[str, Any]) -> Slot | None:
+    """The slot ``peer`` fills: its own, else the first free one of its role that no peer
+    owns; None when that is already taken."""
+    own = [s for s in SLOTS if s.peer == peer.name]
+    free = own or [s for s in SLOTS if s.role == peer.role and s.peer is None]
+    return next((s for s in free if s.key not in taken), None)
 STANDIN_MACHINES = 6
 """Machines per stand-in: the deployment uses the first four, the conformance suite the last
 two (so the suite's power changes never touch a machine of the deployment)."""
@@ -142,7 +178,8 @@ class Demo:
     keep: bool = False
     workdir: Path | None = None
     registry: Registry | None = None
-    started: dict[Role, tuple[str, StartedPeer]] = field(default_factory=dict)
+    started: dict[str, tuple[str, StartedPeer]] = field(default_factory=dict)
+    """Per slot key: the peer that fills it and what its start returned."""
     results: list[StepResult] = field(default_factory=list)
     not_started: list[NotStarted] = field(default_factory=list)
     _sim_hand: Any = None
@@ -249,10 +286,12 @@ class Demo:
             wanted = [p for p in reg.demo_peers.values()
                       if self.only is None or p.name in self.only]
             for peer in wanted:
-                if peer.role in self.started:
+                slot = _slot_for(peer, self.started)
+                if slot is None:
+                    played = ", ".join(self.started[s.key][0] for s in SLOTS
+                                       if s.role == peer.role and s.key in self.started)
                     self.console.print(f"  [dim]{_esc(peer.name)}: the {peer.role} role is "
-                                       f"already played by {_esc(self.started[peer.role][0])}"
-                                       "[/dim]")
+                                       f"already played by {_esc(played)}[/dim]")
                     continue
                 t0 = time.perf_counter()
                 where = self.workdir / peer.name
@@ -266,13 +305,13 @@ class Demo:
                     continue
                 if not chan.pids:
                     chan.pids = sorted(descendants({os.getpid()}) - before)
-                self.started[peer.role] = (peer.name, chan)
+                self.started[slot.key] = (peer.name, chan)
                 self.console.print(f"  [green]started[/green] {_esc(peer.name)} "
                                    f"({time.perf_counter() - t0:.1f} s): "
                                    f"{_esc(chan.description)}")
-            for role in ROLES:
-                if role not in self.started:
-                    self.console.print(f"  [dim]{role}: no peer started; core's simulated "
+            for s in SLOTS:
+                if s.key not in self.started:
+                    self.console.print(f"  [dim]{s.key}: no peer started; core's simulated "
                                        "channel stands in[/dim]")
             res.note = f"{len(self.started)} real peer(s)"
             if self.not_started:
@@ -315,13 +354,13 @@ class Demo:
         assert self.workdir is not None
         return str((self.workdir / f"{name}.state.json").resolve())
 
-    def _channel(self, role: Role) -> tuple[str, dict[str, Any], list[Any]]:
-        if role in self.started:
-            name, chan = self.started[role]
+    def _channel(self, key: str) -> tuple[str, dict[str, Any], list[Any]]:
+        if key in self.started:
+            name, chan = self.started[key]
             return name, chan.config, chan.targets
-        name = f"sim-{role}"
-        cfg = dict(SIMULATED_STANDINS[role])
-        cfg["machines"] = {f"{role}-m{i}": "on" for i in range(STANDIN_MACHINES)}
+        name = f"sim-{key}"
+        cfg = dict(SIMULATED_STANDINS[_SLOT[key].role])
+        cfg["machines"] = {f"{key}-m{i}": "on" for i in range(STANDIN_MACHINES)}
         # a config the demo writes for people keeps state across processes: what
         # `invoke` did, the next `state` reads
         cfg["state_file"] = self._standin_state(name)
@@ -333,11 +372,15 @@ class Demo:
         inb, inb_cfg, inb_t = self._channel("inband")
         pdu, pdu_cfg, pdu_t = self._channel("pdu")
         cloud, cloud_cfg, cloud_t = self._channel("cloud")
+        ipmi, ipmi_cfg, ipmi_t = self._channel("ipmi")
         doc: dict[str, Any] = {
-            "channels": {bmc: bmc_cfg, inb: inb_cfg, pdu: pdu_cfg, cloud: cloud_cfg},
+            "channels": {bmc: bmc_cfg, inb: inb_cfg, pdu: pdu_cfg, cloud: cloud_cfg,
+                         ipmi: ipmi_cfg},
             "nodes": {
                 "rf-node": {"site": "plant-a", "labels": {}, "channels": [
                     {"channel": bmc, "target": bmc_t[0]}]},
+                "ipmi-node": {"site": "plant-a", "channels": [
+                    {"channel": ipmi, "target": ipmi_t[0]}]},
                 "talos-only": {"site": "plant-a", "channels": [
                     {"channel": inb, "target": inb_t[0]}]},
                 "talos-attended": {"site": "plant-b", "channels": [
@@ -357,6 +400,7 @@ class Demo:
                 "cluster": {
                     "type": "simulated",
                     "pods": {"rf-node": ["web-7f9c", "cache-0"],
+                             "ipmi-node": ["queue-1"],
                              "talos-attended": ["batch-2"]},
                     "pdbs": {"cache": {"pods": ["cache-0"], "allowed_disruptions": 1}},
                     "eviction_ticks": 1,
@@ -444,21 +488,33 @@ class Demo:
     async def maintenance_reboot(self, host: PowerHost) -> None:
         from powerplane.lifecycle import Ceremony, Lifecycle, Phase
 
-        with self.step("maintenance: reboot rf-node through the lifecycle") as res:
+        nodes = ("rf-node", "ipmi-node")
+        with self.step("maintenance: reboot rf-node and ipmi-node through the lifecycle") as res:
             life = Lifecycle.for_host(host)
             try:
-                m = await life.request("rf-node", "reboot", Ceremony(
-                    reason="demo: kernel 6.12 security update", actor="demo",
-                    confirm_node="rf-node", ack_preflight=True))
-                pre = m.spec.preflight
-                self.console.print(f"  requested {_esc(m.name)}: pods "
-                                   f"{_esc(', '.join(pre.pods))}; power "
-                                   f"{_esc(pre.power.get('verb'))} via "
-                                   f"{_esc(pre.power.get('channel'))}")
-                done = await self._drive(life, {"rf-node": m.name},
-                                         lambda m: m.phase is Phase.COMPLETE)
-                final = done["rf-node"]
-                res.note = f"{final.phase.value}, {len(final.status.dispatches)} dispatch"
+                names = {}
+                for node in nodes:
+                    m = await life.request(node, "reboot", Ceremony(
+                        reason="demo: kernel 6.12 security update", actor="demo",
+                        confirm_node=node, ack_preflight=True))
+                    names[node] = m.name
+                    pre = m.spec.preflight
+                    self.console.print(f"  requested {_esc(m.name)}: pods "
+                                       f"{_esc(', '.join(pre.pods))}; power "
+                                       f"{_esc(pre.power.get('verb'))} via "
+                                       f"{_esc(pre.power.get('channel'))}")
+                done = await self._drive(life, names, lambda m: m.phase is Phase.COMPLETE)
+                # what the host reads after the reboot, as any user would (`state ipmi-node`)
+                reading = await host.read_power_state("ipmi-node")
+                detail = f", {reading.detail}" if reading.detail else ""
+                self.console.print(f"  ipmi-node: after the reboot the host reads it "
+                                   f"{_esc(reading.state.value)} (via "
+                                   f"{_esc(reading.channel or 'no channel')}{_esc(detail)})")
+                if reading.state.value != "on":
+                    raise RuntimeError(f"ipmi-node reads {reading.state.value} after its "
+                                       "reboot, not on")
+                res.note = ", ".join(f"{n}: {m.phase.value}, {len(m.status.dispatches)} "
+                                     "dispatch" for n, m in done.items())
             finally:
                 life.close()
 
@@ -469,7 +525,7 @@ class Demo:
             life = Lifecycle.for_host(host)
             try:
                 names = {}
-                for node in ("rf-node", "talos-attended"):
+                for node in ("rf-node", "ipmi-node", "talos-attended"):
                     m = await life.request(node, "shutdown", Ceremony(
                         reason="demo: PSU replacement", actor="demo", confirm_node=node,
                         ack_preflight=True))
@@ -486,29 +542,32 @@ class Demo:
                     color = {"True": "green", "Unknown": "yellow"}.get(cond.status, "red")
                     self.console.print(f"  {_esc(node)}: PowerOffConfirmed=[{color}]"
                                        f"{_esc(cond.status)}[/{color}] ({_esc(cond.message)})")
-                if parked["rf-node"].condition("PowerOffConfirmed").status != "True":
-                    raise RuntimeError("the BMC node was not observed off")
+                for node in ("rf-node", "ipmi-node"):
+                    if parked[node].condition("PowerOffConfirmed").status != "True":
+                        raise RuntimeError(f"the BMC node {node} was not observed off")
                 if parked["talos-attended"].condition("PowerOffConfirmed").status != "Unknown":
                     raise RuntimeError("the in-band node must stay Unknown: it cannot see off")
                 back = Ceremony(reason="demo: PSU replaced, back to service", actor="demo")
-                life.return_to_service("rf-node", back)
-                self.console.print("  rf-node: return requested (power-on through the host)")
+                for node in ("rf-node", "ipmi-node"):
+                    life.return_to_service(node, back)
+                    self.console.print(f"  {node}: return requested (power-on through the "
+                                       "host)")
                 reads = await self._by_hand("inband", host, "talos-attended")
                 life.return_to_service("talos-attended", back, machine_on=True)
                 self.console.print("  talos-attended: a person powered it on at the rack and "
                                    f"confirmed it (the host reads it {_esc(reads)}); return "
                                    "requested")
                 await self._drive(life, names, lambda m: m.phase is Phase.COMPLETE)
-                res.note = "True on the BMC, Unknown in-band, both Complete"
+                res.note = "True on both BMCs, Unknown in-band, all Complete"
             finally:
                 life.close()
 
-    def _conformance_channel(self, role: Role) -> tuple[str, dict[str, Any], list[Any]]:
+    def _conformance_channel(self, key: str) -> tuple[str, dict[str, Any], list[Any]]:
         """The channel the suite runs against: the real peer, or the stand-in on machines
         of its own (the suite powers machines off and on; the deployment's keep their
         state) without the walkthrough's pacing delay and state file."""
-        name, cfg, targets = self._channel(role)
-        if role in self.started:
+        name, cfg, targets = self._channel(key)
+        if key in self.started:
             return name, cfg, targets
         cfg = {k: v for k, v in cfg.items() if k not in ("state_file", "transition_ms")}
         return name, cfg, targets[-2:]
@@ -521,9 +580,10 @@ class Demo:
 
         with self.step("conformance: advertised versus verified, backend by backend") as res:
             rows: list[tuple[str, dict[str, str], int]] = []
-            for role in ROLES:
-                name, cfg, targets = self._conformance_channel(role)
-                extra = self.started[role][1].conformance if role in self.started else {}
+            for slot in SLOTS:
+                name, cfg, targets = self._conformance_channel(slot.key)
+                extra = (self.started[slot.key][1].conformance if slot.key in self.started
+                         else {})
                 picked = targets[-2:] if len(targets) >= 2 else targets
                 nodes = {f"{name}-{i}": {"channels": [{"channel": name, "target": t}]}
                          for i, t in enumerate(picked)}
@@ -568,15 +628,15 @@ class Demo:
                 raise RuntimeError(f"conformance failed for {', '.join(failed)}")
             res.note = f"{len(rows)} backend(s) conformant"
 
-    async def _by_hand(self, role: Role, host: PowerHost, node: str) -> str:
+    async def _by_hand(self, key: str, host: PowerHost, node: str) -> str:
         """A person at the rack presses ``node``'s power button; then the host reads the
         node back as any user would. Returns what that readback says (``on``, ``off``,
         ``unknown``): the demo never reports more than it read."""
         from powerplane.simulated import SimulatedChannel
 
         ref = host.nodes[node].channels[0]
-        if role in self.started:
-            name, peer = self.started[role]
+        if key in self.started:
+            name, peer = self.started[key]
             if peer.power_on_by_hand is None:
                 raise RuntimeError(f"peer {name!r} offers no power button to press by hand "
                                    "(StartedPeer.power_on_by_hand)")
@@ -618,7 +678,7 @@ class Demo:
         for name, ps in kept.items():
             what = ", ".join(str(p) for p in ps) if ps else "no process of its own found"
             say(f"  {_esc(name)}: pid {what}")
-        standins = [f"sim-{r}" for r in ROLES if r not in self.started]
+        standins = [f"sim-{s.key}" for s in SLOTS if s.key not in self.started]
         kept_by = "the simulated cluster" + (
             f" and the stand-ins ({', '.join(standins)})" if standins else "")
         say(f"  {kept_by} keep their state in {_esc(self.workdir)} (state_file): each "
