@@ -23,7 +23,7 @@ from powerplane import PowerHost, parse_config
 from powerplane_redfish.testing.emulator import SushyEmulator
 from powerplane_redfish.testing.mockup import MockupServer
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
 MOCKUPS = SHARED / "redfish-mockups"
 EMU_PASSWORD_ENV = "PP_TEST_EMU_PASSWORD"
 MOCKUP_PASSWORD_ENV = "PP_TEST_MOCKUP_PASSWORD"

@@ -26,7 +26,7 @@ from powerplane_redfish.testing.mockup import MockupServer
 HostFor = Callable[[dict[str, Any]], AbstractAsyncContextManager[PowerHost]]
 CfgFn = Callable[..., dict[str, Any]]
 
-MOCKUPS = Path(__file__).resolve().parents[2] / ".." / "shared" / "redfish-mockups"
+MOCKUPS = Path(__file__).resolve().parents[3] / ".." / "shared" / "redfish-mockups"
 
 
 def channel_for(cfg: dict[str, Any]) -> RedfishChannel:

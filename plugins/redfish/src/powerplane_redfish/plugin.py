@@ -45,6 +45,6 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
 @hookimpl
 def register_demo_peers(register: Callable[[Peer], None]) -> None:
     """Offer the sushy-tools emulator to ``powerplane demo``."""
-    from powerplane_redfish.demo import PEER
+    from powerplane_redfish.peer import PEER
 
     register(PEER)

@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import bcrypt
 import requests
 
-from powerplane_redfish.testing.sockets import free_port
-from powerplane_redfish.testing.tls import TLSFiles, make_ca
+from powerplane.testing import Subprocess, TLSFiles, free_port, issue_cert, make_ca, wait_ready
 
 __all__ = ["SushyEmulator"]
 
@@ -52,14 +49,16 @@ class SushyEmulator:
         self.cli = cli
         self.port = free_port()
         self.endpoint = f"https://127.0.0.1:{self.port}"
-        self.tls: TLSFiles = make_ca(workdir / "tls", "emulator")
+        ca = make_ca(workdir / "tls", "emulator")
+        self.tls: TLSFiles = issue_cert(ca, workdir / "tls", stem="emulator-server")
+        """The emulator's server certificate and key; ``tls.ca`` is a client's bundle."""
         self.request_log = workdir / "requests.log"
         self.stderr_log = workdir / "emulator.log"
         self.system_ids = [
             str(uuid.uuid5(uuid.NAMESPACE_URL, f"powerplane-{i}")) for i in range(systems)
         ]
         self.power_state = power_state
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Subprocess | None = None
 
     @property
     def system_paths(self) -> list[str]:
@@ -112,27 +111,14 @@ class SushyEmulator:
             argv = [sys.executable, "-m", "powerplane_redfish.testing._emulator_main",
                     str(config), str(self.request_log), "1" if self.zero_delay else "0"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SUSHY_EMULATOR")}
-        with open(self.stderr_log, "wb") as err:
-            self._proc = subprocess.Popen(
-                argv, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=self.workdir
-            )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"sushy-emulator exited with {self._proc.returncode}: "
-                    f"{self.stderr_log.read_text(errors='replace')[-2000:]}"
-                )
-            try:
-                requests.get(f"{self.endpoint}/redfish/v1/", verify=str(self.tls.ca), timeout=2)
-                break
-            except requests.RequestException:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("sushy-emulator did not answer in time") from None
-                time.sleep(0.1)
+        self._proc = Subprocess(argv, cwd=self.workdir, env=env, log=self.stderr_log)
+        wait_ready(self._answers, timeout, f"sushy-emulator at {self.endpoint}", self._proc)
         self.reset_count()
         return self
+
+    def _answers(self) -> bool:
+        requests.get(f"{self.endpoint}/redfish/v1/", verify=str(self.tls.ca), timeout=2)
+        return True
 
     def requests(self) -> list[tuple[str, str]]:
         """Requests received since the last :meth:`reset_count`, as (method, path)."""
@@ -144,16 +130,10 @@ class SushyEmulator:
         self.request_log.write_text("", encoding="utf-8")
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Terminate the process (kill it after ``timeout``)."""
+        """Stop the process by its own handle (terminate, wait, kill after ``timeout``)."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
+        if proc is not None:
+            proc.stop(timeout)
 
     def __enter__(self) -> SushyEmulator:
         return self.start()

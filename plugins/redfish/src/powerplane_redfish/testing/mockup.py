@@ -1,7 +1,8 @@
 """A small Redfish server for DMTF mockups: resets applied to its own state, real sessions.
 
-It serves ``<mockup>/<path>/index.json`` at ``/redfish/v1/<path>`` (plain HTTP on a loopback
-port, in a thread of the calling process) and adds what a static mockup lacks:
+Built on :class:`powerplane.testing.JsonHttpServer`: it serves ``<mockup>/<path>/index.json``
+at ``/redfish/v1/<path>`` (plain HTTP on a loopback port, or HTTPS with ``tls``, in a thread of
+the calling process) and adds what a static mockup lacks:
 
 - ``POST .../Actions/ComputerSystem.Reset`` checks ``ResetType`` against what the system
   advertises (400 with ``@Message.ExtendedInfo`` otherwise) and applies it to its copy of
@@ -45,18 +46,14 @@ from __future__ import annotations
 import base64
 import copy
 import datetime as dt
-import json
 import secrets
-import socket
-import struct
-import threading
-import time
 from collections.abc import Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["MockupServer"]
+from powerplane.testing import HttpReply, HttpRequest, JsonHttpServer, TLSFiles
+
+__all__ = ["MockupServer", "redfish_error"]
 
 _RESET_SUFFIX = "/Actions/ComputerSystem.Reset"
 _SESSIONS = "/redfish/v1/SessionService/Sessions"
@@ -66,7 +63,8 @@ _OFF_AFTER = {"ForceOff", "GracefulShutdown"}
 _RESTARTS = {"GracefulRestart", "ForceRestart", "PowerCycle"}
 
 
-def _error(message_id: str, message: str) -> dict[str, Any]:
+def redfish_error(message_id: str, message: str) -> dict[str, Any]:
+    """A Redfish error body: ``error`` with one ``@Message.ExtendedInfo`` message."""
     return {
         "error": {
             "code": "Base.1.0.GeneralError",
@@ -81,6 +79,17 @@ def _error(message_id: str, message: str) -> dict[str, Any]:
             ],
         }
     }
+
+
+_MESSAGE_IDS = {404: "Base.1.0.ResourceMissingAtURI", 405: "Base.1.0.OperationNotAllowed"}
+
+
+def _error_body(status: int, message: str) -> dict[str, Any]:
+    return redfish_error(_MESSAGE_IDS.get(status, "Base.1.0.GeneralError"), message)
+
+
+def _missing(path: str) -> HttpReply:
+    return HttpReply(404, redfish_error("Base.1.0.ResourceMissingAtURI", f"{path} does not exist."))
 
 
 class MockupServer:
@@ -98,6 +107,7 @@ class MockupServer:
         keep_alive: int = 0,
         drop_with: Literal["close", "reset"] = "close",
         omit: Iterable[str] = (),
+        tls: TLSFiles | None = None,
     ) -> None:
         self.root = mockup
         self.omit = frozenset(omit)
@@ -106,9 +116,6 @@ class MockupServer:
         """System path -> boots modelled since the server started."""
         self._last_time: dt.datetime | None = None
         self.reset_types = list(reset_types) if reset_types is not None else None
-        self.keep_alive = keep_alive
-        """Requests answered per kept-alive connection before the next is dropped (0: off)."""
-        self.drop_with: Literal["close", "reset"] = drop_with
         self.reset_delay_s = 0.0
         """How long each reset POST's answer is held."""
         self.read_delay_after_reset_s = 0.0
@@ -117,8 +124,6 @@ class MockupServer:
         self.password = password
         self.advertise = advertise
         self.ignore_graceful = ignore_graceful
-        self.lock = threading.Lock()
-        self._docs: dict[str, dict[str, Any]] = {}
         self._allowed: dict[str, list[str]] = {}
         self.power: dict[str, str | None] = {}
         """System path -> its PowerState (None: the resource has no PowerState)."""
@@ -128,33 +133,57 @@ class MockupServer:
         self.sessions_deleted = 0
         self.resets: list[tuple[str, str]] = []
         """Every accepted reset, as (system path, ResetType)."""
-        self.requests: list[tuple[str, str]] = []
-        """Every request received, as (method, path)."""
-        self._drop = 0
-        self.dropped = 0
-        """Requests closed without an answer (by :meth:`drop_next` or ``keep_alive``)."""
+        self.http = JsonHttpServer(
+            mockup,
+            {"/redfish": {"v1": "/redfish/v1/"}},
+            prefix="/redfish/v1",
+            tls=tls,
+            guard=self._guard,
+            delay=self._hold,
+            keep_alive=keep_alive,
+            drop_with=drop_with,
+            error_body=_error_body,
+        )
+        """The HTTP server underneath (requests, drops, keep-alive)."""
+        self.lock = self.http.lock
         self._load_systems()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._thread: threading.Thread | None = None
+        self.http.route("POST", _SESSIONS, self._login)
+        self.http.route("DELETE", lambda p: p.startswith(_SESSIONS + "/"), self._logout)
+        self.http.route("POST", lambda p: p.endswith(_RESET_SUFFIX), self._reset)
+        self.http.route("GET", lambda p: p.startswith(_SESSIONS + "/"), self._session)
+        self.http.route("GET", lambda p: p in self.power, self._system)
+        self.port = self.http.port
+        self.endpoint = self.http.endpoint
+
+    # -- what the HTTP server counts ----------------------------------------------------------
+    @property
+    def keep_alive(self) -> int:
+        """Requests answered per kept-alive connection before the next is dropped (0: off)."""
+        return self.http.keep_alive
+
+    @property
+    def drop_with(self) -> Literal["close", "reset"]:
+        """How a dropped request's connection closes."""
+        return self.http.drop_with
+
+    @property
+    def requests(self) -> list[tuple[str, str]]:
+        """Every request received, answered or not, as (method, path)."""
+        return self.http.requests
+
+    @property
+    def dropped(self) -> int:
+        """Requests closed without an answer (by :meth:`drop_next` or ``keep_alive``)."""
+        return self.http.dropped
+
+    def drop_next(self, count: int = 1) -> None:
+        """Close the next ``count`` connections without answering."""
+        self.http.drop_next(count)
 
     # -- the mockup's resources -----------------------------------------------------------------
-    def _file(self, path: str) -> Path | None:
-        rel = path.removeprefix("/redfish/v1").strip("/")
-        candidate = self.root / rel / "index.json" if rel else self.root / "index.json"
-        return candidate if candidate.is_file() else None
-
     def _read(self, path: str) -> dict[str, Any] | None:
-        doc = self._docs.get(path)
-        if doc is None:
-            found = self._file(path)
-            if found is None:
-                return None
-            doc = json.loads(found.read_text(encoding="utf-8"))
-            self._docs[path] = doc
-        return doc
+        doc = self.http.resource(path)
+        return doc if isinstance(doc, dict) else None
 
     def _load_systems(self) -> None:
         collection = self._read("/redfish/v1/Systems") or {}
@@ -175,7 +204,7 @@ class MockupServer:
             elif self.advertise == "action-info":
                 info_path = f"{path}/ResetActionInfo"
                 action["@Redfish.ActionInfo"] = info_path
-                self._docs[info_path] = {
+                self.http.set_resource(info_path, {
                     "@odata.type": "#ActionInfo.v1_3_0.ActionInfo",
                     "@odata.id": info_path,
                     "Id": "ResetActionInfo",
@@ -184,7 +213,7 @@ class MockupServer:
                         {"Name": "ResetType", "Required": True, "DataType": "String",
                          "AllowableValues": values}
                     ],
-                }
+                })
 
     @property
     def systems(self) -> list[str]:
@@ -195,11 +224,6 @@ class MockupServer:
         """Sessions created and not yet deleted."""
         with self.lock:
             return len(self.sessions)
-
-    def drop_next(self, count: int = 1) -> None:
-        """Close the next ``count`` connections without answering."""
-        with self.lock:
-            self._drop += count
 
     # -- request handling -------------------------------------------------------------------------
     def _authorized(self, headers: Any) -> bool:
@@ -212,41 +236,28 @@ class MockupServer:
                 user, _, word = base64.b64decode(basic[6:]).decode().partition(":")
             except ValueError:
                 return False
-            return user == self.username and word == self.password
+            return bool(user == self.username and word == self.password)
         return False
 
-    def handle(
-        self, method: str, path: str, headers: Any, body: bytes
-    ) -> tuple[int, dict[str, str], dict[str, Any] | None] | None:
-        """The answer to one request: (status, headers, JSON body), or None to drop it."""
-        path = path.split("?", 1)[0].rstrip("/") or "/"
-        with self.lock:
-            self.requests.append((method, path))
-            if self._drop:
-                self._drop -= 1
-                self.dropped += 1
-                return None
-            if method == "POST" and path == _SESSIONS:
-                return self._login(body)
-            if not (method == "GET" and path in _OPEN) and not self._authorized(headers):
-                return 401, {}, _error("Base.1.0.NoValidSession",
-                                       "There is no valid session established.")
-            if method == "DELETE" and path.startswith(_SESSIONS + "/"):
-                return self._logout(path)
-            if method == "POST" and path.endswith(_RESET_SUFFIX):
-                return self._reset(path.removesuffix(_RESET_SUFFIX), body)
-            if method == "GET":
-                return self._get(path)
-            return 405, {}, _error("Base.1.0.OperationNotAllowed", "Operation not allowed.")
+    def _guard(self, request: HttpRequest) -> HttpReply | None:
+        """401 for every request but the login and a GET of the service root, unless
+        authorized by a session token or basic credentials."""
+        if request.method == "POST" and request.path == _SESSIONS:
+            return None
+        if request.method == "GET" and request.path in _OPEN:
+            return None
+        if self._authorized(request.headers):
+            return None
+        return HttpReply(401, redfish_error("Base.1.0.NoValidSession",
+                                            "There is no valid session established."))
 
-    def _login(self, body: bytes) -> tuple[int, dict[str, str], dict[str, Any] | None]:
-        try:
-            data = json.loads(body or b"{}")
-        except ValueError:
+    def _login(self, request: HttpRequest) -> HttpReply:
+        data = request.json({})
+        if not isinstance(data, dict):
             data = {}
         if data.get("UserName") != self.username or data.get("Password") != self.password:
-            return 401, {}, _error("Base.1.0.InvalidCredentials",
-                                   "The credentials supplied are not valid.")
+            return HttpReply(401, redfish_error("Base.1.0.InvalidCredentials",
+                                                "The credentials supplied are not valid."))
         sid = secrets.token_hex(8)
         token = secrets.token_hex(16)
         location = f"{_SESSIONS}/{sid}"
@@ -254,32 +265,37 @@ class MockupServer:
         self.sessions_created += 1
         doc = {"@odata.id": location, "Id": sid, "Name": "User Session",
                "UserName": self.username}
-        return 201, {"X-Auth-Token": token, "Location": location}, doc
+        return HttpReply(201, doc, {"X-Auth-Token": token, "Location": location})
 
-    def _logout(self, path: str) -> tuple[int, dict[str, str], dict[str, Any] | None]:
+    def _logout(self, request: HttpRequest) -> HttpReply:
         for token, location in list(self.sessions.items()):
-            if location == path:
+            if location == request.path:
                 del self.sessions[token]
                 self.sessions_deleted += 1
-                return 204, {}, None
-        return 404, {}, _error("Base.1.0.ResourceMissingAtURI", f"{path} does not exist.")
+                return HttpReply(204)
+        return _missing(request.path)
 
-    def _reset(self, system: str, body: bytes) -> tuple[int, dict[str, str], dict[str, Any] | None]:
+    def _session(self, request: HttpRequest) -> HttpReply:
+        path = request.path
+        if path in self.sessions.values():
+            return HttpReply(200, {"@odata.id": path, "Id": path.rsplit("/", 1)[1]})
+        return _missing(path)
+
+    def _reset(self, request: HttpRequest) -> HttpReply:
+        system = request.path.removesuffix(_RESET_SUFFIX)
         if system not in self.power:
-            return 404, {}, _error("Base.1.0.ResourceMissingAtURI", f"{system} does not exist.")
-        try:
-            value = json.loads(body or b"{}").get("ResetType")
-        except ValueError:
-            value = None
+            return _missing(system)
+        data = request.json({})
+        value = data.get("ResetType") if isinstance(data, dict) else None
         if value not in self._allowed[system]:
-            return 400, {}, _error(
+            return HttpReply(400, redfish_error(
                 "Base.1.0.ActionParameterValueNotInList",
                 f"The value {value} for the parameter ResetType is not in the list of "
                 "acceptable values.",
-            )
+            ))
         self.resets.append((system, value))
         if value == "GracefulShutdown" and self.ignore_graceful:
-            return 204, {}, None
+            return HttpReply(204)
         before = self.power[system]
         if value in _OFF_AFTER:
             self.power[system] = "Off"
@@ -289,7 +305,7 @@ class MockupServer:
             self.power[system] = "On"
             if value in _RESTARTS or before == "Off":
                 self._booted(system)
-        return 204, {}, None
+        return HttpReply(204)
 
     def _now(self) -> str:
         """The current UTC time, strictly later than the last one handed out."""
@@ -302,7 +318,7 @@ class MockupServer:
     def _booted(self, system: str) -> None:
         """The test server's model of a boot: new LastResetTime, BootProgress OSRunning."""
         self.boots[system] = self.boots.get(system, 0) + 1
-        doc = self._docs[system]
+        doc = self._read(system) or {}
         when = self._now()
         if "LastResetTime" in doc:
             doc["LastResetTime"] = when
@@ -313,111 +329,40 @@ class MockupServer:
 
     def _powered_off(self, system: str) -> None:
         """The test server's model of a power off: BootProgress None (LastResetTime kept)."""
-        progress = self._docs[system].get("BootProgress")
+        progress = (self._read(system) or {}).get("BootProgress")
         if isinstance(progress, dict):
             progress["LastState"] = "None"
             progress["LastStateTime"] = self._now()
 
-    def _get(self, path: str) -> tuple[int, dict[str, str], dict[str, Any] | None]:
-        if path.startswith(_SESSIONS + "/"):
-            if path in self.sessions.values():
-                return 200, {}, {"@odata.id": path, "Id": path.rsplit("/", 1)[1]}
-            return 404, {}, _error("Base.1.0.ResourceMissingAtURI", f"{path} does not exist.")
-        doc = self._read(path) if path != "/redfish" else {"v1": "/redfish/v1/"}
-        if doc is None:
-            return 404, {}, _error("Base.1.0.ResourceMissingAtURI", f"{path} does not exist.")
-        if path in self.power:
-            doc = copy.deepcopy(doc)
-            for name in self.omit:
-                doc.pop(name, None)
-            state = self.power[path]
-            if state is None:
-                doc.pop("PowerState", None)
-            else:
-                doc["PowerState"] = state
-        return 200, {}, doc
-
-    def _note_dropped(self, method: str, path: str) -> None:
-        with self.lock:
-            self.requests.append((method, path.split("?", 1)[0].rstrip("/") or "/"))
-            self.dropped += 1
-
-    def _hold(self, method: str, path: str) -> None:
-        """Sleep (outside the lock) where a delay knob says so."""
-        path = path.split("?", 1)[0].rstrip("/")
-        if method == "POST" and path.endswith(_RESET_SUFFIX):
-            delay = self.reset_delay_s
-        elif method == "GET" and path in self.power and self.resets:
-            delay = self.read_delay_after_reset_s
+    def _system(self, request: HttpRequest) -> HttpReply:
+        path = request.path
+        doc = copy.deepcopy(self._read(path) or {})
+        for name in self.omit:
+            doc.pop(name, None)
+        state = self.power[path]
+        if state is None:
+            doc.pop("PowerState", None)
         else:
-            delay = 0.0
-        if delay > 0:
-            time.sleep(delay)
+            doc["PowerState"] = state
+        return HttpReply(200, doc)
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            # HTTP/1.1 only where connections are kept alive; else one request each
-            protocol_version = "HTTP/1.1" if server.keep_alive else "HTTP/1.0"
-            answered = 0
-
-            def _drop(self) -> None:
-                server._note_dropped(self.command, self.path)
-                self.close_connection = True
-                if server.drop_with == "reset":
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                               struct.pack("ii", 1, 0))
-                    self.connection.close()
-
-            def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                if server.keep_alive and self.answered >= server.keep_alive:
-                    self._drop()
-                    return
-                answer = server.handle(self.command, self.path, self.headers, body)
-                if answer is None:
-                    self.close_connection = True
-                    return
-                server._hold(self.command, self.path)
-                if server.keep_alive:
-                    self.close_connection = False  # whatever the client asked
-                    self.answered += 1
-                status, headers, doc = answer
-                payload = json.dumps(doc).encode() if doc is not None else b""
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                if doc is not None:
-                    self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = do_DELETE = do_PATCH = _serve
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        return Handler
+    def _hold(self, request: HttpRequest) -> float:
+        """How long to hold an answer (outside the lock), where a delay knob says so."""
+        if request.method == "POST" and request.path.endswith(_RESET_SUFFIX):
+            return self.reset_delay_s
+        if request.method == "GET" and request.path in self.power and self.resets:
+            return self.read_delay_after_reset_s
+        return 0.0
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> MockupServer:
         """Serve in a daemon thread."""
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
-            name=f"mockup-{self.port}",
-        )
-        self._thread.start()
+        self.http.start()
         return self
 
     def stop(self) -> None:
         """Stop serving and close the listening socket."""
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
+        self.http.stop()
 
     def __enter__(self) -> MockupServer:
         return self.start()

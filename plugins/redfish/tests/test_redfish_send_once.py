@@ -147,7 +147,7 @@ async def test_a_reset_whose_answer_times_out_is_outcome_unknown_and_sent_once(
 async def test_a_reset_that_never_connected_is_not_outcome_unknown(
     mockup_cfg: CfgFn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from powerplane_redfish.testing.sockets import closed_port
+    from powerplane.testing import closed_port
 
     monkeypatch.setenv("PP_TEST_PASSWORD", "x")
     ch = channel_for({

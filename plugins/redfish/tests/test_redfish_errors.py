@@ -20,10 +20,9 @@ from powerplane import (
     Verb,
     parse_config,
 )
+from powerplane.testing import SilentServer, closed_port, make_ca
 from powerplane_redfish import RedfishChannel
 from powerplane_redfish.testing.emulator import SushyEmulator
-from powerplane_redfish.testing.sockets import SilentServer, closed_port
-from powerplane_redfish.testing.tls import make_ca
 
 HostFor = Callable[[dict[str, Any]], AbstractAsyncContextManager[PowerHost]]
 CfgFn = Callable[..., dict[str, Any]]
