@@ -18,19 +18,22 @@ Config keys (beside ``type: simulated``)::
                                           #  lost-answer (a verb applies, its answer never comes)
     timeout_s: 5                          # how long the timeout fault hangs before failing
     password: {env: SIM_PASSWORD}         # optional secret; checked against expect_password
-    state_file: null                      # persist machine states and the dispatch log
+    state_file: null                      # persist machine states and the dispatch log;
+                                          #  shared by processes (locked, re-read per call)
     boot_marker: true                     # a boot counter per machine (the evidence of a boot)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -109,7 +112,10 @@ class SimulatedConfig(BaseModel):
     endpoint: str | None = None
     """Name of the device it models (calls are bounded per endpoint); default the channel name."""
     state_file: str | None = None
-    """A JSON file that keeps machine states and the dispatch log across processes."""
+    """A JSON file that keeps machine states and the dispatch log across processes. Several
+    processes may share it: each call takes a lock on ``<state_file>.lock``, re-reads the
+    file, acts, and replaces it in one rename, so the dispatch log only grows and always
+    agrees with the machine states."""
     boot_marker: bool = True
     """Offer ``boot_marker(target)``: a counter the machine bumps on every boot."""
 
@@ -158,6 +164,20 @@ class SimulatedChannel:
         )
 
     # -- persistence -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _shared(self) -> Iterator[None]:
+        """With a state file: hold its lock and work on what it holds now."""
+        if self.config.state_file is None:
+            yield
+            return
+        with open(self.config.state_file + ".lock", "a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                self._load_state()
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
     def _load_state(self) -> None:
         if self.config.state_file is None:
             return
@@ -168,6 +188,8 @@ class SimulatedChannel:
             self._boots.update({str(t): int(n) for t, n in data.get("boots", {}).items()})
             self.dispatches = [(str(d[0]), str(d[1])) for d in data.get("dispatches", [])]
             # a power transition still running when the last process stopped settles on time
+            self._pending.clear()
+            self._settle_at.clear()
             for target, (final, due_wall) in data.get("pending", {}).items():
                 self._pending[target] = str(final)
                 self._settle_at[target] = time.monotonic() + (float(due_wall) - time.time())
@@ -229,7 +251,9 @@ class SimulatedChannel:
                     raise AuthenticationFailed(
                         "credentials rejected", channel=self.name, target=target
                     )
-            if target not in self._state:
+            with self._shared():
+                known = target in self._state
+            if not known:
                 raise RefusedByDevice(
                     f"no such machine {target!r}", channel=self.name, target=target
                 )
@@ -242,7 +266,8 @@ class SimulatedChannel:
                 )
             if verb:
                 about_to_send()
-            result = act()
+            with self._shared():
+                result = act()
             if verb and fault is Fault.LOST_ANSWER:
                 await asyncio.sleep(self.config.timeout_s)
                 raise OutcomeUnknown(
@@ -359,7 +384,7 @@ class SimulatedChannel:
     # -- test helpers ---------------------------------------------------------------------------
     def set_state(self, target: str, state: PowerState | str) -> None:
         """Set a machine's power state directly (as a person at the rack would)."""
-        with self._lock:
+        with self._shared(), self._lock:
             self._become(target, str(state))
             self._pending.pop(target, None)
             self._settle_at.pop(target, None)
@@ -367,14 +392,16 @@ class SimulatedChannel:
 
     def state_of(self, target: str) -> str:
         """The machine's true state, whatever readback can see."""
-        self._settle(target)
-        return self._state[target]
+        with self._shared():
+            self._settle(target)
+            return self._state[target]
 
     def boots_of(self, target: str) -> int:
         """How often the machine has booted, whatever the channel publishes (the simulated
         cluster's node boot id follows it, as a kubelet reports its own boot)."""
-        self._settle(target)
-        return self._boots.get(target, 0)
+        with self._shared():
+            self._settle(target)
+            return self._boots.get(target, 0)
 
 
 SIMULATED = ChannelType(
