@@ -241,3 +241,79 @@ def test_a_stand_in_is_pressed_and_read_back_through_the_host(tmp_path: Path) ->
     # the in-band stand-in (on-only readback) sees the machine on once it is pressed
     assert "talos-attended: a person powered it on at the rack and confirmed it (the host " \
            "reads it on); return requested" in flat(text)
+
+
+class IpmiPlugin:
+    """A peer named ``ipmi`` in the BMC role (simulated machines), beside another BMC peer."""
+
+    stopped: list[str] = []
+
+    @hookimpl
+    def register_demo_peers(self, register: Callable[[Peer], None]) -> None:
+        def start(where: Path) -> StartedPeer:
+            machines = {f"bmc{n}": "on" for n in range(2)}
+            return StartedPeer(
+                config={"type": "simulated", "machines": machines, "transition_ms": 100},
+                targets=list(machines),
+                stop=lambda: IpmiPlugin.stopped.append("ipmi"),
+                description="an IPMI stand-in of this test",
+            )
+
+        register(Peer("ipmi", "bmc", start))
+
+
+def run_ipmi_demo(tmp_path: Path, only: set[str] | None) -> tuple[int, str]:
+    PeerPlugin.stopped, IpmiPlugin.stopped = [], []
+    reg = demo_registry()
+    reg.add_module("ipmi-test", IpmiPlugin(), distribution="powerplane-ipmi")
+    out = io.StringIO()
+    demo = Demo(Console(file=out, width=100), only=only, workdir=tmp_path, registry=reg)
+    return demo.run(), flat(out.getvalue())
+
+
+def test_the_ipmi_peer_fills_its_own_slot_beside_the_bmc_peer_and_is_walked(
+    tmp_path: Path,
+) -> None:
+    code, text = run_ipmi_demo(tmp_path, only={BMC, "ipmi"})
+    assert code == 0, text
+    # both BMC peers start: the IPMI one is not skipped as "the bmc role is already played"
+    assert f"started {BMC}" in text and "started ipmi" in text
+    assert "already played" not in text
+    assert "ipmi: no peer started" not in text
+    # offers, reboot through the lifecycle and the readback, shutdown observed, return
+    assert "│ ipmi-node │ plant-a │ ipmi (graceful) │ ipmi (graceful) │ ipmi (graceful) │ " \
+           "withheld │" in text
+    assert "ipmi-node: shutdown recoverable: channel ipmi can power on" in text
+    assert "pods queue-1; power reboot via ipmi" in text
+    assert "ipmi-node: after the reboot the host reads it on (via ipmi" in text
+    assert "ipmi-node: PowerOffConfirmed=True (observed off)" in text
+    assert "ipmi-node: return requested (power-on through the host)" in text
+    # after the reboot, and after the return
+    assert text.count("ipmi-node: Complete (back in service)") == 2
+    # rf-node stays on the other BMC peer
+    assert f"rf-node: shutdown recoverable: channel {BMC} can power on" in text
+    assert "ipmi: pass" in text and f"{BMC}: pass" in text
+    assert "5 backend(s) conformant" in text
+    assert IpmiPlugin.stopped == ["ipmi"] and PeerPlugin.stopped == [BMC]
+
+
+def test_only_ipmi_puts_a_stand_in_in_the_bmc_slot(tmp_path: Path) -> None:
+    code, text = run_ipmi_demo(tmp_path, only={"ipmi"})
+    assert code == 0, text
+    assert "started ipmi" in text and f"started {BMC}" not in text
+    assert "bmc: no peer started; core's simulated channel stands in" in text
+    assert "rf-node: shutdown recoverable: channel sim-bmc can power on" in text
+    assert "ipmi-node: shutdown recoverable: channel ipmi can power on" in text
+    assert "ipmi-node: PowerOffConfirmed=True" in text and "rf-node: PowerOffConfirmed=True" \
+        in text
+    assert IpmiPlugin.stopped == ["ipmi"] and PeerPlugin.stopped == []
+
+
+def test_without_an_ipmi_peer_a_stand_in_plays_the_ipmi_node(tmp_path: Path) -> None:
+    code, text = run_demo(tmp_path, only={BMC})
+    assert code == 0, text
+    assert "ipmi: no peer started; core's simulated channel stands in" in text
+    assert "ipmi-node: shutdown recoverable: channel sim-ipmi can power on" in text
+    assert "ipmi-node: after the reboot the host reads it on (via sim-ipmi" in text
+    assert "ipmi-node: PowerOffConfirmed=True" in text
+    assert "sim-ipmi: pass" in text
