@@ -1,7 +1,8 @@
 """Benchmark: Talos reboot round trips over one reused mutual-TLS connection vs one per call.
 
-Starts the Talos mock (``python -m powerplane_talos.mock``, Ed25519 mutual TLS, reboots
-that come back at once) on a free loopback port, then sends Reboot calls:
+Starts the Talos mock (the plugin's loopback peer, ``powerplane_talos.peer.start_mock``:
+Ed25519 mutual TLS, reboots that come back at once) on a free loopback port, then sends
+Reboot calls:
 
 * reused: one grpclib channel (one HTTP/2 connection) for every call (what the plugin does);
 * baseline: a new channel, so a new TCP connection and TLS handshake, per call (the naive
@@ -14,42 +15,26 @@ the reused connection. Exits 0.
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from powerplane import Timeouts
 from powerplane_talos.config import RebootMode
 from powerplane_talos.grpc_transport import GrpcTransport
+from powerplane_talos.peer import start_mock
 from powerplane_talos.talosconfig import load_talosconfig
 
 CALLS = 300
 WARMUP = 20
-
-
-def start_mock(directory: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "powerplane_talos.mock", "--port", "0", "--certs",
-         str(directory), "--reboot-seconds", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    ready = directory / "mock.json"
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit("the Talos mock did not start")
-        time.sleep(0.05)
-    return proc, Path(json.loads(ready.read_text())["talosconfig"])
+TIMEOUTS = Timeouts(connect_s=30, read_s=30)
 
 
 async def run(talosconfig: Path) -> None:
     creds = load_talosconfig(talosconfig)
 
-    reused = GrpcTransport("bench", creds, timeout_s=30)
+    reused = GrpcTransport("bench", creds, TIMEOUTS)
     for i in range(WARMUP):
         await reused.reboot(f"warm-{i}", RebootMode.DEFAULT)
     latencies: list[float] = []
@@ -63,7 +48,7 @@ async def run(talosconfig: Path) -> None:
 
     start = time.perf_counter()
     for i in range(CALLS):
-        fresh = GrpcTransport("bench", creds, timeout_s=30)
+        fresh = GrpcTransport("bench", creds, TIMEOUTS)
         await fresh.reboot(f"fresh-{i}", RebootMode.DEFAULT)
         await fresh.close()
     fresh_s = time.perf_counter() - start
@@ -82,16 +67,11 @@ async def run(talosconfig: Path) -> None:
 
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-talos-") as tmp:
-        proc, talosconfig = start_mock(Path(tmp))
+        mock = start_mock(Path(tmp), "ed25519", reboot_seconds=0)
         try:
-            asyncio.run(run(talosconfig))
+            asyncio.run(run(mock.talosconfig))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            mock.stop()
     return 0
 
 
