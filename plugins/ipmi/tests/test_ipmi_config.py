@@ -40,8 +40,10 @@ BATTERY = [
     ({"cipher_suite": True}, "channels.bmc.cipher_suite", "17 or 3"),
     ({"shutdown": "hard"}, "channels.bmc.shutdown", "graceful"),
     ({"reboot": "graceful"}, "channels.bmc.reboot", "force"),
-    ({"connect_timeout_s": 0}, "channels.bmc.connect_timeout_s", "greater than 0"),
-    ({"command_timeout_s": -1}, "channels.bmc.command_timeout_s", "greater than 0"),
+    ({"timeouts": {"connect_s": 0}}, "channels.bmc.timeouts.connect_s", "greater than 0"),
+    ({"timeouts": {"read_s": -1}}, "channels.bmc.timeouts.read_s", "greater than 0"),
+    ({"connect_timeout_s": 2}, "channels.bmc.connect_timeout_s", "unknown"),
+    ({"command_timeout_s": 3}, "channels.bmc.command_timeout_s", "unknown"),
     ({"shutdown_wait_s": "soon"}, "channels.bmc.shutdown_wait_s", "number"),
     ({"allow_insecure": "yes"}, "channels.bmc.allow_insecure", "bool"),
     ({"pasword": {"env": "X"}}, "channels.bmc.pasword", "unknown"),
@@ -75,3 +77,72 @@ def test_a_bad_target_is_exit_2_naming_the_node(tmp_path: Path) -> None:
     out = cli("--config", str(f), "offers", env={"PP_IPMI_TEST_PW": "x"})
     assert out.returncode == 2 and "nodes.n1" in out.stdout + out.stderr
     assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_the_type_declares_its_address_its_secrets_and_its_timeouts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PP_IPMI_TEST_PW", "pp-declared-secret")
+    from powerplane import Address, Timeouts
+    from powerplane_ipmi.config import BmcAddress, IpmiConfig
+    from powerplane_ipmi.plugin import IPMI
+
+    cfg = IpmiConfig.model_validate({"username": "oper", "password": {"env": "PP_IPMI_TEST_PW"}})
+    assert IPMI.address_for(cfg) == Address(None, source="target", format="host:port")
+    assert IPMI.address_for(cfg).retarget("10.0.0.1", "127.0.0.1", 6231) == "127.0.0.1:6231"
+    assert IPMI.address_for(cfg).read(cfg, parse_target("10.0.0.1")) == "10.0.0.1:623"
+    assert IPMI.gated_sends is True
+    assert set(IPMI.secret_fields()) == {"password", "kg"}
+    assert IPMI.timeouts_field() == "timeouts"
+    assert IPMI.timeouts_of(cfg) == Timeouts(connect_s=2, read_s=3)
+    assert isinstance(parse_target("10.0.0.1"), BmcAddress)
+
+
+def test_check_limits_counts_a_session_and_two_answers_from_the_timeouts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PP_IPMI_TEST_PW", "pp-limits-secret")
+    from powerplane_ipmi.config import LIMITS_MARGIN_S, IpmiConfig
+
+    cfg = IpmiConfig.model_validate({
+        "username": "oper", "password": {"env": "PP_IPMI_TEST_PW"},
+        "shutdown": "graceful-then-force", "shutdown_wait_s": 10,
+        "timeouts": {"connect_s": 4, "read_s": 5}})
+    needed = 10 + 4 + 2 * 5 + LIMITS_MARGIN_S
+    assert cfg.check_limits(needed) == []
+    ((field, message),) = cfg.check_limits(needed - 0.5)
+    assert field == "shutdown_wait_s" and f"{needed:g} s" in message
+
+
+def test_importing_the_package_and_the_plugin_loads_neither_the_channel_nor_pyghmi() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, powerplane_ipmi, powerplane_ipmi.plugin\n"
+            "print(sorted(m for m in ('powerplane_ipmi.channel', 'pyghmi') if m in sys.modules))\n"
+            "assert powerplane_ipmi.IpmiConfig.__name__ == 'IpmiConfig'\n"
+            "assert 'IpmiChannel' in dir(powerplane_ipmi)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_source_imports_only_the_public_core() -> None:
+    import ast
+
+    import powerplane
+    import powerplane_ipmi
+
+    root = Path(powerplane_ipmi.__file__).parent
+    bad = []
+    for file in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "powerplane":
+                bad += [f"{file.name}: {a.name}" for a in node.names
+                        if a.name not in powerplane.__all__]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "powerplane.") and not (node.module or "").startswith("powerplane.testing"):
+                bad.append(f"{file.name}: {node.module}")
+            elif isinstance(node, ast.Import):
+                bad += [f"{file.name}: {a.name}" for a in node.names
+                        if a.name.startswith("powerplane.")
+                        and not a.name.startswith("powerplane.testing")]
+    assert bad == []

@@ -194,7 +194,7 @@ def test_unreachable_and_silent_ports_give_their_class_exit_code_and_message(
     from powerplane_ipmi.config import IpmiConfig
 
     cfg = IpmiConfig(username="oper", password={"file": str(shared_sim.secret_file("oper"))},
-                     connect_timeout_s=0.5)
+                     timeouts={"connect_s": 0.5, "read_s": 3})
     with SilentServer(kind="udp") as silent:
         port = free_port("udp") if kind == "closed" else silent.port
         target = f"127.0.0.1:{port}"
@@ -207,8 +207,8 @@ def test_unreachable_and_silent_ports_give_their_class_exit_code_and_message(
         words = "ICMP port unreachable" if kind == "closed" else "the UDP port is silent"
         assert words in str(err.value)
         out = cli("--config", str(deployment(tmp_path / "d.yaml", shared_sim, target=target,
-                                             connect_timeout_s=0.5)), "state", "n1", "-o",
-                  "json")
+                                             timeouts={"connect_s": 0.5, "read_s": 3})),
+                  "state", "n1", "-o", "json")
         assert out.returncode == 1, out.stderr
         assert "Traceback" not in out.stderr + out.stdout
         doc = json.loads(out.stdout)
@@ -240,7 +240,7 @@ def test_sessions_opened_equal_closed_across_100_calls_and_errors(sim: IpmiSim,
 def test_a_chassis_command_answered_by_nobody_is_outcome_unknown_and_sent_once(
         sim: IpmiSim) -> None:
     with UdpProxy(sim.host, sim.port) as proxy:
-        ch = channel(sim, command_timeout_s=1)
+        ch = channel(sim, timeouts={"connect_s": 2, "read_s": 1})
         try:
             assert ch.capabilities(proxy.address).advertises(Verb.POWER_ON)
             sim.set_power("off")

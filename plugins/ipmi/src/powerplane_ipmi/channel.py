@@ -8,7 +8,7 @@ Opening a session, per BMC (the node's target):
 
 1. Get Channel Authentication Capabilities, sessionless, on a connected UDP socket: an ICMP
    port unreachable is :class:`~powerplane.errors.Unreachable`, silence within
-   ``connect_timeout_s`` is :class:`~powerplane.errors.ChannelTimeout`. A BMC without
+   ``timeouts.connect_s`` is :class:`~powerplane.errors.ChannelTimeout`. A BMC without
    IPMI 2.0 is refused unless ``allow_insecure`` (IPMI 1.5 has no confidentiality).
 2. Get Channel Cipher Suites, sessionless, every page: the suites the BMC offers. Suite 17
    where offered, else 3; a configured ``cipher_suite`` must be offered; suite 0 is refused,
@@ -161,7 +161,7 @@ def sessionless(addr: BmcAddress, netfn: int, cmd: int, data: bytes, timeout: fl
                 got = _response(packet, cmd)
                 if got is not None:
                     return got
-    raise NoAnswer(f"no answer from the BMC within {timeout:g} s (connect_timeout_s): "
+    raise NoAnswer(f"no answer from the BMC within {timeout:g} s (timeouts.connect_s): "
                    "the UDP port is silent")
 
 
@@ -425,7 +425,7 @@ class IpmiChannel:
                 lock = self._locks[key] = threading.Lock()
             return lock
 
-    def endpoint(self, target: Any) -> str:
+    def endpoint(self, target: str) -> str:
         """The BMC a call reaches: its address, so limits are per BMC."""
         return str(parse_target(target))
 
@@ -433,7 +433,7 @@ class IpmiChannel:
     def _open(self, addr: BmcAddress) -> _Live:
         cfg = self.config
         try:
-            facts = probe(addr, cfg.connect_timeout_s)
+            facts = probe(addr, cfg.timeouts.connect_s)
         except Exception as exc:
             raise self._err(exc, addr, stage="probe") from None
         try:
@@ -462,9 +462,9 @@ class IpmiChannel:
             del password, kg
         self.sessions_opened += 1
         forget_login(sess)
-        # reads: retransmit about once a second up to command_timeout_s, never re-login
+        # reads: retransmit about once a second up to timeouts.read_s, never re-login
         sess.logontries = 0
-        sess.maxtimeout = cfg.command_timeout_s
+        sess.maxtimeout = cfg.timeouts.read_s
         try:
             live = self._readback_privilege(sess, addr, suite)
         except BaseException:
@@ -557,7 +557,7 @@ class IpmiChannel:
         self._live[key] = live
         return live, True
 
-    def _call(self, target: Any, fn: Callable[[_Live, BmcAddress], T]) -> T:
+    def _call(self, target: str, fn: Callable[[_Live, BmcAddress], T]) -> T:
         """Run ``fn`` on the BMC's session; on failure close it; a dead reused one is replaced
         once (``fn`` must be a read, or begin with one, for that retry to be safe)."""
         addr = parse_target(target)
@@ -595,7 +595,7 @@ class IpmiChannel:
                 raise _DeadSession(exc) from None
             raise self._err(exc, addr) from None
 
-    def capabilities(self, target: Any) -> CapabilitySet:
+    def capabilities(self, target: str) -> CapabilitySet:
         """What this BMC allows this account: chassis verbs only at operator or above."""
 
         def read(live: _Live, addr: BmcAddress) -> CapabilitySet:
@@ -639,7 +639,7 @@ class IpmiChannel:
                   f"reboot: {cfg.reboot.value})")
         return CapabilitySet.of(graceful, hard, source=Source.DECLARED, detail=detail)
 
-    def read_power_state(self, target: Any) -> Reading:
+    def read_power_state(self, target: str) -> Reading:
         """Get Chassis Status: on or off; unknown with the reason when the BMC does not answer."""
 
         def read(live: _Live, addr: BmcAddress) -> Reading:
@@ -651,7 +651,7 @@ class IpmiChannel:
         return self._call(target, read)
 
     # -- verbs -------------------------------------------------------------------------------------
-    def _require(self, target: Any, verb: Verb) -> BmcAddress:
+    def _require(self, target: str, verb: Verb) -> BmcAddress:
         """NotSupported before any I/O, from the set last discovered for this BMC."""
         addr = parse_target(target)
         known = self._known.get(str(addr))
@@ -663,7 +663,7 @@ class IpmiChannel:
     def _send_control(self, live: _Live, addr: BmcAddress, code: int) -> None:
         """Chassis Control ``code``, once: through about_to_send, no retransmission."""
         sess = live.session
-        bound = self.config.command_timeout_s
+        bound = self.config.timeouts.read_s
         saved = (sess.maxtimeout, sess.logontries)
         about_to_send()
         try:
@@ -683,7 +683,8 @@ class IpmiChannel:
             raise self._err(CompletionCodeError(f"chassis {words}", int(resp["code"])),
                             addr, sent=True)
 
-    def _verb(self, target: Any, verb: Verb, plan: Callable[[_Live, BmcAddress], str]) -> Any:
+    def _verb(self, target: str, verb: Verb,
+              plan: Callable[[_Live, BmcAddress], str]) -> Acceptance:
         self._require(target, verb)
 
         def run(live: _Live, addr: BmcAddress) -> Acceptance:
@@ -694,7 +695,7 @@ class IpmiChannel:
 
         return self._call(target, run)
 
-    def power_on(self, target: Any) -> Acceptance:
+    def power_on(self, target: str) -> Acceptance:
         """Chassis power up (01h)."""
 
         def plan(live: _Live, addr: BmcAddress) -> str:
@@ -704,7 +705,7 @@ class IpmiChannel:
         result: Acceptance = self._verb(target, Verb.POWER_ON, plan)
         return result
 
-    def shutdown(self, target: Any) -> Acceptance:
+    def shutdown(self, target: str) -> Acceptance:
         """Soft-off (graceful), power down (force), or soft-off then power down if needed."""
         mode = self.config.shutdown
 
@@ -740,7 +741,7 @@ class IpmiChannel:
         except ChannelError as exc:
             raise self._err(RuntimeError(exc.message), addr, sent=True) from None
 
-    def reboot(self, target: Any) -> Acceptance:
+    def reboot(self, target: str) -> Acceptance:
         """Hard reset (force), or soft-off, wait, power down if needed, power up."""
         mode = self.config.reboot
 

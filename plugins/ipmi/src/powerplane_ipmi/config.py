@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from powerplane import SecretRef
+from powerplane import SecretRef, Timeouts
 
 __all__ = [
     "DEFAULT_PORT",
@@ -110,10 +110,10 @@ class IpmiConfig(BaseModel):
     """In ``graceful-then-force``: how long to wait for the chassis to read off after soft-off."""
     poll_interval_s: float = Field(1.0, gt=0, le=60)
     """How often Get Chassis Status is read while waiting in ``graceful-then-force``."""
-    connect_timeout_s: float = Field(2.0, gt=0, le=120)
-    """Bound on reaching the BMC and opening a session (RMCP+ open, RAKP 1 to 4), in seconds."""
-    command_timeout_s: float = Field(3.0, gt=0, le=120)
-    """Bound on the BMC's answer to one command in a session, in seconds."""
+    timeouts: Timeouts = Timeouts(connect_s=2, read_s=3)
+    """``connect_s``: bound on reaching the BMC and opening a session (the sessionless
+    probe, RMCP+ open, RAKP 1 to 4); ``read_s``: bound on the BMC's answer to one command
+    in a session. Seconds each."""
 
     @field_validator("username")
     @classmethod
@@ -149,7 +149,8 @@ class IpmiConfig(BaseModel):
         fallback is never sent.
         """
         problems: list[tuple[str, str]] = []
-        last = self.connect_timeout_s + 2 * self.command_timeout_s
+        # a session (connect_s) and the last command with one read before it (2 x read_s)
+        last = self.timeouts.total_s + self.timeouts.read_s
         for verb, on, waits in (
             ("shutdown", self.shutdown is ShutdownMode.GRACEFUL_THEN_FORCE, 1),
             ("reboot", self.reboot is RebootMode.GRACEFUL_THEN_FORCE, 2),

@@ -8,7 +8,7 @@ what happened                                                  powerplane class
 ============================================================  ==========================
 sessionless probe: ICMP port unreachable (nothing on the port)  ``Unreachable``
 name resolution or routing failure (``OSError``, gaierror)      ``Unreachable``
-sessionless probe: no answer within ``connect_timeout_s``       ``ChannelTimeout``
+sessionless probe: no answer within ``timeouts.connect_s``       ``ChannelTimeout``
 RAKP 2 HMAC does not verify ("Incorrect password provided")     ``AuthenticationFailed``
 RAKP status 0x0D unauthorized name, 0x0E unauthorized GUID      ``AuthenticationFailed``
 RAKP 4 integrity check fails ("wrong Kg?"), RAKP status 0x0F    ``AuthenticationFailed``
@@ -47,7 +47,7 @@ import socket
 from collections.abc import Iterable
 from typing import Any
 
-from powerplane.errors import (
+from powerplane import (
     AuthenticationFailed,
     ChannelError,
     ChannelTimeout,

@@ -291,7 +291,7 @@ def start(where: Path) -> StartedPeer:
         config={"type": "ipmi", "username": "oper",
                 "password": {"file": str(sims[0].secret_file("oper"))},
                 "shutdown": "graceful", "reboot": "force",
-                "connect_timeout_s": 2, "command_timeout_s": 3},
+                "timeouts": {"connect_s": 2, "read_s": 3}},
         targets=[sim.address for sim in sims],
         stop=stop,
         description="OpenIPMI ipmi_sim, IPMI 2.0 / RMCP+ cipher suite 3, at "

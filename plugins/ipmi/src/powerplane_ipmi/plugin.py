@@ -4,37 +4,50 @@ Entry point (in this distribution's ``pyproject.toml``)::
 
     [project.entry-points.powerplane]
     ipmi = "powerplane_ipmi.plugin"
+
+It imports only the config model; the channel module is imported when the first ``ipmi``
+channel is created (and pyghmi when it opens its first session).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from powerplane import ChannelType, hookimpl
+from powerplane import Address, ChannelType, hookimpl
 from powerplane.testing import Peer
-from powerplane_ipmi.channel import IpmiChannel
-from powerplane_ipmi.config import IpmiConfig, parse_target
+from powerplane_ipmi.config import BmcAddress, IpmiConfig, parse_target
 
-__all__ = ["IPMI", "register_channel_types", "register_demo_peers"]
+if TYPE_CHECKING:
+    from powerplane_ipmi.channel import IpmiChannel
+
+__all__ = ["ADDRESS", "IPMI", "make_channel", "register_channel_types", "register_demo_peers"]
 
 
-def _factory(name: str, config: IpmiConfig) -> IpmiChannel:
+def make_channel(name: str, config: IpmiConfig) -> IpmiChannel:
+    """The ``ipmi`` channel named ``name``."""
+    from powerplane_ipmi.channel import IpmiChannel
+
     return IpmiChannel(name, config)
 
 
-IPMI = ChannelType(
+ADDRESS = Address(None, source="target", format="host:port")
+"""Each node's target is its BMC's ``HOST:PORT``: one channel holds a fleet's credentials."""
+
+IPMI: ChannelType[IpmiConfig, BmcAddress] = ChannelType(
     name="ipmi",
     config=IpmiConfig,
-    factory=_factory,
+    factory=make_channel,
     target=parse_target,
     description="BMC chassis power over IPMI 2.0 / RMCP+ (pyghmi, in process): privilege "
                 "read back, cipher suite 17 then 3, never suite 0",
     gated_sends=True,  # every chassis control command passes about_to_send() (_send_control)
+    address=ADDRESS,
 )
 
 
 @hookimpl
-def register_channel_types(register: Callable[[ChannelType], None]) -> None:
+def register_channel_types(register: Callable[[ChannelType[Any, Any]], None]) -> None:
     """Register the ``ipmi`` channel type."""
     register(IPMI)
 
