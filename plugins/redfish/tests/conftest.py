@@ -3,8 +3,8 @@
 - ``emulator``: one sushy-tools emulator per session (fake driver, TLS from a CA generated
   here, bcrypt-4 htpasswd, power changes applied at the next GET), with several systems;
   ``emu_system`` hands each test a system of its own.
-- ``mockup``: a factory of mockup servers over ``../shared/redfish-mockups`` (skipped where
-  that folder is absent).
+- ``mockup``: a factory of mockup servers over the DMTF mockups this distribution ships
+  (``powerplane_redfish.testing.dmtf.mockups_dir()``).
 - ``host_for``: a started :class:`powerplane.PowerHost` for a config dict, through the
   ``redfish`` entry point like any deployment.
 """
@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from powerplane import PowerHost, parse_config
+from powerplane_redfish.testing.dmtf import mockups_dir
 from powerplane_redfish.testing.emulator import SushyEmulator
 from powerplane_redfish.testing.mockup import MockupServer
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
-MOCKUPS = SHARED / "redfish-mockups"
+MOCKUPS = mockups_dir()
 EMU_PASSWORD_ENV = "PP_TEST_EMU_PASSWORD"
 MOCKUP_PASSWORD_ENV = "PP_TEST_MOCKUP_PASSWORD"
 EMULATED_SYSTEMS = 32
@@ -70,8 +70,7 @@ def _emu_channel(emulator: SushyEmulator, **kw: Any) -> dict[str, Any]:
         "password": {"env": EMU_PASSWORD_ENV},
         "verify": str(emulator.tls.ca),
         "auth": "basic",
-        "connect_timeout_s": 5,
-        "read_timeout_s": 10,
+        "timeouts": {"connect_s": 5, "read_s": 10},
     }
     cfg.update(kw)
     return cfg
@@ -105,8 +104,6 @@ def host_for() -> Callable[[dict[str, Any]], AbstractAsyncContextManager[PowerHo
 @pytest.fixture
 def mockup(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., MockupServer]]:
     """``mockup("public-bladed", advertise=..., ignore_graceful=...)``: a started server."""
-    if not MOCKUPS.is_dir():
-        pytest.skip(f"DMTF mockups not found at {MOCKUPS} (../shared is absent)")
     started: list[MockupServer] = []
 
     def make(name: str = "public-rackmount1", **kw: Any) -> MockupServer:
@@ -133,8 +130,7 @@ def _mockup_channel(server: MockupServer, **kw: Any) -> dict[str, Any]:
         "username": server.username,
         "password": {"env": MOCKUP_PASSWORD_ENV},
         "auth": "session",
-        "connect_timeout_s": 5,
-        "read_timeout_s": 10,
+        "timeouts": {"connect_s": 5, "read_s": 10},
     }
     cfg.update(kw)
     return cfg

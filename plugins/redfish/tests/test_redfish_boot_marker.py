@@ -20,13 +20,14 @@ import requests
 from powerplane import ChannelError, PowerHost, Unreachable, Verb, parse_config
 from powerplane_redfish import RedfishChannel
 from powerplane_redfish.channel import boot_marker_of
+from powerplane_redfish.testing.dmtf import mockups_dir
 from powerplane_redfish.testing.emulator import SushyEmulator
 from powerplane_redfish.testing.mockup import MockupServer
 
 HostFor = Callable[[dict[str, Any]], AbstractAsyncContextManager[PowerHost]]
 CfgFn = Callable[..., dict[str, Any]]
 
-MOCKUPS = Path(__file__).resolve().parents[3] / ".." / "shared" / "redfish-mockups"
+MOCKUPS = mockups_dir()
 
 
 def channel_for(cfg: dict[str, Any]) -> RedfishChannel:
@@ -184,7 +185,7 @@ def test_a_failed_read_raises_never_a_marker(
 ) -> None:
     server = mockup("public-rackmount1")
     target = server.systems[0]
-    ch = channel_for(mockup_cfg(server, connect_timeout_s=2, read_timeout_s=2))
+    ch = channel_for(mockup_cfg(server, timeouts={"connect_s": 2, "read_s": 2}))
     try:
         assert ch.boot_marker(target) is not None
         server.drop_next(2)  # the GET and its one retry on a fresh connection

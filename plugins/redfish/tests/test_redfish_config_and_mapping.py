@@ -57,7 +57,9 @@ def test_defaults_are_graceful_and_auto() -> None:
         ({"shutdown": "gently"}, "channels.bmc.shutdown"),
         ({"auth": "kerberos"}, "channels.bmc.auth"),
         ({"reset_types": ["Explode"]}, "channels.bmc.reset_types"),
-        ({"read_timeout_s": 0}, "channels.bmc.read_timeout_s"),
+        ({"timeouts": {"read_s": 0}}, "channels.bmc.timeouts.read_s"),
+        ({"timeouts": {"connect_s": float("nan")}}, "channels.bmc.timeouts.connect_s"),
+        ({"read_timeout_s": 30}, "channels.bmc.read_timeout_s"),
         ({"colour": "red"}, "channels.bmc.colour"),
     ],
 )
@@ -208,8 +210,8 @@ def test_check_limits_flags_a_wait_that_leaves_no_room_for_the_force_off() -> No
 
 
 def test_check_limits_counts_two_waits_for_a_graceful_then_force_reboot() -> None:
-    cfg = redfish_config(reboot="graceful-then-force", shutdown_wait_s=10, read_timeout_s=5,
-                         connect_timeout_s=2)
+    cfg = redfish_config(reboot="graceful-then-force", shutdown_wait_s=10,
+                         timeouts={"connect_s": 2, "read_s": 5})
     assert cfg.check_limits(28) == []  # 2 * 10 + 2 + 5 + 1
     problems = cfg.check_limits(27.5)
     assert [f for f, _ in problems] == ["shutdown_wait_s"]
@@ -217,15 +219,16 @@ def test_check_limits_counts_two_waits_for_a_graceful_then_force_reboot() -> Non
 
 
 def test_check_limits_when_the_last_request_alone_is_too_long() -> None:
-    cfg = redfish_config(shutdown="graceful-then-force", shutdown_wait_s=1, read_timeout_s=100)
+    cfg = redfish_config(shutdown="graceful-then-force", shutdown_wait_s=1,
+                         timeouts={"read_s": 100})
     (field, message), = cfg.check_limits(60)
     assert field == "shutdown_wait_s"
-    assert "lower read_timeout_s or connect_timeout_s" in message
+    assert "lower timeouts.read_s or timeouts.connect_s" in message
 
 
 def test_check_limits_fits_exactly() -> None:
-    cfg = redfish_config(shutdown="graceful-then-force", shutdown_wait_s=10, read_timeout_s=4,
-                         connect_timeout_s=1)
+    cfg = redfish_config(shutdown="graceful-then-force", shutdown_wait_s=10,
+                         timeouts={"connect_s": 1, "read_s": 4})
     assert cfg.check_limits(10 + 1 + 4 + LIMITS_MARGIN_S) == []
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import ssl
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -160,3 +161,56 @@ def test_no_library_exception_escapes_a_channel_call(
             raise exc
     assert err.value.__cause__ is exc
     assert SECRET not in str(err.value)
+
+
+# -- core's HTTP status rule, for every status a BMC can answer -------------------------------
+def _answer(status: int, message: str) -> requests.Response:
+    response = requests.Response()
+    response.status_code = status
+    response._content = json.dumps({"error": {
+        "code": "Base.1.0.GeneralError", "message": "see ExtendedInfo",
+        "@Message.ExtendedInfo": [{"MessageId": "Test.1.0.Status", "Message": message}]}}
+    ).encode()
+    return response
+
+
+@pytest.mark.parametrize("status", range(400, 600))
+def test_every_4xx_and_5xx_follows_the_http_status_rule(status: int) -> None:
+    """401/403 -> AuthenticationFailed; every other 4xx and every 5xx -> RefusedByDevice
+    with the BMC's words (the BMC answered: never Unreachable), through the class sushy
+    itself raises for that status."""
+    words = f"the BMC says {status}"
+    with pytest.raises(sushy_exc.HTTPError) as raised:
+        sushy_exc.raise_for_response("POST", "https://bmc/x", _answer(status, words))
+    mapped = map_error(raised.value, channel="bmc", target="/redfish/v1/Systems/1",
+                       action="ResetType=On")
+    want = AuthenticationFailed if status in (401, 403) else RefusedByDevice
+    assert type(mapped) is want, (status, type(raised.value).__name__, mapped)
+    assert words in mapped.message and f"HTTP {status}" in mapped.message
+
+
+def test_a_reset_dropped_after_it_was_written_is_outcome_unknown_not_a_refusal(
+    mockup: Any, mockup_cfg: Any,
+) -> None:
+    """The last clause of the rule, end to end: the BMC reads the reset POST and closes the
+    connection without an answer (no status at all) -> OutcomeUnknown."""
+    from powerplane import OutcomeUnknown, parse_config
+
+    server = mockup("public-rackmount1")
+    target = server.systems[0]
+    cfg = parse_config({"channels": {"bmc": mockup_cfg(server)}}).channels["bmc"].config
+    from powerplane_redfish import RedfishChannel
+
+    channel = RedfishChannel("bmc", cfg)
+    try:
+        channel.capabilities(target)
+        before = len(server.reset_log())
+        server.drop_next()
+        with pytest.raises(OutcomeUnknown):
+            channel.power_on(target)
+        assert len(server.reset_log()) == before  # read, then dropped unanswered
+        posts = [r for r in server.requests if r[0] == "POST" and r[1].endswith(".Reset")]
+        assert posts == [("POST", f"{target}/Actions/ComputerSystem.Reset")]  # sent once
+        assert server.dropped == 1
+    finally:
+        channel.close()

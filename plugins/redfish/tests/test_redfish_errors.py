@@ -89,7 +89,7 @@ async def test_server_that_never_answers_times_out_within_the_read_timeout(
         ch = channel_for({
             "type": "redfish", "endpoint": f"{scheme}://127.0.0.1:{silent.port}",
             "username": "admin", "password": {"env": "PP_TEST_PASSWORD"},
-            "connect_timeout_s": 0.5, "read_timeout_s": 0.5,
+            "timeouts": {"connect_s": 0.5, "read_s": 0.5},
         })
         # The channel's own bound fires (the explicit BOUND above would raise TimeoutError).
         with pytest.raises(ChannelTimeout, match="did not answer in time"):

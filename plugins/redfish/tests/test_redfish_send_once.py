@@ -48,6 +48,11 @@ SESSIONS = "/redfish/v1/SessionService/Sessions"
 CLI_BOUND = 60.0  # an explicit bound on each CLI run
 
 
+def _read(seconds: float) -> dict[str, float]:
+    """``timeouts`` with ``read_s`` set (``connect_s`` 5)."""
+    return {"connect_s": 5, "read_s": seconds}
+
+
 def channel_for(cfg: dict[str, Any]) -> RedfishChannel:
     dep = parse_config({"channels": {"bmc": cfg}})
     configured = dep.channels["bmc"]
@@ -130,7 +135,7 @@ async def test_a_reset_whose_answer_times_out_is_outcome_unknown_and_sent_once(
 ) -> None:
     server = mockup("public-rackmount1")
     target = server.systems[0]
-    ch = channel_for(mockup_cfg(server, read_timeout_s=0.3))
+    ch = channel_for(mockup_cfg(server, timeouts=_read(0.3)))
     try:
         await asyncio.to_thread(ch.capabilities, target)
         server.reset_delay_s = 1.5
@@ -168,7 +173,7 @@ async def test_graceful_then_force_whose_poll_times_out_is_outcome_unknown_witho
     server = mockup("public-rackmount1", ignore_graceful=True)
     target = server.systems[0]
     ch = channel_for(mockup_cfg(server, shutdown="graceful-then-force", shutdown_wait_s=0.5,
-                                poll_interval_s=0.1, read_timeout_s=0.3))
+                                poll_interval_s=0.1, timeouts=_read(0.3)))
     try:
         await asyncio.to_thread(ch.capabilities, target)
         server.read_delay_after_reset_s = 1.0  # the readback after the reset never answers
@@ -304,7 +309,7 @@ def test_invoke_of_a_reset_answered_after_the_read_timeout_is_outcome_unknown(
     server = mockup("public-rackmount1")
     target = server.systems[0]
     server.reset_delay_s = 2.0
-    config = write_config(tmp_path, mockup_cfg(server, read_timeout_s=0.5), target, 30)
+    config = write_config(tmp_path, mockup_cfg(server, timeouts=_read(0.5)), target, 30)
     run = cli(config, "invoke", "n1", "reboot", "--yes", "--reason", "read timeout test")
     assert_outcome_unknown(run)
     assert posts(server, target + RESET) == 1
@@ -318,7 +323,7 @@ def test_invoke_graceful_then_force_whose_reset_is_held_sends_no_force_off(
     target = server.systems[0]
     server.reset_delay_s = 2.0
     wait = 1.0
-    channel = mockup_cfg(server, read_timeout_s=0.5, shutdown="graceful-then-force",
+    channel = mockup_cfg(server, timeouts=_read(0.5), shutdown="graceful-then-force",
                          shutdown_wait_s=wait, poll_interval_s=0.1)
     config = write_config(tmp_path, channel, target, 30)
     run = cli(config, "invoke", "n1", "shutdown", "--yes", "--reason", "held reset test")
@@ -335,8 +340,8 @@ def test_invoke_whose_reset_outlasts_limits_timeout_is_outcome_unknown(
     """Needs the host to run the call under a SendGate (limits.timeout_s after the send)."""
     server = mockup("public-rackmount1")
     target = server.systems[0]
-    server.reset_delay_s = 3.0  # longer than limits.timeout_s, shorter than read_timeout_s
-    config = write_config(tmp_path, mockup_cfg(server, read_timeout_s=10), target, 1)
+    server.reset_delay_s = 3.0  # longer than limits.timeout_s, shorter than timeouts.read_s
+    config = write_config(tmp_path, mockup_cfg(server, timeouts=_read(10)), target, 1)
     run = cli(config, "invoke", "n1", "reboot", "--yes", "--reason", "host timeout test")
     assert_outcome_unknown(run)
     assert posts(server, target + RESET) == 1
@@ -350,13 +355,13 @@ def test_invoke_graceful_then_force_sends_no_force_off_after_limits_timeout(
     """Needs the host to run the call under a SendGate and close it at limits.timeout_s.
 
     The config passes check_limits (1 + 0.2 + 3 + 1 = 5.2 s); the BMC holds the reset and
-    the readback after it just under read_timeout_s, so the ForceOff would be due after
+    the readback after it just under timeouts.read_s, so the ForceOff would be due after
     5.8 s, past limits.timeout_s: the host gives up first, and no ForceOff may follow.
     """
     server = mockup("public-rackmount1", ignore_graceful=True)
     target = server.systems[0]
     wait = 1.0
-    channel = mockup_cfg(server, connect_timeout_s=0.2, read_timeout_s=3,
+    channel = mockup_cfg(server, timeouts={"connect_s": 0.2, "read_s": 3},
                          shutdown="graceful-then-force", shutdown_wait_s=wait,
                          poll_interval_s=0.2)
     config = write_config(tmp_path, channel, target, 5.2)

@@ -2,34 +2,43 @@
 
 Capabilities are read from the BMC, never assumed; readback is ``PowerState``; one sushy
 root (one Redfish session) per endpoint, logged out on close and after errors.
+
+Every name below is imported on first use (:func:`powerplane.lazy_exports`), so plugin
+discovery imports neither sushy nor requests.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from powerplane_redfish.config import (
-    AuthMode,
-    RebootMode,
-    RedfishConfig,
-    ResetType,
-    ShutdownMode,
-    parse_target,
-)
-from powerplane_redfish.mapping import Plan, plan
+from powerplane import lazy_exports
 
 if TYPE_CHECKING:
     from powerplane_redfish.channel import RedfishChannel
+    from powerplane_redfish.config import (
+        AuthMode,
+        RebootMode,
+        RedfishConfig,
+        ResetType,
+        ShutdownMode,
+        parse_target,
+    )
     from powerplane_redfish.errors import map_error
+    from powerplane_redfish.mapping import Plan, plan
+    from powerplane_redfish.resources import ActionInfo, ComputerSystem, Manager, ResetAction
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActionInfo",
     "AuthMode",
+    "ComputerSystem",
+    "Manager",
     "Plan",
     "RebootMode",
     "RedfishChannel",
     "RedfishConfig",
+    "ResetAction",
     "ResetType",
     "ShutdownMode",
     "map_error",
@@ -37,15 +46,19 @@ __all__ = [
     "plan",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # sushy and requests load only when a channel is used, never at plugin discovery
-    if name == "RedfishChannel":
-        from powerplane_redfish.channel import RedfishChannel
-
-        return RedfishChannel
-    if name == "map_error":
-        from powerplane_redfish.errors import map_error
-
-        return map_error
-    raise AttributeError(f"module 'powerplane_redfish' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "ActionInfo": ".resources",
+    "AuthMode": ".config",
+    "ComputerSystem": ".resources",
+    "Manager": ".resources",
+    "Plan": ".mapping",
+    "RebootMode": ".config",
+    "RedfishChannel": ".channel",
+    "RedfishConfig": ".config",
+    "ResetAction": ".resources",
+    "ResetType": ".config",
+    "ShutdownMode": ".config",
+    "map_error": ".errors",
+    "parse_target": ".config",
+    "plan": ".mapping",
+})

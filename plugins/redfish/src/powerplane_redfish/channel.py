@@ -2,7 +2,10 @@
 
 Capabilities are read from the BMC (``ResetType@Redfish.AllowableValues`` on the system's
 ``#ComputerSystem.Reset`` action, else the ``@Redfish.ActionInfo`` resource it points at),
-never assumed, and mapped to verbs by :mod:`powerplane_redfish.mapping`. Discovery is
+never assumed, and mapped to verbs by :mod:`powerplane_redfish.mapping`. Every body is read
+through its declared model (:mod:`powerplane_redfish.resources`: ``ComputerSystem``, the
+reset action, ``ActionInfo``, ``Manager``); a body that does not fit is a
+:class:`~powerplane.ProtocolError`. Discovery is
 cached per target, so a steady-state verb costs one POST. Readback reads ``PowerState``.
 The boot marker (:meth:`RedfishChannel.boot_marker`) reads ``LastResetTime``, else
 ``BootProgress.LastStateTime``, where the BMC publishes them.
@@ -21,10 +24,12 @@ send the verb twice.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import sushy
+from sushy import connector as sushy_connector
 
 from powerplane import (
     Acceptance,
@@ -41,10 +46,18 @@ from powerplane import (
 from powerplane_redfish.config import RedfishConfig, ResetType, ShutdownMode, parse_target
 from powerplane_redfish.connection import Connection
 from powerplane_redfish.mapping import Plan, parse_reset_types, plan
+from powerplane_redfish.resources import (
+    RESET_ACTION,
+    ActionInfo,
+    ComputerSystem,
+    Manager,
+    ResetAction,
+    parse,
+)
 
 __all__ = ["RedfishChannel", "boot_marker_of", "parse_target"]
 
-_RESET = "#ComputerSystem.Reset"
+_RESET = RESET_ACTION
 _ALLOWABLE = "ResetType@Redfish.AllowableValues"
 _ACTION_INFO = "@Redfish.ActionInfo"
 
@@ -79,13 +92,8 @@ class RedfishChannel:
     def _discover(self, target: str | None) -> _System:
         with self.connection.use(target) as (root, conn):
             path = target if target is not None else self._only_system(root)
-            body = self.connection.get_json(conn, path)
-            action = (body.get("Actions") or {}).get(_RESET)
-            if not isinstance(action, dict):
-                action = None
-            reset_target = action.get("target") if action is not None else None
-            if not isinstance(reset_target, str):
-                reset_target = None
+            action = self._get_system(conn, path).actions.reset
+            reset_target = action.target if action is not None else None
             if self.config.reset_types is not None:
                 found = self._declared(path, reset_target)
             else:
@@ -112,20 +120,26 @@ class RedfishChannel:
         target = reset_target or f"{path}/Actions/ComputerSystem.Reset"
         return _System(path, target, self._plan(declared, Source.DECLARED, "declared in config"))
 
+    def _get_system(self, conn: sushy_connector.Connector, path: str) -> ComputerSystem:
+        return self.connection.get_resource(conn, path, ComputerSystem)
+
     def _discovered(
-        self, conn: Any, path: str, action: dict[str, Any] | None, reset_target: str | None
+        self,
+        conn: sushy_connector.Connector,
+        path: str,
+        action: ResetAction | None,
+        reset_target: str | None,
     ) -> _System:
         if action is None or reset_target is None:
             caps = CapabilitySet.empty(f"{path} has no {_RESET} action with a target")
             return _System(path, None, Plan(caps))
-        values = action.get(_ALLOWABLE)
+        values = action.allowable_values
         where = f"{path} {_ALLOWABLE}"
-        info_uri = action.get(_ACTION_INFO)
-        if not isinstance(values, list) and isinstance(info_uri, str):
-            info = self.connection.get_json(conn, info_uri)
-            values = _action_info_values(info)
-            where = f"ActionInfo {info_uri}"
-        if not isinstance(values, list):
+        if values is None and action.action_info is not None:
+            info = self.connection.get_resource(conn, action.action_info, ActionInfo)
+            values = info.reset_types()
+            where = f"ActionInfo {action.action_info}"
+        if values is None:
             caps = CapabilitySet.empty(
                 f"the service advertises no reset types for {path} (neither {_ALLOWABLE} "
                 f"nor a ResetType in {_ACTION_INFO}); declare them with reset_types in config"
@@ -142,9 +156,7 @@ class RedfishChannel:
 
     def _power_state(self, system: _System, target: str | None) -> str | None:
         with self.connection.use(target) as (_, conn):
-            body = self.connection.get_json(conn, system.path)
-        state = body.get("PowerState")
-        return state if isinstance(state, str) else None
+            return self._get_system(conn, system.path).power_state
 
     def _await_off(self, system: _System, target: str | None) -> tuple[bool, str | None]:
         """Read ``PowerState`` until it is ``Off`` or ``shutdown_wait_s`` has passed."""
@@ -277,7 +289,7 @@ class RedfishChannel:
         """
         system = self._system(target)
         with self.connection.use(target) as (_, conn):
-            body = self.connection.get_json(conn, system.path)
+            body = self._get_system(conn, system.path)
         return boot_marker_of(body)
 
     def identity(self, target: str | None) -> dict[str, str]:
@@ -286,20 +298,15 @@ class RedfishChannel:
         conformance report)."""
         system = self._system(target)
         with self.connection.use(target) as (_, conn):
-            body = self.connection.get_json(conn, system.path)
-            out = {
-                key: str(body[field])
-                for key, field in (("manufacturer", "Manufacturer"), ("model", "Model"),
-                                   ("serial", "SerialNumber"), ("bios", "BiosVersion"))
-                if isinstance(body.get(field), str) and body[field]
-            }
-            managers = (body.get("Links") or {}).get("ManagedBy") or []
-            first = managers[0].get("@odata.id") if managers and isinstance(
-                managers[0], dict) else None
-            if isinstance(first, str):
-                manager = self.connection.get_json(conn, first)
-                if isinstance(manager.get("FirmwareVersion"), str):
-                    out["firmware"] = manager["FirmwareVersion"]
+            body = self._get_system(conn, system.path)
+            published = (("manufacturer", body.manufacturer), ("model", body.model),
+                         ("serial", body.serial_number), ("bios", body.bios_version))
+            out = {key: value for key, value in published if value}
+            if body.links.managed_by:
+                first = body.links.managed_by[0].odata_id
+                manager = self.connection.get_resource(conn, first, Manager)
+                if manager.firmware_version is not None:
+                    out["firmware"] = manager.firmware_version
         return out
 
     def close(self) -> None:
@@ -307,7 +314,7 @@ class RedfishChannel:
         self.connection.close()
 
 
-def boot_marker_of(system: dict[str, Any]) -> str | None:
+def boot_marker_of(system: ComputerSystem | Mapping[str, Any]) -> str | None:
     """The boot marker in a ComputerSystem body, named by the property it came from.
 
     - ``LastResetTime`` (ComputerSystem v1_12_0, Redfish 2020.2: "the date and time when
@@ -326,24 +333,11 @@ def boot_marker_of(system: dict[str, Any]) -> str | None:
     chassis power-state change time (a power off changes it too; a warm
     ``GracefulRestart`` or ``ForceRestart``, which leaves chassis power on, does not).
     """
-    last_reset = system.get("LastResetTime")
-    if isinstance(last_reset, str) and last_reset:
-        return f"LastResetTime={last_reset}"
-    progress = system.get("BootProgress")
-    if isinstance(progress, dict) and progress.get("LastState") == "OSRunning":
-        when = progress.get("LastStateTime")
-        if isinstance(when, str) and when:
-            return f"BootProgress.LastStateTime={when}"
-    return None
-
-
-def _action_info_values(info: dict[str, Any]) -> list[Any] | None:
-    """The ``AllowableValues`` of the ``ResetType`` parameter of an ActionInfo resource."""
-    params = info.get("Parameters")
-    if not isinstance(params, list):
-        return None
-    for param in params:
-        if isinstance(param, dict) and param.get("Name") == "ResetType":
-            values = param.get("AllowableValues")
-            return values if isinstance(values, list) else None
+    if not isinstance(system, ComputerSystem):
+        system = parse(ComputerSystem, system, "the ComputerSystem body")
+    if system.last_reset_time:
+        return f"LastResetTime={system.last_reset_time}"
+    progress = system.boot_progress
+    if progress is not None and progress.last_state == "OSRunning" and progress.last_state_time:
+        return f"BootProgress.LastStateTime={progress.last_state_time}"
     return None

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from powerplane import SecretRef
+from powerplane import SecretRef, Timeouts
 
 __all__ = [
     "LIMITS_MARGIN_S",
@@ -104,10 +104,9 @@ class RedfishConfig(BaseModel):
     """TLS verification: ``true`` (system CAs), ``false`` (none), or a CA bundle path."""
     auth: AuthMode = AuthMode.AUTO
     """``session``, ``basic`` or ``auto`` (a session where offered, else basic)."""
-    connect_timeout_s: float = Field(5.0, gt=0)
-    """Bound on establishing a connection to the BMC, in seconds."""
-    read_timeout_s: float = Field(30.0, gt=0)
-    """Bound on waiting for the BMC's answer to one request, in seconds."""
+    timeouts: Timeouts = Timeouts(connect_s=5, read_s=30)
+    """Bounds on one request: ``connect_s`` to open the connection (TCP and TLS) to the BMC,
+    ``read_s`` to wait for its answer once a request was sent (seconds)."""
     shutdown: ShutdownMode = ShutdownMode.GRACEFUL
     """How shutdown is carried: ``graceful``, ``graceful-then-force`` or ``force``."""
     shutdown_wait_s: float = Field(30.0, gt=0)
@@ -151,14 +150,14 @@ class RedfishConfig(BaseModel):
 
         ``graceful-then-force`` waits inside the verb's call and then sends one more reset
         (``ForceOff``, or ``On`` after a reboot's shutdown), which needs up to
-        ``connect_timeout_s + read_timeout_s`` of its own. All of it must fit in
+        ``timeouts.total_s`` (``connect_s + read_s``) of its own. All of it must fit in
         ``limits.timeout_s`` with a margin of :data:`LIMITS_MARGIN_S`: otherwise the host
         gives up first, the forced fallback is never sent, and the call ends with its
         outcome unknown. A shutdown waits once; a reboot waits up to twice (for the graceful
         shutdown, then for the ``ForceOff``).
         """
         problems: list[tuple[str, str]] = []
-        last = self.connect_timeout_s + self.read_timeout_s
+        last = self.timeouts.total_s
         uses = [
             (verb, waits)
             for verb, waits, on in (
@@ -174,11 +173,11 @@ class RedfishConfig(BaseModel):
             wait_words = "shutdown_wait_s" if waits == 1 else "twice shutdown_wait_s"
             room = (timeout_s - last - LIMITS_MARGIN_S) / waits
             fix = (f"lower shutdown_wait_s to at most {room:g} s, or " if room > 0 else
-                   "lower read_timeout_s or connect_timeout_s, or ")
+                   "lower timeouts.read_s or timeouts.connect_s, or ")
             problems.append((
                 "shutdown_wait_s",
                 f"{verb}: graceful-then-force needs up to {needed:g} s ({wait_words}, "
-                f"{waits * self.shutdown_wait_s:g} s, then connect_timeout_s + read_timeout_s, "
+                f"{waits * self.shutdown_wait_s:g} s, then timeouts.connect_s + timeouts.read_s, "
                 f"{last:g} s, for its last reset, and a {LIMITS_MARGIN_S:g} s margin), more "
                 f"than limits.timeout_s ({timeout_s:g} s): the host would give up before the "
                 f"forced fallback is sent; {fix}raise limits.timeout_s to at least {needed:g} s",

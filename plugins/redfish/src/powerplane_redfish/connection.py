@@ -30,9 +30,10 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import sushy
+from pydantic import BaseModel
 from sushy import auth as sushy_auth
 from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
@@ -51,10 +52,13 @@ from powerplane_redfish.errors import (
     map_error,
     request_may_have_left,
 )
+from powerplane_redfish.resources import parse
 
 __all__ = ["Connection"]
 
 log = logging.getLogger("powerplane_redfish")
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class Connection:
@@ -66,6 +70,8 @@ class Connection:
         self._lock = threading.Lock()
         self._root: sushy.Sushy | None = None
         self._conn: _Connector | None = None
+        self._auth: sushy_auth.AuthBase | None = None
+        """The auth object the root was built with (kept here, never read back from sushy)."""
         self._closed = False
         self.logins = 0
         """How many times a root was created (a login, for a session service)."""
@@ -79,7 +85,7 @@ class Connection:
             return sushy_auth.BasicAuth(username=user, password=password)
         return sushy_auth.SessionOrBasicAuth(username=user, password=password)
 
-    def _open(self) -> tuple[sushy.Sushy, _Connector]:
+    def _open(self) -> tuple[sushy.Sushy, _Connector, sushy_auth.AuthBase]:
         cfg = self.config
         password = cfg.password.reveal()
         conn = _Connector(
@@ -90,8 +96,8 @@ class Connection:
             # A GET answered 5xx is retried once, at once.
             server_side_retries=1,
             server_side_retries_delay=0,
-            default_request_timeout=cfg.read_timeout_s,
-            connect_timeout=cfg.connect_timeout_s,
+            default_request_timeout=cfg.timeouts.read_s,
+            connect_timeout=cfg.timeouts.connect_s,
         )
         auth = self._make_auth(password)
         try:
@@ -101,7 +107,7 @@ class Connection:
             conn.close()
             raise
         self.logins += 1
-        return root, conn
+        return root, conn, auth
 
     def _current(self) -> tuple[sushy.Sushy, _Connector]:
         with self._lock:
@@ -109,7 +115,7 @@ class Connection:
                 raise ChannelError("the channel was closed; nothing was sent",
                                    channel=self.channel)
             if self._root is None or self._conn is None:
-                self._root, self._conn = self._open()
+                self._root, self._conn, self._auth = self._open()
             return self._root, self._conn
 
     def drop(self, root: sushy.Sushy | None = None) -> None:
@@ -117,9 +123,9 @@ class Connection:
         with self._lock:
             if self._root is None or (root is not None and root is not self._root):
                 return
-            old, conn = self._root, self._conn
-            self._root = self._conn = None
-        _logout(getattr(old, "_auth", None))
+            auth, conn = self._auth, self._conn
+            self._root = self._conn = self._auth = None
+        _logout(auth)
         if conn is not None:
             conn.close()
 
@@ -198,6 +204,15 @@ class Connection:
             raise ValueError(f"{path} is not a JSON object")
         return body
 
+    def get_resource(self, conn: sushy_connector.Connector, path: str, model: type[M]) -> M:
+        """GET ``path`` as the declared resource ``model``.
+
+        A body that does not fit raises :class:`~powerplane_redfish.resources.InvalidResource`
+        (a ``ValueError``: inside :meth:`use` it comes out as a ProtocolError, and the root
+        is dropped, as after any answer that makes no sense).
+        """
+        return parse(model, self.get_json(conn, path), path)
+
 
 class _Connector(sushy_connector.Connector):  # type: ignore[misc]
     """sushy's connector, minus its retry of a POST on vendor "not ready" messages, plus one
@@ -210,10 +225,11 @@ class _Connector(sushy_connector.Connector):  # type: ignore[misc]
     def forget_idle(self) -> None:
         """Close the idle pooled connections, so the next request opens a fresh one.
 
-        A request in flight in another thread keeps its connection (it is closed, not
-        pooled, when that request ends).
+        sushy's public :meth:`close` closes the HTTP session's connection pools; the
+        session stays usable and opens fresh connections. A request in flight in another
+        thread keeps its connection (it is closed, not pooled, when that request ends).
         """
-        self._session.close()
+        self.close()
 
     def get(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
         """GET; once more on a fresh connection when the BMC closed or reset the first."""

@@ -1,5 +1,13 @@
 """Mapping sushy's and requests' exceptions into powerplane's hierarchy.
 
+HTTP status codes follow core's one rule (``powerplane.errors``): 401 and 403 are
+``AuthenticationFailed``; every other 4xx and every 5xx is ``RefusedByDevice`` with the
+BMC's own words (the BMC answered, so it is not ``Unreachable``); a reset POST dropped or
+timed out after it was written is ``OutcomeUnknown``. sushy raises one ``HTTPError``
+subclass per status (``BadRequestError`` 400, ``AccessError`` 401/403,
+``ResourceNotFoundError`` 404, ``NotAcceptableError`` 406, ``ServerSideError`` 5xx,
+``HTTPError`` for the rest); the table below maps them by their base class.
+
 ::
 
     sushy.exceptions.AccessError (401/403)       -> AuthenticationFailed
@@ -13,7 +21,8 @@
         anything else                            -> ProtocolError
     requests exceptions met directly             -> as above
     other sushy.exceptions.SushyError            -> ProtocolError
-    ValueError (a body that is not JSON)         -> ProtocolError
+    ValueError (a body that is not JSON, or not
+        the declared resource: InvalidResource)  -> ProtocolError
     OSError (socket, file)                       -> Unreachable (ssl errors: TLS, as above)
 
 A reset POST that failed after it may have left (anything but no connection, a connect
