@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 from powerplane.cli import cli
 from powerplane.lifecycle import LifecycleConfig, lifecycle_config
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def section() -> str:
