@@ -403,3 +403,17 @@ def test_key_formats_and_labels_as_talos_writes_them(tmp_path: Path) -> None:
 def test_a_bad_algorithm_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="dsa"):
         make_ca(tmp_path, algorithm="dsa")  # type: ignore[arg-type]
+
+
+def test_send_gate_marks_a_send_and_refuses_one_after_it_is_closed() -> None:
+    from powerplane import ChannelTimeout, about_to_send
+    from powerplane.testing import send_gate
+
+    with send_gate() as gate:
+        assert not gate.sent
+        about_to_send()
+        assert gate.sent
+        gate.close()
+        with pytest.raises(ChannelTimeout, match="not sent"):
+            about_to_send()
+    about_to_send()  # outside a gate: nothing to refuse

@@ -11,6 +11,7 @@ and a vendor's own plugin need, written once:
   reap; its process group too), and :func:`wait_ready` to wait until a peer answers;
 - :func:`make_ca` / :func:`issue_cert`: throwaway CAs and certificates as files
   (ECDSA, RSA, Ed25519; server and client certificates);
+- :func:`send_gate`: run a plugin call under one call's send gate, as the host does;
 - :class:`JsonHttpServer`: JSON resources over HTTP(S) (a mockup directory or a mapping),
   with routes for the requests that change them, request counts, delays and dropped
   connections (:class:`HttpRequest`, :class:`HttpReply`).
@@ -21,6 +22,7 @@ certificate is made).
 
 from __future__ import annotations
 
+from powerplane.testing.gate import send_gate
 from powerplane.testing.http import (
     DropWith,
     HttpReply,
@@ -55,5 +57,6 @@ __all__ = [
     "issue_cert",
     "json_error",
     "make_ca",
+    "send_gate",
     "wait_ready",
 ]
