@@ -20,7 +20,7 @@ from typing import Any
 
 from powerplane import PowerHost, PowerState, Verb, parse_config
 from powerplane_pdu import PROFILES, PduChannel
-from powerplane_pdu.simulator import SnmpSim, write_snmprec
+from powerplane_pdu.testing import SnmpSim, write_snmprec
 
 PROFILE = "apc-rpdu2"
 
@@ -30,7 +30,7 @@ def deployment(port: int, community_file: Path, n: int, delay: float) -> dict[st
         "channels": {"rack": {
             "type": "pdu", "protocol": "snmp", "profile": PROFILE, "host": "127.0.0.1",
             "port": port, "community": {"file": str(community_file)},
-            "timeout_s": 2, "retries": 1, "reboot_delay_s": delay,
+            "timeouts": {"connect_s": 2, "read_s": 2}, "retries": 1, "reboot_delay_s": delay,
         }},
         "nodes": {f"n{i}": {"channels": [{"channel": "rack", "target": {"outlets": [i]}}]}
                   for i in range(1, n + 1)},

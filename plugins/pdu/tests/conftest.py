@@ -6,21 +6,17 @@ test writes to, so tests stay independent while sharing one snmpsim process.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from mib_walks import MIB, apc_walks, aten_pe16_walk, mib_walk
 from pdu_peers import AUTH_KEY, PRIV_KEY, SnmpSim, write_snmprec
 
 from powerplane_pdu import PROFILES, PduChannel, PduChannelConfig
+from powerplane_pdu.testing.mib_walks import MIB, apc_walks, aten_pe16_walk, mib_walk
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
 PUBLIC_PDU = SHARED / "redfish-mockups" / "public-pdu"
 
 
@@ -53,7 +49,8 @@ RECORDED: dict[str, list[str]] = {
     **{f"mib-{name}": mib_walk(m, "1.3.6.1.4.1.99999.1", FOUR) for name, m in MIB.items()},
     "mib-cyberpower-gate": mib_walk(MIB["cyberpower"], "1.3.6.1.4.1.3808", FOUR),
 }
-"""Walks written from the vendors' MIBs (tests/pdu/mib_walks.py), not from the profiles."""
+"""Walks written from the vendors' MIBs (powerplane_pdu.testing.mib_walks), not from the
+profiles."""
 """Devices whose listed outlets fail every SET (genErr), as a PDU with a stuck relay might."""
 
 
@@ -102,7 +99,7 @@ def snmp_config(
             "host": "127.0.0.1",
             "port": snmpsim.port,
             "community": secret(device),
-            "timeout_s": 0.5,
+            "timeouts": {"connect_s": 0.5, "read_s": 0.5},
             "retries": 0,
             "reboot_delay_s": 0,
         }

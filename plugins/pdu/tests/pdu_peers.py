@@ -1,25 +1,18 @@
-"""Real peers for the PDU tests and benchmark: snmpsim (from ``powerplane_pdu.simulator``)
-and a small Redfish PDU serving DMTF's public-pdu mockup, each on a free loopback port and
-stopped by its own process handle.
+"""Real peers for the PDU tests: snmpsim (from ``powerplane_pdu.testing``) and a small Redfish
+PDU serving DMTF's public-pdu mockup, each on a free loopback port (``powerplane.testing``)
+and stopped by its own process handle.
 """
 
 from __future__ import annotations
 
-import socket
-import subprocess
+import ssl
 import sys
-import time
-from collections.abc import Iterable
 from pathlib import Path
 
-from powerplane_pdu.profiles import Profile
-from powerplane_pdu.simulator import (
-    V3_USER,
-    SnmpSim,
-    free_udp_port,
-    snmprec_lines,
-    write_snmprec,
-)
+import httpx
+
+from powerplane.testing import Subprocess, free_port, wait_ready
+from powerplane_pdu.testing.simulator import V3_USER, SnmpSim, snmprec_lines, write_snmprec
 
 AUTH_KEY = "auth-KEY-s3cr3t-1"
 """The v3 auth key the tests configure (no message may contain it)."""
@@ -27,17 +20,11 @@ PRIV_KEY = "priv-KEY-s3cr3t-2"
 """The v3 privacy key the tests configure."""
 
 __all__ = [
-    "AUTH_KEY", "PRIV_KEY", "V3_USER", "RedfishServer", "SnmpSim", "free_tcp_port",
-    "free_udp_port", "snmprec_lines", "write_snmprec",
+    "AUTH_KEY", "PRIV_KEY", "V3_USER", "RedfishServer", "SnmpSim", "snmprec_lines",
+    "write_snmprec",
 ]
 
 HERE = Path(__file__).resolve().parent
-
-
-def free_tcp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RedfishServer:
@@ -49,13 +36,16 @@ class RedfishServer:
         user: str,
         password_file: Path,
         tls: tuple[Path, Path] | None = None,
+        ca: Path | None = None,
     ) -> None:
-        self.port = free_tcp_port()
+        self.port = free_port("tcp")
         self.mockup = mockup
         self.user = user
         self.password_file = password_file
         self.tls = tls
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.ca = ca
+        """The CA that signed ``tls`` (the readiness check verifies against it)."""
+        self.proc: Subprocess | None = None
 
     @property
     def url(self) -> str:
@@ -70,33 +60,19 @@ class RedfishServer:
         ]
         if self.tls:
             argv += ["--cert", str(self.tls[0]), "--key", str(self.tls[1])]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline().decode()
-            if line.startswith("READY"):
-                return
-            if not line and self.proc.poll() is not None:
-                raise RuntimeError("redfish test server exited")
-        self.stop()
-        raise RuntimeError("redfish test server did not start")
+        log = self.password_file.parent / f"redfish-pdu-{self.port}.log"
+        self.proc = Subprocess(argv, log=log)
+        verify: bool | ssl.SSLContext = (
+            ssl.create_default_context(cafile=str(self.ca)) if self.ca else False
+        )
+
+        def answers() -> bool:
+            return httpx.get(f"{self.url}/redfish/v1", verify=verify, timeout=1).status_code == 200
+
+        wait_ready(answers, timeout, f"redfish test PDU on {self.url}", self.proc)
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-        self.proc = None
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.stop()
 
-
-def outlets_all(n: int, state: str = "on") -> dict[int, str]:
-    return dict.fromkeys(range(1, n + 1), state)
-
-
-def names(items: Iterable[Profile]) -> list[str]:
-    return [p.name for p in items]

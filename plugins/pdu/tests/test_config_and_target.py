@@ -161,3 +161,65 @@ def test_plugin_discovery_does_not_import_pysnmp_or_httpx() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_timeout_s_is_replaced_by_timeouts_and_says_so(community: dict[str, str]) -> None:
+    cfg = _deployment({"protocol": "snmp", "profile": "apc-rpdu", "host": "127.0.0.1",
+                       "community": community, "timeout_s": 1})
+    with pytest.raises(ConfigError, match="'timeout_s' was replaced by 'timeouts") as info:
+        parse_config(cfg)
+    assert "channels.rack-a" in str(info.value)
+    cfg = _deployment({"protocol": "snmp", "profile": "apc-rpdu", "host": "127.0.0.1",
+                       "community": community, "timeouts": {"connect_s": 2, "read_s": 0.5},
+                       "retries": 3})
+    channel = parse_config(cfg).channels["rack-a"].config
+    assert (channel.timeouts.connect_s, channel.timeouts.read_s) == (2, 0.5)
+    assert channel.timeouts.total_s == 2.5 and channel.retries == 3
+
+
+def test_the_channel_type_declares_its_address_timeouts_and_secrets(
+    community: dict[str, str],
+) -> None:
+    from powerplane import Address, Timeouts
+    from powerplane_pdu import PduChannelConfig
+    from powerplane_pdu.plugin import PDU
+
+    snmp = PduChannelConfig.model_validate({"protocol": "snmp", "host": "10.0.0.5",
+                                            "port": 1161, "community": community})
+    assert PDU.address_for(snmp) == Address("host", format="host", port_field="port")
+    address = PDU.address_for(snmp)
+    assert address is not None and address.read(snmp) == "10.0.0.5:1161"
+    assert address.config_overrides("127.0.0.1", 9) == {"host": "127.0.0.1", "port": 9}
+    redfish = PduChannelConfig.model_validate({"protocol": "redfish",
+                                               "endpoint": "https://10.0.0.8"})
+    assert PDU.address_for(redfish) == Address("endpoint")
+    assert PDU.timeouts_field() == "timeouts"
+    assert PDU.timeouts_of(snmp) == Timeouts(connect_s=1, read_s=1)
+    assert "community" in PDU.secret_fields() and "feeds.*.priv_key" in PDU.secret_fields()
+
+
+def test_the_snmp_timeout_is_read_s_per_attempt() -> None:
+    import asyncio
+
+    from powerplane.testing import SilentServer
+    from powerplane_pdu import PduChannel, PduChannelConfig
+
+    with SilentServer(kind="udp") as silent:
+        cfg = PduChannelConfig.model_validate({
+            "protocol": "snmp", "profile": "apc-rpdu", "host": "127.0.0.1",
+            "port": silent.port, "community": {"env": "HOME"},
+            "timeouts": {"connect_s": 30, "read_s": 0.2}, "retries": 1,
+        })
+
+        async def read() -> str:
+            channel = PduChannel("rack", cfg)
+            try:
+                await channel.read_power_state(parse_target({"outlets": [1]}))
+            except Exception as exc:
+                return str(exc)
+            finally:
+                await channel.close()
+            return ""
+
+        text = asyncio.run(asyncio.wait_for(read(), timeout=20))
+    assert "no SNMP response to get after 2 attempt(s) of 0.2 s" in text

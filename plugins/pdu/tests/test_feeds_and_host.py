@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pdu_peers import SnmpSim, free_udp_port
+from pdu_peers import SnmpSim
 
 from powerplane import (
     OutcomeUnknown,
@@ -17,6 +17,7 @@ from powerplane import (
     Verb,
     parse_config,
 )
+from powerplane.testing import free_port
 from powerplane_pdu import PduChannel, parse_target
 
 
@@ -68,7 +69,7 @@ async def test_one_feed_unreachable_reports_the_failed_outlet_and_the_other_outc
     snmp_config: Callable[..., dict[str, Any]],
     channel_for: Callable[..., PduChannel],
 ) -> None:
-    dead = free_udp_port()
+    dead = free_port("udp")
     cfg = _feeds_config(snmp_config, "feed-a2", dead)
     async with PowerHost(parse_config(cfg)) as host:
         caps = host.capabilities("rack", parse_target({"outlets": [1], "feeds": {"b": [1]}}))

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mib_walks import ATEN_ARC, ATEN_OUTLET, MIB, SPDU_CTL, VERTIV_STATES, VERTIV_SWITCH
 from pdu_peers import AUTH_KEY, PRIV_KEY, SnmpSim
 from pysnmp.hlapi.v3arch.asyncio import (
     CommunityData,
@@ -32,6 +31,14 @@ from pysnmp.proto.rfc1902 import Integer32
 from powerplane import ChannelTimeout, ConfigError, OutcomeUnknown, PowerState, parse_config
 from powerplane_pdu import PROFILES, PduChannel, detect, parse_target
 from powerplane_pdu.profiles import WITHDRAWN, get_profile
+from powerplane_pdu.testing.mib_walks import (
+    ATEN_ARC,
+    ATEN_OUTLET,
+    MIB,
+    SPDU_CTL,
+    VERTIV_STATES,
+    VERTIV_SWITCH,
+)
 
 
 async def snmp(sim: SnmpSim, community: str, oids: list[str],
@@ -302,7 +309,8 @@ async def test_auto_on_a_teltronix_refuses_and_writes_nothing(
     community.write_text("rec-teltronix\n")
     ch = channel_for({"protocol": "snmp", "profile": "auto", "host": "127.0.0.1",
                       "port": teltronix_sim.port, "community": {"file": str(community)},
-                      "timeout_s": 0.5, "retries": 0, "reboot_delay_s": 0})
+                      "timeouts": {"connect_s": 0.5, "read_s": 0.5}, "retries": 0,
+                      "reboot_delay_s": 0})
     with pytest.raises(ConfigError) as info:
         await ch.shutdown(parse_target({"outlets": [2]}))
     text = str(info.value)

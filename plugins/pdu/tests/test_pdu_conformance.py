@@ -18,7 +18,7 @@ def test_conformance_suite_passes_with_the_declared_snmp_limits(
         "user": "ppuser", "context": "conformance",
         "auth_protocol": "sha", "auth_key": secret(AUTH_KEY),
         "priv_protocol": "aes", "priv_key": secret(PRIV_KEY),
-        "timeout_s": 0.5, "retries": 0, "reboot_delay_s": 0.1,
+        "timeouts": {"connect_s": 0.5, "read_s": 0.5}, "retries": 0, "reboot_delay_s": 0.1,
     }
     target = {
         "channels": {"rack": channel},
@@ -33,7 +33,7 @@ def test_conformance_suite_passes_with_the_declared_snmp_limits(
             "expected_capabilities": {"rack": ["reboot", "shutdown", "power-on"]},
             "negative": {"rack": {
                 "secret_key": "auth_key", "address_key": "host", "address_format": "{host}",
-                "port_key": "port", "timeout_key": "timeout_s", "timeout_s": 0.5,
+                "port_key": "port", "timeout_s": 0.5,
                 "unknown_target": {"outlets": [99]},
             }},
             "xfail": {

@@ -5,8 +5,6 @@ respx stands in only for the failures the mockup cannot give (busy, timeouts, ga
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,8 @@ from powerplane import (
     Verb,
     parse_config,
 )
-from powerplane_pdu import PduChannel, parse_target
+from powerplane.testing import TLSFiles, issue_cert, make_ca
+from powerplane_pdu import PduChannel, map_error, parse_target
 
 PASSWORD = "pdu-Pa55word-zz"
 A1 = parse_target({"outlets": ["A1"]})
@@ -61,7 +60,7 @@ def _cfg(url: str, password_file: Path, **keys: Any) -> dict[str, Any]:
         "endpoint": url,
         "username": "admin",
         "password": {"file": str(password_file)},
-        "timeout_s": 5,
+        "timeouts": {"connect_s": 5, "read_s": 5},
         "reboot_delay_s": 0,
     }
     cfg.update(keys)
@@ -173,38 +172,18 @@ async def test_unknown_outlet_is_refused_by_the_device(
 
 # -- TLS --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def tls_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-pdu")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
+    """A throwaway CA and the test PDU's certificate for 127.0.0.1, signed by it."""
     d = tmp_path_factory.mktemp("tls")
-    (d / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (d / "key.pem").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    return d / "cert.pem", d / "key.pem"
+    return issue_cert(make_ca(d, "test-pdu"), d, stem="test-pdu-server")
 
 
 @pytest.fixture
 def tls_pdu(
-    public_pdu: Path, password_file: Path, tls_pair: tuple[Path, Path]
+    public_pdu: Path, password_file: Path, tls_files: TLSFiles
 ) -> Iterator[RedfishServer]:
-    server = RedfishServer(public_pdu, "admin", password_file, tls=tls_pair)
+    server = RedfishServer(public_pdu, "admin", password_file,
+                           tls=(tls_files.cert, tls_files.key), ca=tls_files.ca)
     server.start()
     try:
         yield server
@@ -214,11 +193,11 @@ def tls_pdu(
 
 async def test_tls_verified_against_the_configured_ca(
     tls_pdu: RedfishServer,
-    tls_pair: tuple[Path, Path],
+    tls_files: TLSFiles,
     password_file: Path,
     channel_for: Callable[..., PduChannel],
 ) -> None:
-    ch = channel_for(_cfg(tls_pdu.url, password_file, verify=str(tls_pair[0])))
+    ch = channel_for(_cfg(tls_pdu.url, password_file, verify=str(tls_files.ca)))
     assert (await ch.read_power_state(A1)).state is PowerState.ON
     untrusted = channel_for(_cfg(tls_pdu.url, password_file, verify=True))
     with pytest.raises(TLSVerificationFailed):
@@ -275,6 +254,106 @@ async def test_every_httpx_failure_maps_into_the_channel_error_tree(
         with pytest.raises(mapped) as info:
             await ch.capabilities(A1)
     assert info.value.__cause__ is raised
+
+
+# -- core's one HTTP status rule, for every status class the PDU can answer ------------------
+STATUSES = [
+    (400, RefusedByDevice), (401, AuthenticationFailed), (403, AuthenticationFailed),
+    (404, RefusedByDevice), (405, RefusedByDevice), (409, RefusedByDevice),
+    (412, RefusedByDevice), (429, RefusedByDevice), (500, RefusedByDevice),
+    (501, RefusedByDevice), (502, RefusedByDevice), (503, RefusedByDevice),
+    (504, RefusedByDevice),
+]
+
+
+@pytest.mark.parametrize(("status", "mapped"), STATUSES)
+def test_map_error_follows_the_http_status_rule(status: int, mapped: type) -> None:
+    assert map_error(status) is mapped
+    # an answer came: the switching request's status is the device's word, not unknown
+    assert map_error(status, switching=True) is mapped
+
+
+@pytest.mark.parametrize("status", [200, 204, 302, 399, 600])
+def test_map_error_refuses_a_status_that_is_no_error(status: int) -> None:
+    with pytest.raises(ValueError, match="not an error status"):
+        map_error(status)
+
+
+@pytest.mark.parametrize(("status", "mapped"), STATUSES)
+async def test_every_status_on_a_read_and_on_the_switching_post_maps_by_the_rule(
+    status: int,
+    mapped: type[ChannelError],
+    password_file: Path,
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    words = f"the PDU says {status}"
+    body = {"error": {"code": "Base.1.0.GeneralError",
+                      "@Message.ExtendedInfo": [{"Message": words}]}}
+    with respx.mock:
+        respx.get(f"{BASE}{OUTLET}/B1").respond(status, json=body)
+        ch = channel_for(_cfg(BASE, password_file, auth="basic"))
+        with pytest.raises(mapped) as info:
+            await ch.read_power_state(parse_target({"outlets": ["B1"]}))
+    assert type(info.value) is mapped
+    assert f"HTTP {status}" in str(info.value) and words in str(info.value)
+    assert PASSWORD not in str(info.value)
+
+    with respx.mock:
+        respx.get(f"{BASE}{OUTLET}/A1").respond(200, json=_mocked_outlet())
+        post = respx.post(f"{BASE}{OUTLET}/A1/Outlet.PowerControl").respond(status, json=body)
+        ch = channel_for(_cfg(BASE, password_file, auth="basic"))
+        with pytest.raises(mapped) as info:
+            await ch.shutdown(A1)
+    assert type(info.value) is mapped  # never OutcomeUnknown: the PDU answered
+    assert f"HTTP {status}" in str(info.value) and words in str(info.value)
+    assert post.call_count == 1, "a refused switching POST is not sent again"
+
+
+@pytest.mark.parametrize(("status", "mapped"), [(403, AuthenticationFailed),
+                                                (500, RefusedByDevice)])
+async def test_the_session_login_status_maps_by_the_rule(
+    status: int,
+    mapped: type[ChannelError],
+    password_file: Path,
+    channel_for: Callable[..., PduChannel],
+) -> None:
+    with respx.mock:
+        respx.post(f"{BASE}/redfish/v1/SessionService/Sessions").respond(status, json={})
+        ch = channel_for(_cfg(BASE, password_file, auth="session"))
+        with pytest.raises(mapped) as info:
+            await ch.read_power_state(A1)
+    assert type(info.value) is mapped
+    assert PASSWORD not in str(info.value)
+
+
+def _httpx_errors() -> list[type[httpx.HTTPError]]:
+    found: list[type[httpx.HTTPError]] = []
+    todo: list[type[httpx.HTTPError]] = [httpx.HTTPError]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return sorted(found, key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("cls", _httpx_errors(), ids=lambda c: c.__name__)
+def test_every_httpx_error_class_maps_into_the_channel_error_tree(
+    cls: type[httpx.HTTPError],
+) -> None:
+    request = httpx.Request("GET", BASE)
+    if issubclass(cls, httpx.HTTPStatusError):
+        error: httpx.HTTPError = cls("x", request=request, response=httpx.Response(500))
+    else:
+        error = cls("x")
+    for switching in (False, True):
+        mapped = map_error(error, switching=switching)
+        assert issubclass(mapped, ChannelError) and mapped is not ChannelError, (cls, mapped)
+    if issubclass(cls, httpx.ConnectTimeout | httpx.PoolTimeout):
+        assert map_error(error, switching=True) is ChannelTimeout  # nothing left
+    elif issubclass(cls, httpx.ConnectError):
+        assert map_error(error, switching=True) is Unreachable  # nothing left
+    else:
+        assert map_error(error, switching=True) is OutcomeUnknown  # it may have left
 
 
 @respx.mock

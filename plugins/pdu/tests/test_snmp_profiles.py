@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pdu_peers import AUTH_KEY, PRIV_KEY, free_udp_port
+from pdu_peers import AUTH_KEY, PRIV_KEY
 
 from powerplane import (
     AuthenticationFailed,
@@ -16,6 +16,7 @@ from powerplane import (
     ProtocolError,
     RefusedByDevice,
 )
+from powerplane.testing import free_port
 from powerplane_pdu import ENERGIZED_NOT_VISIBLE, PROFILES, PduChannel, parse_target
 
 TWO = parse_target({"outlets": [1, 2]})
@@ -172,7 +173,7 @@ async def test_no_agent_on_the_port_is_a_timeout(
     snmp_config: Callable[..., dict[str, Any]],
     channel_for: Callable[..., PduChannel],
 ) -> None:
-    ch = channel_for(snmp_config("p-apc-rpdu", port=free_udp_port()))
+    ch = channel_for(snmp_config("p-apc-rpdu", port=free_port("udp")))
     with pytest.raises(ChannelTimeout, match="no SNMP response"):
         await ch.read_power_state(TWO)
     # a SET that got no answer may have been applied: never a plain timeout

@@ -3,18 +3,20 @@
 The ``pdu`` channel type drives a machine's outlets, on one PDU or on several feeds, as
 one: hard power-off, power-on and power-cycle, with honest readback.
 
-Public names load lazily, so plugin discovery (which imports ``powerplane_pdu.plugin``)
-does not import pysnmp or httpx.
+Every name below is imported on first use (:func:`powerplane.lazy_exports`), so plugin
+discovery (which imports ``powerplane_pdu.plugin``) imports neither pysnmp nor httpx.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from powerplane import lazy_exports
 
 if TYPE_CHECKING:
     from powerplane_pdu.channel import ENERGIZED_NOT_VISIBLE, PduChannel
     from powerplane_pdu.config import AuthProtocol, PduChannelConfig, PduSpec, PrivProtocol
+    from powerplane_pdu.errors import map_error
     from powerplane_pdu.outlets import OutletReading, OutletRef, OutletTarget, parse_target
     from powerplane_pdu.profiles import (
         PRODUCTS,
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
         Profile,
         detect,
     )
+
+__version__ = "0.1.0"
 
 __all__ = [
     "ENERGIZED_NOT_VISIBLE",
@@ -43,38 +47,27 @@ __all__ = [
     "Product",
     "Profile",
     "detect",
+    "map_error",
     "parse_target",
 ]
 
-_WHERE = {
-    "ENERGIZED_NOT_VISIBLE": "channel",
-    "PduChannel": "channel",
-    "AuthProtocol": "config",
-    "PduChannelConfig": "config",
-    "PduSpec": "config",
-    "PrivProtocol": "config",
-    "OutletReading": "outlets",
-    "OutletRef": "outlets",
-    "OutletTarget": "outlets",
-    "parse_target": "outlets",
-    "PRODUCTS": "profiles",
-    "PROFILES": "profiles",
-    "LoadUnit": "profiles",
-    "OutletState": "profiles",
-    "Product": "profiles",
-    "Profile": "profiles",
-    "detect": "profiles",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'powerplane_pdu' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"powerplane_pdu.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "ENERGIZED_NOT_VISIBLE": ".channel",
+    "PduChannel": ".channel",
+    "AuthProtocol": ".config",
+    "PduChannelConfig": ".config",
+    "PduSpec": ".config",
+    "PrivProtocol": ".config",
+    "map_error": ".errors",
+    "OutletReading": ".outlets",
+    "OutletRef": ".outlets",
+    "OutletTarget": ".outlets",
+    "parse_target": ".outlets",
+    "PRODUCTS": ".profiles",
+    "PROFILES": ".profiles",
+    "LoadUnit": ".profiles",
+    "OutletState": ".profiles",
+    "Product": ".profiles",
+    "Profile": ".profiles",
+    "detect": ".profiles",
+})

@@ -356,7 +356,7 @@ class PduChannel:
         )
 
     async def invoke_batch(
-        self, verb: Verb, targets: list[OutletTarget]
+        self, verb: Verb, targets: Sequence[OutletTarget]
     ) -> list[Acceptance | PowerplaneError]:
         """One verb on many targets: each step is one request per PDU for all their outlets.
 

@@ -11,6 +11,8 @@
       feeds:                      # other PDUs feeding the same machines (the B feed)
         b: {protocol: snmp, profile: apc-rpdu, host: 10.0.0.6,
             community: {file: /run/secrets/pdu-community}}
+      timeouts: {connect_s: 1, read_s: 1}   # read_s: per SNMP request (and attempt)
+      retries: 1
       reboot_delay_s: 5
       on_when_already_on: refuse  # refuse | cycle
 
@@ -25,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from powerplane import SecretRef
+from powerplane import SecretRef, Timeouts
 from powerplane_pdu.profiles import PROFILES, WITHDRAWN
 
 __all__ = ["AuthProtocol", "PduChannelConfig", "PduSpec", "PrivProtocol"]
@@ -94,8 +96,10 @@ class PduSpec(BaseModel):
     """v3 privacy key (a secret reference)."""
     context: str = ""
     """v3 context name."""
-    timeout_s: float = Field(1.0, gt=0)
-    """Seconds to wait for each SNMP response (or each HTTP phase for Redfish)."""
+    timeouts: Timeouts = Timeouts(connect_s=1, read_s=1)
+    """Bounds on one request. SNMP: ``read_s`` is the wait for each response (per
+    attempt; UDP has no connection, ``connect_s`` does not apply). Redfish: ``connect_s``
+    bounds connecting (TCP and TLS), ``read_s`` each read and write."""
     retries: int = Field(1, ge=0, le=10)
     """SNMP retransmissions after the first request."""
     max_varbinds: int = Field(24, ge=1, le=256)
@@ -117,6 +121,16 @@ class PduSpec(BaseModel):
     """Redfish authentication: HTTP basic on each request, or one session token."""
     verify: bool | str = True
     """TLS verification: true, false, or a CA bundle path."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "timeout_s" in data:
+            raise ValueError(
+                "'timeout_s' was replaced by 'timeouts: {connect_s: ..., read_s: ...}' "
+                "(read_s is the per-request SNMP timeout)"
+            )
+        return data
 
     @field_validator("version", mode="before")
     @classmethod

@@ -1,25 +1,30 @@
-"""The PDU's peer for ``powerplane demo``: a simulated APC rPDU2 (snmpsim) on loopback."""
+"""The PDU plugin's loopback peer, for its tests and ``powerplane demo``: a simulated APC rPDU2.
+
+:func:`start` writes one metered 8-outlet PDU (every outlet on) for snmpsim, starts it on a
+free loopback UDP port (:class:`~powerplane_pdu.testing.SnmpSim`) and returns the channel
+config that reaches it; :data:`PEER` is what ``register_demo_peers`` registers. Needs the
+``test`` extra (snmpsim).
+"""
 
 from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from powerplane.testing import StartedPeer
+from powerplane.testing import Peer, StartedPeer
 
-__all__ = ["start_demo_pdu"]
+__all__ = ["OUTLETS", "PEER", "PROFILE", "start"]
 
 PROFILE = "apc-rpdu2"
+"""The profile the simulated PDU is written from (metered: it reads on, not only energized)."""
 OUTLETS = 8
+"""How many outlets it has."""
 
 
-def start_demo_pdu(workdir: Path) -> StartedPeer:
+def start(workdir: Path) -> StartedPeer:
     """Start snmpsim with one metered 8-outlet PDU; return the channel that reaches it."""
-    from powerplane.testing import StartedPeer
     from powerplane_pdu.profiles import PROFILES
-    from powerplane_pdu.simulator import SnmpSim, write_snmprec
+    from powerplane_pdu.testing.simulator import SnmpSim, write_snmprec
 
     data = workdir / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -37,7 +42,7 @@ def start_demo_pdu(workdir: Path) -> StartedPeer:
         "host": "127.0.0.1",
         "port": sim.port,
         "community": {"file": str(secret)},
-        "timeout_s": 1,
+        "timeouts": {"connect_s": 1, "read_s": 1},
         "retries": 1,
         "reboot_delay_s": 0.2,
     }
@@ -50,4 +55,9 @@ def start_demo_pdu(workdir: Path) -> StartedPeer:
         conformance={"xfail": {
             "POWER_ON_IDEMPOTENT": "refuses power-on of outlets already on, by design "
                                    "(on_when_already_on: refuse)"}},
+        pids=[sim.proc.pid] if sim.proc is not None else [],
     )
+
+
+PEER = Peer(name="pdu", role="pdu", start=start)
+"""The PDU peer of ``powerplane demo`` (plays the PDU role)."""

@@ -1,4 +1,9 @@
-"""The plugin module the ``powerplane`` entry point loads: registers the ``pdu`` channel type.
+"""The plugin module: registers the ``pdu`` channel type through the ``powerplane`` hook.
+
+Entry point (in this distribution's ``pyproject.toml``)::
+
+    [project.entry-points.powerplane]
+    pdu = "powerplane_pdu.plugin"
 
 Discovery stays light: the channel (and with it pysnmp and httpx) is imported only when a
 ``pdu`` channel is created.
@@ -9,32 +14,39 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from powerplane import ChannelType, hookimpl
+from powerplane import Address, ChannelType, hookimpl
+from powerplane.testing import Peer
 from powerplane_pdu.config import PduChannelConfig
-from powerplane_pdu.outlets import parse_target
+from powerplane_pdu.outlets import OutletTarget, parse_target
 
 if TYPE_CHECKING:
-    from powerplane.testing import Peer
     from powerplane_pdu.channel import PduChannel
 
-__all__ = ["PDU", "make_channel", "register_channel_types", "register_demo_peers"]
+__all__ = ["PDU", "address", "register_channel_types", "register_demo_peers"]
 
 
-
-def make_channel(name: str, config: PduChannelConfig) -> PduChannel:
-    """Create a ``pdu`` channel (imports the SNMP and Redfish drivers on first use)."""
+def _factory(name: str, config: PduChannelConfig) -> PduChannel:
+    # imported here so that plugin discovery never imports pysnmp or httpx
     from powerplane_pdu.channel import PduChannel
 
     return PduChannel(name, config)
 
 
-PDU = ChannelType(
+def address(config: PduChannelConfig) -> Address:
+    """Where the channel's own PDU is: SNMP ``host`` and ``port``, or the Redfish ``endpoint``."""
+    if config.protocol == "snmp":
+        return Address("host", format="host", port_field="port")
+    return Address("endpoint")
+
+
+PDU: ChannelType[PduChannelConfig, OutletTarget] = ChannelType(
     name="pdu",
     config=PduChannelConfig,
-    factory=make_channel,
+    factory=_factory,
     target=parse_target,
     description="switched PDU outlets over SNMP (vendor profiles) or Redfish PowerDistribution",
     gated_sends=True,  # every SET and switching POST passes powerplane.about_to_send()
+    address=address,  # timeouts: the config's ``timeouts`` (read_s: per SNMP request)
 )
 
 
@@ -46,8 +58,7 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
 
 @hookimpl
 def register_demo_peers(register: Callable[[Peer], None]) -> None:
-    """Register the simulated PDU (snmpsim) that ``powerplane demo`` can start."""
-    from powerplane.testing import Peer
-    from powerplane_pdu.demo_peer import start_demo_pdu
+    """Offer the simulated PDU (snmpsim) to ``powerplane demo``."""
+    from powerplane_pdu.peer import PEER
 
-    register(Peer(name="pdu", role="pdu", start=start_demo_pdu))
+    register(PEER)

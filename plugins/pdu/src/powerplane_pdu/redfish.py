@@ -12,6 +12,11 @@ the host gave up on the call); a timeout or a dropped connection once it may hav
 is :class:`~powerplane.OutcomeUnknown`, never a plain failure. The channel reads every
 switched outlet back.
 
+Failures map by :func:`powerplane_pdu.errors.map_error` (the table, and core's one rule
+for HTTP status codes: 401/403 ``AuthenticationFailed``, other 4xx and 5xx
+``RefusedByDevice`` with the PDU's words). ``timeouts.connect_s`` bounds connecting (TCP,
+TLS, a free pooled connection), ``timeouts.read_s`` each read and write.
+
 Auth is HTTP basic on each request or one session (``X-Auth-Token``), deleted on close.
 TLS is verified against the system store, a CA bundle, or not at all, as configured.
 """
@@ -38,23 +43,13 @@ from powerplane import (
     about_to_send,
 )
 from powerplane_pdu.config import PduSpec
+from powerplane_pdu.errors import map_error, map_status
 from powerplane_pdu.outlets import OutletId, OutletReading
 from powerplane_pdu.profiles import OutletState
 
 __all__ = ["RedfishPdu"]
 
 SESSIONS = "/redfish/v1/SessionService/Sessions"
-
-
-def _is_tls_failure(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return True
-        if isinstance(seen, ssl.SSLError) and "CERTIFICATE_VERIFY_FAILED" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _redfish_message(response: httpx.Response) -> str:
@@ -107,7 +102,12 @@ class RedfishPdu:
                 base_url=self.endpoint,
                 verify=verify,
                 auth=auth,
-                timeout=httpx.Timeout(self.spec.timeout_s),
+                timeout=httpx.Timeout(
+                    connect=self.spec.timeouts.connect_s,
+                    read=self.spec.timeouts.read_s,
+                    write=self.spec.timeouts.read_s,
+                    pool=self.spec.timeouts.connect_s,
+                ),
                 headers={"Accept": "application/json"},
             )
         return self._client
@@ -124,30 +124,28 @@ class RedfishPdu:
         self.requests += 1
         try:
             return await client.request(method, path, json=json, headers=headers)
-        except (httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            raise self._error(
-                ChannelTimeout, f"no connection within {self.spec.timeout_s:g} s"
-            ) from exc
-        except httpx.TimeoutException as exc:
-            if switching:
-                raise self._error(
-                    OutcomeUnknown, f"{method} {path}: no answer within {self.spec.timeout_s:g} s"
-                ) from exc
-            raise self._error(
-                ChannelTimeout, f"no answer within {self.spec.timeout_s:g} s"
-            ) from exc
-        except httpx.ConnectError as exc:
-            if _is_tls_failure(exc):
-                raise self._error(
-                    TLSVerificationFailed, "the PDU's TLS certificate did not verify"
-                ) from exc
-            raise self._error(Unreachable, "connection failed") from exc
         except httpx.HTTPError as exc:
-            if switching:
-                raise self._error(
-                    OutcomeUnknown, f"{method} {path}: connection lost ({type(exc).__name__})"
-                ) from exc
-            raise self._error(ProtocolError, f"HTTP failure: {type(exc).__name__}") from exc
+            cls = map_error(exc, switching=switching)
+            raise self._error(cls, self._failure(cls, method, path, exc)) from exc
+
+    def _failure(
+        self, cls: type[ChannelError], method: str, path: str, exc: httpx.HTTPError
+    ) -> str:
+        """The message for a request that got no HTTP answer (no secret in it)."""
+        t = self.spec.timeouts
+        if cls is OutcomeUnknown:
+            if isinstance(exc, httpx.TimeoutException):
+                return f"{method} {path}: no answer within {t.read_s:g} s"
+            return f"{method} {path}: connection lost ({type(exc).__name__})"
+        if cls is ChannelTimeout and isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+            return f"no connection within {t.connect_s:g} s"
+        if cls is ChannelTimeout:
+            return f"no answer within {t.read_s:g} s"
+        if cls is TLSVerificationFailed:
+            return "the PDU's TLS certificate did not verify"
+        if cls is Unreachable:
+            return "connection failed"
+        return f"HTTP failure: {type(exc).__name__}"
 
     async def _login(self) -> None:
         async with self._login_lock:
@@ -156,11 +154,14 @@ class RedfishPdu:
             assert self.spec.username is not None and self.spec.password is not None
             body = {"UserName": self.spec.username, "Password": self.spec.password.reveal()}
             response = await self._send("POST", SESSIONS, body)
-            if response.status_code in (401, 403):
-                raise self._error(AuthenticationFailed, "session login rejected")
             if response.status_code >= 400:
+                cls = map_status(response.status_code)
+                if cls is AuthenticationFailed:
+                    raise self._error(
+                        cls, f"session login rejected (HTTP {response.status_code})"
+                    )
                 raise self._error(
-                    RefusedByDevice,
+                    cls,
                     f"session login failed: HTTP {response.status_code} "
                     f"{_redfish_message(response)}",
                 )
@@ -182,11 +183,16 @@ class RedfishPdu:
             self._token = None
             await self._login()
             response = await self._send(method, path, json, switching=switching)
-        if response.status_code == 401:
-            raise self._error(AuthenticationFailed, "credentials rejected (HTTP 401)")
         if response.status_code >= 400:
+            cls = map_status(response.status_code)
+            if cls is AuthenticationFailed:
+                raise self._error(
+                    cls,
+                    f"credentials rejected: HTTP {response.status_code} "
+                    f"{_redfish_message(response)}",
+                )
             raise self._error(
-                RefusedByDevice,
+                cls,
                 f"{method} {path}: HTTP {response.status_code} {_redfish_message(response)}",
             )
         return response

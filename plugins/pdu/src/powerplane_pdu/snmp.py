@@ -13,11 +13,14 @@ candidates, each candidate's status object for outlet 1 is read (GET only, never
 and the one candidate that answers is used. None or several answering is a
 :class:`~powerplane.ConfigError` naming the candidates: set ``profile``.
 
-Errors map into powerplane's tree: no response -> ``ChannelTimeout`` (SNMP v1/v2c cannot
-tell a wrong community from a host that is down: both are silent), but no response to a
-SET -> ``OutcomeUnknown`` (the SET left and may have been applied); a v3 digest, user or
+Errors map into powerplane's tree by :func:`powerplane_pdu.errors.map_error` (the table is
+in that module): no response -> ``ChannelTimeout`` (SNMP v1/v2c cannot tell a wrong
+community from a host that is down: both are silent), but no response to a SET ->
+``OutcomeUnknown`` (the SET left and may have been applied); a v3 digest, user or
 decryption failure -> ``AuthenticationFailed``, an error status in the response ->
 ``RefusedByDevice``, a bad address -> ``Unreachable``. No message carries a community or key.
+The per-request timeout is ``timeouts.read_s`` (SNMP is UDP: there is no connection, so
+``timeouts.connect_s`` does not apply), ``retries`` retransmissions after the first.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from pysnmp.hlapi.v3arch.asyncio import (
     get_cmd,
     set_cmd,
 )
-from pysnmp.proto import errind
 from pysnmp.proto.rfc1902 import Integer32
 from pysnmp.proto.rfc1905 import EndOfMibView, NoSuchInstance, NoSuchObject
 
@@ -47,6 +49,7 @@ from powerplane import (
     ChannelError,
     ChannelTimeout,
     ConfigError,
+    ConfigProblem,
     OutcomeUnknown,
     PowerplaneError,
     ProtocolError,
@@ -54,9 +57,9 @@ from powerplane import (
     Unreachable,
     about_to_send,
 )
-from powerplane.errors import ConfigProblem
 from powerplane_pdu import usm
 from powerplane_pdu.config import PduSpec
+from powerplane_pdu.errors import map_error
 from powerplane_pdu.outlets import OutletId, OutletReading
 from powerplane_pdu.profiles import PROFILES, OutletState, Profile, detect, get_profile
 
@@ -64,19 +67,6 @@ __all__ = ["SYS_OBJECT_ID", "SnmpPdu"]
 
 SYS_OBJECT_ID = "1.3.6.1.2.1.1.2.0"
 """SNMPv2-MIB::sysObjectID.0, read to detect the profile."""
-
-_AUTH_ERRORS = (
-    errind.WrongDigest,
-    errind.UnknownUserName,
-    errind.AuthenticationFailure,
-    errind.AuthenticationError,
-    errind.DecryptionError,
-    errind.UnknownSecurityName,
-    errind.UnsupportedSecurityLevel,
-    errind.UnknownCommunityName,
-    errind.NotInTimeWindow,
-)
-
 
 class SnmpPdu:
     """One PDU driven over SNMP with one vendor profile."""
@@ -127,7 +117,7 @@ class SnmpPdu:
                 try:
                     self._transport = await UdpTransportTarget.create(
                         (self.spec.host, self.spec.port),
-                        timeout=self.spec.timeout_s,
+                        timeout=self.spec.timeouts.read_s,
                         retries=self.spec.retries,
                     )
                 except PySnmpError as exc:
@@ -156,12 +146,16 @@ class SnmpPdu:
                 engine, auth, transport, context, *var_binds, lookupMib=False
             )
         except PySnmpError as exc:
-            raise self._error(ProtocolError, f"SNMP {op} failed: {type(exc).__name__}") from exc
+            raise self._error(
+                map_error(exc), f"SNMP {op} failed: {type(exc).__name__}"
+            ) from exc
         except OSError as exc:
-            raise self._error(Unreachable, f"network error: {exc.strerror or exc}") from exc
+            raise self._error(
+                map_error(exc), f"network error: {exc.strerror or exc}"
+            ) from exc
         if indication:
             raise self._indication(op, indication)
-        if status:
+        if status:  # the agent answered with an error status: it refused
             name = status.prettyPrint() if hasattr(status, "prettyPrint") else str(status)
             where = ""
             if index and 0 < int(index) <= len(oids):
@@ -170,30 +164,26 @@ class SnmpPdu:
         return list(binds)
 
     def _indication(self, op: str, indication: Any) -> ChannelError:
-        text = str(indication)
-        if isinstance(indication, errind.RequestTimedOut) and op == "set":
-            err = self._error(
-                OutcomeUnknown,
-                f"no SNMP response to the SET after {self.spec.retries + 1} attempt(s) of "
-                f"{self.spec.timeout_s:g} s",
-            )
-        elif isinstance(indication, errind.RequestTimedOut):
-            tries = self.spec.retries + 1
+        """The error for an error indication (its class from :func:`map_error`)."""
+        cls = map_error(indication, switching=op == "set")
+        tries = self.spec.retries + 1
+        read_s = self.spec.timeouts.read_s
+        if cls is OutcomeUnknown:
+            message = (f"no SNMP response to the SET after {tries} attempt(s) of "
+                       f"{read_s:g} s")
+        elif cls is ChannelTimeout:
             hint = (
                 "wrong community, host down or SNMP disabled"
                 if self.spec.version != "3"
                 else "host down or SNMP disabled"
             )
-            err = self._error(
-                ChannelTimeout,
-                f"no SNMP response to {op} after {tries} attempt(s) of "
-                f"{self.spec.timeout_s:g} s ({hint})",
-            )
-        elif isinstance(indication, _AUTH_ERRORS):
-            err = self._error(AuthenticationFailed, f"SNMP credentials rejected ({text})")
+            message = (f"no SNMP response to {op} after {tries} attempt(s) of "
+                       f"{read_s:g} s ({hint})")
+        elif cls is AuthenticationFailed:
+            message = f"SNMP credentials rejected ({indication})"
         else:
-            err = self._error(ProtocolError, f"SNMP {op} failed ({text})")
-        return err
+            message = f"SNMP {op} failed ({indication})"
+        return self._error(cls, message)
 
     async def profile(self) -> Profile:
         """The profile in use; with ``auto``, detected once from ``sysObjectID``."""

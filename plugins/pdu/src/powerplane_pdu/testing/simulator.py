@@ -3,27 +3,27 @@
 For tests, benchmarks and ``powerplane demo``; needs ``snmpsim`` and ``pysmi`` (the
 ``test`` extra). ``write_snmprec`` writes one simulated PDU (one ``.snmprec`` file; its
 name is the v1/v2c community and the v3 context) from a vendor profile; the
-``pduoutlet`` variation module (``snmpsim_modules/pduoutlet.py``) makes a write to an
+``pduoutlet`` variation module (``testing/snmpsim_modules/pduoutlet.py``) makes a write to an
 outlet's control object change its status and load objects, as the real PDU would
 (snmpsim's own ``writecache`` only remembers the object written). :class:`SnmpSim` starts
-``snmpsim-command-responder`` on a free loopback port and stops it by its own handle.
+``snmpsim-command-responder`` on a free loopback port (:func:`powerplane.testing.free_port`)
+as a :class:`powerplane.testing.Subprocess`, waits with :func:`powerplane.testing.wait_ready`
+until it answers, and stops it by that handle.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from powerplane.testing import Subprocess, free_port, wait_ready
 from powerplane_pdu.profiles import OutletState, Profile
 
-__all__ = ["MODULES", "ON_LOAD_W", "V3_USER", "SnmpSim", "free_udp_port", "snmprec_lines",
-           "snmpsim_command", "write_snmprec"]
+__all__ = ["MODULES", "ON_LOAD_W", "V3_USER", "SnmpSim", "snmprec_lines", "snmpsim_command",
+           "write_snmprec"]
 
 
 def snmpsim_command() -> str:
@@ -42,13 +42,6 @@ MODULES = Path(__file__).resolve().parent / "snmpsim_modules"
 V3_USER = "ppuser"
 ON_LOAD_W = 150
 """What a metered outlet that is on draws, in the profile's raw unit."""
-
-
-def free_udp_port() -> int:
-    """A UDP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _value_for(profile: Profile, state: OutletState) -> int:
@@ -122,14 +115,15 @@ class SnmpSim:
     def __init__(self, data_dir: Path, work_dir: Path, auth_key: str, priv_key: str) -> None:
         self.data_dir = data_dir
         self.work_dir = work_dir
-        self.port = free_udp_port()
+        self.port = free_port("udp")
         self.auth_key = auth_key
         self.priv_key = priv_key
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Subprocess | None = None
         self.log = work_dir / "snmpsim.log"
 
     def start(self, timeout: float = 60.0) -> None:
-        """Start it and wait until it answers; raise ``RuntimeError`` if it cannot."""
+        """Start it and wait until it answers; :class:`powerplane.testing.PeerNotReady`
+        (a ``RuntimeError``) with the tail of its log if it does not."""
         env = dict(os.environ, SNMPSIM_ALLOW_ROOT="true")
         argv = [
             snmpsim_command(),
@@ -146,13 +140,13 @@ class SnmpSim:
         # Keys go through a file read by snmpsim (--args-from-file), never on argv.
         args_file = self.work_dir / "v3.args"
         args_file.write_text(f"--v3-auth-key={self.auth_key}\n--v3-priv-key={self.priv_key}\n")
+        args_file.chmod(0o600)
         argv.append(f"--args-from-file={args_file}")
-        with self.log.open("wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self._wait_ready(timeout)
+        self.proc = Subprocess(argv, env=env, log=self.log)
+        wait_ready(self._answers, timeout, f"snmpsim on udp 127.0.0.1:{self.port}", self.proc)
 
-    def _wait_ready(self, timeout: float) -> None:
-        """Ready when it answers a v2c GET of sysObjectID on any community file."""
+    def _answers(self) -> bool:
+        """Whether it answers a v2c GET of sysObjectID on any community file."""
         import asyncio
 
         from pysnmp.hlapi.v3arch.asyncio import (
@@ -179,27 +173,12 @@ class SnmpSim:
                 engine.close_dispatcher()
             return err is None
 
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"snmpsim exited: {self.log.read_text()[-2000:]}")
-            # in a thread of its own: the caller may be inside a running event loop
-            with ThreadPoolExecutor(1) as pool:
-                ready = pool.submit(lambda: asyncio.run(probe())).result()
-            if ready:
-                return
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("snmpsim did not answer in time")
+        # in a thread of its own: the caller may be inside a running event loop
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(lambda: asyncio.run(probe())).result()
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-        self.proc = None
+        """Stop snmpsim by its own process handle (idempotent)."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.stop()
