@@ -16,6 +16,7 @@ from powerplane import (
     ChannelType,
     PowerplaneError,
     Reading,
+    RefusedByDevice,
     Verb,
     hookimpl,
 )
@@ -104,6 +105,15 @@ class NoOp(SimulatedChannel):
         return Acceptance()
 
 
+class CannotPowerBackOn(SimulatedChannel):
+    """Honest, but once a machine is off its power-on fails at the device: the suite's
+    restore after a shutdown check cannot succeed."""
+
+    async def power_on(self, target: str) -> Acceptance:
+        raise RefusedByDevice("power-on rejected: chassis interlock open", channel=self.name,
+                              target=target)
+
+
 class Batching(SimulatedChannel):
     """Honest, with ``invoke_batch`` (as PowerHost.invoke_many uses); counts its batches."""
 
@@ -128,6 +138,7 @@ LIARS = {
     "liar-swallow": Swallower,
     "liar-leak": Leaker,
     "liar-noop": NoOp,
+    "stuck-off": CannotPowerBackOn,
 }
 
 

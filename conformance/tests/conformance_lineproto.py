@@ -1,5 +1,9 @@
-"""A test-only channel type ``lineproto`` that talks to lineproto_server.py over TCP: a real
-network peer for the suite's closed-port, silent-server and wrong-credential checks."""
+"""Test-only channel types that talk to lineproto_server.py over TCP: a real network peer
+for the suite's closed-port, silent-server and wrong-credential checks.
+
+``lineproto`` declares nothing (the suite is told by ``negative:`` hints);
+``lineproto-declared`` declares its address, its secret (by its ``SecretRef`` type) and
+``timeouts: Timeouts``, as every in-tree plugin does, so the suite needs no hints."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from powerplane import (
     Acceptance,
+    Address,
     AuthenticationFailed,
     CapabilitySet,
     ChannelTimeout,
@@ -18,6 +23,7 @@ from powerplane import (
     Reading,
     RefusedByDevice,
     SecretRef,
+    Timeouts,
     Unreachable,
     Verb,
     hookimpl,
@@ -38,8 +44,25 @@ class LineConfig(BaseModel):
     """Bound on connecting and on each answer."""
 
 
+class DeclaredLineConfig(BaseModel):
+    """Config of a ``lineproto-declared`` channel."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address: str
+    """``host:port`` of the device."""
+    password: SecretRef
+    """The device password."""
+    timeouts: Timeouts = Timeouts(connect_s=5, read_s=5)
+    """Bounds on connecting and on each answer."""
+
+    @property
+    def timeout_s(self) -> float:
+        return max(self.timeouts.connect_s, self.timeouts.read_s)
+
+
 class LineChannel:
-    def __init__(self, name: str, config: LineConfig) -> None:
+    def __init__(self, name: str, config: LineConfig | DeclaredLineConfig) -> None:
         self.name = name
         self.config = config
         self._caps = CapabilitySet.of(hard=[Verb.REBOOT, Verb.SHUTDOWN, Verb.POWER_ON],
@@ -113,7 +136,15 @@ class LineChannel:
         return None
 
 
+DECLARED_ADDRESS = Address("address", format="host:port")
+"""Where ``lineproto-declared`` keeps the device address."""
+
+
 @hookimpl
 def register_channel_types(register: Callable[[ChannelType], None]) -> None:
     register(ChannelType(name="lineproto", config=LineConfig, factory=LineChannel,
                          description="a line-protocol device, for the tests"))
+    register(ChannelType(name="lineproto-declared", config=DeclaredLineConfig,
+                         factory=LineChannel, address=DECLARED_ADDRESS,
+                         description="a line-protocol device that declares its address, "
+                                     "secret and timeouts, for the tests"))

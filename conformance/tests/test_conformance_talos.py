@@ -23,10 +23,23 @@ from powerplane_conformance import ConformanceSuite
 pytest.importorskip("powerplane_talos.mock")
 
 
+def _timeouts(seconds: float) -> dict[str, Any]:
+    """``timeouts:`` where the talos plugin embeds core's Timeouts, else its old
+    ``timeout_s`` (the plugin is moving to the one shape)."""
+    from powerplane.plugins import registry
+
+    ctype = registry().channel_types.get("talos")
+    if ctype is not None and ctype.timeouts_field() == "timeouts":
+        return {"timeouts": {"connect_s": seconds, "read_s": seconds}}
+    return {"timeout_s": seconds}
+
+
 def mock_target(
     tmp_path_factory: pytest.TempPathFactory, **channel: Any
 ) -> Iterator[dict[str, Any]]:
-    """Start the Talos mock; yield a target whose ``talos`` channel has these extra keys."""
+    """Start the Talos mock; yield a target whose ``talos`` channel has these extra keys
+    (``timeout_s`` is written as the plugin's timeouts)."""
+    channel = {**_timeouts(channel.pop("timeout_s", 5)), **channel}
     work = tmp_path_factory.mktemp("talos-mock")
     with (work / "mock.log").open("wb") as log:
         proc = subprocess.Popen(
@@ -43,7 +56,7 @@ def mock_target(
         info = json.loads(ready.read_text(encoding="utf-8"))
         yield {
             "channels": {"talos": {"type": "talos", "talosconfig": info["talosconfig"],
-                                   "timeout_s": 5, "transport": "grpc", **channel}},
+                                   "transport": "grpc", **channel}},
             "nodes": {f"n{i}": {"channels": [{"channel": "talos",
                                               "target": f"10.77.0.{i}"}]}
                       for i in (1, 2)},

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL_SUBJECTS",
+    "RESTORE_FAILED",
     "CheckContext",
     "CheckSpec",
     "check",
@@ -39,6 +40,8 @@ SECRETS = pytest.StashKey[set[str]]()
 """Per config: every secret value seen, redacted from every message."""
 CONTEXTS = pytest.StashKey["list[ConformanceSession]"]()
 """Per config: every session run, for results.json."""
+RESTORE_FAILED = pytest.StashKey[list[str]]()
+"""Per item: why putting a machine back after the check did not succeed, one per machine."""
 
 NOT_TESTED_PREFIX = "NOT TESTED: "
 
@@ -163,6 +166,19 @@ class CheckContext:
     def skip(self, reason: str) -> NoReturn:
         """End as SKIP: the channel does not advertise what the check needs."""
         pytest.skip(redact(reason, self._secrets()))
+
+    def restore(self, subject: Subject) -> None:
+        """Put ``subject`` back the way it was at the start; when that does not succeed
+        (an error, or the reason it could not), the check's result says so."""
+        from powerplane_conformance.session import describe_error
+
+        try:
+            why = self.session.restore(subject)
+        except Exception as exc:
+            why = describe_error(exc)
+        if why is not None:
+            self.item.stash.setdefault(RESTORE_FAILED, []).append(
+                redact(f"{subject.key}: {why}", self._secrets()))
 
     def latency(self, seconds: float) -> None:
         """Record how long the verb took to settle (a JUnit property and in results.json)."""

@@ -40,6 +40,9 @@ class Result:
     message: str = ""
     latency_s: float | None = None
     test: str = ""
+    restore_failed: str | None = None
+    """Why putting the machine back after the check did not succeed (None: it did, or the
+    check changed nothing). The message says so too."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -22,6 +22,7 @@ from powerplane_conformance.checks import (
     META,
     NOT_TESTED,
     NOT_TESTED_PREFIX,
+    RESTORE_FAILED,
     SECRETS,
     XFAIL,
     redact,
@@ -144,6 +145,9 @@ def pytest_runtest_makereport(
     meta = item.stash.get(META, None)
     if meta is None:
         return report
+    if report.when == "teardown":
+        _record_restore(item)
+        return report
     declared = item.stash.get(XFAIL, None)
     if report.when == "call" and declared is not None:
         if report.failed:
@@ -187,6 +191,18 @@ def pytest_runtest_makereport(
     )
     item.config.stash.setdefault(RESULTS, {})[item.nodeid] = result
     return report
+
+
+def _record_restore(item: pytest.Item) -> None:
+    """A restore after the check that did not succeed goes on the check's result."""
+    failed = item.stash.get(RESTORE_FAILED, None)
+    result = item.config.stash.get(RESULTS, {}).get(item.nodeid)
+    if not failed or result is None:
+        return
+    why = "; ".join(failed)
+    result.restore_failed = why
+    note = f"restore failed after the check: {why}"
+    result.message = f"{result.message}\n{note}" if result.message else note
 
 
 def results_of(config: pytest.Config) -> list[Result]:

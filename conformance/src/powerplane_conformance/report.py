@@ -103,14 +103,17 @@ def summary_text(data: dict[str, Any]) -> str:
     lines.append(f"  {'verb':<10} {'advertised':<11} {'result':<13} checks")
     lines += _verb_rows(data)
     order = {"fail": 0, "xfail": 1, "not_tested": 2, "skip": 3}
-    notable = sorted((r for r in data["results"] if r["outcome"] in order),
-                     key=lambda r: order[r["outcome"]])
+    notable = sorted((r for r in data["results"]
+                      if r["outcome"] in order or r.get("restore_failed")),
+                     key=lambda r: order.get(r["outcome"], 4))
     shown = notable[:MAX_ROWS]
     for r in shown:
         where = r["node"] or r["channel"] or ""
         first = (r["message"] or "").strip().splitlines()
         msg = " ".join(x.strip() for x in first[1:] if x.strip()) if r["outcome"] == "fail" \
             and len(first) > 1 else (first[0] if first else "")
+        if r.get("restore_failed") and r["outcome"] not in order:
+            msg = f"restore failed after the check: {r['restore_failed']}"
         if len(msg) > 150:
             msg = msg[:147] + "..."
         lines.append(f"  {r['outcome'].upper().replace('_', ' '):<10} {r['id']:<26} "

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import Channel, Identifies, PowerState, Reading, maybe_await, verb_method
@@ -20,7 +20,13 @@ from powerplane.secrets import SecretRef
 from powerplane_conformance.loop import LoopThread
 from powerplane_conformance.settings import ConformanceSettings, Target
 
-__all__ = ["ConformanceSession", "Observation", "Subject", "describe_error"]
+__all__ = [
+    "ConformanceSession",
+    "DerivedConfigInvalid",
+    "Observation",
+    "Subject",
+    "describe_error",
+]
 
 END_STATE = {Verb.REBOOT: PowerState.ON, Verb.POWER_ON: PowerState.ON,
              Verb.SHUTDOWN: PowerState.OFF, Verb.TERMINATE: PowerState.OFF}
@@ -69,6 +75,11 @@ class Observation:
         if self.error:
             text += f"; error: {self.error}"
         return text
+
+
+class DerivedConfigInvalid(ValueError):
+    """A config the suite built (from hints or declarations) that the channel's own model
+    rejects: the check that needed it is NOT TESTED, never FAIL."""
 
 
 def describe_error(exc: BaseException) -> str:
@@ -246,7 +257,17 @@ class ConformanceSession:
         raw = dict((self.deployment.raw or {}).get("channels", {}).get(subject.channel, {}))
         raw.pop("type", None)
         raw.update(overrides or {})
-        config = configured.type.config.model_validate(raw)
+        try:
+            config = configured.type.config.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}"
+                for e in exc.errors(include_input=False, include_url=False))
+            keys = ", ".join(sorted(overrides or {})) or "none"
+            raise DerivedConfigInvalid(
+                f"the config the suite derived for channel {subject.channel} (keys set: "
+                f"{keys}) is invalid for channel type {configured.type.name}: {problems}"
+            ) from None
 
         async def make() -> Channel:
             return configured.type.factory(subject.channel, config)

@@ -10,12 +10,10 @@ A target file is a deployment config (channels, nodes, ...) with one more sectio
         bench-bmc: [reboot, shutdown, power-on]
       xfail:                          # optional: assertion id -> known defect (strict)
         POWER_ON_IDEMPOTENT: "firmware 2.1 rejects On while on"
-      negative:                       # optional, per channel: how to build the negative cases
-        bench-bmc:
-          address_key: endpoint
-          address_format: "https://{host}:{port}"
-          secret_key: password
-          timeout_key: timeout_s
+      negative:                       # optional, per channel: overrides for the negative cases
+        bench-bmc:                    # (derived from the channel type's declarations:
+          timeout_s: 1                #  address, secret fields, timeouts)
+          transport: tcp
 
 The section is this distribution's, not core's: :func:`load_target` takes it out of the
 file and hands the rest to core's :func:`~powerplane.config.parse_config` (a deployment
@@ -54,7 +52,10 @@ Mode = Literal["graceful", "hard"]
 
 
 class NegativeHints(BaseModel):
-    """How the suite derives the negative cases from one channel's config."""
+    """Overrides for how the suite builds the negative cases from one channel's config.
+
+    Without them the suite reads the channel type's declarations (``address=``, the
+    ``SecretRef`` fields, the ``Timeouts`` field); each key given here wins over them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -72,6 +73,9 @@ class NegativeHints(BaseModel):
     """The value written into ``timeout_key`` for the negative cases."""
     unknown_target: Any = None
     """A target the device does not have (default: the first target with a suffix, if a string)."""
+    transport: Literal["tcp", "udp"] | None = None
+    """How the device is reached, for the closed-port and silent-server fakes (default: TCP
+    for an HTTP(S) URL address, else what the channel type's address declares)."""
 
 
 class ConformanceSettings(BaseModel):

@@ -1,0 +1,104 @@
+"""The network negatives built from what a channel type declares, with no ``negative:``
+hints: its address (``ChannelType(address=...)``), its ``SecretRef`` fields and its
+``timeouts: Timeouts`` field. A hint or a derived config the channel's model rejects is
+NOT TESTED with the reason, never FAIL; a transport nothing declares is NOT TESTED too."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conformance_targets import messages, outcome
+
+from powerplane_conformance.api import RunSummary
+from powerplane_conformance.negatives import set_path
+
+NEGATIVES = ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT", "WRONG_CREDENTIALS_REJECTED",
+             "SECRET_NOT_DISCLOSED")
+
+
+@pytest.fixture
+def declared_target(
+    lineproto_peer: tuple[int, str], tmp_path: Path
+) -> Callable[..., dict[str, Any]]:
+    port, password = lineproto_peer
+    secret = tmp_path / "password"
+    secret.write_text(password, encoding="utf-8")
+
+    def make(negative: dict[str, Any] | None = None, **channel: Any) -> dict[str, Any]:
+        conf: dict[str, Any] = {"nodes": ["n1"], "allow_destructive": False}
+        if negative is not None:
+            conf["negative"] = {"dev": negative}
+        return {
+            "channels": {"dev": {"type": "lineproto-declared", "address": f"127.0.0.1:{port}",
+                                 "password": {"file": str(secret)}, **channel}},
+            "nodes": {"n1": {"channels": [{"channel": "dev", "target": "m1"}]}},
+            "conformance": conf,
+        }
+
+    return make
+
+
+def test_every_negative_passes_from_declarations_with_the_transport_named(
+    run: Callable[..., RunSummary], declared_target: Callable[..., dict[str, Any]]
+) -> None:
+    """Address, secret and timeouts derived; only the transport (host:port says neither
+    TCP nor UDP) is named, and the silent server ends within the short Timeouts."""
+    summary = run(declared_target({"transport": "tcp", "timeout_s": 0.5}))
+    for ident in NEGATIVES:
+        assert outcome(summary, ident) == {"pass"}, (ident, messages(summary, ident))
+
+
+def test_wrong_secret_found_by_its_secretref_type_without_hints(
+    run: Callable[..., RunSummary], declared_target: Callable[..., dict[str, Any]]
+) -> None:
+    summary = run(declared_target())
+    assert outcome(summary, "WRONG_CREDENTIALS_REJECTED") == {"pass"}
+    assert outcome(summary, "SECRET_NOT_DISCLOSED") == {"pass"}
+
+
+def test_a_transport_nothing_declares_is_not_tested_with_the_reason(
+    run: Callable[..., RunSummary], declared_target: Callable[..., dict[str, Any]]
+) -> None:
+    summary = run(declared_target())
+    for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT"):
+        assert outcome(summary, ident) == {"not_tested"}, ident
+        text = messages(summary, ident)
+        assert "TCP or UDP" in text and "conformance.negative.dev.transport" in text
+
+
+def test_an_invalid_hint_is_not_tested_never_fail(
+    run: Callable[..., RunSummary], declared_target: Callable[..., dict[str, Any]]
+) -> None:
+    """A hinted key the channel's model does not have: the derived config is invalid."""
+    summary = run(declared_target({"address_key": "no_such_key", "timeout_key": "nor_this",
+                                   "secret_key": "nor_that"}))
+    for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT",
+                  "WRONG_CREDENTIALS_REJECTED"):
+        assert outcome(summary, ident) == {"not_tested"}, (ident, messages(summary, ident))
+        assert "is invalid for channel type lineproto-declared" in messages(summary, ident)
+    assert summary.exit_code == 0
+
+
+def test_a_channel_type_without_an_address_is_not_tested_with_the_reason(
+    run: Callable[..., RunSummary],
+) -> None:
+    from conformance_targets import sim_target
+
+    summary = run(sim_target({}, conformance={"negative": {}}))
+    for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT"):
+        assert outcome(summary, ident) == {"not_tested"}
+        assert "declares no network address" in messages(summary, ident)
+
+
+def test_set_path_reaches_nested_and_starred_secrets() -> None:
+    raw = {"auth": {"password": "a", "user": "u"}, "feeds": {"x": {"community": "c"},
+                                                             "y": {"community": "d"}}}
+    ref = {"env": "E"}
+    assert set_path(raw, "auth.password", ref) == {"auth": {"password": ref, "user": "u"}}
+    assert set_path(raw, "feeds.*.community", ref) == {
+        "feeds": {"x": {"community": ref}, "y": {"community": ref}}}
+    assert set_path(raw, "token", ref) == {}  # not configured: nothing to replace
+    assert raw["auth"]["password"] == "a"  # the original is left alone
