@@ -54,9 +54,21 @@ def test_demo_runs_every_step_on_real_peers_and_cleans_up() -> None:
     res, mark = run_demo()
     out = res.stdout
     assert res.returncode == 0, out + res.stderr
-    for peer in ("redfish", "talos", "pdu", "ec2"):
+    for peer in ("redfish", "talos", "pdu", "ec2", "ipmi"):
         assert f"started {peer}" in out, out
     flat = " ".join(out.split())
+    assert "already played" not in flat
+    # the IPMI node: its offers, a reboot through the lifecycle and its readback, a shutdown
+    # observed off through the BMC, the return, and its conformance run in the matrix
+    assert "│ ipmi-node │ plant-a │ ipmi (hard) │ ipmi (graceful) │ ipmi (hard) │ withheld │" \
+        in flat
+    assert "ipmi-node: shutdown recoverable: channel ipmi can power on" in flat
+    assert "pods queue-1; power reboot via ipmi" in flat
+    assert "ipmi-node: after the reboot the host reads it on (via ipmi" in flat
+    assert "ipmi-node: PowerOffConfirmed=True (observed off)" in flat
+    assert flat.count("ipmi-node: Complete (back in service)") == 2
+    assert re.search(r"ipmi: pass \(\d+ pass, 0 fail", flat), flat
+    assert re.search(r"│ ipmi │ hard ok │ graceful ok │ hard ok │ - │ yes │", flat), flat
     assert "talos-only: shutdown withheld: channel 'talos' cannot power on, and site " \
            "'plant-a' is not declared attended" in flat
     assert "ec2-repairable: terminate withheld: the node is repairable" in flat
@@ -90,12 +102,31 @@ def test_demo_ctrl_c_stops_every_peer() -> None:
     assert wait_gone(mark) == []
 
 
+def test_demo_only_ipmi_walks_the_ipmi_node_with_stand_ins_for_the_rest() -> None:
+    res, mark = run_demo("--only", "ipmi")
+    out = res.stdout
+    flat = " ".join(out.split())
+    assert res.returncode == 0, out + res.stderr
+    assert "started ipmi" in out
+    for peer in ("redfish", "talos", "pdu", "ec2"):
+        assert f"started {peer}" not in out, out
+    for slot in ("bmc", "inband", "pdu", "cloud"):
+        assert f"{slot}: no peer started; core's simulated channel stands in" in flat
+    assert "rf-node: shutdown recoverable: channel sim-bmc can power on" in flat
+    assert "ipmi-node: after the reboot the host reads it on (via ipmi" in flat
+    assert "ipmi-node: PowerOffConfirmed=True (observed off)" in flat
+    assert "demo passed" in flat
+    assert wait_gone(mark) == []
+
+
 def test_demo_only_limits_the_peers() -> None:
     res, mark = run_demo("--only", "talos")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "started talos" in res.stdout
     assert "started redfish" not in res.stdout
     assert "bmc: no peer started; core's simulated channel stands in" in res.stdout
+    assert "ipmi: no peer started; core's simulated channel stands in" in res.stdout
+    assert "ipmi-node: PowerOffConfirmed=True" in " ".join(res.stdout.split())
     assert wait_gone(mark) == []
 
 
@@ -215,6 +246,59 @@ def test_demo_keep_leaves_a_truthful_config_and_one_command_that_stops_every_pee
             time.sleep(0.1)
         assert seen[-1] == "off", seen
         assert "on" not in seen, seen
+    finally:
+        subprocess.run(stop, shell=True, timeout=30, check=False)
+        deadline = time.monotonic() + 30
+        while any(pid_running(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [p for p in pids if pid_running(p)]
+        subprocess.run(remove, shell=True, timeout=30, check=False)
+    assert left == []
+    assert not cfg.parent.exists()
+    assert wait_gone(mark) == []
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_demo_keep_leaves_the_ipmi_peer_running_with_its_pids_and_state() -> None:
+    res, mark = run_demo("--keep", "--only", "ipmi")
+    out = res.stdout
+    assert res.returncode == 0, out + res.stderr
+    cfg = Path(line_after(out, "peers left running; config: "))
+    stop = line_after(out, "stop them all: ")
+    remove = line_after(out, "then remove the directory: ")
+    pids = [int(p) for p in stop.split()[1:]]
+    try:
+        listed = [int(p) for p in line_after(out, "ipmi: pid ").split(", ")]
+        assert listed and set(listed) <= set(pids), out
+        # the kept processes are the IPMI peer's BMCs, running
+        assert any("ipmi_sim" in cmdline(p) for p in listed), [cmdline(p) for p in listed]
+        assert all(pid_running(p) for p in listed), out
+        # the BMC keeps its machine's state across processes: a shutdown one command sends,
+        # the next one reads back as off through IPMI
+        pp = [sys.executable, "-m", "powerplane.cli", "--config", str(cfg)]
+        shut = subprocess.run([*pp, "invoke", "ipmi-node", "shutdown", "--yes", "--reason",
+                               "kept demo keeps the BMC"], capture_output=True, text=True,
+                              timeout=60)
+        assert shut.returncode == 0, shut.stdout + shut.stderr
+        seen: list[str] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # soft-off reaches off after the peer's delay
+            state = subprocess.run([*pp, "state", "ipmi-node", "-o", "json"],
+                                   capture_output=True, text=True, timeout=60)
+            assert state.returncode == 0, state.stdout + state.stderr
+            seen.append(json.loads(state.stdout)["state"])
+            if seen[-1] == "off":
+                break
+            time.sleep(0.2)
+        assert seen[-1] == "off", seen
+        assert "unknown" not in seen, seen
     finally:
         subprocess.run(stop, shell=True, timeout=30, check=False)
         deadline = time.monotonic() + 30
