@@ -17,7 +17,7 @@ Usage: python bench/bench_settle.py [--nodes N] [--parallel K] [--latency-ms L]
                                     [--repeat R] [--baseline REV] [--channel-marker]
 Target: under 5% more wall time.
 
-``--chaos N`` instead runs the chaos scenario at full size (``tests/lifecycle/chaos.py``):
+``--chaos N`` instead runs the chaos scenario at full size (``core/tests/lifecycle/chaos.py``):
 three concurrent ``maintenance run`` processes, random SIGKILLs, N maintenances (300 in
 the issue), and prints the kills, the verbs applied, how dispatches were settled and every
 violation found (0 double-applied verbs, 0 reboots Complete without evidence, 0 PoweredOff
@@ -133,7 +133,7 @@ def run_worker(src: Path, args: argparse.Namespace, channel_marker: bool = False
 
 def chaos(size: int, seed: int) -> None:
     """The full-size chaos run; exit 1 on any violation."""
-    sys.path.insert(0, str(ROOT / "tests" / "lifecycle"))
+    sys.path.insert(0, str(ROOT / "core" / "tests" / "lifecycle"))
     from chaos import run_chaos  # the driver the slow test uses
 
     from powerplane.lifecycle import Store

@@ -37,7 +37,11 @@ async def test_a_lost_answer_is_unknown_then_applied_by_the_boot_marker(
     assert done.phase is Phase.COMPLETE
     (d,) = done.status.dispatches
     assert (d.outcome, d.settled_by) == (DispatchOutcome.APPLIED, "evidence")
-    assert "w1-boot-1 -> w1-boot-2 (from cluster)" in d.detail
+    # the record keeps both: the host's "outcome unknown" first, then the evidence
+    assert d.detail.startswith("outcome unknown (no answer: "), d.detail
+    assert "after the request was sent" in d.detail
+    assert "settled by evidence: boot marker changed w1-boot-1 -> w1-boot-2 (from cluster)" \
+        in d.detail
     assert done.status.conditions["RebootObserved"].status == "True"
     assert lc.host.channel("lab").dispatches == [("reboot", "w1")]
 

@@ -118,6 +118,14 @@ def set_condition(
     )
 
 
+def _after_unknown(d: Dispatch, settled: str) -> str:
+    """The detail of a dispatch settled by evidence: what was known of it first (the host's
+    "outcome unknown", or that no answer was recorded), then the evidence."""
+    if d.outcome is O.UNKNOWN and d.detail:
+        return f"outcome unknown ({d.detail}); settled by evidence: {settled}"
+    return settled
+
+
 class Drive(str, Enum):
     """Where driving a verb stands after one pass."""
 
@@ -323,7 +331,7 @@ class Dispatcher:
                     return Drive.WAITING, d
                 d.outcome = O.UNKNOWN
                 d.outcome_at = self.clock()
-                d.detail = "no answer was recorded (the runner stopped); settled by evidence"
+                d.detail = "no answer was recorded (the runner stopped)"
             if d.outcome in (O.ACCEPTED, O.APPLIED):
                 return Drive.APPLIED, d
             if d.outcome is O.FAILED:
@@ -380,9 +388,9 @@ class Dispatcher:
 
     def _indeterminate(self, m: NodeMaintenance, d: Dispatch, unknown: str,
                        seen: Evidence) -> None:
+        d.detail = _after_unknown(d, f"{unknown}; observed: {seen.describe()}")
         d.outcome = O.INDETERMINATE
         d.outcome_at = self.clock()
-        d.detail = f"{unknown}; observed: {seen.describe()}"
         d.settled_by = ""
         msg = (f"{d.verb} (attempt {d.attempt}) was recorded but whether it took effect "
                f"is unknown: {unknown}; observed: {seen.describe()}")
@@ -394,9 +402,9 @@ class Dispatcher:
         )
 
     def _applied(self, d: Dispatch, why: str) -> None:
+        d.detail = _after_unknown(d, why)
         d.outcome = O.APPLIED
         d.outcome_at = self.clock()
-        d.detail = why
         d.settled_by = "evidence"
 
     def _not_applied(self, m: NodeMaintenance, d: Dispatch, why: str, seen: Evidence) -> None:
@@ -404,9 +412,9 @@ class Dispatcher:
             self._indeterminate(
                 m, d, f"{why}, but it was already sent again once on evidence", seen)
             return
+        d.detail = _after_unknown(d, f"{why}; sending it again once")
         d.outcome = O.NOT_APPLIED
         d.outcome_at = self.clock()
-        d.detail = f"{why}; sending it again once"
         d.settled_by = "evidence"
 
     async def _settle(self, m: NodeMaintenance, d: Dispatch) -> bool:
