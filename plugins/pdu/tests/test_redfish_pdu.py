@@ -1,4 +1,5 @@
-"""Redfish PowerDistribution against DMTF's public-pdu mockup served by a small test PDU.
+"""Redfish PowerDistribution against DMTF's public-pdu mockup served by a small test PDU
+(``powerplane_pdu.testing.RedfishPduServer``, on core's ``JsonHttpServer``).
 
 respx stands in only for the failures the mockup cannot give (busy, timeouts, garbage).
 """
@@ -12,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from pdu_peers import RedfishServer
+from pdu_peers import RedfishPduServer
 
 from powerplane import (
     AuthenticationFailed,
@@ -45,13 +46,9 @@ def password_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def redfish_pdu(public_pdu: Path, password_file: Path) -> Iterator[RedfishServer]:
-    server = RedfishServer(public_pdu, "admin", password_file)
-    server.start()
-    try:
+def redfish_pdu(public_pdu: Path) -> Iterator[RedfishPduServer]:
+    with RedfishPduServer(public_pdu, "admin", PASSWORD) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _cfg(url: str, password_file: Path, **keys: Any) -> dict[str, Any]:
@@ -67,19 +64,19 @@ def _cfg(url: str, password_file: Path, **keys: Any) -> dict[str, Any]:
     return cfg
 
 
-def _patch(server: RedfishServer, outlet: str, body: dict[str, Any]) -> None:
+def _patch(server: RedfishPduServer, outlet: str, body: dict[str, Any]) -> None:
     httpx.patch(f"{server.url}{OUTLET}/{outlet}", json=body,
                 auth=("admin", PASSWORD)).raise_for_status()
 
 
-def _counts(server: RedfishServer) -> dict[str, int]:
-    return dict(httpx.get(f"{server.url}/_test/counts").json())
+def _counts(server: RedfishPduServer) -> dict[str, int]:
+    return server.counts()
 
 
 @pytest.mark.parametrize("auth", ["session", "basic"])
 async def test_outlets_switch_off_on_and_cycle_with_metered_readback(
     auth: str,
-    redfish_pdu: RedfishServer,
+    redfish_pdu: RedfishPduServer,
     password_file: Path,
     channel_for: Callable[..., PduChannel],
 ) -> None:
@@ -104,7 +101,7 @@ async def test_outlets_switch_off_on_and_cycle_with_metered_readback(
         assert _counts(redfish_pdu).get("DELETE") == 1, "the session is logged out on close"
 
 
-async def test_through_power_host(redfish_pdu: RedfishServer, password_file: Path) -> None:
+async def test_through_power_host(redfish_pdu: RedfishPduServer, password_file: Path) -> None:
     cfg = {
         "channels": {"pdu-r": {"type": "pdu", **_cfg(redfish_pdu.url, password_file)}},
         "nodes": {"n1": {"channels": [{"channel": "pdu-r", "target": {"outlets": ["B1"]}}]}},
@@ -116,7 +113,7 @@ async def test_through_power_host(redfish_pdu: RedfishServer, password_file: Pat
 
 
 async def test_locked_outlet_is_refused_with_the_reason(
-    redfish_pdu: RedfishServer, password_file: Path, channel_for: Callable[..., PduChannel]
+    redfish_pdu: RedfishPduServer, password_file: Path, channel_for: Callable[..., PduChannel]
 ) -> None:
     _patch(redfish_pdu, "A2", {"PowerControlLocked": True})
     ch = channel_for(_cfg(redfish_pdu.url, password_file))
@@ -130,7 +127,7 @@ async def test_locked_outlet_is_refused_with_the_reason(
 
 
 async def test_outlet_in_transition_reads_unknown(
-    redfish_pdu: RedfishServer, password_file: Path, channel_for: Callable[..., PduChannel]
+    redfish_pdu: RedfishPduServer, password_file: Path, channel_for: Callable[..., PduChannel]
 ) -> None:
     _patch(redfish_pdu, "A3", {"PowerStateInTransition": True})
     ch = channel_for(_cfg(redfish_pdu.url, password_file))
@@ -142,7 +139,7 @@ async def test_outlet_in_transition_reads_unknown(
 @pytest.mark.parametrize("auth", ["session", "basic"])
 async def test_wrong_password_fails_authentication_without_the_password(
     auth: str,
-    redfish_pdu: RedfishServer,
+    redfish_pdu: RedfishPduServer,
     tmp_path: Path,
     channel_for: Callable[..., PduChannel],
 ) -> None:
@@ -156,7 +153,7 @@ async def test_wrong_password_fails_authentication_without_the_password(
 
 
 async def test_unknown_outlet_is_refused_by_the_device(
-    redfish_pdu: RedfishServer, password_file: Path, channel_for: Callable[..., PduChannel]
+    redfish_pdu: RedfishPduServer, password_file: Path, channel_for: Callable[..., PduChannel]
 ) -> None:
     ch = channel_for(_cfg(redfish_pdu.url, password_file))
     with pytest.raises(RefusedByDevice, match="HTTP 404"):
@@ -179,20 +176,13 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
 
 
 @pytest.fixture
-def tls_pdu(
-    public_pdu: Path, password_file: Path, tls_files: TLSFiles
-) -> Iterator[RedfishServer]:
-    server = RedfishServer(public_pdu, "admin", password_file,
-                           tls=(tls_files.cert, tls_files.key), ca=tls_files.ca)
-    server.start()
-    try:
+def tls_pdu(public_pdu: Path, tls_files: TLSFiles) -> Iterator[RedfishPduServer]:
+    with RedfishPduServer(public_pdu, "admin", PASSWORD, tls=tls_files) as server:
         yield server
-    finally:
-        server.stop()
 
 
 async def test_tls_verified_against_the_configured_ca(
-    tls_pdu: RedfishServer,
+    tls_pdu: RedfishPduServer,
     tls_files: TLSFiles,
     password_file: Path,
     channel_for: Callable[..., PduChannel],
