@@ -237,20 +237,17 @@ async def test_no_set_leaves_once_the_host_gave_up_on_the_call(
     snmp_config: Callable[..., dict[str, Any]],
     channel_for: Callable[..., PduChannel],
 ) -> None:
-    from powerplane.channel import _GATE, SendGate
+    from powerplane.testing import send_gate
     from powerplane_pdu.plugin import PDU
 
     assert PDU.gated_sends
     community = "mib-cyberpower-gate"
     ch = channel_for(snmp_config(community, profile="cyberpower"))
-    gate = SendGate()
-    gate.close()
-    token = _GATE.set(gate)
-    try:
+    with send_gate() as gate:
+        gate.close()
         with pytest.raises(ChannelTimeout, match="it was not sent"):
             await ch.shutdown(parse_target({"outlets": [1]}))
-    finally:
-        _GATE.reset(token)
+    assert not gate.sent
     assert ch.requests() == 0
     assert await snmp(snmpsim, community, [MIB["cyberpower"].state(1)]) == [1]  # still on
 

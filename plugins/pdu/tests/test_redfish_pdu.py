@@ -399,17 +399,14 @@ async def test_an_outlet_that_still_reads_on_after_the_post_is_not_reported_off(
 async def test_no_post_leaves_once_the_host_gave_up_on_the_call(
     password_file: Path, channel_for: Callable[..., PduChannel]
 ) -> None:
-    from powerplane.channel import _GATE, SendGate
+    from powerplane.testing import send_gate
 
     respx.get(f"{BASE}{OUTLET}/A1").respond(200, json=_mocked_outlet())
     post = respx.post(f"{BASE}{OUTLET}/A1/Outlet.PowerControl").respond(204)
     ch = channel_for(_cfg(BASE, password_file, auth="basic"))
-    gate = SendGate()
-    gate.close()
-    token = _GATE.set(gate)
-    try:
+    with send_gate() as gate:
+        gate.close()
         with pytest.raises(ChannelTimeout, match="it was not sent"):
             await ch.shutdown(A1)
-    finally:
-        _GATE.reset(token)
+    assert not gate.sent
     assert post.call_count == 0
