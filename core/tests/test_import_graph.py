@@ -179,37 +179,9 @@ def plugin_violations(graph: dict[str, list[Edge]]) -> list[str]:
     return sorted(out)
 
 
-@pytest.mark.xfail(strict=True, reason="plugins move to the public API: the plugin-shape "
-                   "step of this issue (test_plugin_imports_only_shrink lists them)")
 def test_plugins_import_only_the_public_api(graph: dict[str, list[Edge]]) -> None:
+    """Every plugin imports only names in ``powerplane.__all__`` and ``powerplane.testing``."""
     assert plugin_violations(graph) == []
-
-
-KNOWN_PLUGIN_VIOLATIONS = frozenset({
-    "powerplane_cloud.ec2",
-    "powerplane_cloud.ec2_config",
-    "powerplane_cloud.ec2_errors",
-    "powerplane_cloud.keystone",
-    "powerplane_cloud.openstack",
-    "powerplane_cloud.openstack_config",
-    "powerplane_cloud.openstack_errors",
-    "powerplane_cloud.plugin",
-    "powerplane_ipmi.errors",
-    "powerplane_pdu.snmp",
-})
-"""Plugin modules that import core beyond the public API today (the next step removes
-them; ``test_plugins_import_only_the_public_api`` passes when this set is empty)."""
-
-
-def test_plugin_imports_only_shrink(graph: dict[str, list[Edge]]) -> None:
-    """No module beyond today's imports core's internals; a fixed one leaves the list."""
-    offending = {v.partition(":")[0] for v in plugin_violations(graph)}
-    new = offending - KNOWN_PLUGIN_VIOLATIONS
-    assert not new, "imports beyond powerplane.__all__ and powerplane.testing:\n" + "\n".join(
-        v for v in plugin_violations(graph) if v.partition(":")[0] in new)
-    fixed = {m for m in KNOWN_PLUGIN_VIOLATIONS - offending if m.partition(".")[0] in
-             {x.partition(".")[0] for x in graph}}
-    assert not fixed, f"now clean, remove from KNOWN_PLUGIN_VIOLATIONS: {sorted(fixed)}"
 
 
 def _cycles(graph: dict[str, list[Edge]]) -> list[list[str]]:
