@@ -278,6 +278,7 @@ ChannelFactory = Callable[[str, ConfigT], Channel[TargetT]]
 AddressSource = Literal["config", "target"]
 """Where the device address lives: a key of the channel's config, or each node's target."""
 AddressFormat = Literal["url", "host", "host:port"]
+AddressTransport = Literal["tcp", "udp"]
 """How it is written: ``https://h:p``, ``h`` (with the port in a key of its own, if any),
 ``h:p``."""
 
@@ -308,6 +309,9 @@ class Address:
     """With ``format="host"``: the key that holds the port, when there is one."""
     scheme: str = "https"
     """With ``format="url"``: the scheme :meth:`render` writes."""
+    transport: AddressTransport = "tcp"
+    """What the device is reached over: ``udp`` for IPMI and SNMP, so the conformance
+    suite's closed-port and silent-server fakes speak it."""
 
     def __post_init__(self) -> None:
         if self.source not in ("config", "target"):
@@ -319,6 +323,8 @@ class Address:
             raise ValueError("Address(source='config') needs the config key (field)")
         if self.port_field is not None and self.format != "host":
             raise ValueError("Address.port_field goes with format='host' only")
+        if self.transport not in ("tcp", "udp"):
+            raise ValueError(f"Address.transport must be 'tcp' or 'udp', not {self.transport!r}")
         if self.port_field is not None and self.field is None:
             raise ValueError("Address.port_field needs a field for the host")
 

@@ -31,7 +31,7 @@ def make_channel(name: str, config: IpmiConfig) -> IpmiChannel:
     return IpmiChannel(name, config)
 
 
-ADDRESS = Address(None, source="target", format="host:port")
+ADDRESS = Address(None, source="target", format="host:port", transport="udp")
 """Each node's target is its BMC's ``HOST:PORT``: one channel holds a fleet's credentials."""
 
 IPMI: ChannelType[IpmiConfig, BmcAddress] = ChannelType(

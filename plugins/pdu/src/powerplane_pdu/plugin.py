@@ -35,7 +35,7 @@ def _factory(name: str, config: PduChannelConfig) -> PduChannel:
 def address(config: PduChannelConfig) -> Address:
     """Where the channel's own PDU is: SNMP ``host`` and ``port``, or the Redfish ``endpoint``."""
     if config.protocol == "snmp":
-        return Address("host", format="host", port_field="port")
+        return Address("host", format="host", port_field="port", transport="udp")
     return Address("endpoint")
 
 
