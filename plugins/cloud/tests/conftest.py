@@ -1,10 +1,11 @@
 """Fixtures of the cloud plugin's tests: moto's server as the real EC2 peer.
 
-moto runs as a subprocess on a free loopback port for the whole session and is reset
-(``POST /moto-api/reset``) before each test that uses it. A second moto, with IAM
-authentication switched on, serves the credential tests. A small throttling proxy
-in front of moto answers ``RequestLimitExceeded`` for chosen actions. The helpers live
-in ``cloud_peers`` (a unique name: every test folder has a ``conftest``).
+moto (:func:`powerplane_cloud.peer.start_moto`) runs as a subprocess on a free loopback
+port for the whole session and is reset (``POST /moto-api/reset``) before each test that
+uses it. A second moto, with IAM authentication switched on, serves the credential tests.
+A small throttling proxy (:mod:`powerplane_cloud.testing.throttling`) in front of moto
+answers ``RequestLimitExceeded`` for chosen actions. Shared names live in ``cloud_peers``
+(a unique name: every test folder has a ``conftest``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from cloud_peers import (
     ThrottlingProxy,
     start_moto,
     start_throttling_proxy,
-    stop,
 )
 
 
@@ -43,7 +43,7 @@ def _test_secrets() -> Iterator[None]:
 def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     server = start_moto(tmp_path_factory.mktemp("moto"))
     yield server
-    stop(server.process)
+    server.stop()
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def moto_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     }))
     server.operator_key = (key["AccessKeyId"], key["SecretAccessKey"])
     yield server
-    stop(server.process)
+    server.stop()
 
 
 @pytest.fixture

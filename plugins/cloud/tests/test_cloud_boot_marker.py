@@ -14,12 +14,10 @@ from typing import Any
 import pytest
 from cloud_peers import Moto, ec2_channel_config
 
-from powerplane import PowerHost, Verb, parse_config
-from powerplane.channel import HasBootMarker
+from powerplane import HasBootMarker, PowerHost, Verb, parse_config
+from powerplane_cloud.config import EC2Config, OpenStackConfig
 from powerplane_cloud.ec2 import EC2Channel
-from powerplane_cloud.ec2_config import EC2Config
 from powerplane_cloud.openstack import OpenStackChannel
-from powerplane_cloud.openstack_config import OpenStackConfig
 
 
 def ec2(url: str) -> EC2Channel:

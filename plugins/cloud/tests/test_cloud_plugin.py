@@ -90,3 +90,58 @@ def test_openstack_auth_needs_a_known_method_and_one_project() -> None:
 def test_an_endpoint_url_must_be_a_url() -> None:
     (problem,) = problems(ec2(endpoint_url="ec2.local"))
     assert problem.startswith("channels.aws.endpoint_url")
+
+
+def test_the_package_exports_lazily_and_imports_no_library() -> None:
+    code = (
+        "import sys, powerplane_cloud, powerplane_cloud.plugin, powerplane_cloud.testing\n"
+        "names = dir(powerplane_cloud)\n"
+        "assert 'EC2Channel' in names and 'map_error' in names, names\n"
+        "assert powerplane_cloud.EC2Config.__name__ == 'EC2Config'\n"
+        "heavy = sorted(m for m in ('boto3', 'botocore', 'httpx', 'respx') if m in sys.modules)\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_the_source_imports_only_the_public_core() -> None:
+    import ast
+    from pathlib import Path
+
+    import powerplane
+    import powerplane_cloud
+
+    root = Path(powerplane_cloud.__file__).parent
+    bad = []
+    for file in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "powerplane":
+                bad += [f"{file.name}: {a.name}" for a in node.names
+                        if a.name not in powerplane.__all__]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "powerplane.") and not (node.module or "").startswith("powerplane.testing"):
+                bad.append(f"{file.name}: {node.module}")
+    assert bad == []
+    assert {p.name for p in root.iterdir()} >= {
+        "__init__.py", "plugin.py", "config.py", "channel.py", "errors.py", "peer.py",
+        "testing", "py.typed"}
+
+
+def test_the_demo_peer_starts_moto_with_two_instances_and_stops_it(tmp_path: Any) -> None:
+    from powerplane_cloud.peer import PEER
+
+    started = PEER.start(tmp_path)
+    try:
+        assert len(started.targets) == 2 and started.pids
+        assert started.config["endpoint_url"].startswith("http://127.0.0.1:")
+        dep = parse_config({"channels": {"aws": started.config},
+                            "nodes": {"w": {"channels": [{"channel": "aws",
+                                                          "target": started.targets[0]}]}}})
+        assert dep.channels["aws"].type.name == "ec2"
+    finally:
+        started.stop()
+    with pytest.raises(OSError):
+        import urllib.request
+        urllib.request.urlopen(f"{started.config['endpoint_url']}/moto-api/", timeout=2)

@@ -27,8 +27,8 @@ from powerplane import (
     Verb,
     parse_config,
 )
+from powerplane_cloud.config import EC2Config
 from powerplane_cloud.ec2 import EC2Channel, reading_for_state
-from powerplane_cloud.ec2_config import EC2Config
 
 
 def deployment(url: str, nodes: dict[str, tuple[str, str]], **channel: Any) -> Any:
@@ -160,7 +160,7 @@ async def test_a_key_without_permission_is_unauthorized_operation(
 
 
 async def test_an_unreachable_endpoint_is_unreachable() -> None:
-    ch = channel(f"http://127.0.0.1:{free_port()}", timeout_s=5)
+    ch = channel(f"http://127.0.0.1:{free_port()}", timeouts={"connect_s": 5, "read_s": 5})
     with pytest.raises(Unreachable, match="cannot reach the endpoint"):
         ch.read_power_state("i-0123456789abcdef0")
 
@@ -323,3 +323,98 @@ async def test_a_missing_profile_is_authentication_failed(
                                     "endpoint_url": f"http://127.0.0.1:{free_port()}"})
     with pytest.raises(AuthenticationFailed, match="ProfileNotFound"):
         EC2Channel("aws", cfg).read_power_state("i-0123456789abcdef0")
+
+
+# -- at most once across a timeout ------------------------------------------------------------
+def test_the_ec2_type_declares_gated_sends_its_address_and_timeouts() -> None:
+    from powerplane import Address, Timeouts
+    from powerplane_cloud.plugin import EC2
+
+    cfg = EC2Config.model_validate({"region": "us-east-1"})
+    assert EC2.gated_sends is True
+    assert EC2.address_for(cfg) == Address("endpoint_url", scheme="http")
+    assert EC2.address_for(cfg).config_overrides("127.0.0.1", 9) == {  # type: ignore[union-attr]
+        "endpoint_url": "http://127.0.0.1:9"}
+    assert EC2.timeouts_of(cfg) == Timeouts(connect_s=30, read_s=30)
+    assert set(EC2.secret_fields()) == {"access_key_id", "secret_access_key", "session_token"}
+
+
+def test_every_verb_attempt_passes_about_to_send_right_before_it_leaves(
+    moto: Moto, throttling: ThrottlingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import powerplane_cloud.ec2 as ec2_module
+
+    (iid,) = moto.run()
+    ch = channel(throttling.url)
+    gates: list[list[str]] = []
+    monkeypatch.setattr(ec2_module, "about_to_send", lambda: gates.append(list(throttling.seen)))
+    throttling.throttle["StopInstances"] = 1
+    assert ch.shutdown(iid).detail == "running -> stopping"
+    # reads pass no gate; each StopInstances attempt (the throttled one, the retry) passes
+    # it with nothing of that attempt sent yet
+    assert gates == [["DescribeInstanceStatus"],
+                     ["DescribeInstanceStatus", "StopInstances"]]
+
+
+def test_a_closed_gate_sends_nothing(
+    moto: Moto, throttling: ThrottlingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import powerplane_cloud.ec2 as ec2_module
+    from powerplane import ChannelTimeout
+
+    (iid,) = moto.run()
+    ch = channel(throttling.url)
+
+    def closed() -> None:
+        raise ChannelTimeout("the host gave up on this call before the request left")
+
+    monkeypatch.setattr(ec2_module, "about_to_send", closed)
+    for verb in (ch.reboot, ch.shutdown, ch.terminate):
+        with pytest.raises(ChannelTimeout, match="before the request left"):
+            verb(iid)
+    outcomes = ch.invoke_batch(Verb.SHUTDOWN, [iid])
+    assert isinstance(outcomes[0], ChannelTimeout)
+    assert set(throttling.seen) == {"DescribeInstanceStatus"}
+    assert moto.state(iid) == "running"
+
+
+@pytest.mark.slow  # waits out a 1 s read timeout
+def test_a_verb_whose_answer_never_comes_is_outcome_unknown_and_sent_once(
+    moto: Moto, throttling: ThrottlingProxy
+) -> None:
+    from powerplane import ChannelTimeout, OutcomeUnknown
+
+    (iid,) = moto.run()
+    ch = channel(throttling.url, timeouts={"connect_s": 2, "read_s": 1})
+    throttling.hang["StopInstances"] = 1
+    with pytest.raises(OutcomeUnknown, match="may have been applied") as err:
+        ch.shutdown(iid)
+    assert "ReadTimeoutError" in str(err.value)
+    assert throttling.seen.count("StopInstances") == 1  # never sent twice
+    assert moto.state(iid) == "stopped"  # it was applied
+    # the same silence on a read is a plain timeout: nothing was changed
+    throttling.hang["DescribeInstanceStatus"] = 1
+    with pytest.raises(ChannelTimeout) as read_err:
+        ch.read_power_state(iid)
+    assert not isinstance(read_err.value, OutcomeUnknown)
+
+
+@pytest.mark.slow  # waits out a 1 s read timeout
+async def test_through_the_host_a_lost_answer_is_outcome_unknown(
+    moto: Moto, throttling: ThrottlingProxy
+) -> None:
+    from powerplane import OutcomeUnknown
+
+    (iid,) = moto.run()
+    dep = parse_config({
+        "channels": {"aws": ec2_channel_config(throttling.url,
+                                               timeouts={"connect_s": 2, "read_s": 1})},
+        "nodes": {"w1": {"classification": "replaceable",
+                         "channels": [{"channel": "aws", "target": iid}]}},
+        "limits": {"timeout_s": 60},
+    })
+    async with PowerHost(dep) as host:
+        throttling.hang["RebootInstances"] = 1
+        with pytest.raises(OutcomeUnknown):
+            await host.invoke("w1", Verb.REBOOT, reason="lost answer")
+    assert throttling.seen.count("RebootInstances") == 1

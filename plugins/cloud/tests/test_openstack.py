@@ -10,15 +10,6 @@ import httpx
 import pytest
 import respx
 from cloud_peers import free_port
-from openstack_fake import (
-    APP_CRED_ID,
-    APP_CRED_SECRET,
-    COMPUTE,
-    KEYSTONE,
-    PASSWORD,
-    FakeOpenStack,
-    Server,
-)
 
 from powerplane import (
     AuthenticationFailed,
@@ -32,8 +23,17 @@ from powerplane import (
     Verb,
     parse_config,
 )
+from powerplane_cloud.config import OpenStackConfig
 from powerplane_cloud.openstack import OpenStackChannel, reading_for_server
-from powerplane_cloud.openstack_config import OpenStackConfig
+from powerplane_cloud.testing.openstack import (
+    APP_CRED_ID,
+    APP_CRED_SECRET,
+    COMPUTE,
+    KEYSTONE,
+    PASSWORD,
+    FakeOpenStack,
+    Server,
+)
 
 SID = "9168b536-cd40-4630-b43f-b259807c6e87"
 SID2 = "5f1c8d6b-2b54-4a0e-9a63-07c6a5e1f3c2"
@@ -251,7 +251,8 @@ async def test_the_compute_endpoint_comes_from_the_catalog(cloud: Any) -> None:
 
 
 async def test_an_unreachable_keystone_is_unreachable() -> None:
-    ch = channel(password_config(auth_url=f"http://127.0.0.1:{free_port()}/v3", timeout_s=5))
+    ch = channel(password_config(auth_url=f"http://127.0.0.1:{free_port()}/v3",
+                                 timeouts={"connect_s": 5, "read_s": 5}))
     with pytest.raises(Unreachable, match="Keystone authentication"):
         await ch.read_power_state(SID)
     await ch.close()
@@ -301,3 +302,109 @@ async def test_a_ca_bundle_path_is_loaded_and_a_bad_one_is_a_config_error(
     ch = channel(password_config(verify=str(bad)))
     with pytest.raises(ConfigError, match=r"channels\.os\.verify"):
         await ch.read_power_state(SID)
+
+
+# -- at most once across a timeout ------------------------------------------------------------
+def test_the_openstack_type_declares_gated_sends_its_address_and_timeouts() -> None:
+    from powerplane import Address, Timeouts
+    from powerplane_cloud.plugin import OPENSTACK
+
+    cfg = OpenStackConfig.model_validate({k: v for k, v in app_cred_config().items()
+                                          if k != "type"})
+    assert OPENSTACK.gated_sends is True
+    assert OPENSTACK.address_for(cfg) == Address("auth_url", scheme="http")
+    assert OPENSTACK.timeouts_of(cfg) == Timeouts(connect_s=30, read_s=30)
+    assert set(OPENSTACK.secret_fields()) == {"auth.password", "auth.secret"}
+    ch = channel(password_config(timeouts={"connect_s": 2, "read_s": 7}))
+    timeout = ch._http().timeout
+    assert (timeout.connect, timeout.read, timeout.write, timeout.pool) == (2, 7, 7, 7)
+
+
+async def test_every_action_and_delete_passes_about_to_send_and_reads_do_not(
+    cloud: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import powerplane_cloud.openstack as os_module
+
+    fake, routes = cloud
+    ch = channel(password_config())
+    gates: list[tuple[int, int]] = []
+    monkeypatch.setattr(os_module, "about_to_send", lambda: gates.append(
+        (routes["action"].call_count, routes["delete"].call_count)))
+    await ch.read_power_state(SID)
+    assert gates == []
+    await ch.shutdown(SID)
+    fake.tokens.clear()  # the next action is rejected (401) and repeated with a new token
+    await ch.power_on(SID)
+    await ch.terminate(SID2)
+    # one gate per request that left, each before it left
+    assert gates == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    await ch.close()
+
+
+async def test_a_closed_gate_sends_no_action(
+    cloud: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import powerplane_cloud.openstack as os_module
+    from powerplane import ChannelTimeout
+
+    fake, routes = cloud
+    ch = channel(password_config())
+
+    def closed() -> None:
+        raise ChannelTimeout("the host gave up on this call before the request left")
+
+    monkeypatch.setattr(os_module, "about_to_send", closed)
+    for verb in (ch.reboot, ch.shutdown, ch.power_on, ch.terminate):
+        with pytest.raises(ChannelTimeout, match="before the request left"):
+            await verb(SID)
+    assert routes["action"].call_count == routes["delete"].call_count == 0
+    assert fake.actions == []
+    await ch.close()
+
+
+@pytest.mark.parametrize("lost", [httpx.ReadTimeout("timed out"),
+                                  httpx.RemoteProtocolError("Server disconnected"),
+                                  httpx.ReadError("connection reset")])
+async def test_an_action_whose_answer_is_lost_is_outcome_unknown_and_sent_once(
+    cloud: Any, lost: httpx.HTTPError
+) -> None:
+    from powerplane import OutcomeUnknown
+
+    fake, routes = cloud
+    ch = channel(password_config())
+
+    def applied_then_lost(request: httpx.Request, sid: str) -> httpx.Response:
+        fake.action(request, sid)
+        raise lost
+
+    routes["action"].side_effect = applied_then_lost
+    with pytest.raises(OutcomeUnknown, match="may have been applied"):
+        await ch.shutdown(SID)
+    assert routes["action"].call_count == 1
+    assert fake.servers[SID].status == "SHUTOFF"
+
+    def deleted_then_lost(request: httpx.Request, sid: str) -> httpx.Response:
+        fake.delete(request, sid)
+        raise lost
+
+    routes["delete"].side_effect = deleted_then_lost
+    with pytest.raises(OutcomeUnknown):
+        await ch.terminate(SID2)
+    assert routes["delete"].call_count == 1  # DELETE is retried on 429 only, never here
+    # the same on a read is a plain failure: nothing was changed
+    routes["get"].side_effect = lost
+    with pytest.raises(ChannelError) as err:
+        await ch.read_power_state(SID)
+    assert not isinstance(err.value, OutcomeUnknown)
+    await ch.close()
+
+
+async def test_a_5xx_on_an_action_is_refused_with_novas_words(cloud: Any) -> None:
+    _, routes = cloud
+    ch = channel(password_config())
+    routes["action"].side_effect = [httpx.Response(503, json={"computeFault": {
+        "code": 503, "message": "The server is currently unavailable."}})]
+    with pytest.raises(RefusedByDevice, match="currently unavailable") as err:
+        await ch.shutdown(SID)
+    assert "(503)" in str(err.value)
+    await ch.close()

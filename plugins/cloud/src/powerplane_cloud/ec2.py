@@ -31,15 +31,31 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from powerplane.capabilities import CapabilitySet, Source, Verb
-from powerplane.channel import Acceptance, Reading, require
-from powerplane.errors import ChannelError, PowerplaneError, RefusedByDevice
+from powerplane import (
+    Acceptance,
+    CapabilitySet,
+    ChannelError,
+    PowerplaneError,
+    Reading,
+    RefusedByDevice,
+    Source,
+    Verb,
+    about_to_send,
+    require,
+)
 from powerplane_cloud.backoff import Backoff
-from powerplane_cloud.ec2_config import EC2Config
+from powerplane_cloud.config import EC2Config
+from powerplane_cloud.errors import (
+    NOT_FOUND_CODES,
+    error_code,
+    is_throttle,
+    map_client_error,
+    map_error,
+)
 
 __all__ = ["EC2Channel", "reading_for_state"]
 
@@ -167,8 +183,8 @@ class EC2Channel:
 
         return Config(
             retries={"total_max_attempts": 1, "mode": "standard"},
-            connect_timeout=self.config.timeout_s,
-            read_timeout=self.config.timeout_s,
+            connect_timeout=self.config.timeouts.connect_s,
+            read_timeout=self.config.timeouts.read_s,
             user_agent_extra="powerplane-cloud",
         )
 
@@ -219,36 +235,38 @@ class EC2Channel:
                 self._client = self._guard("create the EC2 client", None, self._build)
             return self._client
 
-    def _guard(self, operation: str, target: object, call: Any) -> Any:
-        """Run one boto3 call, mapping its exceptions (no retry)."""
+    def _guard(self, operation: str, target: object, call: Callable[[], Any], *,
+               sent: bool = False) -> Any:
+        """Run one boto3 call, mapping its exceptions (no retry); ``sent``: a verb's call."""
         from botocore import exceptions as bce
-
-        from powerplane_cloud.ec2_errors import map_botocore_error, map_client_error
 
         try:
             return call()
-        except bce.ClientError as exc:
-            raise map_client_error(
-                exc, channel=self.name, target=target, operation=operation
-            ) from exc
-        except bce.BotoCoreError as exc:
-            raise map_botocore_error(
-                exc, channel=self.name, target=target, operation=operation
+        except (bce.ClientError, bce.BotoCoreError) as exc:
+            raise map_error(
+                exc, channel=self.name, target=target, operation=operation, sent=sent
             ) from exc
 
-    def _api(self, operation: str, *, retry: bool, target: object, **kwargs: Any) -> Any:
-        """One API call; throttling is retried with backoff only when ``retry``."""
+    def _api(self, operation: str, *, retry: bool, target: object, verb: bool = False,
+             **kwargs: Any) -> Any:
+        """One API call; throttling is retried with backoff only when ``retry``.
+
+        ``verb``: a state-changing call. Each of its attempts passes
+        :func:`powerplane.about_to_send` right before it leaves (so nothing leaves once the
+        host gave up), and a timeout or a dropped connection after that is
+        :class:`~powerplane.OutcomeUnknown`.
+        """
         from botocore import exceptions as bce
-
-        from powerplane_cloud.ec2_errors import is_throttle, map_client_error
 
         client = self._ec2()
         attempt = 0
         while True:
+            if verb:
+                about_to_send()
             self.api_calls[operation] += 1
             try:
                 return self._guard(operation, target,
-                                   lambda: getattr(client, operation)(**kwargs))
+                                   lambda: getattr(client, operation)(**kwargs), sent=verb)
             except ChannelError as exc:
                 cause = exc.__cause__
                 if (
@@ -276,8 +294,6 @@ class EC2Channel:
         ``DescribeInstances`` filtered by id, which omits unknown ids instead of failing.
         """
         from botocore.exceptions import ClientError
-
-        from powerplane_cloud.ec2_errors import NOT_FOUND_CODES, error_code
 
         target = self._label(ids)
         states: dict[str, str] = {}
@@ -362,7 +378,7 @@ class EC2Channel:
         target = self._label(ids)
         try:
             response = self._api(op.operation, retry=op.idempotent, target=target,
-                                 InstanceIds=ids)
+                                 verb=True, InstanceIds=ids)
         except PowerplaneError as exc:
             return dict.fromkeys(ids, exc)
         if op.response_key is None:

@@ -16,13 +16,13 @@ from typing import Any
 
 import httpx
 
-from powerplane.errors import AuthenticationFailed, ChannelError, ProtocolError
-from powerplane_cloud.openstack_config import (
+from powerplane import AuthenticationFailed, ChannelError, ProtocolError
+from powerplane_cloud.config import (
     ApplicationCredentialAuth,
     OpenStackConfig,
     PasswordAuth,
 )
-from powerplane_cloud.openstack_errors import api_message, map_status, map_transport
+from powerplane_cloud.errors import api_message, map_status, map_transport
 
 __all__ = ["Keystone", "Token", "auth_body"]
 

@@ -26,13 +26,21 @@ from typing import Any
 
 import httpx
 
-from powerplane.capabilities import CapabilitySet, Source, Verb
-from powerplane.channel import Acceptance, Reading, require
-from powerplane.errors import ConfigError, ProtocolError
+from powerplane import (
+    Acceptance,
+    CapabilitySet,
+    ConfigError,
+    ProtocolError,
+    Reading,
+    Source,
+    Verb,
+    about_to_send,
+    require,
+)
 from powerplane_cloud.backoff import Backoff
+from powerplane_cloud.config import OpenStackConfig
+from powerplane_cloud.errors import THROTTLE_STATUSES, map_status, map_transport
 from powerplane_cloud.keystone import Keystone
-from powerplane_cloud.openstack_config import OpenStackConfig
-from powerplane_cloud.openstack_errors import THROTTLE_STATUSES, map_status, map_transport
 
 __all__ = ["POWER_STATES", "OpenStackChannel", "reading_for_server"]
 
@@ -112,20 +120,27 @@ class OpenStackChannel:
         if self._client is None:
             self._client = httpx.AsyncClient(
                 verify=self._verify(),
-                timeout=httpx.Timeout(self.config.timeout_s),
+                timeout=httpx.Timeout(self.config.timeouts.read_s,
+                                      connect=self.config.timeouts.connect_s),
                 headers={"Accept": "application/json", "User-Agent": "powerplane-cloud"},
             )
         return self._client
 
     async def _request(
         self, method: str, target: str, what: str, *, path: str = "",
-        body: Any = None, retry: bool = False,
+        body: Any = None, retry: bool = False, verb: bool = False,
     ) -> httpx.Response:
+        """One Compute request (repeated once on a 401 with a new token, and on a rate limit
+        when ``retry``). ``verb``: state-changing; each sending passes
+        :func:`powerplane.about_to_send` right before it leaves, and a timeout or dropped
+        connection after that is :class:`~powerplane.OutcomeUnknown`."""
         client = self._http()
         token = await self.keystone.token(client)
         renewed = False
         attempt = 0
         while True:
+            if verb:
+                about_to_send()
             self.requests[what] += 1
             try:
                 response = await client.request(
@@ -135,7 +150,8 @@ class OpenStackChannel:
                     headers={"X-Auth-Token": token.value},
                 )
             except httpx.HTTPError as exc:
-                raise map_transport(exc, channel=self.name, target=target, what=what) from exc
+                raise map_transport(exc, channel=self.name, target=target, what=what,
+                                    sent=verb) from exc
             status = response.status_code
             if status == 401 and not renewed:
                 token = await self.keystone.token(client, stale=token)
@@ -162,7 +178,8 @@ class OpenStackChannel:
         return server
 
     async def _action(self, target: str, what: str, body: dict[str, Any]) -> Acceptance:
-        response = await self._request("POST", target, what, path="/action", body=body)
+        response = await self._request("POST", target, what, path="/action", body=body,
+                                       verb=True)
         return Acceptance(f"{what} accepted ({response.status_code})")
 
     # -- the channel protocol ----------------------------------------------------------------
@@ -189,7 +206,8 @@ class OpenStackChannel:
 
     async def terminate(self, target: str) -> Acceptance:
         require(self._caps, Verb.TERMINATE, self.name)
-        response = await self._request("DELETE", target, "DELETE server", retry=True)
+        response = await self._request("DELETE", target, "DELETE server", retry=True,
+                                       verb=True)
         return Acceptance(f"delete accepted ({response.status_code})")
 
     async def read_power_state(self, target: str) -> Reading:
