@@ -183,7 +183,10 @@ def test_every_key_of_every_registered_channel_type_is_in_the_reference(
         except AssertionError as exc:
             missing.append(str(exc))
             continue
-        missing += [f"{name}: {key}" for key in sorted(keys_of(ctype.config) - have)]
+        keys = keys_of(ctype.config)
+        missing += [f"{name}: {key}" for key in sorted(keys - have)]
+        missing += [f"{name}: {key} is documented and does not exist" for key in
+                    sorted(have - keys)]
     assert not missing, "docs/reference.md lacks channel keys:\n" + "\n".join(missing)
 
 
