@@ -15,9 +15,9 @@ from pdu_peers import AUTH_KEY, PRIV_KEY, SnmpSim, write_snmprec
 
 from powerplane_pdu import PROFILES, PduChannel, PduChannelConfig
 from powerplane_pdu.testing.mib_walks import MIB, apc_walks, aten_pe16_walk, mib_walk
+from powerplane_redfish.testing.dmtf import mockups_dir
 
-SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"
-PUBLIC_PDU = SHARED / "redfish-mockups" / "public-pdu"
+PUBLIC_PDU = mockups_dir() / "public-pdu"
 
 
 FOUR = {1: "on", 2: "on", 3: "off", 4: "off"}
@@ -126,7 +126,5 @@ async def channel_for() -> AsyncIterator[Callable[..., PduChannel]]:
 
 @pytest.fixture
 def public_pdu() -> Path:
-    """DMTF's public-pdu mockup, or skip where ../shared is absent."""
-    if not PUBLIC_PDU.is_dir():
-        pytest.skip(f"DMTF public-pdu mockup not found at {PUBLIC_PDU} (../shared absent)")
+    """DMTF's public-pdu mockup (shipped with powerplane-redfish's test data)."""
     return PUBLIC_PDU
