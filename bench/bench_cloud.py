@@ -1,8 +1,8 @@
 """Stop then start 500 EC2 instances: ``invoke_many`` against a sequential boto3 loop.
 
-Both run against the same moto server (started here, on a free loopback port) in the
-same run. The baseline is the loop an operator would write: one ``StopInstances``
-call per instance, then one ``StartInstances`` call per instance. powerplane's
+Both run against the same moto server (:func:`powerplane_cloud.peer.start_moto`, on a free
+loopback port) in the same run. The baseline is the loop an operator would write: one
+``StopInstances`` call per instance, then one ``StartInstances`` call per instance. powerplane's
 ``invoke_many`` groups the nodes of the ``ec2`` channel into ``invoke_batch`` calls
 (``batch_size`` ids per API call, each batch read first with one ``DescribeInstances``).
 Printed: wall time of each (best of two alternated rounds) and their ratio, API calls
@@ -14,49 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import boto3
 
 from powerplane import InvokeResult, PowerHost, Verb, parse_config
 from powerplane_cloud.ec2 import EC2Channel
+from powerplane_cloud.peer import AMI, REGION, start_moto
 
 INSTANCES = 500
 ROUNDS = 2
-REGION = "us-east-1"
-AMI = "ami-12c6146b"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_moto(workdir: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
-                return proc, url
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise SystemExit("moto did not start") from None
-            time.sleep(0.1)
 
 
 def states(client: Any, ids: list[str]) -> Counter[str]:
@@ -117,7 +88,8 @@ def main() -> None:
     os.environ.setdefault("BENCH_AWS_KEY", "testing")
     os.environ.setdefault("BENCH_AWS_SECRET", "testing")
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_moto(tmp)
+        moto = start_moto(Path(tmp))
+        url = moto.url
         try:
             client = boto3.client("ec2", region_name=REGION, endpoint_url=url,
                                   aws_access_key_id="testing",
@@ -134,11 +106,7 @@ def main() -> None:
                 ours_walls.append(ours_wall)
             base_wall, ours_wall = min(base_walls), min(ours_walls)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            moto.stop()
     print(f"stop then start of {INSTANCES} EC2 instances (moto server, loopback)")
     print(f"sequential boto3 loop (best of {ROUNDS}): {base_wall:.2f} s, {base_calls} API calls")
     print(f"invoke_many, ec2 invoke_batch (best of {ROUNDS}): {ours_wall:.2f} s, "

@@ -18,6 +18,9 @@ without a call.
 ``invoke_batch`` acts on up to ``batch_size`` instances per API call; results stay
 per instance. Throttled reads and idempotent writes (stop, start, terminate) are
 retried with backoff; a reboot is never repeated. botocore's own retries are off.
+Each attempt of a verb's call passes :func:`powerplane.about_to_send` right before it
+leaves; a timeout or a dropped connection after that is :class:`~powerplane.OutcomeUnknown`
+(:mod:`powerplane_cloud.errors`).
 
 No boot marker: :meth:`EC2Channel.boot_marker` is always None (why: its docstring).
 

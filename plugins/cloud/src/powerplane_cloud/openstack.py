@@ -13,6 +13,9 @@ readback       ``GET /servers/{id}``                                   --
 Tokens come from :mod:`powerplane_cloud.keystone`; a ``401`` renews the token once
 and repeats the request once (a rejected request was not carried out). A rate
 limited (``429``/``413``) GET or DELETE is retried with backoff; an action never is.
+Every action POST and DELETE that leaves passes :func:`powerplane.about_to_send` right
+before; a timeout or a dropped connection after that is :class:`~powerplane.OutcomeUnknown`
+(:mod:`powerplane_cloud.errors`).
 
 No boot marker: :meth:`OpenStackChannel.boot_marker` is always None (why: its docstring).
 """
