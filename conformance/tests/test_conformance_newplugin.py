@@ -54,6 +54,14 @@ def test_generated_plugin_passes_the_suite(generated: Path, tmp_path: Path) -> N
     assert data["counts"]["pass"] >= 30
     assert data["channel_type"] == "acme-bmc"
     assert data["plugin"]["name"] == "acme-bmc"
+    # the network negatives run from the channel type's declarations, with no hints
+    target = (generated / "tests" / "test_conformance.py").read_text(encoding="utf-8")
+    assert '"negative"' not in target
+    for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT",
+                  "WRONG_CREDENTIALS_REJECTED", "SECRET_NOT_DISCLOSED"):
+        got = {r["outcome"] for r in data["results"] if r["id"] == ident}
+        assert got == {"pass"}, (ident, [r["message"] for r in data["results"]
+                                         if r["id"] == ident])
 
 
 def test_generated_code_is_lint_clean(generated: Path) -> None:
@@ -104,3 +112,83 @@ def test_generated_plugin_installs_and_passes_in_a_fresh_venv(tmp_path: Path) ->
                           str(root / "tests")], capture_output=True, text=True, timeout=240,
                          cwd=root, check=False)
     assert run.returncode == 0, run.stdout[-2000:]
+
+
+def _shape(root: Path, pkg: str) -> set[str]:
+    """The tree as the plugin shape sees it: top-level files, the package's modules and
+    folders, and the tests folder (what is inside testing/ and tests/ is the plugin's)."""
+    out = {p.name for p in root.iterdir() if p.is_file() and not p.name.startswith(".")}
+    src = root / "src" / pkg
+    out |= {f"src/{p.name}" for p in src.iterdir()
+            if p.name != "__pycache__" and not p.name.endswith(".egg-info")}
+    out |= {"tests/"} if (root / "tests").is_dir() else set()
+    return out
+
+
+def test_generated_tree_has_the_in_tree_shape(generated: Path) -> None:
+    """File for file as plugins/redfish, but for the differences newplugin documents."""
+    from powerplane_conformance.newplugin import SHAPE_DIFFERENCES
+
+    redfish = Path(__file__).resolve().parents[2] / "plugins" / "redfish"
+    if not (redfish / "src" / "powerplane_redfish").is_dir():
+        pytest.skip("plugins/redfish is not in this checkout")
+    ours = _shape(generated, "powerplane_acme_bmc")
+    theirs = _shape(redfish, "powerplane_redfish")
+    only_theirs = {f"src/{m}" for m in SHAPE_DIFFERENCES["only in plugins/redfish"]}
+    only_ours = set(SHAPE_DIFFERENCES["only in the template"])
+    assert ours - only_ours == theirs - only_theirs, (sorted(ours), sorted(theirs))
+    for must in ("src/plugin.py", "src/config.py", "src/channel.py", "src/errors.py",
+                 "src/peer.py", "src/testing", "src/py.typed", "tests/", "README.md",
+                 "pyproject.toml"):
+        assert must in ours, must
+
+
+def test_generated_code_passes_mypy_strict(generated: Path) -> None:
+    mypy = Path(sys.executable).parent / "mypy"
+    if not mypy.exists():
+        pytest.skip("mypy is not installed")
+    proc = subprocess.run([str(mypy), "--strict", "--no-incremental", "src", "tests"],
+                          capture_output=True, text=True, check=False, timeout=300,
+                          cwd=generated)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_generated_plugin_is_as_honest_as_the_rules(generated: Path) -> None:
+    """Declared (not discovered) capabilities; unknown for a state not plainly on or off;
+    errors by class; every verb gated; address and Timeouts declared."""
+    from powerplane import (
+        Address,
+        AuthenticationFailed,
+        ChannelTimeout,
+        PowerState,
+        ProtocolError,
+        Source,
+        Timeouts,
+        Unreachable,
+    )
+
+    plugin = importlib.import_module("powerplane_acme_bmc.plugin")
+    channel = importlib.import_module("powerplane_acme_bmc.channel")
+    errors = importlib.import_module("powerplane_acme_bmc.errors")
+    ctype = plugin.CHANNEL_TYPE
+    assert ctype.gated_sends is True
+    assert ctype.address == Address("endpoint")
+    assert ctype.timeouts_field() == "timeouts"
+    assert ctype.config.model_fields["timeouts"].annotation is Timeouts
+    assert ctype.secret_fields() == ("password",)
+    config = ctype.config.model_validate({"endpoint": "https://192.0.2.1"})
+    ch = channel.AcmeBmcChannel("dev", config)
+    assert ch._caps.source is Source.DECLARED
+    for state in ("powering-on", "standby", "Off", None):
+        assert channel.reading_of(state).state is PowerState.UNKNOWN, state
+    source = (generated / "src/powerplane_acme_bmc/channel.py").read_text(encoding="utf-8")
+    assert source.count("about_to_send()") == 1 and "conn.request" in source
+    assert source.index("about_to_send()") < source.index("conn.request(")
+    kw = {"channel": "c", "target": "m", "sent_verb": False, "timeout_s": 1}
+    assert type(errors.map_error(ConnectionRefusedError(), phase="connect", **kw)) \
+        is Unreachable
+    assert type(errors.map_error(TimeoutError(), phase="answer", **kw)) is ChannelTimeout
+    assert type(errors.map_error(errors.DeviceAnswer(401, ""), phase="answer", **kw)) \
+        is AuthenticationFailed
+    assert type(errors.map_error(ValueError(), phase="answer", **kw)) is ProtocolError
+
