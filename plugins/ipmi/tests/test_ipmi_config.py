@@ -87,7 +87,8 @@ def test_the_type_declares_its_address_its_secrets_and_its_timeouts(
     from powerplane_ipmi.plugin import IPMI
 
     cfg = IpmiConfig.model_validate({"username": "oper", "password": {"env": "PP_IPMI_TEST_PW"}})
-    assert IPMI.address_for(cfg) == Address(None, source="target", format="host:port")
+    assert IPMI.address_for(cfg) == Address(None, source="target", format="host:port",
+                                            transport="udp")
     assert IPMI.address_for(cfg).retarget("10.0.0.1", "127.0.0.1", 6231) == "127.0.0.1:6231"
     assert IPMI.address_for(cfg).read(cfg, parse_target("10.0.0.1")) == "10.0.0.1:623"
     assert IPMI.gated_sends is True

@@ -33,7 +33,8 @@ def target(peers: list[Any]) -> dict[str, Any]:
             "allow_destructive": True, "settle_timeout_s": 10, "repeat": 2,
             "expected_capabilities": {"bmc": {"reboot": "hard", "shutdown": "graceful",
                                               "power-on": "hard"}},
-            "negative": {"bmc": {"secret_key": "password"}},
+            # no negative: hints: the type declares its address (the target, host:port over
+            # UDP), its secret fields and its timeouts
         },
     }
 
