@@ -134,6 +134,9 @@ def parse_target(raw: Any) -> str:
     return raw
 
 
+_NOTHING: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
 class SimulatedChannel:
     """In-memory machines behind one simulated endpoint."""
 
@@ -164,12 +167,16 @@ class SimulatedChannel:
         )
 
     # -- persistence -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _shared(self) -> Iterator[None]:
-        """With a state file: hold its lock and work on what it holds now."""
+    def _shared(self) -> contextlib.AbstractContextManager[None]:
+        """With a state file: hold its lock and work on what it holds now (without one,
+        nothing: no generator per call, so an in-memory channel costs what it did)."""
         if self.config.state_file is None:
-            yield
-            return
+            return _NOTHING
+        return self._locked_state()
+
+    @contextlib.contextmanager
+    def _locked_state(self) -> Iterator[None]:
+        assert self.config.state_file is not None
         with open(self.config.state_file + ".lock", "a") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
