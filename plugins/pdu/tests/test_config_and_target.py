@@ -186,7 +186,8 @@ def test_the_channel_type_declares_its_address_timeouts_and_secrets(
 
     snmp = PduChannelConfig.model_validate({"protocol": "snmp", "host": "10.0.0.5",
                                             "port": 1161, "community": community})
-    assert PDU.address_for(snmp) == Address("host", format="host", port_field="port")
+    assert PDU.address_for(snmp) == Address("host", format="host", port_field="port",
+                                            transport="udp")
     address = PDU.address_for(snmp)
     assert address is not None and address.read(snmp) == "10.0.0.5:1161"
     assert address.config_overrides("127.0.0.1", 9) == {"host": "127.0.0.1", "port": 9}
