@@ -41,32 +41,34 @@ def declared_target(
     return make
 
 
-def test_every_negative_passes_from_declarations_with_the_transport_named(
+def test_every_negative_passes_from_declarations_alone(
     run: Callable[..., RunSummary], declared_target: Callable[..., dict[str, Any]]
 ) -> None:
-    """Address, secret and timeouts derived; only the transport (host:port says neither
-    TCP nor UDP) is named, and the silent server ends within the short Timeouts."""
-    summary = run(declared_target({"transport": "tcp", "timeout_s": 0.5}))
+    """Address (and its transport), secret and timeouts all derived: no hints at all; the
+    silent server ends within the short Timeouts the suite sets."""
+    summary = run(declared_target())
     for ident in NEGATIVES:
         assert outcome(summary, ident) == {"pass"}, (ident, messages(summary, ident))
 
 
-def test_wrong_secret_found_by_its_secretref_type_without_hints(
+def test_a_hint_still_overrides(
     run: Callable[..., RunSummary], declared_target: Callable[..., dict[str, Any]]
 ) -> None:
-    summary = run(declared_target())
-    assert outcome(summary, "WRONG_CREDENTIALS_REJECTED") == {"pass"}
-    assert outcome(summary, "SECRET_NOT_DISCLOSED") == {"pass"}
+    summary = run(declared_target({"timeout_s": 0.5, "transport": "tcp"}))
+    for ident in NEGATIVES:
+        assert outcome(summary, ident) == {"pass"}, (ident, messages(summary, ident))
 
 
-def test_a_transport_nothing_declares_is_not_tested_with_the_reason(
+def test_a_udp_address_gets_udp_fakes(
     run: Callable[..., RunSummary], declared_target: Callable[..., dict[str, Any]]
 ) -> None:
-    summary = run(declared_target())
-    for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT"):
-        assert outcome(summary, ident) == {"not_tested"}, ident
-        text = messages(summary, ident)
-        assert "TCP or UDP" in text and "conformance.negative.dev.transport" in text
+    """Told the device is UDP, the suite points it at UDP fakes: a TCP channel then finds
+    a closed TCP port at the UDP closed port (nothing listens there on either)."""
+    summary = run(declared_target({"transport": "udp"}))
+    assert outcome(summary, "CLOSED_PORT_UNREACHABLE") == {"pass"}
+    # a UDP silent server does not accept TCP: the TCP channel is refused, not held
+    assert outcome(summary, "SILENT_SERVER_TIMEOUT") == {"fail"}
+    assert "Unreachable" in messages(summary, "SILENT_SERVER_TIMEOUT")
 
 
 def test_an_invalid_hint_is_not_tested_never_fail(
@@ -102,3 +104,16 @@ def test_set_path_reaches_nested_and_starred_secrets() -> None:
         "feeds": {"x": {"community": ref}, "y": {"community": ref}}}
     assert set_path(raw, "token", ref) == {}  # not configured: nothing to replace
     assert raw["auth"]["password"] == "a"  # the original is left alone
+
+
+def test_the_transport_comes_from_the_address_or_the_hint() -> None:
+    from powerplane import Address
+    from powerplane_conformance.negatives import _transport_of
+    from powerplane_conformance.settings import NegativeHints
+
+    none = NegativeHints()
+    assert _transport_of(Address("endpoint"), none) == ("tcp", "")
+    ipmi = Address(None, source="target", format="host:port", transport="udp")
+    assert _transport_of(ipmi, none) == ("udp", "")
+    assert _transport_of(ipmi, NegativeHints(transport="tcp")) == ("tcp", "")
+    assert _transport_of(None, none) == ("tcp", "")  # a hinted address, as before

@@ -17,11 +17,10 @@ type's declarations:
 FAIL: the check is NOT TESTED with the model's reason, since it proves nothing about
 the device.
 
-The transport decides which fakes the suite starts (a TCP closed port and silent server,
-or UDP ones): a ``url`` address with an ``http``/``https`` scheme is TCP; otherwise the
-address's ``transport`` (when the core :class:`~powerplane.Address` declares one) or the
-``transport`` hint says; with neither, the closed-port and silent-server checks are
-NOT TESTED, saying so.
+The transport decides which fakes the suite starts, a TCP closed port and silent server
+or UDP ones (``powerplane.testing.SilentServer(kind="udp")``): the address's
+``transport`` (``Address(..., transport="udp")`` for SNMP and IPMI), or the
+``transport`` hint, which wins.
 """
 
 from __future__ import annotations
@@ -158,16 +157,18 @@ class Pointer:
 
 
 def _transport_of(address: Address | None, hints: NegativeHints) -> tuple[Transport | None, str]:
+    """The transport the fakes speak: the ``transport`` hint, else the address's own
+    declaration (``Address.transport``); a hinted address is TCP unless the hint says."""
     if hints.transport is not None:
         return hints.transport, ""
+    if address is None:
+        return "tcp", ""
     declared = getattr(address, "transport", None)
     if declared in ("tcp", "udp"):
         return declared, ""
-    if address is None or (address.format == "url" and address.scheme in ("http", "https")):
-        return "tcp", ""  # an HTTP(S) URL (or a hinted address, written as before) is TCP
     return None, (f"the channel type declares its address as {address.format} but not "
-                  "whether it is reached over TCP or UDP, so the suite cannot choose its "
-                  "fakes")
+                  "whether it is reached over TCP or UDP (Address.transport), so the suite "
+                  "cannot choose its fakes")
 
 
 class Untestable(Exception):
