@@ -46,25 +46,13 @@ class Ports:
 
 
 async def machine_state(host: PowerHost, node: str) -> str:
-    """A node's machine power state (``none`` when it has no channel).
+    """A node's machine power state as the host reads it back (``none``: no channel).
 
-    A simulated channel answers with its machine's true state (``state_of``);
-    any other channel is read back through the host.
+    Through the ordinary readback, as any port reads it: ``on``, ``off`` or ``unknown``
+    (a blind channel cannot see off; a machine in transition reads unknown).
     """
-    spec = host.nodes[node]
-    if not spec.channels:
+    if not host.nodes[node].channels:
         return "none"
-    for ref in spec.channels:
-        try:
-            ch = host.channel(ref.channel)
-        except KeyError:
-            continue
-        state_of = getattr(ch, "state_of", None)
-        if callable(state_of):
-            try:
-                return str(state_of(ref.target))
-            except KeyError:
-                continue
     try:
         return (await host.read_power_state(node)).state.value
     except PowerplaneError:
@@ -74,19 +62,21 @@ async def machine_state(host: PowerHost, node: str) -> str:
 def machine_boots(host: PowerHost, node: str) -> int | None:
     """How often a node's simulated machine has booted (None: no simulated machine).
 
-    Read from the simulated channel's own model (``boots_of``), not through a channel
-    request: it stands for what a kubelet reports of its own node.
+    The simulated cluster stands for a kubelet, which knows its own node's boot id without
+    asking a power channel: it reads the boot count of the simulated machine that carries
+    the node (a :class:`~powerplane.simulated.SimulatedChannel`, by type), never through a
+    channel request.
     """
-    spec = host.nodes[node]
-    for ref in spec.channels:
+    from powerplane.simulated import SimulatedChannel
+
+    for ref in host.nodes[node].channels:
         try:
             ch = host.channel(ref.channel)
         except KeyError:
             continue
-        boots_of = getattr(ch, "boots_of", None)
-        if callable(boots_of):
+        if isinstance(ch, SimulatedChannel):
             try:
-                return int(boots_of(ref.target))
+                return ch.boots_of(ref.target)
             except KeyError:
                 continue
     return None
