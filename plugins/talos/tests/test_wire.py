@@ -46,10 +46,13 @@ def test_messages_have_talos_field_numbers_and_types() -> None:
         assert fields(reply) == {"metadata": (1, F.TYPE_MESSAGE, False),
                                  "actor_id": (2, F.TYPE_STRING, False)}
     for wrapper in (machine_pb2.RebootResponse, machine_pb2.ShutdownResponse,
-                    machine_pb2.VersionResponse):
+                    machine_pb2.VersionResponse, machine_pb2.SystemStatResponse):
         assert fields(wrapper) == {"messages": (1, F.TYPE_MESSAGE, True)}
     assert fields(machine_pb2.Version)["version"] == (2, F.TYPE_MESSAGE, False)
     assert fields(machine_pb2.VersionInfo)["tag"] == (1, F.TYPE_STRING, False)
+    # Talos's SystemStat, subset: metadata = 1, uint64 boot_time = 2 (fields 3-12 left out)
+    assert fields(machine_pb2.SystemStat) == {"metadata": (1, F.TYPE_MESSAGE, False),
+                                              "boot_time": (2, F.TYPE_UINT64, False)}
     meta = fields(common_pb2.Metadata)
     assert meta["hostname"] == (1, F.TYPE_STRING, False)
     assert meta["error"] == (2, F.TYPE_STRING, False)
@@ -60,9 +63,14 @@ def test_messages_have_talos_field_numbers_and_types() -> None:
 def test_method_paths_are_talos_paths() -> None:
     service = machine_pb2.DESCRIPTOR.services_by_name["MachineService"]
     assert service.full_name == "machine.MachineService"
-    assert {m.name for m in service.methods} == {"Reboot", "Shutdown", "Version"}
+    assert {m.name for m in service.methods} == {"Reboot", "Shutdown", "Version",
+                                                  "SystemStat"}
+    stat = service.methods_by_name["SystemStat"]
+    assert stat.input_type.full_name == "google.protobuf.Empty"
+    assert stat.output_type.full_name == "machine.SystemStatResponse"
     stub = MachineServiceStub.__init__.__code__.co_consts
     assert "/machine.MachineService/Reboot" in stub
+    assert "/machine.MachineService/SystemStat" in stub
 
 
 def _ssl_error(reason: str) -> ssl.SSLError:

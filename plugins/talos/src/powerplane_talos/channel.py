@@ -5,6 +5,11 @@ unless ``reboot_mode: force``), shutdown (graceful unless ``shutdown_force``), n
 power-on, and ``sees_power_off=False``. Readback: a node that answers ``Version``
 reads ``on``; one that does not reads ``unknown``, because a dark Talos machine is
 indistinguishable from a network fault; it never reads ``off``.
+
+Boot marker (:class:`powerplane.HasBootMarker`): over the gRPC transport,
+``boot_time=<unix seconds>`` from ``SystemStat.boot_time``, which changes on every
+boot; a failed read raises (never a marker). The talosctl transport publishes none
+(``None``): no talosctl command prints it.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class TalosTransport(Protocol):
     async def shutdown(self, node: str, force: bool) -> str: ...
 
     async def version(self, node: str) -> str: ...
+
+    async def boot_time(self, node: str) -> int | None: ...
 
     async def close(self) -> None: ...
 
@@ -143,6 +150,16 @@ class TalosChannel:
         except (Unreachable, ChannelTimeout) as exc:
             return Reading.unknown(f"no answer ({exc.message}): {DARK}")
         return Reading.on(f"Talos {tag} answered Version" if tag else "Talos answered Version")
+
+    async def boot_marker(self, target: str) -> str | None:
+        """``boot_time=<unix seconds>`` from SystemStat; None where none is published.
+
+        None through the talosctl transport (no talosctl command prints it) or when
+        Talos sends no ``boot_time``. A failed read (a dark machine, a fault, a denied
+        role) raises the mapped channel error; it is never read as a marker.
+        """
+        boot_time = await self.transport.boot_time(target)
+        return None if boot_time is None else f"boot_time={boot_time}"
 
     async def close(self) -> None:
         await self.transport.close()

@@ -64,7 +64,7 @@ class _Progress:
 
 
 class GrpcTransport:
-    """Reboot, Shutdown and Version for a node behind the credentials' first endpoint."""
+    """Reboot, Shutdown, Version and SystemStat for a node behind the first endpoint."""
 
     def __init__(self, channel: str, creds: Credentials, timeouts: Timeouts) -> None:
         self.channel_name = channel
@@ -191,6 +191,18 @@ class GrpcTransport:
         request = machine_pb2.ShutdownRequest(force=force)
         reply = await self._call(node, lambda s: s.Shutdown, request, verb=True)
         return self._actor(node, reply.messages)
+
+    async def boot_time(self, node: str) -> int | None:
+        """Call SystemStat; the node's ``boot_time`` (Unix seconds), or None if it sent none.
+
+        Talos fills ``boot_time`` from ``btime`` of ``/proc/stat``; a reply without a
+        message for the node, or with ``boot_time`` 0 (proto3's unset), publishes none.
+        """
+        reply = await self._call(node, lambda s: s.SystemStat, empty_pb2.Empty(), verb=False)
+        for message in reply.messages:
+            self._check_metadata(node, message)
+            return int(message.boot_time) or None
+        return None
 
     async def version(self, node: str) -> str:
         """Call Version; the Talos version tag the node reports."""

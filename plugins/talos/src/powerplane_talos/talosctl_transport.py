@@ -214,6 +214,16 @@ class TalosctlTransport:
             node, ["shutdown", f"--force={str(force).lower()}", "--wait=false"], verb=True
         )
 
+    async def boot_time(self, node: str) -> int | None:
+        """None: no talosctl command prints ``SystemStat.boot_time``.
+
+        talosctl has no subcommand that calls the SystemStat RPC, and reading ``btime``
+        with ``talosctl read /proc/stat`` needs the ``os:admin`` role (Talos's Read RPC
+        is admin-only), more than reboot and shutdown need. So this transport publishes
+        no boot marker; the gRPC transport (``transport: grpc``) does.
+        """
+        return None
+
     async def version(self, node: str) -> str:
         """``talosctl ... version``; the server's tag from its output."""
         out = await self._run(node, ["version"])

@@ -28,6 +28,10 @@ class MachineServiceBase(abc.ABC):
     async def Version(self, stream: 'grpclib.server.Stream[google.protobuf.empty_pb2.Empty, machine_pb2.VersionResponse]') -> None:
         pass
 
+    @abc.abstractmethod
+    async def SystemStat(self, stream: 'grpclib.server.Stream[google.protobuf.empty_pb2.Empty, machine_pb2.SystemStatResponse]') -> None:
+        pass
+
     def __mapping__(self) -> typing.Dict[str, grpclib.const.Handler]:
         return {
             '/machine.MachineService/Reboot': grpclib.const.Handler(
@@ -47,6 +51,12 @@ class MachineServiceBase(abc.ABC):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 google.protobuf.empty_pb2.Empty,
                 machine_pb2.VersionResponse,
+            ),
+            '/machine.MachineService/SystemStat': grpclib.const.Handler(
+                self.SystemStat,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                google.protobuf.empty_pb2.Empty,
+                machine_pb2.SystemStatResponse,
             ),
         }
 
@@ -71,4 +81,10 @@ class MachineServiceStub:
             '/machine.MachineService/Version',
             google.protobuf.empty_pb2.Empty,
             machine_pb2.VersionResponse,
+        )
+        self.SystemStat = grpclib.client.UnaryUnaryMethod(
+            channel,
+            '/machine.MachineService/SystemStat',
+            google.protobuf.empty_pb2.Empty,
+            machine_pb2.SystemStatResponse,
         )

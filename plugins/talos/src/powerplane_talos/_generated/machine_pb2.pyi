@@ -104,3 +104,17 @@ class FeaturesInfo(_message.Message):
     RBAC_FIELD_NUMBER: _ClassVar[int]
     rbac: bool
     def __init__(self, rbac: _Optional[bool] = ...) -> None: ...
+
+class SystemStatResponse(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[SystemStat]
+    def __init__(self, messages: _Optional[_Iterable[_Union[SystemStat, _Mapping]]] = ...) -> None: ...
+
+class SystemStat(_message.Message):
+    __slots__ = ("metadata", "boot_time")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    BOOT_TIME_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.Metadata
+    boot_time: int
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.Metadata, _Mapping]] = ..., boot_time: _Optional[int] = ...) -> None: ...

@@ -8,6 +8,7 @@ Each request is one JSON object on one line, each reply one JSON object on one l
     {"op": "fault", "node": "*", "fault": "slow", "seconds": 30}
     {"op": "clear", "node": "10.0.0.11"}                    # no node: clear every fault
     {"op": "state", "node": "10.0.0.11"}                    # -> {"state": "on"}
+    {"op": "boot", "node": "10.0.0.11"}             # -> {"boot_time": 1764588000, "boots": 2}
     {"op": "dispatches"}                                    # -> {"dispatches": [...]}
     {"op": "received"}                                      # -> {"received": [...]}
     {"op": "reboot_seconds", "seconds": 0.5}
@@ -47,6 +48,9 @@ def handle(sim: Simulation, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
     if op == "state":
         return {"ok": True, "state": sim.state(node)}
+    if op == "boot":
+        machine = sim.machine(node)
+        return {"ok": True, "boot_time": machine.boot_time, "boots": machine.boots}
     if op == "dispatches":
         return {"ok": True, "dispatches": list(sim.dispatches)}
     if op == "received":
@@ -108,6 +112,11 @@ class MockControl:
 
     def state(self, node: str) -> str:
         return str(self.request("state", node=node)["state"])
+
+    def boot(self, node: str) -> tuple[int, int]:
+        """The machine's ``boot_time`` (Unix seconds) and how many times it booted."""
+        reply = self.request("boot", node=node)
+        return int(reply["boot_time"]), int(reply["boots"])
 
     def dispatches(self) -> list[dict[str, Any]]:
         return list(self.request("dispatches")["dispatches"])

@@ -4,7 +4,10 @@ A machine is addressed by the node name a client sends in the ``nodes`` metadata
 the endpoint's own hostname when none is sent) and is created, powered on, the first
 time it is addressed. A reboot makes it unavailable for ``reboot_seconds``, then it
 answers again; a shutdown makes it silent until it is powered on through the
-control hook, as a real machine would need a person or another channel.
+control hook, as a real machine would need a person or another channel. Each boot
+(the first, after a reboot, after a power-on) sets the machine's ``boot_time``, as
+Talos reports it from ``SystemStat``: whole seconds since the Unix epoch, and always
+later than the boot before, so two boots within one second still differ.
 """
 
 from __future__ import annotations
@@ -37,6 +40,15 @@ class Machine:
     """``on``, ``rebooting`` or ``off``."""
     up_at: float = 0.0
     """While rebooting: when it answers again (monotonic seconds)."""
+    boot_time: int = field(default_factory=lambda: int(time.time()))
+    """When the machine last booted (Unix seconds), as ``SystemStat.boot_time``."""
+    boots: int = 1
+    """How many times the machine booted (the first boot included)."""
+
+    def boot(self) -> None:
+        """A boot now: ``boot_time`` becomes now, and always moves forward."""
+        self.boot_time = max(int(time.time()), self.boot_time + 1)
+        self.boots += 1
 
 
 @dataclass
@@ -72,10 +84,11 @@ class Simulation:
         return self.faults.get(node) or self.faults.get("*")
 
     def reboot(self, node: str, mode: str) -> None:
-        """Accept a reboot: the machine is unavailable for ``reboot_seconds``."""
+        """Accept a reboot: unavailable for ``reboot_seconds``, booted at the reboot's time."""
         machine = self.machine(node)
         machine.state = "rebooting"
         machine.up_at = time.monotonic() + self.reboot_seconds
+        machine.boot()
         self.dispatches.append({"node": node, "verb": "reboot", "mode": mode})
 
     def shutdown(self, node: str, force: bool) -> None:
@@ -84,5 +97,11 @@ class Simulation:
         self.dispatches.append({"node": node, "verb": "shutdown", "force": force})
 
     def power_on(self, node: str) -> None:
-        """The control hook's power-on (a person at the rack, or another channel)."""
-        self.machine(node).state = "on"
+        """The control hook's power-on (a person at the rack, or another channel).
+
+        A machine that was off boots (a new ``boot_time``); one that is on stays as it is.
+        """
+        machine = self.machine(node)
+        if machine.state == "off":
+            machine.boot()
+        machine.state = "on"

@@ -1,9 +1,10 @@
-"""The mock's ``machine.MachineService``: Reboot, Shutdown and Version over grpclib.
+"""The mock's ``machine.MachineService``: Reboot, Shutdown, Version and SystemStat.
 
 It behaves as Talos's apid does for one node: the node comes from the ``nodes``
 metadata; a node that is rebooting, off, or faulted answers ``UNAVAILABLE``; RBAC
 reads the role from the client certificate's organization (``os:admin`` and
-``os:operator`` may reboot and shut down, ``os:reader`` may only read the version).
+``os:operator`` may reboot and shut down, ``os:reader`` may only read the version and
+SystemStat). SystemStat answers only the machine's ``boot_time`` (the subset's one field).
 """
 
 from __future__ import annotations
@@ -105,4 +106,13 @@ class MockMachineService(MachineServiceBase):
                 platform=machine_pb2.PlatformInfo(name="metal", mode="metal"),
                 features=machine_pb2.FeaturesInfo(rbac=True),
             )
+        ]))
+
+    async def SystemStat(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        request = await stream.recv_message()
+        assert isinstance(request, empty_pb2.Empty)
+        node = await self._gate(stream, write=False, rpc="SystemStat")
+        await stream.send_message(machine_pb2.SystemStatResponse(messages=[
+            machine_pb2.SystemStat(metadata=self._meta(node),
+                                   boot_time=self.sim.machine(node).boot_time)
         ]))
