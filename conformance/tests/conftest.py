@@ -60,29 +60,26 @@ def run(
 @pytest.fixture(scope="session")
 def lineproto_peer() -> Iterator[tuple[int, str]]:
     """lineproto_server.py on a free loopback port: (port, password). Stopped by its handle."""
-    import subprocess
     import sys
+    import tempfile
 
     import conformance_lineproto
 
+    from powerplane.testing import Subprocess, wait_ready
+
     password = "pp-line-secret-8d2e"
     script = Path(__file__).with_name("lineproto_server.py")
-    proc = subprocess.Popen(
-        [sys.executable, str(script), "m1=on", "m2=off"],
-        stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "LINEPROTO_PASSWORD": password},
-    )
-    reg = registry()
-    reg.add_module("conformance-lineproto", conformance_lineproto, "tests", "0")
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
-        yield port, password
-    finally:
-        reg.remove("conformance-lineproto")
-        proc.terminate()
+    with tempfile.TemporaryDirectory() as work:
+        log = Path(work) / "lineproto.log"  # its first line is the port it listens on
+        proc = Subprocess([sys.executable, str(script), "m1=on", "m2=off"], log=log,
+                          env={**os.environ, "LINEPROTO_PASSWORD": password})
+        reg = registry()
+        reg.add_module("conformance-lineproto", conformance_lineproto, "tests", "0")
         try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+            wait_ready(lambda: log.read_text().endswith("\n"), 30, "the line-protocol peer",
+                       proc)
+            port = int(log.read_text().splitlines()[0])
+            yield port, password
+        finally:
+            reg.remove("conformance-lineproto")
+            proc.stop(5)

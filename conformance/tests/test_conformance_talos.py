@@ -8,10 +8,7 @@ unknown-target check is a declared defect (xfail). Skipped where powerplane-talo
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,22 +37,12 @@ def mock_target(
     """Start the Talos mock; yield a target whose ``talos`` channel has these extra keys
     (``timeout_s`` is written as the plugin's timeouts)."""
     channel = {**_timeouts(channel.pop("timeout_s", 5)), **channel}
-    work = tmp_path_factory.mktemp("talos-mock")
-    with (work / "mock.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "powerplane_talos.mock", "--port", "0", "--certs",
-             str(work), "--algorithm", "ed25519", "--reboot-seconds", "0.3"],
-            stdout=log, stderr=subprocess.STDOUT)
+    from powerplane_talos.peer import start_mock
+
+    mock = start_mock(tmp_path_factory.mktemp("talos-mock"), "ed25519", reboot_seconds=0.3)
     try:
-        ready = work / "mock.json"
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert proc.poll() is None, (work / "mock.log").read_text()
-            assert time.monotonic() < deadline, "the Talos mock did not start in 60 s"
-            time.sleep(0.05)
-        info = json.loads(ready.read_text(encoding="utf-8"))
         yield {
-            "channels": {"talos": {"type": "talos", "talosconfig": info["talosconfig"],
+            "channels": {"talos": {"type": "talos", "talosconfig": str(mock.talosconfig),
                                    "transport": "grpc", **channel}},
             "nodes": {f"n{i}": {"channels": [{"channel": "talos",
                                               "target": f"10.77.0.{i}"}]}
@@ -67,12 +54,7 @@ def mock_target(
             },
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        mock.stop()
 
 
 class TestTalosMockConformance(ConformanceSuite):
