@@ -162,7 +162,7 @@ def test_in_tree_channels_are_what_their_optional_parts_say() -> None:
     want: dict[type, set[Any]] = {
         SimulatedChannel: {Terminates, HasEndpoint, HasBootMarker},
         RedfishChannel: {HasEndpoint, Identifies, HasBootMarker},
-        TalosChannel: {HasEndpoint},
+        TalosChannel: {HasEndpoint, HasBootMarker},
         PduChannel: {BatchInvoker, HasEndpoint},
         EC2Channel: {Terminates, BatchInvoker, HasEndpoint, HasBootMarker},
         OpenStackChannel: {Terminates, HasEndpoint, HasBootMarker},
