@@ -99,7 +99,7 @@ def test_help_imports_no_heavy_library() -> None:
         "try:\n  runpy.run_module('powerplane.cli', run_name='__main__')\n"
         "except SystemExit: pass\n"
         "heavy=[m for m in ('sushy','boto3','botocore','grpc','grpclib','pysnmp','pydantic',"
-        "'rich','httpx') if m in sys.modules]\n"
+        "'rich','httpx','importlib.metadata','email') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -3,17 +3,19 @@
 Built-in commands load on use; more commands come from the entry-point group
 ``powerplane.cli`` (each entry point a :class:`click.Command`; powerplane-conformance
 adds ``conformance`` and ``new-plugin`` this way, powerplane-demo adds ``demo``).
-``--help`` imports no plugin and no heavy library.
+``--help`` imports no plugin and no heavy library (not even :mod:`importlib.metadata`:
+:mod:`powerplane.cli._extensions` reads the installed entry points itself).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from importlib import metadata
 from typing import Any
 
 import click
+
+from powerplane.cli._extensions import Extension, scan
 
 __all__ = ["cli", "main"]
 
@@ -85,8 +87,8 @@ class LazyGroup(click.Group):
             args = hoist_config(list(args))
         return super().parse_args(ctx, args)
 
-    def _extensions(self) -> dict[str, metadata.EntryPoint]:
-        return {ep.name: ep for ep in metadata.entry_points(group=EXTENSION_GROUP)}
+    def _extensions(self) -> dict[str, Extension]:
+        return scan(EXTENSION_GROUP)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         names = set(BUILTIN)
@@ -114,8 +116,7 @@ class LazyGroup(click.Group):
         rows = [(name, spec[2]) for name, spec in BUILTIN.items()]
         for name, ep in self._extensions().items():
             if name not in BUILTIN:
-                dist = ep.dist.name if ep.dist is not None else "an installed distribution"
-                rows.append((name, f"(from {dist})"))
+                rows.append((name, f"(from {ep.dist})"))
         rows.sort()
         with formatter.section("Commands"):
             formatter.write_dl(rows)

@@ -1,0 +1,89 @@
+"""The ``powerplane.cli`` entry points read without :mod:`importlib.metadata` give the same
+answer as the standard reader: on this installation, on a site directory built by hand (a
+dist-info and an egg-info, a shadowed second copy, other groups, comments), and through the
+standard reader when a ``sys.path`` entry is a zip."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+from powerplane.cli import EXTENSION_GROUP
+from powerplane.cli._extensions import Extension, scan
+
+
+def _standard(group: str, path: list[str]) -> dict[str, tuple[str, str]]:
+    found: dict[str, tuple[str, str]] = {}
+    seen: set[str] = set()
+    for dist in metadata.distributions(path=path):  # entry_points() keeps the first of a name
+        key = re.sub(r"[-_.]+", "_", dist.name).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        for ep in dist.entry_points:
+            if ep.group == group:
+                found.setdefault(ep.name, (ep.value, dist.name))
+    return found
+
+
+def _dist(site: Path, leaf: str, name: str, entry_points: str) -> None:
+    meta = site / leaf
+    meta.mkdir(parents=True)
+    (meta / ("METADATA" if leaf.endswith(".dist-info") else "PKG-INFO")).write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n\nName: not-this-one\n")
+    (meta / "entry_points.txt").write_text(entry_points)
+
+
+def test_this_installation_matches_the_standard_reader() -> None:
+    mine = {n: (e.value, e.dist) for n, e in scan(EXTENSION_GROUP).items()}
+    standard = {ep.name: (ep.value, ep.dist.name if ep.dist else "")
+                for ep in metadata.entry_points(group=EXTENSION_GROUP)}
+    assert mine == standard
+    assert {"conformance", "demo", "new-plugin"} <= set(mine)
+
+
+def test_a_hand_built_site_matches_the_standard_reader(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    _dist(first, "Vendor_Tool-1.0.dist-info", "vendor-tool",
+          "# a comment\n[console_scripts]\nvt = vendor_tool:main\n\n"
+          "[powerplane.cli]\nvendor = vendor_tool.cli:command [extra]\n")
+    _dist(first, "legacy_tool-0.3.egg-info", "legacy-tool",
+          "[powerplane.cli]\nlegacy=legacy_tool:cmd.inner\n")
+    _dist(second, "vendor.tool-2.0.dist-info", "vendor.tool",  # shadowed by the first copy
+          "[powerplane.cli]\nshadowed = vendor_tool2:command\n")
+    path = [str(first), str(second)]
+    mine = {n: (e.value, e.dist) for n, e in scan(EXTENSION_GROUP, path).items()}
+    assert mine == _standard(EXTENSION_GROUP, path)
+    assert mine == {"vendor": ("vendor_tool.cli:command [extra]", "vendor-tool"),
+                    "legacy": ("legacy_tool:cmd.inner", "legacy-tool")}
+
+
+def test_a_zip_on_the_path_is_read_by_the_standard_reader(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    archive = tmp_path / "zipped.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("zipped_tool-1.0.dist-info/METADATA", "Name: zipped-tool\nVersion: 1.0\n")
+        zf.writestr("zipped_tool-1.0.dist-info/entry_points.txt",
+                    "[powerplane.cli]\nzipped = zipped_tool:cmd\n")
+    monkeypatch.syspath_prepend(str(archive))
+    found = scan(EXTENSION_GROUP)
+    assert found["zipped"] == Extension("zipped", "zipped_tool:cmd", "zipped-tool")
+
+
+def test_an_extension_loads_by_its_value() -> None:
+    ext = Extension("x", "os.path:join", "python")
+    assert ext.load() is __import__("os").path.join
+    assert Extension("y", "json [extra]", "python").load() is __import__("json")
+
+
+def test_help_lists_extensions_without_the_standard_reader() -> None:
+    code = ("import sys\nfrom powerplane.cli import main\n"
+            "try:\n  main(['--help'])\nexcept SystemExit: pass\n"
+            "print('METADATA', 'importlib.metadata' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert "(from powerplane-conformance)" in out and "(from powerplane-demo)" in out
+    assert "METADATA False" in out
