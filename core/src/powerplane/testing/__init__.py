@@ -16,25 +16,31 @@ and a vendor's own plugin need, written once:
   with routes for the requests that change them, request counts, delays and dropped
   connections (:class:`HttpRequest`, :class:`HttpReply`).
 
-Importing it needs only the standard library (``cryptography`` is imported when a
-certificate is made).
+Importing it needs only the standard library, and each name loads its module on first use
+(:func:`powerplane.lazy_exports`): a plugin that imports :class:`Peer` for its hook does
+not pay for the HTTP server or TLS (``cryptography`` is imported when a certificate is made).
 """
 
 from __future__ import annotations
 
-from powerplane.testing.gate import send_gate
-from powerplane.testing.http import (
-    DropWith,
-    HttpReply,
-    HttpRequest,
-    JsonHttpServer,
-    RouteHandler,
-    json_error,
-)
-from powerplane.testing.peers import Peer, Role, StartedPeer
-from powerplane.testing.ports import PortKind, SilentServer, closed_port, free_port
-from powerplane.testing.process import PeerNotReady, Subprocess, wait_ready
-from powerplane.testing.tls import KeyAlgorithm, KeyFormat, TLSFiles, issue_cert, make_ca
+from typing import TYPE_CHECKING
+
+from powerplane._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from powerplane.testing.gate import send_gate
+    from powerplane.testing.http import (
+        DropWith,
+        HttpReply,
+        HttpRequest,
+        JsonHttpServer,
+        RouteHandler,
+        json_error,
+    )
+    from powerplane.testing.peers import Peer, Role, StartedPeer
+    from powerplane.testing.ports import PortKind, SilentServer, closed_port, free_port
+    from powerplane.testing.process import PeerNotReady, Subprocess, wait_ready
+    from powerplane.testing.tls import KeyAlgorithm, KeyFormat, TLSFiles, issue_cert, make_ca
 
 __all__ = [
     "DropWith",
@@ -60,3 +66,28 @@ __all__ = [
     "send_gate",
     "wait_ready",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "DropWith": ".http",
+    "HttpReply": ".http",
+    "HttpRequest": ".http",
+    "JsonHttpServer": ".http",
+    "KeyAlgorithm": ".tls",
+    "KeyFormat": ".tls",
+    "Peer": ".peers",
+    "PeerNotReady": ".process",
+    "PortKind": ".ports",
+    "Role": ".peers",
+    "RouteHandler": ".http",
+    "SilentServer": ".ports",
+    "StartedPeer": ".peers",
+    "Subprocess": ".process",
+    "TLSFiles": ".tls",
+    "closed_port": ".ports",
+    "free_port": ".ports",
+    "issue_cert": ".tls",
+    "json_error": ".http",
+    "make_ca": ".tls",
+    "send_gate": ".gate",
+    "wait_ready": ".process",
+})
