@@ -1,7 +1,9 @@
 """The network negatives built from what a channel type declares, with no ``negative:``
 hints: its address (``ChannelType(address=...)``), its ``SecretRef`` fields and its
 ``timeouts: Timeouts`` field. A hint or a derived config the channel's model rejects is
-NOT TESTED with the reason, never FAIL; a transport nothing declares is NOT TESTED too."""
+never FAIL: a hint is checked when the target is loaded (exit 2 naming it), a config
+derived from the declarations alone is NOT TESTED with the reason; a transport nothing
+declares is NOT TESTED too."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 from conformance_targets import messages, outcome
 
+from powerplane.errors import ConfigError
 from powerplane_conformance.api import RunSummary
 from powerplane_conformance.negatives import set_path
 
@@ -71,17 +74,20 @@ def test_a_udp_address_gets_udp_fakes(
     assert "Unreachable" in messages(summary, "SILENT_SERVER_TIMEOUT")
 
 
-def test_an_invalid_hint_is_not_tested_never_fail(
+def test_an_invalid_hint_is_exit_2_naming_each_hint(
     run: Callable[..., RunSummary], declared_target: Callable[..., dict[str, Any]]
 ) -> None:
-    """A hinted key the channel's model does not have: the derived config is invalid."""
-    summary = run(declared_target({"address_key": "no_such_key", "timeout_key": "nor_this",
-                                   "secret_key": "nor_that"}))
-    for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT",
-                  "WRONG_CREDENTIALS_REJECTED"):
-        assert outcome(summary, ident) == {"not_tested"}, (ident, messages(summary, ident))
-        assert "is invalid for channel type lineproto-declared" in messages(summary, ident)
-    assert summary.exit_code == 0
+    """Hinted keys the channel's model does not have: caught when the target is loaded,
+    each at its hint's path, before any check runs (no FAIL, no results)."""
+    with pytest.raises(ConfigError) as err:
+        run(declared_target({"address_key": "no_such_key", "timeout_key": "nor_this",
+                             "secret_key": "nor_that"}))
+    said = {p.path: p.message for p in err.value.problems}
+    assert set(said) == {f"conformance.negative.dev.{hint}"
+                         for hint in ("address_key", "timeout_key", "secret_key")}
+    assert "no_such_key: no such key" in said["conformance.negative.dev.address_key"]
+    assert "is invalid for channel type lineproto-declared" in \
+        said["conformance.negative.dev.timeout_key"]
 
 
 def test_a_channel_type_without_an_address_is_not_tested_with_the_reason(

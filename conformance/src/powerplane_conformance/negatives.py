@@ -13,9 +13,17 @@ type's declarations:
 
 ``conformance.negative.<channel>`` hints, where given, override what is derived
 (``address_key``/``address_format``/``port_key``, ``secret_key``, ``timeout_key``,
-``transport``). A hint or a derived config the channel's own model rejects is never a
-FAIL: the check is NOT TESTED with the model's reason, since it proves nothing about
-the device.
+``timeout_s``, ``unknown_target``, ``transport``). A mistake in the target is never the
+device's fault:
+
+* when the target is loaded, :func:`hint_problems` builds every config a hint shapes
+  (the closed-port and silent-server config, the wrong-secret config, the unknown
+  target) and validates it against the channel type's own model; a rejection is a
+  :class:`~powerplane.errors.ConfigError` (exit 2) at ``conformance.negative.<channel>.
+  <hint>``, before any check runs;
+* what cannot be checked at load (a config derived from the declarations alone, the
+  channel type's factory, a call that finds the derived config invalid) makes the check
+  NOT TESTED with the reason, never FAIL: it proves nothing about the device.
 
 The transport decides which fakes the suite starts, a TCP closed port and silent server
 or UDP ones (``powerplane.testing.SilentServer(kind="udp")``): the address's
@@ -32,9 +40,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from powerplane.capabilities import Verb
-from powerplane.channel import Address
-from powerplane.config import parse_config
+from powerplane.channel import Address, Channel, ChannelType
+from powerplane.config import Deployment, parse_config
 from powerplane.errors import (
     AuthenticationFailed,
     ChannelTimeout,
@@ -48,7 +58,7 @@ from powerplane_conformance.checks import check as proves
 from powerplane_conformance.iowatch import IOWatch
 from powerplane_conformance.loop import OuterTimeout
 from powerplane_conformance.session import DerivedConfigInvalid, Subject, describe_error
-from powerplane_conformance.settings import NegativeHints
+from powerplane_conformance.settings import ConformanceSettings, NegativeHints
 
 __all__ = [
     "BOGUS_KEY",
@@ -57,13 +67,19 @@ __all__ = [
     "Pointer",
     "Untestable",
     "error_texts",
+    "hint_problems",
     "set_path",
+    "short_timeouts",
+    "wrong_secret",
 ]
 
 HOST = "127.0.0.1"
 """Where the suite's fakes listen."""
 BOGUS_KEY = "powerplane_conformance_bogus"
 UNKNOWN_SUFFIX = "-powerplane-conformance-unknown"
+LOAD_PORT = 49152
+"""The port written into a derived config validated at load (the fakes' ports are only
+known when a check runs; a port never decides whether a config is valid)."""
 Transport = Literal["tcp", "udp"]
 
 
@@ -143,13 +159,11 @@ class Pointer:
     def at(self, raw_target: Any, port: int) -> tuple[dict[str, Any], Any]:
         """``(config overrides, raw target or None)`` pointing at ``HOST:port``."""
         if self.source == "hints":
-            hints = self.hints
-            assert hints.address_key is not None
-            out: dict[str, Any] = {hints.address_key: hints.address_format.format(
-                host=HOST, port=port)}
-            if hints.port_key:
-                out[hints.port_key] = port
-            return out, None
+            try:
+                return hinted_address(self.hints, port)[0], None
+            except (KeyError, IndexError, ValueError, AttributeError) as exc:
+                raise Untestable(f"address_format {self.hints.address_format!r} cannot be "
+                                 f"written with host and port: {describe_error(exc)}") from None
         assert self.address is not None
         if self.source == "config":
             return self.address.config_overrides(HOST, port), None
@@ -176,6 +190,192 @@ class Untestable(Exception):
     the check is NOT TESTED with this reason, never FAIL."""
 
 
+CONFIG_FAULTS: tuple[type[BaseException], ...] = (ConfigError, ValidationError, ValueError,
+                                                  TypeError)
+"""What a channel type's factory raises for a config it cannot use: the suite's derived
+config is at fault, not the device (a factory does no I/O)."""
+HINT_ORDER = ("address_key", "address_format", "port_key", "timeout_key", "timeout_s",
+              "secret_key")
+"""Which hint a config problem is laid at when it is not at a key one hint wrote."""
+
+
+def hinted_address(hints: NegativeHints, port: int) -> tuple[dict[str, Any], dict[str, str]]:
+    """The config keys the ``address_key`` (and ``port_key``) hints write for
+    ``HOST:port``, and which hint wrote each key."""
+    assert hints.address_key is not None
+    out: dict[str, Any] = {hints.address_key: hints.address_format.format(host=HOST, port=port)}
+    wrote = {hints.address_key: "address_key"}
+    if hints.port_key:
+        out[hints.port_key] = port
+        wrote[hints.port_key] = "port_key"
+    return out, wrote
+
+
+def short_timeouts(
+    ctype: ChannelType[Any, Any], hints: NegativeHints
+) -> tuple[dict[str, Any], float | None, dict[str, str]]:
+    """Overrides that bound one call short, that bound (None: nothing to set), and which
+    hint wrote each key (empty where they come from the type's ``Timeouts`` field and the
+    default ``timeout_s``)."""
+    t = hints.timeout_s
+    if hints.timeout_key is not None:
+        keys = [hints.timeout_key] if isinstance(hints.timeout_key, str) else hints.timeout_key
+        return {key: t for key in keys}, t * 2, dict.fromkeys(keys, "timeout_key")
+    field = ctype.timeouts_field()
+    if field is None:
+        return {}, None, {}
+    wrote = {field: "timeout_s"} if "timeout_s" in hints.model_fields_set else {}
+    return {field: {"connect_s": t, "read_s": t}}, t * 2, wrote
+
+
+def wrong_secret(
+    ctype: ChannelType[Any, Any], raw: Mapping[str, Any], hints: NegativeHints, env: str
+) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """Overrides that replace every configured secret with ``{env: ...}`` (None: the
+    channel is configured with none), and which hint wrote each key."""
+    ref = {"env": env}
+    if hints.secret_key is not None:
+        return {hints.secret_key: ref}, {hints.secret_key: "secret_key"}
+    out: dict[str, Any] = {}
+    for path in ctype.secret_fields():
+        for top, value in set_path({**raw, **out}, path, ref).items():
+            out[top] = value
+    return out or None, {}
+
+
+def raw_channel_config(deployment: Deployment, channel: str) -> dict[str, Any]:
+    """The channel's config as the file wrote it, without ``type``."""
+    raw = (deployment.raw or {}).get("channels", {})
+    found = raw.get(channel, {}) if isinstance(raw, Mapping) else {}
+    return {k: v for k, v in dict(found).items() if k != "type"}
+
+
+def _hint_at(error: Mapping[str, Any], overrides: Mapping[str, Any],
+             wrote: Mapping[str, str]) -> str | None:
+    """The hint a config error is laid at; None: a key the declarations derived."""
+    loc = error.get("loc") or ()
+    top = str(loc[0]) if loc else ""
+    if top in wrote:
+        return wrote[top]
+    if top in overrides:
+        return None  # a key the type's own declarations set: checked when the check runs
+    # the file's config is valid alone: an error elsewhere comes from the keys set
+    return next((h for h in HINT_ORDER if h in wrote.values()), None)
+
+
+def _channel_hint_problems(
+    name: str, ctype: ChannelType[Any, Any], config: Any, raw: dict[str, Any],
+    hints: NegativeHints,
+) -> list[tuple[str, str]]:
+    """``(hint, message)`` for every config this channel's hints shape that its type's
+    model rejects."""
+    problems: list[tuple[str, str]] = []
+    cases: list[tuple[str, dict[str, Any], dict[str, str]]] = []
+    address: Address | None = None
+    try:
+        address = ctype.address_for(config)
+    except Exception:
+        address = None  # reported by the checks, with the reason
+    declared = ""
+    if address is not None:
+        where = address.field if address.source == "config" else "each node's target"
+        declared = (f"channel type {ctype.name} declares its address ({where}, written as "
+                    f"{address.format}): without address_key the suite uses it")
+    addr: dict[str, Any] = {}
+    addr_wrote: dict[str, str] = {}
+    if hints.address_key is None:
+        for key in ("address_format", "port_key"):
+            if key in hints.model_fields_set:
+                problems.append((key, f"{key} applies only with address_key" +
+                                 (f"; {declared}" if declared else "")))
+        if address is not None and address.source == "config":
+            addr = address.config_overrides(HOST, LOAD_PORT)
+    else:
+        try:
+            addr, addr_wrote = hinted_address(hints, LOAD_PORT)
+        except (KeyError, IndexError, ValueError, AttributeError) as exc:
+            problems.append(("address_format", f"{hints.address_format!r} cannot be written "
+                             f"with host and port ({describe_error(exc)}): use the fields "
+                             "{host} and {port}"))
+    short, _, short_wrote = short_timeouts(ctype, hints)
+    cases.append(("the closed-port and silent-server config", {**addr, **short},
+                  {**addr_wrote, **short_wrote}))
+    env = f"POWERPLANE_CONFORMANCE_LOAD_{pysecrets.token_hex(4).upper()}"
+    os.environ[env] = "ppc-" + pysecrets.token_hex(12)
+    try:
+        secret, secret_wrote = wrong_secret(ctype, raw, hints, env)
+        if secret is not None:
+            cases.append(("the wrong-secret config", secret, secret_wrote))
+        for what, overrides, wrote in cases:
+            if wrote:
+                problems += _validate(name, ctype, raw, what, overrides, wrote, declared,
+                                      hints.address_format)
+    finally:
+        os.environ.pop(env, None)
+    if hints.unknown_target is not None and ctype.target is not None:
+        try:
+            ctype.target(hints.unknown_target)
+        except (ValueError, TypeError) as exc:
+            problems.append(("unknown_target", f"channel type {ctype.name} rejects this "
+                             f"target: {exc}"))
+    return problems
+
+
+def _validate(
+    name: str, ctype: ChannelType[Any, Any], raw: dict[str, Any], what: str,
+    overrides: dict[str, Any], wrote: dict[str, str], declared: str, address_format: str,
+) -> list[tuple[str, str]]:
+    """``(hint, message)`` for each error of ``ctype``'s model on the file's config with
+    ``overrides``, laid at the hint that wrote the key (none for keys the declarations
+    derived: the check reports those)."""
+    try:
+        ctype.config.model_validate({**raw, **overrides})
+    except ValidationError as exc:
+        said: dict[str, list[str]] = {}
+        for err in exc.errors(include_input=False, include_url=False):
+            hint = _hint_at(err, overrides, wrote)
+            if hint is None:
+                continue
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = "no such key"
+            said.setdefault(hint, []).append(
+                f"{'.'.join(map(str, err['loc'])) or '(config)'}: {msg}")
+        out = []
+        for hint, errors in said.items():
+            keys = [k for k, h in wrote.items() if h == hint] or sorted(overrides)
+            shown = ", ".join(
+                f"{k} = {overrides[k]!r}" if hint in ("address_key", "port_key") else k
+                for k in keys)
+            if hint == "address_key":
+                shown += f", written by address_format {address_format!r}"
+            text = (f"{what} this hint builds for channel {name} ({shown}) is invalid for "
+                    f"channel type {ctype.name}: " + "; ".join(errors))
+            if hint in ("address_key", "address_format", "port_key") and declared:
+                text += f"; {declared}"
+            out.append((hint, text))
+        return out
+    return []
+
+
+def hint_problems(
+    deployment: Deployment, settings: ConformanceSettings
+) -> list[tuple[tuple[str, str, str], str]]:
+    """``(("negative", channel, hint), message)`` for every ``conformance.negative`` hint
+    that makes a config the channel type's model rejects (or a target its parser does):
+    a mistake in the target file, reported when it is loaded, before any check runs."""
+    out: list[tuple[tuple[str, str, str], str]] = []
+    for name, hints in settings.negative.items():
+        configured = deployment.channels.get(name)
+        if configured is None:
+            continue  # an unknown channel: reported as such
+        raw = raw_channel_config(deployment, name)
+        for hint, message in _channel_hint_problems(name, configured.type, configured.config,
+                                                    raw, hints):
+            out.append((("negative", name, hint), message))
+    return out
+
+
 class NegativeChecks:
     """Unknown target, wrong credentials, closed port, silent server, no secret disclosed."""
 
@@ -183,9 +383,22 @@ class NegativeChecks:
         return check.settings.negative.get(check.subject.channel, NegativeHints())
 
     def _raw_config(self, check: CheckContext) -> dict[str, Any]:
-        raw = (check.session.deployment.raw or {}).get("channels", {})
-        found = raw.get(check.subject.channel, {}) if isinstance(raw, Mapping) else {}
-        return {k: v for k, v in dict(found).items() if k != "type"}
+        return raw_channel_config(check.session.deployment, check.subject.channel)
+
+    def _fresh(self, check: CheckContext, overrides: dict[str, Any] | None) -> Channel:
+        """A fresh channel with ``overrides``; :class:`Untestable` when the channel's model
+        or its type's factory rejects the derived config (the suite's fault, not the
+        device's)."""
+        s = check.subject
+        try:
+            return check.session.fresh_channel(s, overrides)
+        except DerivedConfigInvalid as exc:
+            raise Untestable(str(exc)) from None
+        except CONFIG_FAULTS as exc:
+            keys = ", ".join(sorted(overrides or {})) or "none"
+            raise Untestable(f"channel type {s.type_name}'s factory rejected the config the "
+                             f"suite derived for channel {s.channel} (keys set: {keys}): "
+                             f"{describe_error(exc)}") from None
 
     def _pointer(self, check: CheckContext) -> Pointer:
         """How to point this subject elsewhere, or NOT TESTED with why not."""
@@ -217,16 +430,9 @@ class NegativeChecks:
 
     def _short_timeouts(self, check: CheckContext) -> tuple[dict[str, Any], float | None]:
         """Overrides that bound one call short, and that bound (None: none declared)."""
-        hints = self._hints(check)
-        if hints.timeout_key is not None:
-            keys = [hints.timeout_key] if isinstance(hints.timeout_key, str) \
-                else hints.timeout_key
-            return {key: hints.timeout_s for key in keys}, hints.timeout_s * 2
-        field = check.session.deployment.channels[check.subject.channel].type.timeouts_field()
-        if field is None:
-            return {}, None
-        t = hints.timeout_s
-        return {field: {"connect_s": t, "read_s": t}}, t * 2
+        ctype = check.session.deployment.channels[check.subject.channel].type
+        overrides, bound, _ = short_timeouts(ctype, self._hints(check))
+        return overrides, bound
 
     def _raw_target(self, check: CheckContext) -> Any:
         s = check.subject
@@ -255,13 +461,16 @@ class NegativeChecks:
                 raise Untestable(f"the derived target {raw_target!r} is invalid for channel "
                                  f"{s.channel}: {exc}") from None
         try:
-            channel = session.fresh_channel(s, overrides)
-        except DerivedConfigInvalid as exc:
-            raise Untestable(str(exc)) from None
-        except Exception as exc:
+            channel = self._fresh(check, overrides)
+        except Untestable:
+            raise
+        except Exception as exc:  # the factory met the fake (I/O at construction)
             return exc
         try:
             session.call(channel.read_power_state, target, timeout=limit)
+        except ConfigError as exc:
+            raise Untestable(f"channel {s.channel} found the config the suite derived "
+                             f"invalid when called: {describe_error(exc)}") from None
         except Exception as exc:
             return exc
         finally:
@@ -334,17 +543,8 @@ class NegativeChecks:
 
     def _wrong_secret(self, check: CheckContext, env: str) -> dict[str, Any] | None:
         """Overrides that replace every configured secret with ``{env: ...}``; None: none."""
-        key = self._hints(check).secret_key
-        ref = {"env": env}
-        if key is not None:
-            return {key: ref}
-        raw = self._raw_config(check)
         ctype = check.session.deployment.channels[check.subject.channel].type
-        out: dict[str, Any] = {}
-        for path in ctype.secret_fields():
-            for top, value in set_path({**raw, **out}, path, ref).items():
-                out[top] = value
-        return out or None
+        return wrong_secret(ctype, self._raw_config(check), self._hints(check), env)[0]
 
     def _secret_reason(self, check: CheckContext) -> str:
         name = check.subject.channel
@@ -363,13 +563,20 @@ class NegativeChecks:
             if overrides is None:
                 check.not_tested(self._secret_reason(check))
             try:
-                channel = session.fresh_channel(s, overrides)
-            except DerivedConfigInvalid as exc:
-                check.not_tested(str(exc))
+                channel = self._fresh(check, overrides)
+            except Untestable as why:
+                check.not_tested(str(why))
+            except AuthenticationFailed:
+                return  # the factory logged in, and was refused
+            except Exception as exc:
+                check.fail("AuthenticationFailed", describe_error(exc))
             try:
                 reading = session.read(s, channel)
             except AuthenticationFailed:
                 return
+            except ConfigError as exc:
+                check.not_tested(f"channel {s.channel} found the config the suite derived "
+                                 f"invalid when called: {describe_error(exc)}")
             except Exception as exc:
                 check.fail("AuthenticationFailed", describe_error(exc))
             finally:

@@ -208,6 +208,17 @@ def _check_against(
     return problems
 
 
+def _check_negative_hints(
+    settings: ConformanceSettings, deployment: Deployment, lines: Mapping[Any, int]
+) -> list[ConfigProblem]:
+    """Every config a ``negative:`` hint shapes, validated against the channel type's model
+    now: a hint the model rejects is the target's mistake (exit 2), never the device's."""
+    from powerplane_conformance.negatives import hint_problems
+
+    return [ConfigProblem(_format(loc), msg, _line(lines, loc))
+            for loc, msg in hint_problems(deployment, settings)]
+
+
 def load_target(
     source: str | os.PathLike[str] | Mapping[str, Any], registry: Registry | None = None
 ) -> Target:
@@ -215,7 +226,10 @@ def load_target(
 
     The ``conformance:`` section is taken out and validated here; the rest is the
     deployment, validated by core. Raises :class:`~powerplane.errors.ConfigError` with one
-    path-named problem per fault, of the deployment and of the section together.
+    path-named problem per fault, of the deployment and of the section together. Once
+    both are valid, every config a ``negative:`` hint shapes for the network negatives is
+    validated against its channel type's model (problems at
+    ``conformance.negative.<channel>.<hint>``).
     """
     lines: Mapping[Any, int]
     if isinstance(source, Mapping):
@@ -231,6 +245,8 @@ def load_target(
         raise ConfigError([*exc.problems, *problems], source=exc.source) from None
     if settings is not None:
         problems += _check_against(settings, deployment, lines)
+    if settings is not None and not problems:
+        problems += _check_negative_hints(settings, deployment, lines)
     if problems or settings is None:
         raise ConfigError(problems, source=deployment.source)
     return Target(deployment, settings)
