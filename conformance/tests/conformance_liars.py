@@ -6,6 +6,7 @@ Each wraps core's simulated channel; registered for the tests with
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -64,6 +65,39 @@ class StaleReader(SimulatedChannel):
         if target not in self._cache:
             self._cache[target] = await self.device.read_power_state(target)
         return self._cache[target]
+
+
+class LaggingReader(SimulatedChannel):
+    """Reads each machine as it was :attr:`LAG_S` seconds ago (a per-session cache that is
+    refreshed, but late: longer than the settle window). Every session to one endpoint
+    shares one device, so a fresh session, with no history yet, reads the truth. Reading
+    faster does not help: what it shows depends on time, not on how often it is asked."""
+
+    LAG_S: ClassVar[float] = 2.0
+    _devices: ClassVar[dict[str, SimulatedChannel]] = {}
+
+    def __init__(self, name: str, config: SimulatedConfig) -> None:
+        super().__init__(name, config)
+        key = config.endpoint or name
+        self.device = self._devices.setdefault(key, SimulatedChannel(name, config))
+        self._history: dict[str, list[tuple[float, Reading]]] = {}
+
+    async def reboot(self, target: str) -> Acceptance:
+        return await self.device.reboot(target)
+
+    async def shutdown(self, target: str) -> Acceptance:
+        return await self.device.shutdown(target)
+
+    async def power_on(self, target: str) -> Acceptance:
+        return await self.device.power_on(target)
+
+    async def read_power_state(self, target: str) -> Reading:
+        now = time.monotonic()
+        seen = self._history.setdefault(target, [])
+        seen.append((now, await self.device.read_power_state(target)))
+        while len(seen) > 1 and seen[1][0] <= now - self.LAG_S:
+            seen.pop(0)  # the newest reading at least LAG_S old stays first
+        return seen[0][1]
 
 
 class Swallower(SimulatedChannel):
@@ -130,11 +164,31 @@ class Batching(SimulatedChannel):
         return out
 
 
+class Recording(SimulatedChannel):
+    """Honest; records every verb sent, in order, as ``verb target``, for every session."""
+
+    sent: ClassVar[list[str]] = []
+
+    async def reboot(self, target: str) -> Acceptance:
+        type(self).sent.append(f"reboot {target}")
+        return await super().reboot(target)
+
+    async def shutdown(self, target: str) -> Acceptance:
+        type(self).sent.append(f"shutdown {target}")
+        return await super().shutdown(target)
+
+    async def power_on(self, target: str) -> Acceptance:
+        type(self).sent.append(f"power-on {target}")
+        return await super().power_on(target)
+
+
 LIARS = {
+    "honest-recording": Recording,
     "honest-batching": Batching,
     "liar-off-reader": OffReader,
     "liar-blind": BlindButSaysOff,
     "liar-stale": StaleReader,
+    "liar-lagging": LaggingReader,
     "liar-swallow": Swallower,
     "liar-leak": Leaker,
     "liar-noop": NoOp,

@@ -112,3 +112,20 @@ def test_honest_simulated_channel_passes_in_process_run(run: Run) -> None:
     assert summary.exit_code == 0
     assert summary.data["counts"]["fail"] == 0
     assert summary.data["counts"]["pass"] > 20
+
+
+def test_lagging_readback_fails_readback_not_stale(run: Run) -> None:
+    """Readback that shows each change only after longer than the settle window: the
+    readback checks fail, and the stale-readback check names it, however fast the suite
+    reads (what the channel shows depends on time, not on how often it is asked)."""
+    chan = {"endpoint": f"lagging-{uuid.uuid4().hex}"}
+    summary = run(sim_target(
+        chan, type_name="liar-lagging", machines={"m1": "on"},
+        conformance=FAST))
+    assert summary.exit_code == 1
+    assert summary.data["verdict"] == "fail"
+    assert outcome(summary, "SHUTDOWN_READBACK") == {"fail"}
+    assert outcome(summary, "READBACK_NOT_STALE") == {"fail"}
+    text = messages(summary, "READBACK_NOT_STALE")
+    assert "as a fresh session to the device does (it reads off)" in text
+    assert "this session still reads on" in text

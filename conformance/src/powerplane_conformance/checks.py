@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import pytest
 
 from powerplane.capabilities import CapabilitySet, Verb
+from powerplane.channel import PowerState
 from powerplane_conformance.assertions import ASSERTIONS, Assertion, assertion_id
 
 if TYPE_CHECKING:
@@ -20,12 +21,17 @@ __all__ = [
     "RESTORE_FAILED",
     "CheckContext",
     "CheckSpec",
+    "Start",
     "check",
     "redact",
     "spec_of",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+Start = Literal["verb", "on", "off"]
+"""The power state a check brings its machine to before it acts: the state its verb is
+tested from (``verb``: on for reboot and shutdown, off for power-on), or on, or off."""
 
 ALL_SUBJECTS = "*"
 """The subject id of a check that spans every subject of a channel (concurrency)."""
@@ -64,9 +70,23 @@ class CheckSpec:
     """Changes power state: NOT TESTED unless ``allow_destructive``."""
     per_channel: bool = False
     """Spans all subjects of a channel at once (concurrency)."""
+    start: Start | None = None
+    """The power state the check brings its machine to first (None: it works in any state,
+    or does not say). The suite leaves a machine as an earlier check left it, instead of
+    restoring it, when this next check would only undo the restore."""
 
     def assertion(self, verb: Verb | None) -> Assertion:
         return ASSERTIONS[assertion_id(self.template, verb)]
+
+    def start_state(self, verb: Verb | None) -> PowerState | None:
+        """The state the check brings its machine to first, for ``verb``; None: any."""
+        from powerplane_conformance.session import START_STATE
+
+        if self.start == "verb":
+            return START_STATE[verb] if verb is not None else None
+        if self.start is None:
+            return None
+        return PowerState(self.start)
 
 
 def check(
@@ -78,13 +98,16 @@ def check(
     absent: bool = False,
     destructive: bool = False,
     per_channel: bool = False,
+    start: Start | None = None,
 ) -> Callable[[F], F]:
     """Declare a suite test: the assertion it proves and the verb it requires.
 
     Every test declares a verb requirement (``verb=``, ``verbs=`` or ``absent=True`` with
-    ``verbs=``) or ``common=True``.
+    ``verbs=``) or ``common=True``. A destructive check that brings its machine to one
+    state first says which with ``start=`` (see :attr:`CheckSpec.start`).
     """
-    spec = CheckSpec(template, tuple(verbs), verb, common, absent, destructive, per_channel)
+    spec = CheckSpec(template, tuple(verbs), verb, common, absent, destructive, per_channel,
+                     start)
     for v in spec.verbs or ((spec.verb,) if spec.verb else (None,)):
         spec.assertion(v)  # unknown ids fail at import
 

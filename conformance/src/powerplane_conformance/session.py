@@ -26,6 +26,7 @@ __all__ = [
     "Observation",
     "Subject",
     "describe_error",
+    "poll_delays",
 ]
 
 END_STATE = {Verb.REBOOT: PowerState.ON, Verb.POWER_ON: PowerState.ON,
@@ -80,6 +81,24 @@ class Observation:
 class DerivedConfigInvalid(ValueError):
     """A config the suite built (from hints or declarations) that the channel's own model
     rejects: the check that needed it is NOT TESTED, never FAIL."""
+
+
+FIRST_POLL_S = 0.02
+"""The pause before the second reading while waiting for a state (most changes show early)."""
+POLL_GROWTH = 1.5
+"""Each later pause is this much longer than the one before ..."""
+MAX_POLL_S = 0.5
+"""... up to this: a change that takes long is seen within half a second of showing."""
+
+
+def poll_delays() -> Iterator[float]:
+    """The pauses between readings while waiting for a state, from the start of one reading
+    to the start of the next: fast at first, then backing off (0.02 s, 0.03 s, 0.045 s, ...,
+    at most :data:`MAX_POLL_S`). Endless; the settle window bounds the wait."""
+    delay = FIRST_POLL_S
+    while True:
+        yield delay
+        delay = min(delay * POLL_GROWTH, MAX_POLL_S)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -302,8 +321,9 @@ class ConformanceSession:
         limit = timeout if timeout is not None else self.settings.settle_timeout_s
         obs = Observation(ok=False)
         start = time.monotonic()
-        delay = 0.02
+        delays = poll_delays()
         while True:
+            began = time.monotonic()
             try:
                 reading = self.read(subject, channel)
                 obs.states.append(reading.state.value)
@@ -316,12 +336,15 @@ class ConformanceSession:
             except Exception as exc:
                 obs.states.append("error")
                 obs.error = describe_error(exc)
-            obs.elapsed = time.monotonic() - start
+            now = time.monotonic()
+            obs.elapsed = now - start
             remaining = limit - obs.elapsed
             if remaining <= 0:
                 break
-            time.sleep(min(delay, remaining))
-            delay = min(delay * 2, 1.0)
+            # the pause runs from the start of the last reading: a slow read is its own wait
+            pause = next(delays) - (now - began)
+            if pause > 0:
+                time.sleep(min(pause, remaining))
         obs.elapsed = time.monotonic() - start
         return obs
 

@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from powerplane.capabilities import Verb
+from powerplane.capabilities import CapabilitySet, Verb
+from powerplane.channel import PowerState
 from powerplane.plugins import Registry
 from powerplane_conformance.checks import (
     ALL_SUBJECTS,
@@ -45,7 +46,7 @@ from powerplane_conformance.discovery import DiscoveryChecks
 from powerplane_conformance.gate import gate
 from powerplane_conformance.negatives import NegativeChecks
 from powerplane_conformance.readback import ReadbackChecks
-from powerplane_conformance.session import ConformanceSession
+from powerplane_conformance.session import ConformanceSession, Subject
 from powerplane_conformance.settings import load_target
 from powerplane_conformance.verbs import RestoreChecks, VerbChecks
 
@@ -164,5 +165,59 @@ class ConformanceSuite(RestoreChecks, ConcurrencyChecks, VerbChecks, NegativeChe
                 ctx.skip(stop.reason)
             ctx.not_tested(stop.reason)
         yield ctx
-        if spec.destructive and subj is not None:
+        if spec.destructive and subj is not None and not _restore_can_wait(item, session, subj):
             ctx.restore(subj)
+
+
+def _next_start(item: pytest.Item, session: ConformanceSession, subj: Subject) -> PowerState | None:
+    """The state the next check to act on ``subj`` brings it to first; None when that is not
+    known (no later check of this suite class, one that spans the channel, or one that
+    works in any state). A later check the gate stops is passed over: it does not act."""
+    items = item.session.items
+    try:
+        here = items.index(item)
+    except ValueError:
+        return None
+    for nxt in items[here + 1:]:
+        spec = spec_of(getattr(nxt, "function", None))
+        if spec is None or nxt.parent is not item.parent:
+            return None
+        params = getattr(nxt, "callspec", None)
+        values: dict[str, Any] = dict(params.params) if params is not None else {}
+        if spec.per_channel:
+            return None
+        try:
+            other = session.subject(values.get("subject"))
+        except LookupError:
+            return None
+        if other != subj:
+            continue
+        verb: Verb | None = values.get("verb") or spec.verb
+        stop = gate(spec, verb, spec.assertion(verb).id, channel=subj.channel, node=subj.node,
+                    caps=session.caps(subj), terminated=subj.key in session.terminated,
+                    allow_destructive=session.settings.allow_destructive,
+                    allow_terminate=session.settings.allow_terminate)
+        if stop is not None:
+            continue
+        return spec.start_state(verb)
+    return None
+
+
+def _restore_can_wait(item: pytest.Item, session: ConformanceSession, subj: Subject) -> bool:
+    """Whether the restore after this check would only be undone by the next check on the
+    same machine: that check starts from the state the machine reads now, and the restore
+    is one the channel could carry out (a restore it cannot is tried now, so that its
+    failure is recorded on the check that made it necessary). The machine is then restored
+    after that later check (or by STATE_RESTORED, which proves the end state)."""
+    want = _next_start(item, session, subj)
+    original = session.original.get(subj.key)
+    if want is None or original is None or original is PowerState.UNKNOWN:
+        return False
+    caps = session.caps(subj)
+    back = Verb.POWER_ON if original is PowerState.ON else Verb.SHUTDOWN
+    if not isinstance(caps, CapabilitySet) or not caps.advertises(back):
+        return False
+    try:
+        return session.accepts(subj, want)(session.read(subj))
+    except Exception:
+        return False

@@ -44,7 +44,7 @@ def accepted(check: CheckContext, subject: Subject, verb: Verb, what: str = "") 
 class VerbChecks:
     """Readback after each verb, idempotence, repetition, refusal of what is not advertised."""
 
-    @proves("{VERB}_READBACK", verbs=VERBS3, destructive=True)
+    @proves("{VERB}_READBACK", verbs=VERBS3, destructive=True, start="verb")
     def test_verb_readback(self, check: CheckContext, verb: Verb) -> None:
         s, session = check.subject, check.session
         check.precondition(s, START_STATE[verb])
@@ -58,7 +58,7 @@ class VerbChecks:
                        f"{check.settings.settle_timeout_s:g} s after {verb.value}",
                        obs.describe())
 
-    @proves("POWER_ON_IDEMPOTENT", verb=Verb.POWER_ON, destructive=True)
+    @proves("POWER_ON_IDEMPOTENT", verb=Verb.POWER_ON, destructive=True, start="on")
     def test_power_on_idempotent(self, check: CheckContext) -> None:
         s, session = check.subject, check.session
         check.precondition(s, PowerState.ON)
@@ -67,7 +67,7 @@ class VerbChecks:
         if not obs.ok or "off" in obs.states:
             check.fail("still reads on", obs.describe())
 
-    @proves("SHUTDOWN_IDEMPOTENT", verb=Verb.SHUTDOWN, destructive=True)
+    @proves("SHUTDOWN_IDEMPOTENT", verb=Verb.SHUTDOWN, destructive=True, start="off")
     def test_shutdown_idempotent(self, check: CheckContext) -> None:
         s, session = check.subject, check.session
         check.precondition(s, PowerState.OFF)
@@ -83,7 +83,7 @@ class VerbChecks:
         if not obs.ok or "on" in obs.states:
             check.fail(f"still reads {want_text(session, s, PowerState.OFF)}", obs.describe())
 
-    @proves("READBACK_NOT_STALE", verb=Verb.SHUTDOWN, destructive=True)
+    @proves("READBACK_NOT_STALE", verb=Verb.SHUTDOWN, destructive=True, start="on")
     def test_readback_not_stale(self, check: CheckContext) -> None:
         s, session = check.subject, check.session
         check.precondition(s, PowerState.ON)
@@ -109,7 +109,7 @@ class VerbChecks:
         check.not_tested("inconclusive: no session read the machine off after shutdown "
                          "(see SHUTDOWN_READBACK)")
 
-    @proves("{VERB}_REPEATED", verbs=VERBS3, destructive=True)
+    @proves("{VERB}_REPEATED", verbs=VERBS3, destructive=True, start="verb")
     def test_verb_repeated(self, check: CheckContext, verb: Verb) -> None:
         s, session = check.subject, check.session
         n = check.settings.repeat
@@ -177,7 +177,8 @@ class RestoreChecks:
         if why is not None:
             check.fail(f"reads {original.value}, as at the start", why)
 
-    @proves("{VERB}_READBACK", verbs=(Verb.TERMINATE,), destructive=True)
+    @proves("{VERB}_READBACK", verbs=(Verb.TERMINATE,), destructive=True,
+            start="verb")
     def test_terminate_readback(self, check: CheckContext, verb: Verb) -> None:
         s, session = check.subject, check.session
         check.precondition(s, PowerState.ON)
