@@ -43,6 +43,9 @@ class Result:
     restore_failed: str | None = None
     """Why putting the machine back after the check did not succeed (None: it did, or the
     check changed nothing). The message says so too."""
+    duration_s: float | None = None
+    """The check's wall seconds: its setup, call and teardown as pytest timed them (the
+    first check of a suite class includes starting the session, the last one closing it)."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -5,12 +5,25 @@ parametrizes suite checks by subject, classifies outcomes (PASS, FAIL, SKIP, NOT
 XFAIL, with strict declared defects), and writes ``results.json``. Its hooks touch only
 tests declared with ``@check`` in a :class:`~powerplane_conformance.suite.ConformanceSuite`;
 every other test of every other project is left alone.
+
+Progress: instead of a dot, each check prints one line as it finishes (after its restore)::
+
+    PASS         0.42s POWER_ON_READBACK          power-on  n-m1@lab
+    NOT TESTED   0.00s REBOOT_CONCURRENT          reboot    lab        needs two nodes ...
+
+through pytest's own ``pytest_report_teststatus`` (the line is the short letter of the
+check's teardown report; with ``-v`` it follows the test id), so pytest's progress counter,
+``-q``, colour only on a terminal, and JUnit stay pytest's. NOT TESTED is its own category:
+the final line reads ``15 passed, 5 skipped, 8 not tested``; JUnit still records a NOT
+TESTED check as skipped, with its ``NOT TESTED:`` reason.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+import shutil
+from collections import Counter
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,15 +47,35 @@ if TYPE_CHECKING:
     from powerplane_conformance.session import ConformanceSession
 
 __all__ = [
+    "progress_line",
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_generate_tests",
+    "pytest_report_teststatus",
     "pytest_runtest_makereport",
     "pytest_sessionfinish",
     "pytest_terminal_summary",
 ]
 
 RESULTS = pytest.StashKey[dict[str, Result]]()
+ELAPSED = pytest.StashKey[float]()
+"""Per item: the seconds its phases took so far (pytest's report durations)."""
+FINISHED = pytest.StashKey[set[str]]()
+"""Per config: the checks whose teardown is done (their line is due or shown)."""
+SHOWN = pytest.StashKey[set[str]]()
+"""Per config: the checks whose progress line pytest was given."""
+
+NOT_TESTED_CATEGORY = "not tested"
+"""pytest's summary category for NOT TESTED (``8 not tested``), apart from ``skipped``."""
+CATEGORY = {Outcome.PASS: "passed", Outcome.FAIL: "failed", Outcome.SKIP: "skipped",
+            Outcome.XFAIL: "xfailed", Outcome.NOT_TESTED: NOT_TESTED_CATEGORY}
+MARKUP: dict[Outcome, dict[str, bool]] = {
+    Outcome.PASS: {"green": True}, Outcome.FAIL: {"red": True, "bold": True},
+    Outcome.SKIP: {"yellow": True}, Outcome.XFAIL: {"yellow": True},
+    Outcome.NOT_TESTED: {"yellow": True},
+}
+PROGRESS_ROOM = len(" [100%]") + 2
+"""What pytest appends to a line near the edge (its percentage); a reason stops short of it."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -145,8 +178,14 @@ def pytest_runtest_makereport(
     meta = item.stash.get(META, None)
     if meta is None:
         return report
+    elapsed = item.stash.get(ELAPSED, 0.0) + max(report.duration, 0.0)
+    item.stash[ELAPSED] = elapsed
     if report.when == "teardown":
         _record_restore(item)
+        done = item.config.stash.get(RESULTS, {}).get(item.nodeid)
+        if done is not None:
+            done.duration_s = round(elapsed, 3)
+            item.config.stash.setdefault(FINISHED, set()).add(item.nodeid)
         return report
     declared = item.stash.get(XFAIL, None)
     if report.when == "call" and declared is not None:
@@ -187,7 +226,7 @@ def pytest_runtest_makereport(
         id=meta["id"], text=meta["text"], channel=meta["channel"] or None, node=meta["node"],
         verb=meta["verb"], outcome=outcome, message=redact(message, secrets),
         latency_s=float(latency) if isinstance(latency, int | float) else None,
-        test=item.nodeid,
+        test=item.nodeid, duration_s=round(elapsed, 3),
     )
     item.config.stash.setdefault(RESULTS, {})[item.nodeid] = result
     return report
@@ -203,6 +242,84 @@ def _record_restore(item: pytest.Item) -> None:
     result.restore_failed = why
     note = f"restore failed after the check: {why}"
     result.message = f"{result.message}\n{note}" if result.message else note
+
+
+def _where(result: Result) -> str:
+    if result.node and result.channel:
+        return f"{result.node}@{result.channel}"
+    return result.node or result.channel or "-"
+
+
+def _why(result: Result) -> str:
+    """The one line that says why a check did not pass (for FAIL: what was observed)."""
+    lines = [x.strip() for x in result.message.splitlines() if x.strip()]
+    if result.outcome is Outcome.PASS:
+        return f"restore failed: {result.restore_failed}" if result.restore_failed else ""
+    if result.outcome is Outcome.FAIL:
+        observed = [x for x in lines if x.startswith("observed:")]
+        lines = observed or lines
+    return lines[0] if lines else ""
+
+
+def progress_line(result: Result, width: int | None = None) -> str:
+    """One check as a line: outcome, seconds, assertion id, verb, node@channel, and why
+    (trimmed to ``width`` columns; outcome to where are never cut)."""
+    seconds = f"{result.duration_s:6.2f}s" if result.duration_s is not None else " " * 7
+    head = (f"{str(result.outcome).upper().replace('_', ' '):<10} {seconds} "
+            f"{result.id:<26} {result.verb or '-':<9} {_where(result)}")
+    why = _why(result)
+    if not why:
+        return head
+    text = f"{head}  {why}"
+    if width is not None and len(text) > width:
+        room = width - len(head) - 2
+        text = f"{head}  {why[:room - 3]}..." if room > 12 else head
+    return text
+
+
+def _columns() -> int:
+    """The terminal's width as pytest reckons it (80 off a terminal, or when too narrow)."""
+    columns = shutil.get_terminal_size(fallback=(80, 24)).columns
+    return columns if columns >= 40 else 80
+
+
+Status = tuple[str, str, "str | tuple[str, Mapping[str, bool]]"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Status | None:
+    """A check's progress line instead of its dot, and NOT TESTED as its own category.
+
+    The report that decides the outcome (the call, or a setup that did not pass) is counted
+    under the outcome's category and prints nothing; the teardown report, once the check is
+    done and restored, prints the line. Asked again for the short summary (``-r``), a
+    finished check answers with pytest's usual words (``NOT TESTED`` for its own)."""
+    if not isinstance(report, pytest.TestReport):
+        return None
+    result = config.stash.get(RESULTS, {}).get(report.nodeid)
+    if result is None:
+        return None
+    markup = MARKUP[result.outcome]
+    if report.when == "teardown":
+        shown = config.stash.setdefault(SHOWN, set())
+        if report.nodeid in shown:
+            return None
+        shown.add(report.nodeid)
+        line = progress_line(result, _columns() - PROGRESS_ROOM)
+        if report.failed:  # an error tearing the check down is pytest's own ERROR, too
+            line, markup = f"{line}  [teardown error]", {"red": True, "bold": True}
+            return "error", "\n" + line, (line, markup)
+        return "", "\n" + line, (line, markup)
+    if report.when == "setup" and report.passed:
+        return None
+    category = CATEGORY[result.outcome]
+    if result.outcome is Outcome.FAIL and report.when == "setup":
+        category = "error"
+    if report.nodeid not in config.stash.get(FINISHED, set()):
+        return category, "", ""  # counted now, shown when the check is done
+    if result.outcome is Outcome.NOT_TESTED:
+        return category, "N", ("NOT TESTED", markup)
+    return None
 
 
 def results_of(config: pytest.Config) -> list[Result]:
@@ -229,10 +346,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     results = results_of(config)
-    if not results or config.getoption("powerplane_report", None):
+    if not results:
+        return
+    folded = _not_tested_folded(results) if terminalreporter.hasopt("s") else []
+    if folded:  # -rs: pytest's short summary lists SKIP only; NOT TESTED is apart
+        terminalreporter.write_sep("=", "not tested (blocked by the target file)")
+        for line in folded:
+            terminalreporter.write_line(line, yellow=True)
+    if config.getoption("powerplane_report", None):
         return  # the CLI prints its own summary
     from powerplane_conformance.report import build_results, summary_text
 
     data = build_results(results, _sessions(config))
     terminalreporter.write_sep("=", "powerplane conformance")
     terminalreporter.write_line(summary_text(data))
+
+
+def _not_tested_folded(results: list[Result]) -> list[str]:
+    """``NOT TESTED [n] reason`` per distinct reason, like pytest's folded skips."""
+    reasons = Counter(r.message.strip().splitlines()[0] if r.message.strip() else "-"
+                      for r in results if r.outcome is Outcome.NOT_TESTED)
+    return [f"NOT TESTED [{n}] {why}" for why, n in reasons.items()]
