@@ -9,7 +9,9 @@ every other test of every other project is left alone.
 Progress: instead of a dot, each check prints one line as it finishes (after its restore)::
 
     PASS         0.42s POWER_ON_READBACK          power-on  n-m1@lab
-    NOT TESTED   0.00s REBOOT_CONCURRENT          reboot    lab        needs two nodes ...
+    NOT TESTED   0.00s REBOOT_CONCURRENT          reboot    lab  the target names fewer ...
+
+(the reason when it fits the terminal's width; colour only on a terminal)
 
 through pytest's own ``pytest_report_teststatus`` (the line is the short letter of the
 check's teardown report; with ``-v`` it follows the test id), so pytest's progress counter,
