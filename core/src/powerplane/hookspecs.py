@@ -1,13 +1,41 @@
-"""The plugin hooks of powerplane: one, ``register_channel_types``.
+"""The plugin hooks of powerplane.
 
 A plugin is a module exposed under the entry-point group ``powerplane`` that
-implements the hook with :data:`hookimpl`::
+implements one or more hooks with :data:`hookimpl`; each hook is given ``register`` and
+calls it once per thing it provides::
 
-    from powerplane import ChannelType, hookimpl
+    from powerplane import ChannelType, ClusterType, SecretKind, hookimpl
 
     @hookimpl
     def register_channel_types(register):
         register(ChannelType(name="mybmc", config=MyConfig, factory=MyChannel))
+
+    @hookimpl
+    def register_cluster_types(register):        # lifecycle.cluster: {type: mycluster}
+        register(ClusterType(name="mycluster", config=MyClusterConfig, factory=make_cluster))
+
+    @hookimpl
+    def register_secret_kinds(register):         # {vault: PATH} in any secret field
+        register(SecretKind(name="vault", resolve=read_from_vault))
+
+The hooks:
+
+* ``register_channel_types``: ``ChannelType`` (a power path: ``channels.<n>.type``);
+* ``register_cluster_types``: ``ClusterType`` (``lifecycle.cluster.type``), factory
+  ``factory(config, PortContext) -> ClusterPort``;
+* ``register_storage_types``: ``StorageType`` (``lifecycle.storage.type``), factory
+  ``factory(config, PortContext) -> StoragePort``;
+* ``register_store_types``: ``StoreType`` (``lifecycle.store.type``), factory
+  ``factory(config, StoreContext) -> MaintenanceStore``;
+* ``register_secret_kinds``: ``SecretKind`` (``{KIND: VALUE}`` in a secret field),
+  ``resolve(value) -> str`` called at use, never at load;
+* ``register_demo_peers``: ``powerplane.testing.Peer`` (optional, for ``powerplane demo``).
+
+A port type's ``config`` is a pydantic model declaring ``type: Literal["<name>"]``. A name
+already registered (by core or an earlier plugin) in the same hook is a load failure of the
+later plugin; every other plugin still loads. Core's own ``simulated``/``none`` clusters,
+``none``/``simulated`` storage, ``sqlite`` store and ``env``/``file`` secret kinds register
+through these same hooks (:mod:`powerplane.builtins`).
 """
 
 from __future__ import annotations
@@ -18,10 +46,23 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from powerplane.channel import ChannelType
+    from powerplane.lifecycle.ports import ClusterType, StorageType, StoreType
+    from powerplane.secrets import SecretKind
     from powerplane.testing import Peer
 
-__all__ = ["hookimpl", "hookspec", "register_channel_types", "register_demo_peers"]
+__all__ = [
+    "hookimpl",
+    "hookspec",
+    "register_channel_types",
+    "register_cluster_types",
+    "register_demo_peers",
+    "register_secret_kinds",
+    "register_storage_types",
+    "register_store_types",
+]
 
 PROJECT = "powerplane"
 
@@ -38,6 +79,52 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
     Call ``register(ChannelType(...))`` once per channel type. Called once per
     plugin when plugins are first used, never at import. A name registered twice is
     a load error of the second plugin; every other plugin still loads.
+    """
+
+
+@hookspec
+def register_cluster_types(register: Callable[[ClusterType[Any]], None]) -> None:
+    """Register the lifecycle cluster port types this plugin provides.
+
+    Call ``register(ClusterType(name, config, factory, description=...))`` once per type;
+    ``lifecycle.cluster: {type: name, ...}`` is validated against ``config`` (a pydantic
+    model with ``type: Literal[name]``) and built by ``factory(config, PortContext)``, which
+    returns a ``ClusterPort``. A name registered twice is a load error of the second plugin.
+    """
+
+
+@hookspec
+def register_storage_types(register: Callable[[StorageType[Any]], None]) -> None:
+    """Register the lifecycle storage port types this plugin provides.
+
+    Call ``register(StorageType(name, config, factory, description=...))`` once per type;
+    ``lifecycle.storage: {type: name, ...}`` is validated against ``config`` and built by
+    ``factory(config, PortContext)``, which returns a ``StoragePort``. A name registered
+    twice is a load error of the second plugin.
+    """
+
+
+@hookspec
+def register_store_types(register: Callable[[StoreType[Any]], None]) -> None:
+    """Register the lifecycle store types this plugin provides.
+
+    Call ``register(StoreType(name, config, factory, description=...))`` once per type;
+    ``lifecycle.store: {type: name, ...}`` is validated against ``config`` and opened by
+    ``factory(config, StoreContext)``, which returns a ``MaintenanceStore`` (optimistic
+    writes by resource version, one active maintenance per node, an append-only audit).
+    A name registered twice is a load error of the second plugin.
+    """
+
+
+@hookspec
+def register_secret_kinds(register: Callable[[SecretKind], None]) -> None:
+    """Register the secret reference kinds this plugin provides.
+
+    Call ``register(SecretKind(name, resolve, check=None))`` once per kind: a secret field
+    may then hold ``{name: VALUE}``. ``resolve(VALUE) -> str`` runs at use, never at load,
+    and raises ``SecretError`` naming the reference, never a value; ``check(VALUE)``,
+    optional, runs at load without the network and raises ``ValueError``. A kind name
+    registered twice is a load error of the second plugin.
     """
 
 

@@ -9,21 +9,30 @@ through the same hook, as the entry point ``simulated`` of core's own distributi
 ``POWERPLANE_LOAD_PLUGINS=name,name`` loads only those entry points; set to an
 empty string it loads none (built-ins included).
 
+Beside channel types a plugin registers lifecycle port types (``register_cluster_types``,
+``register_storage_types``, ``register_store_types``: :attr:`Registry.cluster_types` and
+its siblings) and secret reference kinds (``register_secret_kinds``:
+:attr:`Registry.secret_kinds`). Core's own (``simulated``/``none`` clusters,
+``none``/``simulated`` storage, the ``sqlite`` store, the ``env``/``file`` secret kinds)
+come from :mod:`powerplane.builtins`, added before any entry point and whatever
+``POWERPLANE_LOAD_PLUGINS`` says; they are not listed among :attr:`Registry.plugins`.
+
 Names are unique: built-ins load first (core's own distribution, then the powerplane
 project's plugin distributions, then every other in ``sys.path`` order). A later entry
 point whose name is already taken, or whose channel type name is already registered,
-is a :class:`PluginFailure` of its own distribution; the first one stays in place.
+is a :class:`PluginFailure` of its own distribution; the first one stays in place. The
+same holds for a port type or secret kind name already registered in its hook.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -32,27 +41,47 @@ from powerplane.errors import PluginLoadError
 
 if TYPE_CHECKING:
     from powerplane.channel import ChannelType
+    from powerplane.lifecycle.ports import ClusterType, PortType, StorageType, StoreType
+    from powerplane.secrets import SecretKind
     from powerplane.testing import Peer
 
-__all__ = ["PluginFailure", "PluginInfo", "Registry", "load_plugins", "registry"]
+__all__ = ["PROVIDERS", "PluginFailure", "PluginInfo", "Registry", "load_plugins", "registry"]
 
 GROUP = "powerplane"
 ENV_RESTRICT = "POWERPLANE_LOAD_PLUGINS"
 CORE_DISTRIBUTION = "powerplane"
 PROJECT_DISTRIBUTIONS = frozenset(
-    {"powerplane-redfish", "powerplane-pdu", "powerplane-talos", "powerplane-cloud"}
+    {"powerplane-redfish", "powerplane-pdu", "powerplane-talos", "powerplane-cloud",
+     "powerplane-kubernetes"}
 )
 """The plugin distributions of the powerplane project: built-ins, loaded right after core's."""
+
+PROVIDERS: Mapping[str, Mapping[str, str]] = {
+    "cluster": {"kubernetes": "powerplane-kubernetes"},
+    "storage": {"longhorn": "powerplane-kubernetes"},
+    "store": {"kubernetes": "powerplane-kubernetes"},
+    "secret": {"k8s": "powerplane-kubernetes"},
+}
+"""Which project distribution provides a known port type or secret kind, by hook kind:
+named in the config error when it is not installed (``install powerplane-kubernetes``)."""
+
+_KINDS = ("channel", "cluster", "storage", "store", "secret")
+_WHAT = {"channel": "channel type", "cluster": "cluster type", "storage": "storage type",
+         "store": "store type", "secret": "secret kind"}
 
 
 @dataclass(frozen=True)
 class PluginInfo:
-    """A loaded plugin: its entry-point name, distribution, version and channel types."""
+    """A loaded plugin: its entry-point name, distribution, version and what it registered."""
 
     name: str
     distribution: str
     version: str
     channel_types: tuple[str, ...]
+    cluster_types: tuple[str, ...] = ()
+    storage_types: tuple[str, ...] = ()
+    store_types: tuple[str, ...] = ()
+    secret_kinds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,25 +99,69 @@ class PluginFailure:
 
 @dataclass
 class Registry:
-    """The loaded plugins, their failures and the channel types by name."""
+    """The loaded plugins, their failures, and what they registered, by name."""
 
     plugins: list[PluginInfo] = field(default_factory=list)
     failures: list[PluginFailure] = field(default_factory=list)
     channel_types: dict[str, ChannelType] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)
+    """Channel type name -> the plugin that registered it."""
+    cluster_types: dict[str, ClusterType[Any]] = field(default_factory=dict)
+    """``lifecycle.cluster.type`` name -> its port type."""
+    storage_types: dict[str, StorageType[Any]] = field(default_factory=dict)
+    """``lifecycle.storage.type`` name -> its port type."""
+    store_types: dict[str, StoreType[Any]] = field(default_factory=dict)
+    """``lifecycle.store.type`` name -> its store type."""
+    secret_kinds: dict[str, SecretKind] = field(default_factory=dict)
+    """Secret reference kind -> its resolver."""
+    port_owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    """``(kind, name)`` -> the plugin that registered it, for cluster, storage, store and
+    secret kinds."""
+    builtins: list[PluginInfo] = field(default_factory=list)
+    """Core's own registrations (:mod:`powerplane.builtins`), not listed as plugins."""
     demo_peers: dict[str, Peer] = field(default_factory=dict)
     manager: pluggy.PluginManager = field(
         default_factory=lambda: _new_manager(),
     )
 
-    def add_module(
-        self, name: str, module: object, distribution: str = "", version: str = ""
-    ) -> None:
-        """Register one plugin object (a module or a class instance) and collect its types.
+    def port_types(self, kind: str) -> Mapping[str, PortType[Any, Any]]:
+        """The registered port types of ``kind``: ``cluster``, ``storage`` or ``store``."""
+        tables: dict[str, Mapping[str, PortType[Any, Any]]] = {
+            "cluster": self.cluster_types, "storage": self.storage_types,
+            "store": self.store_types,
+        }
+        return tables[kind]
 
-        Used for entry points, and by tests to register a plugin for one test.
+    def _table(self, kind: str) -> dict[str, Any]:
+        tables: dict[str, dict[str, Any]] = {
+            "channel": self.channel_types, "cluster": self.cluster_types,
+            "storage": self.storage_types, "store": self.store_types,
+            "secret": self.secret_kinds,
+        }
+        return tables[kind]
+
+    def _owner(self, kind: str, name: str) -> str:
+        if kind == "channel":
+            return self.owners[name]
+        return self.port_owners[(kind, name)]
+
+    def add_builtins(self) -> None:
+        """Add core's own port types and secret kinds (:mod:`powerplane.builtins`)."""
+        from powerplane import __version__, builtins
+
+        self.add_module(builtins.NAME, builtins, CORE_DISTRIBUTION, __version__, builtin=True)
+
+    def add_module(
+        self, name: str, module: object, distribution: str = "", version: str = "",
+        *, builtin: bool = False,
+    ) -> None:
+        """Register one plugin object (a module or a class instance) and collect what it
+        registers through each hook.
+
+        Used for entry points, and by tests to register a plugin for one test. ``builtin``:
+        core's own registrations, kept out of :attr:`plugins`.
         """
-        found: list[ChannelType] = []
+        found: dict[str, list[Any]] = {kind: [] for kind in _KINDS}
         peers: list[Peer] = []
         if self.manager.has_plugin(name) or any(p.name == name for p in self.plugins):
             first = next((p for p in self.plugins if p.name == name), None)
@@ -99,9 +172,14 @@ class Registry:
             return
         try:
             self.manager.register(module, name=name)
+            hooks = self.manager.hook
             for hook, sink in (
-                (self.manager.hook.register_channel_types, found.append),
-                (self.manager.hook.register_demo_peers, peers.append),
+                (hooks.register_channel_types, _sink("channel", found["channel"])),
+                (hooks.register_cluster_types, _sink("cluster", found["cluster"])),
+                (hooks.register_storage_types, _sink("storage", found["storage"])),
+                (hooks.register_store_types, _sink("store", found["store"])),
+                (hooks.register_secret_kinds, _sink("secret", found["secret"])),
+                (hooks.register_demo_peers, peers.append),
             ):
                 for impl in hook.get_hookimpls():
                     if impl.plugin_name == name:
@@ -110,26 +188,35 @@ class Registry:
             self._unregister(name)
             self.failures.append(PluginFailure(name, distribution, version, _describe(exc)))
             return
-        names = [t.name for t in found]
-        clash = [n for n in names if n in self.channel_types]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if clash or twice:
-            self._unregister(name)
-            if clash:
-                owner = self.owners[clash[0]]
-                msg = f"channel type {clash[0]!r} is already registered by plugin {owner!r}"
-            else:
-                msg = f"registers channel type {twice[0]!r} more than once"
-            self.failures.append(PluginFailure(name, distribution, version, msg))
-            return
-        for ctype in found:
-            self.channel_types[ctype.name] = ctype
-            self.owners[ctype.name] = name
+        for kind in _KINDS:
+            names = [t.name for t in found[kind]]
+            table = self._table(kind)
+            clash = [n for n in names if n in table]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if clash or twice:
+                self._unregister(name)
+                if clash:
+                    msg = (f"{_WHAT[kind]} {clash[0]!r} is already registered by plugin "
+                           f"{self._owner(kind, clash[0])!r}")
+                else:
+                    msg = f"registers {_WHAT[kind]} {twice[0]!r} more than once"
+                self.failures.append(PluginFailure(name, distribution, version, msg))
+                return
+        for kind in _KINDS:
+            table = self._table(kind)
+            for item in found[kind]:
+                table[item.name] = item
+                if kind == "channel":
+                    self.owners[item.name] = name
+                else:
+                    self.port_owners[(kind, item.name)] = name
         for peer in peers:
             self.demo_peers.setdefault(peer.name, peer)
-        self.plugins.append(
-            PluginInfo(name, distribution, version, tuple(t.name for t in found))
+        info = PluginInfo(
+            name, distribution, version,
+            *(tuple(t.name for t in found[kind]) for kind in _KINDS),
         )
+        (self.builtins if builtin else self.plugins).append(info)
 
     def remove(self, name: str) -> None:
         """Unregister a plugin added with :meth:`add_module` (tests)."""
@@ -139,6 +226,10 @@ class Registry:
             if owner == name:
                 del self.owners[tname]
                 del self.channel_types[tname]
+        for (kind, tname), owner in list(self.port_owners.items()):
+            if owner == name:
+                del self.port_owners[(kind, tname)]
+                del self._table(kind)[tname]
 
     def _unregister(self, name: str) -> None:
         plugin = self.manager.get_plugin(name)
@@ -147,6 +238,25 @@ class Registry:
 
     def get(self, type_name: str) -> ChannelType | None:
         return self.channel_types.get(type_name)
+
+
+def _sink(kind: str, into: list[Any]) -> Callable[[Any], None]:
+    """The ``register`` a hook of ``kind`` is given: it takes only that hook's type."""
+    from powerplane.channel import ChannelType
+    from powerplane.lifecycle.ports import ClusterType, StorageType, StoreType
+    from powerplane.secrets import SecretKind
+
+    want: type[Any] = {"channel": ChannelType, "cluster": ClusterType,
+                       "storage": StorageType, "store": StoreType,
+                       "secret": SecretKind}[kind]
+
+    def register(item: Any) -> None:
+        if not isinstance(item, want):
+            raise TypeError(f"register_{kind}{'_kinds' if kind == 'secret' else '_types'} "
+                            f"takes a {want.__name__}, not {type(item).__name__}")
+        into.append(item)
+
+    return register
 
 
 def _new_manager() -> pluggy.PluginManager:
@@ -181,8 +291,9 @@ def _selected(names: Iterable[str]) -> set[str] | None:
 
 
 def load_plugins() -> Registry:
-    """Discover and load every ``powerplane`` entry point; failures are isolated."""
+    """Core's built-ins, then every ``powerplane`` entry point; failures are isolated."""
     reg = Registry()
+    reg.add_builtins()
     found = list(metadata.entry_points(group=GROUP))
     order = sorted(range(len(found)), key=lambda i: (_rank(found[i]), found[i].name, i))
     eps = [found[i] for i in order]

@@ -1,71 +1,179 @@
-"""Secret references: ``{env: NAME}`` or ``{file: PATH}``, resolved at use, never shown.
+"""Secret references: ``{KIND: VALUE}``, resolved at use, never shown.
 
-A config never holds a secret value, only where to find it. :class:`SecretRef`
-validates that the reference exists when the config is loaded (so a missing file
-is a config error naming its path) and reads the value only in :meth:`reveal`.
-Its ``repr`` and ``str`` name the reference, never the value.
+A config never holds a secret value, only where to find it: ``{env: NAME}`` (an environment
+variable), ``{file: PATH}`` (a file's content, surrounding whitespace stripped), or a kind a
+plugin registers through the hook ``register_secret_kinds`` (``{k8s: NS/NAME/KEY}`` comes
+from powerplane-kubernetes). Core's ``env`` and ``file`` are registered through the same
+hook (:mod:`powerplane.builtins`).
+
+A :class:`SecretKind` has a ``resolve(value) -> str``, called only in
+:meth:`SecretRef.reveal` (at use, never at load), and an optional ``check(value)`` run at
+load without the network (a missing file is a config error naming its path). An unknown
+kind is a config error at load. ``repr``, ``str`` and the dumped form name the reference,
+never the value; an error while resolving names the reference and the error's class only.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, model_serializer, model_validator
 
 from powerplane.errors import SecretError
 
-__all__ = ["SecretRef"]
+__all__ = ["CORE_KINDS", "SecretKind", "SecretRef", "secret_kinds"]
+
+
+@dataclass(frozen=True)
+class SecretKind:
+    """A kind of secret reference: ``{name: value}`` in a config.
+
+    ``resolve(value)`` returns the secret; it runs at use only, and raises
+    :class:`~powerplane.errors.SecretError` naming the reference (never a value) when it
+    cannot. ``check(value)``, optional, runs at load and raises ``ValueError`` with a plain
+    message when the reference cannot be right (it must not reach the network).
+    """
+
+    name: str
+    """The key in the reference (``env``, ``file``, ``k8s``)."""
+    resolve: Callable[[str], str]
+    """Reads the secret now."""
+    check: Callable[[str], None] | None = None
+    """Validates the reference at load, without reading the secret from the network."""
+    description: str = ""
+    """What the value names, for people (``NAMESPACE/NAME/KEY``)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("a secret kind needs a non-empty name")
+        if not callable(self.resolve):
+            raise TypeError(f"secret kind {self.name!r}: resolve must be callable")
+
+
+def _check_env(value: str) -> None:
+    if value not in os.environ:
+        raise ValueError(f"environment variable {value!r} is not set")
+
+
+def _resolve_env(value: str) -> str:
+    found = os.environ.get(value)
+    if found is None:
+        raise SecretError(f"secret {{env: {value}}}: environment variable is not set")
+    return found
+
+
+def _check_file(value: str) -> None:
+    if not Path(value).expanduser().is_file():
+        raise ValueError(f"secret file {value!r} does not exist")
+
+
+def _resolve_file(value: str) -> str:
+    try:
+        return Path(value).expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise SecretError(f"secret {{file: {value}}}: cannot read file ({exc.strerror})") \
+            from None
+
+
+CORE_KINDS: Mapping[str, SecretKind] = {
+    "env": SecretKind("env", _resolve_env, _check_env, "an environment variable's name"),
+    "file": SecretKind("file", _resolve_file, _check_file, "a file's path"),
+}
+"""Core's kinds, registered through ``register_secret_kinds`` like any plugin's."""
+
+
+def secret_kinds() -> Mapping[str, SecretKind]:
+    """Every kind a config may use: core's, then the loaded plugins' (the registry)."""
+    from powerplane.plugins import registry
+
+    return {**CORE_KINDS, **registry().secret_kinds}
+
+
+def _kind(name: str) -> SecretKind | None:
+    return CORE_KINDS.get(name) or secret_kinds().get(name)
 
 
 class SecretRef(BaseModel):
-    """Where a secret lives: exactly one of ``env`` (a variable name) or ``file`` (a path)."""
+    """Where a secret lives: ``{KIND: VALUE}`` with exactly one registered kind."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    env: str | None = None
-    """Name of an environment variable holding the secret."""
-    file: str | None = None
-    """Path of a file holding the secret (surrounding whitespace is stripped)."""
+    kind: str
+    """The reference's kind (``env``, ``file``, or a plugin's)."""
+    ref: str
+    """What the kind resolves: a variable name, a path, ``NAMESPACE/NAME/KEY``."""
+    _resolver: SecretKind | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
-    def _reject_inline(cls, data: Any) -> Any:
+    def _one_kind(cls, data: Any) -> Any:
         if isinstance(data, SecretRef):
             return data
-        if not isinstance(data, dict):
+        if not isinstance(data, Mapping):
             raise ValueError(
                 "expected a secret reference {env: NAME} or {file: PATH}; "
                 "inline secret values are not accepted"
             )
-        return data
+        if set(data) == {"kind", "ref"}:  # the fields themselves
+            return dict(data)
+        given = [(str(k), v) for k, v in data.items() if v is not None]
+        if len(given) != 1:
+            names = ", ".join(sorted(str(k) for k, _ in given)) or "none"
+            raise ValueError(f"expected exactly one secret reference kind ({names} given)")
+        name, value = given[0]
+        if not isinstance(value, str):
+            raise ValueError(f"secret reference {name}: expected a string")
+        return {"kind": name, "ref": value}
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> SecretRef:
-        if (self.env is None) == (self.file is None):
-            raise ValueError("expected exactly one of 'env' or 'file'")
-        if self.env is not None and self.env not in os.environ:
-            raise ValueError(f"environment variable {self.env!r} is not set")
-        if self.file is not None and not Path(self.file).expanduser().is_file():
-            raise ValueError(f"secret file {self.file!r} does not exist")
+    def _known(self) -> SecretRef:
+        kind = _kind(self.kind)
+        if kind is None:
+            from powerplane.plugins import PROVIDERS
+
+            known = ", ".join(sorted(secret_kinds()))
+            msg = f"unknown secret reference kind {self.kind!r}; known kinds: {known}"
+            provider = PROVIDERS.get("secret", {}).get(self.kind)
+            if provider:
+                msg += f"; {self.kind!r} is provided by {provider}: install {provider}"
+            raise ValueError(msg)
+        if kind.check is not None:
+            kind.check(self.ref)
+        self._resolver = kind
         return self
+
+    @model_serializer(mode="plain")
+    def _dumped(self) -> dict[str, str]:
+        return {self.kind: self.ref}
+
+    @property
+    def env(self) -> str | None:
+        """The variable name of an ``{env: NAME}`` reference."""
+        return self.ref if self.kind == "env" else None
+
+    @property
+    def file(self) -> str | None:
+        """The path of a ``{file: PATH}`` reference."""
+        return self.ref if self.kind == "file" else None
 
     def reveal(self) -> str:
         """Read the secret now. Raises :class:`SecretError` naming the reference, never a value."""
-        if self.env is not None:
-            value = os.environ.get(self.env)
-            if value is None:
-                raise SecretError(f"secret {self}: environment variable is not set")
-            return value
-        assert self.file is not None
+        kind = self._resolver or _kind(self.kind)
+        if kind is None:
+            raise SecretError(f"secret {self}: no secret kind {self.kind!r} is registered")
         try:
-            return Path(self.file).expanduser().read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise SecretError(f"secret {self}: cannot read file ({exc.strerror})") from None
+            return kind.resolve(self.ref)
+        except SecretError:
+            raise
+        except Exception as exc:  # its message may quote what was read: name the class only
+            raise SecretError(f"secret {self}: {type(exc).__name__} while resolving") from None
 
     def __str__(self) -> str:
-        return f"{{env: {self.env}}}" if self.env is not None else f"{{file: {self.file}}}"
+        return f"{{{self.kind}: {self.ref}}}"
 
     def __repr__(self) -> str:
         return f"SecretRef({self})"

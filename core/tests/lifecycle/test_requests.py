@@ -115,7 +115,7 @@ def test_config_errors_name_the_path() -> None:
         lifecycle_config({"cluster": {"type": "kubernetes"}, "drain_deadline_s": -1,
                           "bogus": 1})
     paths = {p.path for p in err.value.problems}
-    assert {"lifecycle.cluster", "lifecycle.drain_deadline_s", "lifecycle.bogus"} <= paths
+    assert {"lifecycle.cluster.type", "lifecycle.drain_deadline_s", "lifecycle.bogus"} <= paths
 
 
 def test_store_path_is_relative_to_the_config_file(tmp_path: Path) -> None:

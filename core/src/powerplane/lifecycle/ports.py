@@ -1,26 +1,64 @@
-"""The ports a maintenance reaches the world through, built from the deployment.
+"""The ports a maintenance reaches the world through, and the port types plugins register.
 
-Power is the ``PowerHost`` (the offer is re-checked at every dispatch); the cluster
-and storage ports come from ``lifecycle.cluster`` and ``lifecycle.storage``.
+Power is the ``PowerHost`` (the offer is re-checked at every dispatch); the cluster and
+storage ports and the store come from ``lifecycle.cluster``, ``lifecycle.storage`` and
+``lifecycle.store``, each a *port type* registered through a hook, as channel types are
+(:mod:`powerplane.hookspecs`)::
+
+    @hookimpl
+    def register_cluster_types(register):
+        register(ClusterType(name="kubernetes", config=KubeConfig, factory=make_cluster))
+
+A port type's ``config`` is a pydantic model with a ``type: Literal["<name>"]`` field;
+``lifecycle.<port>`` is validated against it (path-named problems). Its ``factory`` builds
+the port: ``factory(config, PortContext) -> ClusterPort`` (cluster),
+``factory(config, PortContext) -> StoragePort`` (storage), and
+``factory(config, StoreContext) -> MaintenanceStore`` (store). Core registers ``simulated``
+and ``none`` clusters, ``none`` and ``simulated`` storage and the ``sqlite`` store through
+the same hooks (:mod:`powerplane.builtins`).
 """
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from powerplane.errors import ConfigError, ConfigProblem, LifecycleError, PowerplaneError
-from powerplane.host import PowerHost
-from powerplane.lifecycle.cluster import ClusterPort, NoCluster, SimulatedCluster
-from powerplane.lifecycle.settings import (
-    LifecycleConfig,
-    NoneClusterConfig,
-    SimulatedClusterConfig,
-    SimulatedStorageConfig,
-)
-from powerplane.lifecycle.storage import NoStorage, SimulatedStorage, StoragePort
+from pydantic import BaseModel
 
-__all__ = ["PermanentPortError", "PortError", "Ports", "TemporaryPortError", "build_ports",
-           "machine_boots", "machine_state"]
+from powerplane.errors import LifecycleError, PowerplaneError
+
+if TYPE_CHECKING:
+    from powerplane.host import PowerHost
+    from powerplane.lifecycle.audit import AuditRecord
+    from powerplane.lifecycle.cluster import ClusterPort
+    from powerplane.lifecycle.model import NodeMaintenance, Phase
+    from powerplane.lifecycle.settings import LifecycleConfig
+    from powerplane.lifecycle.storage import StoragePort
+    from powerplane.plugins import Registry
+
+__all__ = [
+    "ClusterType",
+    "MaintenanceStore",
+    "PermanentPortError",
+    "PortContext",
+    "PortError",
+    "PortType",
+    "Ports",
+    "StorageType",
+    "StoreContext",
+    "StoreType",
+    "TemporaryPortError",
+    "build_ports",
+    "machine_boots",
+    "machine_state",
+    "open_store",
+]
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+PortT = TypeVar("PortT")
 
 
 class PortError(LifecycleError):
@@ -34,6 +72,152 @@ class TemporaryPortError(PortError):
 class PermanentPortError(PortError):
     """A port failed in a way that will not pass (forbidden, not found, invalid): the
     maintenance fails with this message instead of waiting forever."""
+
+
+@dataclass(frozen=True)
+class PortContext:
+    """What a cluster or storage factory is given beside its own config."""
+
+    host: PowerHost
+    """The started host (power, the offer, the ordinary readback)."""
+    labels: Mapping[str, Mapping[str, str]]
+    """The deployment's node labels (``nodes.<n>.labels``) by node."""
+    power_of: Callable[[str], Awaitable[str]]
+    """A node's machine power state through the ordinary readback (:func:`machine_state`):
+    ``on``, ``off``, ``unknown``, or ``none`` for a node without a channel."""
+    config_dir: Path | None
+    """The directory of the config file (relative paths in a port's config are relative to
+    it); None for a config that did not come from a file."""
+    lifecycle: LifecycleConfig
+    """The whole validated ``lifecycle:`` section."""
+
+
+@dataclass(frozen=True)
+class StoreContext:
+    """What a store factory is given beside its own config (no host: ``maintenance list``
+    opens the store without starting one)."""
+
+    config_dir: Path | None
+    """The directory of the config file (None: the config did not come from a file)."""
+    lifecycle: LifecycleConfig
+    """The whole validated ``lifecycle:`` section."""
+    create: bool = True
+    """False for a dry run: a store that does not exist yet must not be created (read it as
+    empty instead)."""
+
+
+@dataclass(frozen=True)
+class PortType(Generic[ConfigT, PortT]):
+    """A lifecycle port type a plugin registers: its ``type:`` name, config model, factory.
+
+    ``config`` must declare ``type`` as ``Literal[name]``; a mismatch is a registration
+    error (the plugin fails to load, the others still load).
+    """
+
+    name: str
+    """The ``type:`` value in ``lifecycle.<port>``."""
+    config: type[ConfigT]
+    """The pydantic model of the port's keys, ``type`` included."""
+    factory: Callable[[ConfigT, Any], PortT]
+    """Builds the port from the validated config and the context."""
+    description: str = ""
+    """One line for people."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("a port type needs a non-empty name")
+        if not (isinstance(self.config, type) and issubclass(self.config, BaseModel)):
+            raise TypeError(f"port type {self.name!r}: config must be a pydantic model")
+        field = self.config.model_fields.get("type")
+        if field is None or typing.get_args(field.annotation) != (self.name,):
+            raise TypeError(f"port type {self.name!r}: config {self.config.__name__} must "
+                            f"declare type: Literal[{self.name!r}]")
+        if not callable(self.factory):
+            raise TypeError(f"port type {self.name!r}: factory must be callable")
+
+
+@dataclass(frozen=True)
+class ClusterType(PortType[ConfigT, "ClusterPort"]):
+    """A cluster port type: ``factory(config, PortContext) -> ClusterPort``."""
+
+    factory: Callable[[ConfigT, PortContext], ClusterPort]
+
+
+@dataclass(frozen=True)
+class StorageType(PortType[ConfigT, "StoragePort"]):
+    """A storage port type: ``factory(config, PortContext) -> StoragePort``."""
+
+    factory: Callable[[ConfigT, PortContext], StoragePort]
+
+
+@dataclass(frozen=True)
+class StoreType(PortType[ConfigT, "MaintenanceStore"]):
+    """A store type: ``factory(config, StoreContext) -> MaintenanceStore``."""
+
+    factory: Callable[[ConfigT, StoreContext], MaintenanceStore]
+
+
+class MaintenanceStore(Protocol):
+    """What the service, the reconciler, the guard and the CLI need from a store.
+
+    Writes are optimistic: :meth:`update` names the ``resource_version`` it read and raises
+    :class:`~powerplane.lifecycle.store.Conflict` (``powerplane.StoreConflict``) when the
+    stored one differs, restoring ``m.resource_version``; the caller reads again and retries.
+    One active maintenance per node (:meth:`create` raises ``AlreadyActive``). A store that
+    cannot be used raises ``StoreError`` (exit 1), naming where it is and why. Audit
+    records are append-only and outlive the maintenances they name.
+    """
+
+    after_write: Callable[[NodeMaintenance], None] | None
+    """Called after every committed maintenance write (progress output, tests)."""
+
+    def create(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
+        """Record a new maintenance (version 1) and, atomically with it, its audit record."""
+        ...
+
+    def update(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
+        """Write ``m`` if its version is still current (bumps it); raises the conflict."""
+        ...
+
+    def get(self, name: str) -> NodeMaintenance:
+        """The maintenance by name; raises ``NotFound``."""
+        ...
+
+    def active_for(self, node: str) -> NodeMaintenance | None:
+        """The node's active maintenance, if any."""
+        ...
+
+    def latest_for(self, node: str) -> NodeMaintenance | None:
+        """The node's active maintenance, else its most recent one."""
+        ...
+
+    def find(self, name_or_node: str) -> NodeMaintenance:
+        """By name, else the latest of the node by that name; raises ``NotFound``."""
+        ...
+
+    def all(self, active_only: bool = False) -> list[NodeMaintenance]:
+        """Every maintenance, oldest first."""
+        ...
+
+    def active(self) -> list[NodeMaintenance]:
+        """Every active maintenance, oldest first."""
+        ...
+
+    def active_phases(self) -> list[tuple[str, str, Phase]]:
+        """``(name, node, phase)`` of every active maintenance."""
+        ...
+
+    def append_audit(self, rec: AuditRecord) -> None:
+        """Append one audit record on its own."""
+        ...
+
+    def audit(self, node: str | None = None) -> list[AuditRecord]:
+        """The audit trail (of one node), in the order it was written."""
+        ...
+
+    def close(self) -> None:
+        """Release the store."""
+        ...
 
 
 @dataclass
@@ -82,33 +266,55 @@ def machine_boots(host: PowerHost, node: str) -> int | None:
     return None
 
 
-def build_ports(host: PowerHost, config: LifecycleConfig) -> Ports:
-    """The ports the config names, wired to ``host``."""
+def _config_dir(source: str) -> Path | None:
+    if not source or source.startswith("<"):
+        return None
+    return Path(source).resolve().parent
+
+
+def _port_type(registry: Registry | None, kind: str, name: str) -> PortType[Any, Any]:
+    """The registered port type, else the config error :func:`lifecycle_config` gives."""
+    from powerplane.lifecycle.settings import unknown_port_type
+    from powerplane.plugins import registry as default_registry
+
+    reg = registry if registry is not None else default_registry()
+    found: PortType[Any, Any] | None = reg.port_types(kind).get(name)
+    if found is None:
+        raise unknown_port_type(reg, kind, name)
+    return found
+
+
+def build_ports(
+    host: PowerHost, config: LifecycleConfig, registry: Registry | None = None
+) -> Ports:
+    """The ports the config names (through the registered port types), wired to ``host``."""
     labels = {name: dict(spec.labels) for name, spec in host.nodes.items()}
 
     async def power_of(node: str) -> str:
         return await machine_state(host, node)
 
-    async def boot_of(node: str) -> str | None:
-        boots = machine_boots(host, node)
-        return None if boots is None else str(boots)
-
-    cluster: ClusterPort
-    if isinstance(config.cluster, SimulatedClusterConfig):
-        cluster = SimulatedCluster(config.cluster, labels, power_of,
-                                   boot_of if config.cluster.boot_id else None)
-    else:
-        assert isinstance(config.cluster, NoneClusterConfig)
-        cluster = NoCluster(labels, power_of)
-    storage: StoragePort
-    if isinstance(config.storage, SimulatedStorageConfig):
-        storage = SimulatedStorage(config.storage)
-    elif config.storage.type == "longhorn":
-        raise ConfigError(
-            [ConfigProblem("lifecycle.storage.type",
-                           "longhorn needs the Kubernetes cluster port, which is not built "
-                           "yet; use {type: simulated, preset: longhorn} or none")]
-        )
-    else:
-        storage = NoStorage()
+    context = PortContext(host=host, labels=labels, power_of=power_of,
+                          config_dir=_config_dir(host.deployment.source), lifecycle=config)
+    ctype = _port_type(registry, "cluster", str(getattr(config.cluster, "type", "")))
+    stype = _port_type(registry, "storage", str(getattr(config.storage, "type", "")))
+    cluster: ClusterPort = ctype.factory(config.cluster, context)
+    storage: StoragePort = stype.factory(config.storage, context)
     return Ports(host, cluster, storage)
+
+
+def open_store(
+    config: LifecycleConfig,
+    source: str = "<memory>",
+    *,
+    create: bool = True,
+    registry: Registry | None = None,
+) -> MaintenanceStore:
+    """The store ``lifecycle.store`` names, through its registered store type.
+
+    ``source`` is the config file (relative paths are relative to its directory); with
+    ``create=False`` a store that does not exist yet is not created (a dry run).
+    """
+    stype = _port_type(registry, "store", str(getattr(config.store, "type", "")))
+    context = StoreContext(config_dir=_config_dir(source), lifecycle=config, create=create)
+    store: MaintenanceStore = stype.factory(config.store, context)
+    return store

@@ -19,7 +19,7 @@ import getpass
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from powerplane.capabilities import Verb
 from powerplane.errors import ChannelError, NotOffered, PowerplaneError, UnknownNode
@@ -52,10 +52,13 @@ from powerplane.lifecycle.model import (
     utcnow,
 )
 from powerplane.lifecycle.phases import park_phase
-from powerplane.lifecycle.ports import Ports, build_ports
+from powerplane.lifecycle.ports import MaintenanceStore, Ports, build_ports, open_store
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
-from powerplane.lifecycle.store import AlreadyActive, ConcurrentChange, Conflict, NotFound, Store
+from powerplane.lifecycle.store import AlreadyActive, ConcurrentChange, Conflict, NotFound
+
+if TYPE_CHECKING:
+    from powerplane.lifecycle.store import Store
 
 __all__ = ["Lifecycle", "NotResolvable", "NotReturnable", "default_actor"]
 
@@ -86,7 +89,7 @@ class Lifecycle:
         self,
         host: PowerHost,
         config: LifecycleConfig,
-        store: Store,
+        store: MaintenanceStore,
         ports: Ports | None = None,
         clock: Callable[[], dt.datetime] = utcnow,
     ) -> None:
@@ -95,7 +98,8 @@ class Lifecycle:
         self.store = store
         self.ports = ports if ports is not None else build_ports(host, config)
         self.clock = clock
-        self.reconciler = Reconciler(store, self.ports, config, clock)
+        # the reconciler uses only MaintenanceStore's methods (its annotation still says Store)
+        self.reconciler = Reconciler(cast("Store", store), self.ports, config, clock)
 
     @classmethod
     def for_host(
@@ -107,17 +111,13 @@ class Lifecycle:
     ) -> Lifecycle:
         """A lifecycle for the host's deployment (its ``lifecycle:`` section).
 
-        With ``create_store=False`` a store file that does not exist yet is not created:
-        the lifecycle reads an empty store in memory (for a dry run).
+        The store is the one ``lifecycle.store`` names, opened through its registered store
+        type. With ``create_store=False`` a store that does not exist yet is not created:
+        the lifecycle reads an empty store (for a dry run).
         """
         deployment = host.deployment
         config = lifecycle_config(deployment.lifecycle, deployment.source)
-        path = config.store_path(deployment.source)
-        if not create_store and not path.exists() and not path.is_symlink():
-            store = Store(":memory:", config.busy_timeout_s)
-            store.path = path  # errors and messages name the configured file
-        else:
-            store = Store(path, config.busy_timeout_s)
+        store = open_store(config, deployment.source, create=create_store)
         return cls(host, config, store, clock=clock)
 
     def close(self) -> None:

@@ -3,9 +3,10 @@
 ::
 
     lifecycle:
-      store: ./powerplane.db                  # SQLite; relative to the config file
-      cluster: {type: simulated}              # simulated | none
-      storage: {type: none}                   # none | simulated (preset: longhorn) | longhorn
+      store: ./powerplane.db                  # SQLite ({type: sqlite, path: ...}); relative
+                                              #  to the config file
+      cluster: {type: simulated}              # a registered cluster type: simulated | none
+      storage: {type: none}                   # a registered storage type: none | simulated
       control_plane_label: node-role.kubernetes.io/control-plane
       virtual_label: powerplane.io/virtual-node
       reason_policy: {min_length: 8}
@@ -16,29 +17,45 @@
       readback_cadence_s: 2
       busy_timeout_s: 5                       # wait for another process's store lock
       settle_window_s: null                   # default: limits.timeout_s + 5 s
+
+``cluster``, ``storage`` and ``store`` name *port types* registered through hooks
+(``register_cluster_types``, ``register_storage_types``, ``register_store_types``); each is
+validated against its type's config model. Core registers ``simulated`` and ``none``
+clusters, ``none`` and ``simulated`` storage and the ``sqlite`` store; a type no installed
+distribution registers is a config error naming ``lifecycle.<port>.type`` (``kubernetes``
+and ``longhorn`` come from ``powerplane-kubernetes``).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
 from powerplane.errors import ConfigError, ConfigProblem
 
+if TYPE_CHECKING:
+    from powerplane.plugins import Registry
+
 __all__ = [
+    "PORTS",
     "LifecycleConfig",
-    "LonghornStorageConfig",
     "NoneClusterConfig",
     "NoneStorageConfig",
     "PdbConfig",
     "ReasonPolicy",
     "SimulatedClusterConfig",
     "SimulatedStorageConfig",
+    "SqliteStoreConfig",
     "lifecycle_config",
+    "unknown_port_type",
 ]
+
+PORTS = ("cluster", "storage", "store")
+"""The ``lifecycle:`` keys whose value is a registered port type's config."""
 
 
 class _Strict(BaseModel):
@@ -99,10 +116,13 @@ class SimulatedStorageConfig(_Strict):
     """Replicas that leave per status read while eviction is requested (0: stuck)."""
 
 
-class LonghornStorageConfig(_Strict):
-    """Longhorn on a real cluster (needs the Kubernetes cluster port, not built yet)."""
+class SqliteStoreConfig(_Strict):
+    """The embedded SQLite store; ``lifecycle.store: PATH`` is short for ``{type: sqlite,
+    path: PATH}``."""
 
-    type: Literal["longhorn"]
+    type: Literal["sqlite"]
+    path: str = "./powerplane.db"
+    """The SQLite file (relative paths are relative to the config file)."""
 
 
 class ReasonPolicy(_Strict):
@@ -116,24 +136,18 @@ class ReasonPolicy(_Strict):
     """Reasons refused outright (compared case-insensitively)."""
 
 
-ClusterConfig = Annotated[
-    SimulatedClusterConfig | NoneClusterConfig, Field(discriminator="type")
-]
-StorageConfig = Annotated[
-    NoneStorageConfig | SimulatedStorageConfig | LonghornStorageConfig,
-    Field(discriminator="type"),
-]
-
-
 class LifecycleConfig(_Strict):
     """The ``lifecycle:`` section."""
 
-    store: str = "./powerplane.db"
-    """The SQLite file (relative paths are relative to the config file)."""
-    cluster: ClusterConfig = Field(default_factory=lambda: SimulatedClusterConfig(type="simulated"))
-    """The cluster port."""
-    storage: StorageConfig = Field(default_factory=lambda: NoneStorageConfig(type="none"))
-    """The storage port."""
+    store: SerializeAsAny[BaseModel] = Field(
+        default_factory=lambda: SqliteStoreConfig(type="sqlite"))
+    """The store: a registered store type's config (a plain path is the SQLite file)."""
+    cluster: SerializeAsAny[BaseModel] = Field(
+        default_factory=lambda: SimulatedClusterConfig(type="simulated"))
+    """The cluster port: a registered cluster type's config."""
+    storage: SerializeAsAny[BaseModel] = Field(
+        default_factory=lambda: NoneStorageConfig(type="none"))
+    """The storage port: a registered storage type's config."""
     control_plane_label: str = "node-role.kubernetes.io/control-plane"
     """The label that marks a control-plane member."""
     virtual_label: str = "powerplane.io/virtual-node"
@@ -163,36 +177,159 @@ class LifecycleConfig(_Strict):
     sent again. Default (None): the host's ``limits.timeout_s`` plus 5 s, so a request
     that may have left has had its whole call time to act."""
 
+    @field_validator(*PORTS, mode="before")
+    @classmethod
+    def _validated_port(cls, value: Any) -> Any:
+        """A port's config arrives validated (:func:`lifecycle_config` looks its type up in
+        the registry); a plain path is the SQLite store."""
+        if isinstance(value, str):
+            return SqliteStoreConfig(type="sqlite", path=value)
+        if not isinstance(value, BaseModel):
+            raise ValueError("expected a port type's validated config; read the section "
+                             "with lifecycle_config")
+        return value
+
     def store_path(self, source: str) -> Path:
-        """The store file, relative to the config file's directory."""
-        path = Path(self.store)
+        """The SQLite store file, relative to the config file's directory.
+
+        Raises ``ConfigError`` naming ``lifecycle.store`` when the store is not SQLite.
+        """
+        if not isinstance(self.store, SqliteStoreConfig):
+            kind = getattr(self.store, "type", type(self.store).__name__)
+            raise ConfigError([ConfigProblem(
+                "lifecycle.store", f"the store is of type {kind!r}, not a SQLite file")])
+        path = Path(self.store.path)
         if not path.is_absolute() and source and not source.startswith("<"):
             path = Path(source).resolve().parent / path
         return path
 
 
-def lifecycle_config(raw: Mapping[str, Any], source: str = "<memory>") -> LifecycleConfig:
-    """Validate the raw ``lifecycle:`` mapping; raises ``ConfigError`` naming each path."""
+_WHAT = {"cluster": "cluster type", "storage": "storage type", "store": "store type"}
+
+
+def unknown_port_type(
+    registry: Registry, port: str, name: str, line: int | None = None
+) -> ConfigError:
+    """The config error for a ``lifecycle.<port>.type`` no loaded plugin registers.
+
+    Lists the registered types, says which distribution provides a known one that is not
+    installed (``install powerplane-kubernetes``), and names plugins that failed to load.
+    """
+    from powerplane.plugins import PROVIDERS
+
+    known = sorted(registry.port_types(port))
+    msg = (f"unknown {_WHAT[port]} {name!r}; registered types: "
+           f"{', '.join(known) or 'none'}")
+    provider = PROVIDERS.get(port, {}).get(name)
+    if provider:
+        msg += f"; {name!r} is provided by {provider}: install {provider}"
+    else:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        if close:
+            msg += f"; did you mean {close[0]!r}?"
+    failed = [f.name for f in registry.failures]
+    if failed:
+        msg += f"; plugins that failed to load: {', '.join(failed)}"
+    return ConfigError([ConfigProblem(f"lifecycle.{port}.type", msg, line)])
+
+
+def _nearest_line(lines: Mapping[Any, int], path: tuple[str | int, ...]) -> int | None:
+    probe = path
+    while probe:
+        found = lines.get(probe)
+        if found is not None:
+            return found
+        probe = probe[:-1]
+    return None
+
+
+def _problems(
+    exc: ValidationError,
+    prefix: tuple[str | int, ...],
+    lines: Mapping[Any, int],
+    model: type[BaseModel],
+) -> list[ConfigProblem]:
+    from powerplane.config import unknown_key
+
+    out = []
+    for err in exc.errors(include_input=False, include_url=False):
+        loc = tuple(p if isinstance(p, int) else str(p) for p in err["loc"])
+        path = (*prefix, *loc)
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            holder = model if len(loc) == 1 else None
+            msg = unknown_key(str(loc[-1]), list(holder.model_fields)) if holder else \
+                "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        out.append(ConfigProblem(".".join(str(p) for p in path), msg,
+                                 _nearest_line(lines, path)))
+    return out
+
+
+def _port_config(
+    registry: Registry, port: str, raw: Any, lines: Mapping[Any, int]
+) -> tuple[BaseModel | None, list[ConfigProblem]]:
+    """``lifecycle.<port>`` validated against its registered type's config model."""
+    base: tuple[str | int, ...] = ("lifecycle", port)
+    if port == "store" and isinstance(raw, str):
+        raw = {"type": "sqlite", "path": raw}
+    if not isinstance(raw, Mapping):
+        want = "a path or a mapping with a type" if port == "store" else "a mapping with a type"
+        return None, [ConfigProblem(f"lifecycle.{port}", f"expected {want}",
+                                    _nearest_line(lines, base))]
+    name = raw.get("type")
+    known = sorted(registry.port_types(port))
+    if not isinstance(name, str):
+        return None, [ConfigProblem(
+            f"lifecycle.{port}.type",
+            f"required key is missing: the {_WHAT[port]} (one of: {', '.join(known) or 'none'})",
+            _nearest_line(lines, base))]
+    ptype = registry.port_types(port).get(name)
+    if ptype is None:
+        err = unknown_port_type(registry, port, name, _nearest_line(lines, (*base, "type")))
+        return None, list(err.problems)
     try:
-        return LifecycleConfig.model_validate(dict(raw))
+        return ptype.config.model_validate(dict(raw)), []
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_input=False, include_url=False):
-            loc = [p for p in err["loc"] if not (isinstance(p, str) and p in _TAGS)]
-            path = ".".join(["lifecycle", *(str(p) for p in loc)])
-            msg = err["msg"]
-            if err["type"] == "extra_forbidden":
-                msg = "unknown key"
-            elif err["type"] == "missing":
-                msg = "required key is missing"
-            elif err["type"] == "union_tag_invalid":
-                msg = f"unknown type; expected one of: {', '.join(_TAG_CHOICES.get(path, []))}"
-            problems.append(ConfigProblem(path, msg))
-        raise ConfigError(problems, source=source) from None
+        return None, _problems(exc, base, lines, ptype.config)
 
 
-_TAGS = {"simulated", "none", "longhorn"}
-_TAG_CHOICES = {
-    "lifecycle.cluster": ["simulated", "none"],
-    "lifecycle.storage": ["none", "simulated", "longhorn"],
-}
+
+
+def lifecycle_config(
+    raw: Mapping[str, Any],
+    source: str = "<memory>",
+    registry: Registry | None = None,
+    lines: Mapping[Any, int] | None = None,
+) -> LifecycleConfig:
+    """Validate the raw ``lifecycle:`` mapping; raises ``ConfigError`` naming each path.
+
+    ``cluster``, ``storage`` and ``store`` are validated against the config model of the
+    port type their ``type`` names, looked up in ``registry`` (default: the process-wide
+    one); ``lines`` maps config paths (``("lifecycle", "cluster", "pods")``) to lines.
+    """
+    lines = lines if lines is not None else {}
+    body = dict(raw)
+    given = {port: body.pop(port) for port in PORTS if port in body}
+    problems: list[ConfigProblem] = []
+    config: LifecycleConfig | None = None
+    try:
+        config = LifecycleConfig.model_validate(body)
+    except ValidationError as exc:
+        problems += _problems(exc, ("lifecycle",), lines, LifecycleConfig)
+    ports: dict[str, BaseModel] = {}
+    if given:
+        from powerplane.plugins import registry as default_registry
+
+        reg = registry if registry is not None else default_registry()
+        for port, value in given.items():
+            cfg, found = _port_config(reg, port, value, lines)
+            problems += found
+            if cfg is not None:
+                ports[port] = cfg
+    if problems or config is None:
+        raise ConfigError(problems, source=source)
+    return config.model_copy(update=ports) if ports else config

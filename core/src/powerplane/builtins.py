@@ -1,0 +1,126 @@
+"""Core's own lifecycle port types and secret kinds, registered through the plugin hooks.
+
+``simulated`` and ``none`` clusters, ``none`` and ``simulated`` storage, the ``sqlite``
+store, and the ``env`` and ``file`` secret kinds. :func:`powerplane.plugins.load_plugins`
+adds this module before any entry point, whatever ``POWERPLANE_LOAD_PLUGINS`` says: these
+are part of core's config language, not device plugins. The factories import their
+adapters on first use, so discovery stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from powerplane.hookspecs import hookimpl
+from powerplane.lifecycle.ports import (
+    ClusterType,
+    MaintenanceStore,
+    PortContext,
+    StorageType,
+    StoreContext,
+    StoreType,
+)
+from powerplane.lifecycle.settings import (
+    NoneClusterConfig,
+    NoneStorageConfig,
+    SimulatedClusterConfig,
+    SimulatedStorageConfig,
+    SqliteStoreConfig,
+)
+from powerplane.secrets import CORE_KINDS, SecretKind
+
+if TYPE_CHECKING:  # the adapters are imported inside the factories
+    from powerplane.lifecycle.cluster import ClusterPort
+    from powerplane.lifecycle.storage import StoragePort
+
+__all__ = [
+    "NAME",
+    "register_cluster_types",
+    "register_secret_kinds",
+    "register_storage_types",
+    "register_store_types",
+]
+
+NAME = "powerplane"
+"""The plugin name core's own registrations go under (owners in duplicate messages)."""
+
+
+def _simulated_cluster(config: SimulatedClusterConfig, context: PortContext) -> ClusterPort:
+    from powerplane.lifecycle.cluster import SimulatedCluster
+    from powerplane.lifecycle.ports import machine_boots
+
+    host = context.host
+
+    async def boot_of(node: str) -> str | None:
+        boots = machine_boots(host, node)
+        return None if boots is None else str(boots)
+
+    return SimulatedCluster(config, context.labels, context.power_of,
+                            boot_of if config.boot_id else None)
+
+
+def _no_cluster(config: NoneClusterConfig, context: PortContext) -> ClusterPort:
+    from powerplane.lifecycle.cluster import NoCluster
+
+    return NoCluster(context.labels, context.power_of)
+
+
+def _no_storage(config: NoneStorageConfig, context: PortContext) -> StoragePort:
+    from powerplane.lifecycle.storage import NoStorage
+
+    return NoStorage()
+
+
+def _simulated_storage(config: SimulatedStorageConfig, context: PortContext) -> StoragePort:
+    from powerplane.lifecycle.storage import SimulatedStorage
+
+    return SimulatedStorage(config)
+
+
+def _sqlite_store(config: SqliteStoreConfig, context: StoreContext) -> MaintenanceStore:
+    from pathlib import Path
+
+    from powerplane.lifecycle.store import Store
+
+    path = Path(config.path)
+    if not path.is_absolute() and context.config_dir is not None:
+        path = context.config_dir / path
+    busy = context.lifecycle.busy_timeout_s
+    if not context.create and not path.exists() and not path.is_symlink():
+        store = Store(":memory:", busy)
+        store.path = path  # errors and messages name the configured file
+        return store
+    return Store(path, busy)
+
+
+@hookimpl
+def register_cluster_types(register: Callable[[ClusterType[Any]], None]) -> None:
+    """Core's cluster types: ``simulated`` and ``none``."""
+    register(ClusterType("simulated", SimulatedClusterConfig, _simulated_cluster,
+                         description="in-memory nodes, pods and PDBs; readiness follows power"))
+    register(ClusterType("none", NoneClusterConfig, _no_cluster,
+                         description="bare machines: cordon and drain not applicable"))
+
+
+@hookimpl
+def register_storage_types(register: Callable[[StorageType[Any]], None]) -> None:
+    """Core's storage types: ``none`` and ``simulated``."""
+    register(StorageType("none", NoneStorageConfig, _no_storage,
+                         description="no storage system: nothing to evacuate"))
+    register(StorageType("simulated", SimulatedStorageConfig, _simulated_storage,
+                         description="in-memory storage validated like Longhorn's webhook"))
+
+
+@hookimpl
+def register_store_types(register: Callable[[StoreType[Any]], None]) -> None:
+    """Core's store type: ``sqlite`` (``lifecycle.store: PATH`` is this one)."""
+    register(StoreType("sqlite", SqliteStoreConfig, _sqlite_store,
+                       description="one SQLite file with the maintenances and the audit"))
+
+
+@hookimpl
+def register_secret_kinds(register: Callable[[SecretKind], None]) -> None:
+    """Core's secret kinds: ``env`` and ``file``."""
+    for kind in CORE_KINDS.values():
+        register(kind)
