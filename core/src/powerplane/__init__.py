@@ -55,15 +55,38 @@ if TYPE_CHECKING:
     )
     from powerplane.hookspecs import hookimpl
     from powerplane.host import InvokeResult, NodeReading, PowerHost
+    from powerplane.lifecycle.audit import Action, AuditRecord
+    from powerplane.lifecycle.cluster import ClusterPort, DrainProgress
+    from powerplane.lifecycle.evacuation import EvacuationHook, LonghornHook
+    from powerplane.lifecycle.model import Intent, NodeMaintenance, Phase
+    from powerplane.lifecycle.ports import (
+        ClusterType,
+        MaintenanceStore,
+        PermanentPortError,
+        PortContext,
+        PortError,
+        StorageType,
+        StoreContext,
+        StoreType,
+        TemporaryPortError,
+    )
+    from powerplane.lifecycle.service import Lifecycle
+    from powerplane.lifecycle.settings import LifecycleConfig
+    from powerplane.lifecycle.storage import StoragePort
+    from powerplane.lifecycle.store import AlreadyActive, ConcurrentChange, NotFound, StoreError
+    from powerplane.lifecycle.store import Conflict as StoreConflict
     from powerplane.readback import PowerOffConfirmed, PowerOffWatch
     from powerplane.recovery import NodeOffer, VerbOffer
-    from powerplane.secrets import SecretRef
+    from powerplane.secrets import SecretKind, SecretRef
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Acceptance",
+    "Action",
     "Address",
+    "AlreadyActive",
+    "AuditRecord",
     "AuthenticationFailed",
     "BatchInvoker",
     "CapabilitySet",
@@ -71,20 +94,36 @@ __all__ = [
     "ChannelError",
     "ChannelTimeout",
     "ChannelType",
+    "ClusterPort",
+    "ClusterType",
+    "ConcurrentChange",
     "ConfigError",
     "ConfigProblem",
     "Deployment",
+    "DrainProgress",
+    "EvacuationHook",
     "HasBootMarker",
     "HasEndpoint",
     "Identifies",
+    "Intent",
     "InvokeResult",
+    "Lifecycle",
+    "LifecycleConfig",
+    "LonghornHook",
+    "MaintenanceStore",
+    "NodeMaintenance",
     "NodeOffer",
     "NodeReading",
+    "NotFound",
     "NotOffered",
     "NotSupported",
     "Outcome",
     "OutcomeUnknown",
+    "PermanentPortError",
+    "Phase",
     "PluginLoadError",
+    "PortContext",
+    "PortError",
     "PowerHost",
     "PowerOffConfirmed",
     "PowerOffWatch",
@@ -94,9 +133,17 @@ __all__ = [
     "Reading",
     "RefusedByDevice",
     "SecretError",
+    "SecretKind",
     "SecretRef",
     "Source",
+    "StoragePort",
+    "StorageType",
+    "StoreConflict",
+    "StoreContext",
+    "StoreError",
+    "StoreType",
     "TLSVerificationFailed",
+    "TemporaryPortError",
     "Terminates",
     "Timeouts",
     "UnknownNode",
@@ -160,5 +207,32 @@ __getattr__, __dir__ = lazy_exports(
         "NodeOffer": ".recovery",
         "VerbOffer": ".recovery",
         "SecretRef": ".secrets",
+        "Action": ".lifecycle.audit",
+        "AuditRecord": ".lifecycle.audit",
+        "ClusterPort": ".lifecycle.cluster",
+        "DrainProgress": ".lifecycle.cluster",
+        "EvacuationHook": ".lifecycle.evacuation",
+        "LonghornHook": ".lifecycle.evacuation",
+        "Intent": ".lifecycle.model",
+        "NodeMaintenance": ".lifecycle.model",
+        "Phase": ".lifecycle.model",
+        "ClusterType": ".lifecycle.ports",
+        "MaintenanceStore": ".lifecycle.ports",
+        "PermanentPortError": ".lifecycle.ports",
+        "PortContext": ".lifecycle.ports",
+        "PortError": ".lifecycle.ports",
+        "StorageType": ".lifecycle.ports",
+        "StoreContext": ".lifecycle.ports",
+        "StoreType": ".lifecycle.ports",
+        "TemporaryPortError": ".lifecycle.ports",
+        "Lifecycle": ".lifecycle.service",
+        "LifecycleConfig": ".lifecycle.settings",
+        "StoragePort": ".lifecycle.storage",
+        "AlreadyActive": ".lifecycle.store",
+        "ConcurrentChange": ".lifecycle.store",
+        "NotFound": ".lifecycle.store",
+        "StoreError": ".lifecycle.store",
+        "StoreConflict": ".lifecycle.store:Conflict",
+        "SecretKind": ".secrets",
     },
 )
