@@ -30,9 +30,9 @@ def test_passing_run_writes_report_junit_and_verdict(write_target: Write, tmp_pa
         "expected_capabilities": {"lab": ["reboot", "shutdown", "power-on"]}}))
     report, junit = tmp_path / "out.json", tmp_path / "junit.xml"
     result = invoke("conformance", "--target", str(target), "--report", str(report),
-                    "--junit", str(junit))
+                    "--junit", str(junit), "--yes")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0] == "conformant for every advertised verb: yes"
+    assert result.stdout.splitlines()[0] == "pass: every advertised verb verified (3 of 3)"
     data = json.loads(report.read_text(encoding="utf-8"))
     assert data["suite"] == {"name": "powerplane-conformance", "version": "0.1.0"}
     assert data["plugin"]["name"] == "simulated" and data["plugin"]["version"]
@@ -40,7 +40,7 @@ def test_passing_run_writes_report_junit_and_verdict(write_target: Write, tmp_pa
     assert data["channels"][0]["capabilities"]["n-m1"]["verbs"] == {
         "reboot": "graceful", "shutdown": "graceful", "power-on": "graceful"}
     assert set(data["counts"]) == {"pass", "fail", "skip", "not_tested", "xfail"}
-    assert data["counts"]["fail"] == 0 and data["verdict"] == "pass"
+    assert data["counts"]["fail"] == 0 and data["verdict"] == "pass" and data["conformant"]
     assert sum(data["counts"].values()) == len(data["results"])
     first = data["results"][0]
     assert {"id", "channel", "verb", "outcome", "message"} <= set(first)
@@ -51,13 +51,14 @@ def test_passing_run_writes_report_junit_and_verdict(write_target: Write, tmp_pa
     assert readback and all("latency_s" in p for p in readback)
 
 
-def test_failing_run_exits_one_with_verdict_no(write_target: Write) -> None:
+def test_failing_run_exits_one_with_verdict_fail(write_target: Write) -> None:
     target = write_target(sim_target({"faults": {"*": "silent"}}, machines={"m1": "off"},
                                      conformance={"settle_timeout_s": 0.3}))
-    result = invoke("conformance", "--target", str(target), "-o", "json")
+    result = invoke("conformance", "--target", str(target), "-o", "json", "--yes")
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert data["verdict"] == "fail" and data["counts"]["fail"] > 0
+    assert data["conformant"] is False and data["headline"].startswith("fail: ")
 
 
 @pytest.mark.parametrize(
@@ -96,7 +97,7 @@ def test_missing_section_missing_file_and_unknown_channel_exit_two(
 
 
 def test_target_defaults_to_global_config(write_target: Write) -> None:
-    result = invoke("--config", str(write_target(sim_target())), "conformance")
+    result = invoke("--config", str(write_target(sim_target())), "conformance", "--yes")
     assert result.exit_code == 0, result.output
 
 
@@ -142,7 +143,7 @@ def test_subprocess_run(write_target: Write, tmp_path: Path) -> None:
     target = write_target(sim_target(machines={"m1": "on"}))
     report = tmp_path / "r.json"
     result = invoke("conformance", "--target", str(target), "--subprocess",
-                    "--report", str(report))
+                    "--report", str(report), "--yes")
     assert result.exit_code == 0, result.output
     assert json.loads(report.read_text(encoding="utf-8"))["counts"]["pass"] > 10
 

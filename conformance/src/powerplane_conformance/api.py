@@ -17,7 +17,7 @@ from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.plugins import Registry
 from powerplane_conformance.settings import Target, load_target
 
-__all__ = ["RunSummary", "run_suite", "validate_target"]
+__all__ = ["RunSummary", "exit_code", "run_suite", "validate_target"]
 
 PYTEST_USAGE = 4
 
@@ -27,7 +27,9 @@ class RunSummary:
     """A finished run: the process exit status it implies and the results.json document."""
 
     exit_code: int
-    """0 when nothing failed; 1 when a check failed (or the run broke); 2 on bad input."""
+    """0 for ``pass`` and ``incomplete`` (1 for ``incomplete`` under ``require_complete``);
+    1 for ``fail`` (a check failed) or a run that broke. Bad input raises
+    :class:`~powerplane.errors.ConfigError` (exit 2) instead of returning."""
     data: dict[str, Any]
     """The results.json document."""
 
@@ -57,12 +59,16 @@ def run_suite(
     junit: str | os.PathLike[str] | None = None,
     in_subprocess: bool = False,
     pytest_args: Sequence[str] = (),
+    require_complete: bool = False,
 ) -> RunSummary:
     """Run every check against ``target`` (a file or target data) and return the results.
 
     Validates the target first (raises :class:`~powerplane.errors.ConfigError`). pytest's
     own progress goes to stderr. In-process by default (channel types registered in
     this process are seen); ``in_subprocess`` runs ``python -m pytest`` instead.
+    ``require_complete``: an ``incomplete`` verdict (an advertised verb not verified)
+    exits 1 instead of 0, for CI gates. Never asks anything: confirming a destructive
+    run is the caller's (the ``powerplane conformance`` command asks).
     """
     import yaml
 
@@ -105,8 +111,21 @@ def run_suite(
             raise ConfigError(f"the suite did not run ({reason}); see the output above",
                               source=str(path))
         data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    failed = data["counts"]["fail"] > 0 or code not in (0, 1)
-    return RunSummary(1 if failed else 0, data)
+    return RunSummary(exit_code(data, code, require_complete=require_complete), data)
+
+
+def exit_code(data: Mapping[str, Any], pytest_status: int = 0, *,
+              require_complete: bool = False) -> int:
+    """The exit status a results.json document implies: ``pass`` 0, ``incomplete`` 0 (1
+    under ``require_complete``), ``fail`` 1; a pytest run that broke (a status other than
+    0 or 1: internal error, interrupted) is 1 whatever the document says."""
+    verdict = data.get("verdict")
+    if pytest_status not in (0, 1) or verdict == "fail" or data["counts"]["fail"] > 0:
+        return 1
+    if verdict == "pass":
+        return 0
+    # incomplete, or a verdict this version does not know: never more than was shown
+    return 1 if require_complete or verdict != "incomplete" else 0
 
 
 def _subprocess(argv: list[str]) -> int:

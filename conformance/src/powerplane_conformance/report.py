@@ -41,27 +41,188 @@ def _channels(sessions: Sequence[ConformanceSession]) -> list[dict[str, Any]]:
     return out
 
 
+def _tally(rows: Sequence[Result]) -> dict[str, int]:
+    tally = {o.value: 0 for o in Outcome}
+    for r in rows:
+        tally[r.outcome.value] += 1
+    return tally
+
+
+def _first_line(text: str) -> str:
+    lines = [x.strip() for x in (text or "").strip().splitlines() if x.strip()]
+    return lines[0] if lines else ""
+
+
+def _where(r: Result) -> str:
+    return r.node or r.channel or "the run"
+
+
+def _failure(r: Result) -> str:
+    """One failed check in a line: its id, where, and what was expected and observed (a
+    failure's message starts with the assertion's text; the rest is what happened)."""
+    lines = [x.strip() for x in (r.message or "").strip().splitlines() if x.strip()]
+    msg = " ".join(lines[1:]) if len(lines) > 1 else (lines[0] if lines else "")
+    msg = msg.removeprefix(f"{r.id}: ")
+    if len(msg) > 200:
+        msg = msg[:197] + "..."
+    return f"{r.id} on {_where(r)}" + (f": {msg}" if msg else "")
+
+
+def _by_message(rows: Sequence[Result]) -> dict[str, list[str]]:
+    """The distinct first lines of the messages of ``rows``, each with the assertion ids
+    that ended with it, in run order."""
+    by_msg: dict[str, list[str]] = {}
+    for r in rows:
+        ids = by_msg.setdefault(_first_line(r.message) or "no reason given", [])
+        if r.id not in ids:
+            ids.append(r.id)
+    return by_msg
+
+
+def _grouped(rows: Sequence[Result]) -> list[str]:
+    """Each distinct message of ``rows`` with the assertion ids that ended with it."""
+    return [f"{msg} ({', '.join(ids)})" for msg, ids in _by_message(rows).items()]
+
+
+def _advertised(channel: dict[str, Any]) -> tuple[set[str], list[str]]:
+    """The verbs any node of the channel advertises, and why some nodes' are unknown."""
+    verbs: set[str] = set()
+    unknown: list[str] = []
+    for node, caps in channel.get("capabilities", {}).items():
+        if "verbs" in caps:
+            verbs |= set(caps["verbs"])
+        else:
+            unknown.append(f"capabilities of {node} were not discovered: {caps.get('error')}")
+    return verbs, unknown
+
+
+def _verb_cell(
+    verb: Verb, advertised: bool, rows: Sequence[Result], unknown: Sequence[str]
+) -> dict[str, Any]:
+    """One cell of the matrix: the verb on one channel, its status and why."""
+    tally = _tally(rows)
+    reasons: list[str]
+    failed = [r for r in rows if r.outcome is Outcome.FAIL]
+    if failed:
+        status, reasons = "failed", [_failure(r) for r in failed]
+    elif not advertised:
+        # what a node that could not be discovered advertises is not known
+        status, reasons = ("not_verified", list(unknown)) if unknown else ("not_advertised", [])
+    else:
+        untested = [r for r in rows if r.outcome is Outcome.NOT_TESTED]
+        shown = [r for r in rows if r.outcome in (Outcome.PASS, Outcome.XFAIL)]
+        if untested:
+            status, reasons = "not_verified", _grouped(untested)
+        elif not shown:
+            skipped = [r for r in rows if r.outcome is Outcome.SKIP]
+            status = "not_verified"
+            reasons = (["no check of it passed; every one was skipped: "
+                        + "; ".join(_grouped(skipped))] if skipped
+                       else ["no check of it ran"])
+        else:
+            status, reasons = "verified", []
+    return {"verb": verb.value, "advertised": advertised, "status": status,
+            "reasons": reasons, "checks": tally}
+
+
+def _matrix(results: Sequence[Result], channels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Advertised versus verified, per channel under test and verb."""
+    out: list[dict[str, Any]] = []
+    for ch in channels:
+        advertised, unknown = _advertised(ch)
+        cells = []
+        for verb in Verb:
+            rows = [r for r in results if r.channel == ch["name"] and r.verb == verb.value]
+            cells.append(_verb_cell(verb, verb.value in advertised, rows, unknown))
+        out.append({"channel": ch["name"], "type": ch["type"], "verbs": cells})
+    return out
+
+
+def _verdict(
+    results: Sequence[Result], matrix: Sequence[dict[str, Any]]
+) -> tuple[str, str, str]:
+    """(verdict, headline, reason): pass only when every advertised verb was verified."""
+    cells = [(m["channel"], c) for m in matrix for c in m["verbs"]]
+    advertised = [(ch, c) for ch, c in cells if c["advertised"]]
+    open_ = [(ch, c) for ch, c in cells if c["status"] == "not_verified"]
+    untested = [(ch, c) for ch, c in advertised if c["status"] == "not_verified"]
+    failed = [r for r in results if r.outcome is Outcome.FAIL]
+    sentences: list[str] = []
+    if failed:
+        more = f" and {len(failed) - 10} more" if len(failed) > 10 else ""
+        sentences.append("Failed: " + "; ".join(_failure(r) for r in failed[:10]) + more + ".")
+    by_reason: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for ch, c in open_:
+        untested_here = [r for r in results if r.channel == ch and r.verb == c["verb"]
+                         and r.outcome is Outcome.NOT_TESTED]
+        why = tuple(_by_message(untested_here)) if untested_here else tuple(c["reasons"])
+        by_reason.setdefault((ch, why), []).append(c["verb"])
+    for (ch, reasons), verbs in by_reason.items():
+        sentences.append(f"Not verified on {ch}: {', '.join(verbs)}: "
+                         f"{'; '.join(reasons) or 'no reason recorded'}.")
+    covered = {(ch, c["verb"]) for ch, c in advertised}
+    aside = [r for r in results if r.outcome is Outcome.NOT_TESTED
+             and (r.channel, r.verb) not in covered]
+    xfails = [r for r in results if r.outcome is Outcome.XFAIL]
+    if failed:
+        n = len(failed)
+        verdict, headline = "fail", f"fail: {n} check{'s' if n != 1 else ''} failed"
+    elif not advertised:
+        verdict = "incomplete"
+        headline = "not verified: no channel under test advertises a verb"
+        if not cells:
+            sentences.append("No channel was tested.")
+    elif untested:
+        verdict = "incomplete"
+        headline = (f"not verified: {len(untested)} of {len(advertised)} advertised verbs "
+                    "untested")
+    elif open_:  # what some node advertises is not known: nothing to call complete
+        verdict = "incomplete"
+        headline = "not verified: the capabilities of a node under test were not discovered"
+    else:
+        verdict = "pass"
+        headline = (f"pass: every advertised verb verified ({len(advertised)} of "
+                    f"{len(advertised)})")
+        names: dict[str, list[str]] = {}
+        for ch, c in advertised:
+            names.setdefault(ch, []).append(c["verb"])
+        sentences.append("Every advertised verb has a passing check, none failed and none was "
+                         "left untested: " + "; ".join(f"{ch} {', '.join(v)}"
+                                                       for ch, v in names.items()) + ".")
+    if xfails:
+        sentences.append("Declared defects observed (xfail): "
+                         + ", ".join(dict.fromkeys(r.id for r in xfails)) + ".")
+    if aside:
+        sentences.append("Also not tested (checks of no advertised verb): "
+                         + "; ".join(_grouped(aside)) + ".")
+    return verdict, headline, " ".join(sentences)
+
+
 def build_results(
     results: Sequence[Result], sessions: Sequence[ConformanceSession]
 ) -> dict[str, Any]:
-    """The ``results.json`` document."""
+    """The ``results.json`` document: the verdict, its headline and reason, the matrix of
+    advertised versus verified verbs per channel, and every check's result."""
     from powerplane_conformance import __version__
 
-    counts = {o.value: 0 for o in Outcome}
-    for r in results:
-        counts[r.outcome.value] += 1
+    counts = _tally(results)
     channels = _channels(sessions)
     first = channels[0] if channels else {}
     settings = sessions[0].settings.model_dump(mode="json") if sessions else {}
+    matrix = _matrix(results, channels)
+    verdict, headline, reason = _verdict(results, matrix)
     return {
         "suite": {"name": SUITE_NAME, "version": __version__},
-        "verdict": "fail" if counts["fail"] else "pass",
-        "conformant": counts["fail"] == 0,
+        "verdict": verdict,
+        "conformant": verdict == "pass",
+        "headline": headline,
+        "verdict_reason": reason,
         "target": sessions[0].deployment.source if sessions else None,
         "plugin": first.get("plugin"),
         "channel_type": first.get("type"),
         "identity": first.get("identity"),
         "channels": channels,
+        "matrix": matrix,
         "settings": settings,
         "counts": counts,
         "results": [r.as_dict() for r in results],
@@ -69,28 +230,23 @@ def build_results(
 
 
 def _verb_rows(data: dict[str, Any]) -> list[str]:
-    advertised: dict[str, bool] = {v.value: False for v in Verb}
-    for ch in data.get("channels", []):
-        for caps in ch.get("capabilities", {}).values():
-            for verb in caps.get("verbs", {}):
-                advertised[verb] = True
     rows = []
-    for verb in advertised:
-        tally = {o.value: 0 for o in Outcome}
-        for r in data["results"]:
-            if r["verb"] == verb:
-                tally[r["outcome"]] += 1
-        shown = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in tally.items() if n)
-        verified = "FAILED" if tally["fail"] else ("verified" if tally["pass"] else "not verified")
-        rows.append(f"  {verb:<10} {'yes' if advertised[verb] else 'no':<11} "
-                    f"{verified if advertised[verb] else '-':<13} {shown}")
+    for m in data.get("matrix", []):
+        for c in m["verbs"]:
+            shown = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in c["checks"].items() if n)
+            result = "FAILED" if c["status"] == "failed" else c["status"].replace("_", " ")
+            if c["status"] == "not_advertised":
+                result = "-"
+            rows.append(f"  {m['channel']:<12} {c['verb']:<10} "
+                        f"{'yes' if c['advertised'] else 'no':<11} {result:<13} {shown}".rstrip())
     return rows
 
 
 def summary_text(data: dict[str, Any]) -> str:
-    """A one-screen summary; the first line is the verdict."""
-    ok = data["verdict"] == "pass"
-    lines = [f"conformant for every advertised verb: {'yes' if ok else 'no'}"]
+    """A one-screen summary; the first line is the headline (the verdict), the second why."""
+    lines = [data["headline"]]
+    if data.get("verdict_reason"):
+        lines.append(data["verdict_reason"])
     for ch in data.get("channels", []):
         plugin = ch.get("plugin") or {}
         ident = ch.get("identity") or {}
@@ -100,7 +256,7 @@ def summary_text(data: dict[str, Any]) -> str:
     c = data["counts"]
     lines.append(f"pass {c['pass']}  fail {c['fail']}  skip {c['skip']}  "
                  f"not tested {c['not_tested']}  xfail {c['xfail']}")
-    lines.append(f"  {'verb':<10} {'advertised':<11} {'result':<13} checks")
+    lines.append(f"  {'channel':<12} {'verb':<10} {'advertised':<11} {'result':<13} checks")
     lines += _verb_rows(data)
     order = {"fail": 0, "xfail": 1, "not_tested": 2, "skip": 3}
     notable = sorted((r for r in data["results"]
