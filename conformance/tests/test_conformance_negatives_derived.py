@@ -7,14 +7,24 @@ declares is NOT TESTED too."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance_lineproto import DECLARED_ADDRESS, DeclaredLineConfig, LineChannel
 from conformance_targets import messages, outcome
 
+from powerplane import (
+    CapabilitySet,
+    ChannelTimeout,
+    ChannelType,
+    Reading,
+    Unreachable,
+    hookimpl,
+)
 from powerplane.errors import ConfigError
+from powerplane.plugins import registry
 from powerplane_conformance.api import RunSummary
 from powerplane_conformance.negatives import set_path
 
@@ -123,3 +133,65 @@ def test_the_transport_comes_from_the_address_or_the_hint() -> None:
     assert _transport_of(ipmi, none) == ("udp", "")
     assert _transport_of(ipmi, NegativeHints(transport="tcp")) == ("tcp", "")
     assert _transport_of(None, none) == ("tcp", "")  # a hinted address, as before
+
+
+# -- a channel that cannot see power off reads the fakes as unknown, as it must ------------
+
+class BlindLineChannel(LineChannel):
+    """Cannot see power off: an unanswered read is ``unknown``, never an error (as Talos)."""
+
+    async def capabilities(self, target: str) -> CapabilitySet:
+        caps = await super().capabilities(target)
+        return CapabilitySet(caps.verbs, caps.source, caps.detail, sees_power_off=False)
+
+    async def read_power_state(self, target: str) -> Reading:
+        try:
+            return await super().read_power_state(target)
+        except (Unreachable, ChannelTimeout) as exc:
+            return Reading.unknown(f"no answer ({exc}): dark, or a network fault")
+
+
+class _BlindPlugin:
+    @hookimpl
+    def register_channel_types(self, register: Callable[[ChannelType[Any, Any]], None]) -> None:
+        register(ChannelType(name="lineproto-blind", config=DeclaredLineConfig,
+                             factory=BlindLineChannel, address=DECLARED_ADDRESS,
+                             description="a line-protocol device that cannot see power off"))
+
+
+@pytest.fixture
+def blind_target(
+    declared_target: Callable[..., dict[str, Any]],
+) -> Iterator[Callable[[bool], dict[str, Any]]]:
+    reg = registry()
+    reg.add_module("conformance-blind", _BlindPlugin(), "tests", "0")
+
+    def make(destructive: bool) -> dict[str, Any]:
+        data = declared_target()
+        data["channels"]["dev"]["type"] = "lineproto-blind"
+        data["conformance"]["allow_destructive"] = destructive
+        return data
+
+    yield make
+    reg.remove("conformance-blind")
+
+
+def test_a_blind_channel_is_probed_with_a_verb_at_the_fake(
+    run: Callable[..., RunSummary], blind_target: Callable[[bool], dict[str, Any]]
+) -> None:
+    """Its read of the fake is unknown, which is right; the verb sent to the fake shows
+    the mapped error (never "the read succeeded" as a FAIL)."""
+    summary = run(blind_target(True), pytest_args=["-k", "closed_port or silent_server"])
+    for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT"):
+        assert outcome(summary, ident) == {"pass"}, (ident, messages(summary, ident))
+
+
+def test_a_blind_channel_read_only_is_not_tested_with_the_reason(
+    run: Callable[..., RunSummary], blind_target: Callable[[bool], dict[str, Any]]
+) -> None:
+    summary = run(blind_target(False), pytest_args=["-k", "closed_port or silent_server"])
+    for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT"):
+        assert outcome(summary, ident) == {"not_tested"}, (ident, messages(summary, ident))
+        assert "cannot see power off and reads the fake as unknown" in messages(summary, ident)
+        assert "needs allow_destructive: true" in messages(summary, ident)
+    assert summary.data["counts"]["fail"] == 0

@@ -25,6 +25,15 @@ device's fault:
   channel type's factory, a call that finds the derived config invalid) makes the check
   NOT TESTED with the reason, never FAIL: it proves nothing about the device.
 
+A channel that cannot see power off (``sees_power_off`` false, as Talos) reads a closed
+port or a silent server as ``unknown``, as it must: a dark machine looks the same. Its
+closed-port and silent-server checks then send an advertised verb to the fake (nothing is
+behind it) and judge that call's error; they need ``allow_destructive`` for it, and are
+NOT TESTED without, with that reason. A model that checks what a secret is (a PEM)
+rejects the wrong-secret canary; the wrong-credentials check then replaces each PEM key
+or leaf certificate with a fresh one from a CA made for the check (a CA certificate is
+public and kept).
+
 The transport decides which fakes the suite starts, a TCP closed port and silent server
 or UDP ones (``powerplane.testing.SilentServer(kind="udp")``): the address's
 ``transport`` (``Address(..., transport="udp")`` for SNMP and IPMI), or the
@@ -42,13 +51,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from powerplane.capabilities import Verb
-from powerplane.channel import Address, Channel, ChannelType
+from powerplane.capabilities import CapabilitySet, Verb
+from powerplane.channel import Address, Channel, ChannelType, PowerState, Reading, verb_method
 from powerplane.config import Deployment, parse_config
 from powerplane.errors import (
     AuthenticationFailed,
     ChannelTimeout,
     ConfigError,
+    OutcomeUnknown,
     PowerplaneError,
     Unreachable,
 )
@@ -194,6 +204,8 @@ CONFIG_FAULTS: tuple[type[BaseException], ...] = (ConfigError, ValidationError, 
                                                   TypeError)
 """What a channel type's factory raises for a config it cannot use: the suite's derived
 config is at fault, not the device (a factory does no I/O)."""
+VERB_PROBES = tuple(f"{v.value} sent to the fake" for v in Verb)
+"""How a probe through a verb describes itself (see :meth:`NegativeChecks._probe`)."""
 HINT_ORDER = ("address_key", "address_format", "port_key", "timeout_key", "timeout_s",
               "secret_key")
 """Which hint a config problem is laid at when it is not at a key one hint wrote."""
@@ -358,6 +370,52 @@ def _validate(
     return []
 
 
+def _pem_kind(raw_ref: Any) -> str | None:
+    """``key``, ``cert`` (a leaf), ``ca`` (a CA certificate) or None: what the secret a
+    config references holds, when it is a PEM (or base64 of one). Read only to choose a
+    wrong value of the same form; the value goes nowhere."""
+    import base64
+    import binascii
+
+    from powerplane.secrets import SecretRef
+
+    try:
+        text = SecretRef.model_validate(raw_ref).reveal().strip()
+    except Exception:
+        return None
+    if "-----BEGIN" not in text:
+        try:
+            text = base64.b64decode(text, validate=True).decode("ascii")
+        except (binascii.Error, ValueError):
+            return None
+    if "PRIVATE KEY-----" in text:
+        return "key"
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        return None
+    try:
+        from cryptography import x509
+
+        cert = x509.load_pem_x509_certificate(text.encode("ascii"))
+        is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except Exception:
+        is_ca = False
+    return "ca" if is_ca else "cert"
+
+
+def _fresh_client_pair() -> tuple[str, str]:
+    """``(key PEM, certificate PEM)``: a client certificate from a CA made for this call."""
+    import tempfile
+    from pathlib import Path
+
+    from powerplane.testing import issue_cert, make_ca
+
+    with tempfile.TemporaryDirectory(prefix="powerplane-conformance-") as tmp:
+        where = Path(tmp)
+        ca = make_ca(where, "powerplane-conformance-unknown")
+        leaf = issue_cert(ca, where, ("powerplane-conformance",), stem="client", client=True)
+        return leaf.key_pem().decode("ascii"), leaf.cert_pem().decode("ascii")
+
+
 def hint_problems(
     deployment: Deployment, settings: ConformanceSettings
 ) -> list[tuple[tuple[str, str, str], str]]:
@@ -445,11 +503,18 @@ class NegativeChecks:
 
     def _probe(
         self, check: CheckContext, overrides: dict[str, Any], raw_target: Any = None,
-        bound: float | None = None,
-    ) -> BaseException | None:
+        bound: float | None = None, verb_if_blind: bool = False,
+    ) -> tuple[BaseException | None, str]:
         """Read through a fresh channel built with ``overrides`` (and the target
-        ``raw_target``, when given); the error, or None. NOT TESTED when the derived
-        config or target is invalid: that proves nothing about the device."""
+        ``raw_target``, when given): ``(the error or None, what was observed)``. NOT
+        TESTED when the derived config or target is invalid: that proves nothing about
+        the device.
+
+        ``verb_if_blind``: a channel that cannot see power off reads an unreachable
+        device as ``unknown``, as it must (a dark machine looks the same); the error is
+        then sought with an advertised verb sent to the fake (nothing is behind it), if
+        the target file allows destructive checks.
+        """
         s, session = check.subject, check.session
         limit = (bound if bound is not None else session.call_timeout) + 5
         target = s.target
@@ -465,17 +530,51 @@ class NegativeChecks:
         except Untestable:
             raise
         except Exception as exc:  # the factory met the fake (I/O at construction)
-            return exc
+            return exc, "building the channel"
         try:
-            session.call(channel.read_power_state, target, timeout=limit)
-        except ConfigError as exc:
-            raise Untestable(f"channel {s.channel} found the config the suite derived "
-                             f"invalid when called: {describe_error(exc)}") from None
-        except Exception as exc:
-            return exc
+            try:
+                reading = session.call(channel.read_power_state, target, timeout=limit)
+            except ConfigError as exc:
+                raise Untestable(f"channel {s.channel} found the config the suite derived "
+                                 f"invalid when called: {describe_error(exc)}") from None
+            except Exception as exc:
+                return exc, "the read"
+            state = getattr(getattr(reading, "state", None), "value", str(reading))
+            if not (verb_if_blind and isinstance(reading, Reading)
+                    and reading.state is PowerState.UNKNOWN and self._blind(check)):
+                return None, f"the read answered {state}"
+            verb = self._verb_for_probe(check, reading)
+            fn = verb_method(channel, verb)
+            if fn is None:
+                raise Untestable(f"channel {s.channel} has no method {verb.method}()")
+            try:
+                session.call(fn, target, timeout=limit)
+            except ConfigError as exc:
+                raise Untestable(f"channel {s.channel} found the config the suite derived "
+                                 f"invalid when called: {describe_error(exc)}") from None
+            except Exception as exc:
+                return exc, f"{verb.value} sent to the fake (the read answered unknown)"
+            return None, f"{verb.value} sent to the fake was accepted"
         finally:
             session.close_channel(channel)
-        return None
+
+    def _blind(self, check: CheckContext) -> bool:
+        caps = check.session.caps(check.subject)
+        return isinstance(caps, CapabilitySet) and not caps.sees_power_off
+
+    def _verb_for_probe(self, check: CheckContext, reading: Reading) -> Verb:
+        """The advertised verb that shows a blind channel's network error, or NOT TESTED."""
+        name = check.subject.channel
+        why = (f"channel {name} cannot see power off and reads the fake as unknown, as it "
+               f"must ({reading.detail or 'no detail'}): a read shows no error to check")
+        if not check.settings.allow_destructive:
+            raise Untestable(f"{why}; the check sends a verb to the fake instead (nothing "
+                             "is behind it), which needs allow_destructive: true")
+        caps = check.caps
+        for verb in (Verb.REBOOT, Verb.SHUTDOWN, Verb.POWER_ON):
+            if caps.advertises(verb):
+                return verb
+        raise Untestable(f"{why}, and it advertises no verb to send instead")
 
     def _point(
         self, check: CheckContext, pointer: Pointer, port: int
@@ -558,12 +657,25 @@ class NegativeChecks:
     def test_wrong_credentials_rejected(self, check: CheckContext) -> None:
         s, session = check.subject, check.session
         env, _ = self._canary(check)
+        envs = [env]
         try:
             overrides = self._wrong_secret(check, env)
             if overrides is None:
                 check.not_tested(self._secret_reason(check))
             try:
-                channel = self._fresh(check, overrides)
+                try:
+                    channel = self._fresh(check, overrides)
+                except Untestable as why:
+                    # a model that checks what a secret is (a PEM) rejects the canary: try
+                    # secrets of the same form that the device cannot trust
+                    shaped = self._shaped_wrong_secrets(check, envs)
+                    if shaped is None:
+                        raise
+                    try:
+                        channel = self._fresh(check, shaped)
+                    except Untestable as why2:
+                        raise Untestable(f"{why}; and with PEMs of the same form from a CA "
+                                         f"the device does not know: {why2}") from None
             except Untestable as why:
                 check.not_tested(str(why))
             except AuthenticationFailed:
@@ -583,7 +695,36 @@ class NegativeChecks:
                 session.close_channel(channel)
             check.fail("AuthenticationFailed", f"it read {reading.state.value} with a wrong secret")
         finally:
-            os.environ.pop(env, None)
+            for name in envs:
+                os.environ.pop(name, None)
+
+    def _shaped_wrong_secrets(self, check: CheckContext, envs: list[str]) -> dict[str, Any] | None:
+        """Overrides that replace each configured top-level secret holding a PEM private key
+        or leaf certificate with a fresh one from a CA nobody knows (a CA certificate is
+        public and kept: a wrong one would test TLS verification, not credentials); None
+        when no secret holds a PEM, or a ``secret_key`` hint names the secret to replace."""
+        if self._hints(check).secret_key is not None:
+            return None
+        raw = self._raw_config(check)
+        ctype = check.session.deployment.channels[check.subject.channel].type
+        kinds: dict[str, str] = {}
+        for path in ctype.secret_fields():
+            if "." in path or path not in raw:
+                continue
+            kind = _pem_kind(raw[path])
+            if kind in ("key", "cert"):
+                kinds[path] = kind
+        if not kinds:
+            return None
+        key_pem, cert_pem = _fresh_client_pair()
+        check.remember_secret(key_pem)
+        out: dict[str, Any] = {}
+        for path, kind in kinds.items():
+            name = f"POWERPLANE_CONFORMANCE_WRONG_{pysecrets.token_hex(4).upper()}"
+            os.environ[name] = key_pem if kind == "key" else cert_pem
+            envs.append(name)
+            out[path] = {"env": name}
+        return out
 
     @proves("CLOSED_PORT_UNREACHABLE", common=True)
     def test_closed_port_unreachable(self, check: CheckContext) -> None:
@@ -591,12 +732,12 @@ class NegativeChecks:
             pointer = self._pointer(check)
             transport = self._need_transport(check, pointer)
             overrides, target, bound = self._point(check, pointer, free_port(transport, HOST))
-            exc = self._probe(check, overrides, target, bound)
+            exc, observed = self._probe(check, overrides, target, bound, verb_if_blind=True)
         except Untestable as why:
             check.not_tested(str(why))
         if not isinstance(exc, Unreachable):
             check.fail("Unreachable within the connect timeout",
-                       describe_error(exc) if exc else "the read succeeded")
+                       f"{observed}: {describe_error(exc)}" if exc else observed)
 
     @proves("SILENT_SERVER_TIMEOUT", common=True)
     def test_silent_server_timeout(self, check: CheckContext) -> None:
@@ -610,12 +751,16 @@ class NegativeChecks:
                     raise Untestable(f"channel {name}'s config has no Timeouts field to set "
                                      f"short, and the target file names no "
                                      f"conformance.negative.{name}.timeout_key")
-                exc = self._probe(check, overrides, target, bound)
+                exc, observed = self._probe(check, overrides, target, bound,
+                                            verb_if_blind=True)
         except Untestable as why:
             check.not_tested(str(why))
-        if not isinstance(exc, ChannelTimeout):
-            check.fail("ChannelTimeout within the channel's bound",
-                       describe_error(exc) if exc else "the read succeeded")
+        if isinstance(exc, ChannelTimeout):
+            return
+        if isinstance(exc, OutcomeUnknown) and observed.startswith(VERB_PROBES):
+            return  # a verb whose request left and met silence: outcome unknown is right
+        check.fail("ChannelTimeout within the channel's bound",
+                   f"{observed}: {describe_error(exc)}" if exc else observed)
 
     @proves("SECRET_NOT_DISCLOSED", common=True)
     def test_secret_not_disclosed(self, check: CheckContext) -> None:
@@ -667,7 +812,7 @@ class NegativeChecks:
     ) -> BaseException | None:
         """:meth:`_probe`, where a case the suite cannot build yields nothing to search."""
         try:
-            return self._probe(check, overrides, raw_target, bound)
+            return self._probe(check, overrides, raw_target, bound)[0]
         except Untestable:
             return None
 
