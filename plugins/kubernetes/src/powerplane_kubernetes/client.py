@@ -1,0 +1,162 @@
+"""The one way this distribution talks to the Kubernetes API: lightkube's ``AsyncClient``.
+
+:class:`KubeApi` holds the API access (a kubeconfig and a context, or the pod's service
+account), builds the client on first use in the running event loop (an httpx client
+belongs to the loop it was made in, so a new loop gets a new client), and offers the few
+calls the ports make, each answering plain JSON dicts as the API returns them:
+
+==========================================  ========================================
+call                                        request
+==========================================  ========================================
+:meth:`KubeApi.get_node`                    ``GET /api/v1/nodes/{name}``
+:meth:`KubeApi.list_nodes`                  ``GET /api/v1/nodes``
+:meth:`KubeApi.patch_node`                  ``PATCH /api/v1/nodes/{name}`` (merge patch)
+:meth:`KubeApi.pods_on`                     ``GET /api/v1/pods?fieldSelector=spec.nodeName=…``
+:meth:`KubeApi.list_pods`                   ``GET /api/v1/namespaces/{ns}/pods``
+:meth:`KubeApi.evict`                       ``POST …/pods/{name}/eviction`` (``policy/v1``)
+:meth:`KubeApi.list_pdbs`                   ``GET /apis/policy/v1/…poddisruptionbudgets``
+:meth:`KubeApi.get_custom` / ``replace``    ``GET`` / ``PUT`` of a custom resource
+:meth:`KubeApi.list_custom`                 ``GET`` of a custom resource's collection
+==========================================  ========================================
+
+Errors are not mapped here: callers read an answer (:mod:`.errors`) where it carries
+meaning (a PDB's 429, Longhorn's 404) and map the rest with :func:`.errors.map_error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from lightkube import AsyncClient, KubeConfig
+from lightkube.core.exceptions import ConfigError as LightkubeConfigError
+from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.policy_v1 import PodDisruptionBudget
+from lightkube.types import PatchType
+
+from powerplane.errors import ConfigError, ConfigProblem
+from powerplane.lifecycle.ports import PermanentPortError
+from powerplane_kubernetes.config import ApiAccess
+
+__all__ = ["FIELD_MANAGER", "KubeApi", "custom_resource"]
+
+FIELD_MANAGER = "powerplane"
+"""The field manager named on every write."""
+
+_ALL = "*"
+
+
+def custom_resource(
+    group: str, version: str, kind: str, plural: str
+) -> type[GenericNamespacedResource]:
+    """lightkube's generic class for a namespaced custom resource (no discovery request)."""
+    return create_namespaced_resource(group, version, kind, plural)
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    out = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+    assert isinstance(out, dict)
+    return out
+
+
+class KubeApi:
+    """The API access of one port, and the calls it makes."""
+
+    def __init__(self, access: ApiAccess, config_dir: Path | None = None,
+                 *, where: str = "lifecycle.cluster") -> None:
+        self.access = access
+        self.where = where
+        """The config path named in a bad-input error (``lifecycle.cluster``)."""
+        self.kubeconfig = access.kubeconfig_path(config_dir)
+        if self.kubeconfig is not None and not self.kubeconfig.is_file():
+            raise ConfigError([ConfigProblem(f"{where}.kubeconfig",
+                                             f"no such file: {self.kubeconfig}")])
+        self._client: AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- the client ------------------------------------------------------------------------
+    def _config(self) -> Any:
+        try:
+            if self.kubeconfig is not None:
+                config = KubeConfig.from_file(self.kubeconfig)
+                if self.access.context is not None:
+                    single = config.get(self.access.context)
+                    if single is None:
+                        raise LightkubeConfigError(f"no context {self.access.context!r}")
+                    return single
+                return config
+            return KubeConfig.from_service_account()
+        except LightkubeConfigError as exc:
+            source = (f"kubeconfig {self.kubeconfig}" if self.kubeconfig is not None
+                      else "the in-cluster service account (no kubeconfig configured)")
+            raise PermanentPortError(f"Kubernetes API access from {source}: {exc}") from None
+        except (OSError, ValueError) as exc:
+            raise PermanentPortError(
+                f"Kubernetes API access: cannot read the kubeconfig {self.kubeconfig}: "
+                f"{type(exc).__name__}") from None
+
+    def client(self) -> AsyncClient:
+        """The client of the running event loop (made on first use in it)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            t = self.access.timeouts
+            self._client = AsyncClient(
+                self._config(),
+                timeout=httpx2.Timeout(t.read_s, connect=t.connect_s),
+                field_manager=FIELD_MANAGER,
+                trust_env=False,
+            )
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client (idempotent; a later call makes a new one)."""
+        client, self._client, self._loop = self._client, None, None
+        if client is not None:
+            await client.close()
+
+    # -- nodes -----------------------------------------------------------------------------
+    async def get_node(self, name: str) -> dict[str, Any]:
+        return _as_dict(await self.client().get(Node, name))
+
+    async def list_nodes(self) -> list[dict[str, Any]]:
+        return [_as_dict(n) async for n in self.client().list(Node)]
+
+    async def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        node = await self.client().patch(Node, name, patch, patch_type=PatchType.MERGE)
+        return _as_dict(node)
+
+    # -- pods, evictions, budgets ----------------------------------------------------------
+    async def pods_on(self, node: str) -> list[dict[str, Any]]:
+        pods = self.client().list(Pod, namespace=_ALL, fields={"spec.nodeName": node})
+        return [_as_dict(p) async for p in pods]
+
+    async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
+        return [_as_dict(p) async for p in self.client().list(Pod, namespace=namespace)]
+
+    async def evict(self, namespace: str, name: str) -> None:
+        eviction = Pod.Eviction(apiVersion="policy/v1", kind="Eviction",
+                                metadata=ObjectMeta(name=name, namespace=namespace))
+        await self.client().create(eviction, name, namespace=namespace)
+
+    async def list_pdbs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        found = self.client().list(PodDisruptionBudget,
+                                   namespace=namespace if namespace is not None else _ALL)
+        return [_as_dict(p) async for p in found]
+
+    # -- custom resources ------------------------------------------------------------------
+    async def get_custom(self, res: type[GenericNamespacedResource], namespace: str,
+                         name: str) -> dict[str, Any]:
+        return _as_dict(await self.client().get(res, name, namespace=namespace))
+
+    async def replace_custom(self, res: type[GenericNamespacedResource],
+                             obj: dict[str, Any]) -> dict[str, Any]:
+        return _as_dict(await self.client().replace(res(**obj)))
+
+    async def list_custom(self, res: type[GenericNamespacedResource],
+                          namespace: str) -> list[dict[str, Any]]:
+        return [_as_dict(o) async for o in self.client().list(res, namespace=namespace)]

@@ -1,0 +1,86 @@
+"""The configs of the ``kubernetes`` cluster port and the ``longhorn`` storage port.
+
+::
+
+    lifecycle:
+      cluster:
+        type: kubernetes
+        kubeconfig: ./kubeconfig     # absent: the pod's service account (in-cluster)
+        context: admin@prod          # absent: the kubeconfig's current context
+        timeouts: {connect_s: 5, read_s: 30}
+      storage:
+        type: longhorn
+        namespace: longhorn-system   # where Longhorn keeps nodes.longhorn.io and replicas
+        # kubeconfig / context / timeouts: absent means the cluster port's
+
+A relative ``kubeconfig`` is relative to the deployment file's directory. Node names are
+the deployment's node names: each must be the name of a Kubernetes ``Node``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from powerplane import Timeouts
+
+__all__ = ["LONGHORN_NAMESPACE", "ApiAccess", "KubernetesClusterConfig", "LonghornConfig"]
+
+LONGHORN_NAMESPACE = "longhorn-system"
+"""The namespace Longhorn is installed into by default."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ApiAccess(_Strict):
+    """How to reach the API server: a kubeconfig (and a context in it), or in-cluster."""
+
+    kubeconfig: str | None = None
+    """A kubeconfig file; absent: the pod's service account (token, CA and
+    ``KUBERNETES_SERVICE_HOST``), as an operator running in the cluster has."""
+    context: str | None = Field(None, min_length=1)
+    """The kubeconfig context to use; absent: its ``current-context``."""
+    timeouts: Timeouts = Field(default_factory=lambda: Timeouts(connect_s=5, read_s=30))
+    """Bounds on each API request."""
+
+    def kubeconfig_path(self, config_dir: Path | None) -> Path | None:
+        """The kubeconfig file, a relative path taken from ``config_dir``."""
+        if self.kubeconfig is None:
+            return None
+        path = Path(self.kubeconfig).expanduser()
+        if not path.is_absolute() and config_dir is not None:
+            path = config_dir / path
+        return path
+
+
+class KubernetesClusterConfig(ApiAccess):
+    """``lifecycle.cluster: {type: kubernetes}``: nodes, pods and budgets of a real cluster."""
+
+    type: Literal["kubernetes"]
+
+
+class LonghornConfig(_Strict):
+    """``lifecycle.storage: {type: longhorn}``: Longhorn's ``nodes.longhorn.io`` (ADR 0025)."""
+
+    type: Literal["longhorn"]
+    namespace: str = Field(LONGHORN_NAMESPACE, min_length=1)
+    """The namespace of Longhorn's objects."""
+    kubeconfig: str | None = None
+    """Absent: the ``kubernetes`` cluster port's kubeconfig (in-cluster when it has none)."""
+    context: str | None = Field(None, min_length=1)
+    """Absent: the cluster port's context."""
+    timeouts: Timeouts | None = None
+    """Absent: the cluster port's timeouts."""
+
+    def access(self, cluster: ApiAccess | None) -> ApiAccess:
+        """This port's API access: its own keys, the rest from the cluster port's config."""
+        base = cluster if cluster is not None else ApiAccess()
+        return ApiAccess(
+            kubeconfig=self.kubeconfig if self.kubeconfig is not None else base.kubeconfig,
+            context=self.context if self.context is not None else base.context,
+            timeouts=self.timeouts if self.timeouts is not None else base.timeouts,
+        )

@@ -1,0 +1,707 @@
+"""A Kubernetes API server for tests: kmock's emulator, with handlers for what it does not do.
+
+kmock (``KubernetesEmulator``, by the author of kopf) serves the HTTP API on a loopback
+port, keeps the objects in memory (``kmock.objects``), applies ``PATCH`` bodies as JSON
+merge patches or JSON patches, creates and deletes objects, streams watches and records
+every request. It does not emulate what this distribution depends on, so
+:class:`KubeApiServer` adds reactions of its own, each answering as a real API server does
+(``Status`` objects with the API server's reasons and wording):
+
+* **resourceVersion**: every object carries one (one counter for the server), stamped on
+  every write; a ``PUT`` whose ``metadata.resourceVersion`` is stale is ``409 Conflict``
+  ("the object has been modified; please apply your changes to the latest version and try
+  again"), one without it ``422 Invalid``; a ``PATCH`` naming a stale one is undone and
+  answered 409. ``uid`` and ``creationTimestamp`` are stamped on create.
+* **PUT** (replace): kmock has no update by ``PUT``.
+* **lists with selectors**: ``fieldSelector`` (``spec.nodeName``, ``metadata.name``,
+  ``metadata.namespace``, ``status.phase``; ``=``, ``==``, ``!=``) and ``labelSelector``
+  (``=``, ``==``, ``!=``, ``key``, ``!key``, ``in``, ``notin``); an unsupported field is
+  ``400 BadRequest`` ("field label not supported"). Lists carry ``kind`` and ``apiVersion``.
+* **reads**: a missing object is ``404 NotFound`` (``nodes "n1" not found``).
+* **the Eviction subresource** (``POST /api/v1/namespaces/{ns}/pods/{name}/eviction``,
+  ``policy/v1``): the PodDisruptionBudgets of the pod's namespace whose selector matches
+  the pod decide; none allows it; two are ``500`` ("This pod has more than one
+  PodDisruptionBudget, which the eviction subresource does not support."); one with
+  ``status.disruptionsAllowed`` at 0 is ``429 TooManyRequests``, "Cannot evict pod as it
+  would violate the pod's disruption budget.", with a ``details.causes`` entry of reason
+  ``DisruptionBudget`` naming the budget ("The disruption budget web-pdb needs 2 healthy
+  pods and has 2 currently"), as the API server's eviction REST handler words it;
+  otherwise the budget's ``disruptionsAllowed`` drops by one and the pod goes (at once,
+  or with ``linger=True`` it stays terminating, with a ``deletionTimestamp``, until
+  :meth:`KubeApiServer.finish_terminating`).
+* **admission**: Longhorn's node webhook refuses a node left with ``allowScheduling`` and
+  ``evictionRequested`` both true (its own sentence) with ``422 Invalid``.
+* **an API group not installed** (``longhorn=False``): every path under
+  ``/apis/longhorn.io`` is the API server's plain-text ``404 page not found``.
+
+Requests the ports make are kept in :attr:`KubeApiServer.requests` (method, path, query,
+body) for tests to assert on. The server runs its own event loop in a thread, so async and
+sync tests, and other processes, reach it like any API server; world changes
+(:meth:`~KubeApiServer.add_node`, :meth:`~KubeApiServer.set_pdb_allowed`, ...) run in
+that loop. Watches of objects changed by the handlers here (``PUT``, evictions) get their
+events through kmock's internal bus; that one use of a private name is guarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import json
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import kmock
+from kmock._internal.rendering import Response  # kmock exports it without __all__
+
+__all__ = [
+    "LONGHORN_NODES",
+    "LONGHORN_REPLICAS",
+    "NODES",
+    "PDBS",
+    "PODS",
+    "KubeApiServer",
+    "RecordedRequest",
+    "Validator",
+]
+
+T = TypeVar("T")
+
+NODES = "v1/nodes"
+PODS = "v1/pods"
+PDBS = "policy/v1/poddisruptionbudgets"
+LONGHORN_NODES = "longhorn.io/v1beta2/nodes"
+LONGHORN_REPLICAS = "longhorn.io/v1beta2/replicas"
+
+_KINDS: dict[str, tuple[str, str, bool]] = {
+    # resource key: (apiVersion, kind, namespaced)
+    NODES: ("v1", "Node", False),
+    PODS: ("v1", "Pod", True),
+    PDBS: ("policy/v1", "PodDisruptionBudget", True),
+    "coordination.k8s.io/v1/leases": ("coordination.k8s.io/v1", "Lease", True),
+    "v1/events": ("v1", "Event", True),
+    LONGHORN_NODES: ("longhorn.io/v1beta2", "Node", True),
+    LONGHORN_REPLICAS: ("longhorn.io/v1beta2", "Replica", True),
+}
+
+_FIELDS = {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"}
+
+Validator = Callable[[dict[str, Any] | None, dict[str, Any]], str | None]
+"""An admission check: (old object or None, new object) -> a refusal sentence or None."""
+
+
+def _longhorn_node_webhook(old: dict[str, Any] | None, new: dict[str, Any]) -> str | None:
+    spec = new.get("spec") or {}
+    if spec.get("evictionRequested") and spec.get("allowScheduling"):
+        name = new.get("metadata", {}).get("name", "")
+        return ('admission webhook "validator.longhorn.io" denied the request: need to disable '
+                f"scheduling on node {name} for node eviction, or cancel eviction to enable "
+                "scheduling on this node")
+    return None
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the server received."""
+
+    method: str
+    path: str
+    query: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None
+
+    def __str__(self) -> str:
+        query = "&".join(f"{k}={v}" for k, v in self.query.items())
+        return f"{self.method} {self.path}" + (f"?{query}" if query else "")
+
+
+def _status(code: int, reason: str, message: str,
+            details: dict[str, Any] | None = None) -> Response:
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                            "status": "Failure", "message": message, "reason": reason,
+                            "code": code}
+    if details is not None:
+        body["details"] = details
+    return Response(status=code, payload=body)
+
+
+def _page_not_found() -> Response:
+    return Response(status=404, payload=b"404 page not found\n",
+                          headers={"Content-Type": "text/plain; charset=utf-8"})
+
+
+def _answer(handler: Callable[[kmock.Request], Any]) -> Callable[[kmock.Request], Any]:
+    """Every answer with its own status: kmock keeps the status a reaction's callable last
+    returned in a ``Response`` on the reaction itself, so a 409 would stick to the next 200."""
+    def answer(request: kmock.Request) -> Response:
+        out = handler(request)
+        return out if isinstance(out, Response) else Response(status=200, payload=out)
+    return answer
+
+
+def _key(resource: Any) -> str:
+    group = resource.group or ""
+    return f"{group + '/' if group else ''}{resource.version}/{resource.plural}"
+
+
+def _match_labels(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A ``LabelSelector`` (matchLabels, matchExpressions) against labels; empty selects all."""
+    if selector is None:
+        return False  # a PDB without a selector selects nothing (policy/v1 semantics: {} = all)
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _label_test(part: str) -> Callable[[Mapping[str, str]], bool]:
+    m = re.fullmatch(r"([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)", part)
+    if m:
+        key, negate = m.group(1), m.group(2) == "notin"
+        values = {v.strip() for v in m.group(3).split(",")}
+        return lambda labels: (labels.get(key) in values) != negate
+    m = re.fullmatch(r"([\w./-]+)\s*(!=|==|=)\s*([\w./-]*)", part)
+    if m:
+        key, op, value = m.groups()
+        return lambda labels: (labels.get(key) == value) != (op == "!=")
+    if part.startswith("!"):
+        return lambda labels: part[1:] not in labels
+    return lambda labels: part in labels
+
+
+def _label_query(query: str) -> Callable[[Mapping[str, str]], bool]:
+    """A ``labelSelector`` query string as a predicate."""
+    tests = [_label_test(p.strip()) for p in re.split(r",(?![^(]*\))", query) if p.strip()]
+    return lambda labels: all(t(labels) for t in tests)
+
+
+def _field_value(obj: Mapping[str, Any], path: str) -> str:
+    cur: Any = obj
+    for part in path.split("."):
+        cur = cur.get(part) if isinstance(cur, Mapping) else None
+    return "" if cur is None else str(cur)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class KubeApiServer:
+    """kmock's Kubernetes emulator on a loopback port, with the handlers listed above.
+
+    ::
+
+        with KubeApiServer() as api:
+            api.add_node("n1", labels={"node-role.kubernetes.io/control-plane": ""})
+            kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+            ...
+            assert [str(r) for r in api.requests_to("PATCH")] == ["PATCH /api/v1/nodes/n1"]
+    """
+
+    def __init__(self, *, longhorn: bool = True, linger: bool = False,
+                 host: str = "127.0.0.1") -> None:
+        self.longhorn = longhorn
+        """Whether Longhorn's API group is installed (False: its CRDs are absent)."""
+        self.linger = linger
+        """Evicted pods stay terminating until :meth:`finish_terminating`."""
+        self.budget_cause = True
+        """A PDB's 429 names the budget in ``details.causes`` (False: a bare 429, as an
+        older API server or a proxy in between may answer)."""
+        self.throttle_evictions = False
+        """Answer every eviction with API Priority and Fairness' 429 ("Too many requests,
+        please try again later."), whatever the budgets say."""
+        self.host = host
+        self.url = ""
+        """``http://127.0.0.1:PORT`` once started."""
+        self.validators: dict[str, list[Validator]] = {}
+        """Admission checks by resource key (``longhorn.io/v1beta2/nodes``)."""
+        if longhorn:
+            self.validators[LONGHORN_NODES] = [_longhorn_node_webhook]
+        self._rv = itertools.count(1)
+        self._kmock: kmock.KubernetesEmulator | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._failure: BaseException | None = None
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    # -- start and stop --------------------------------------------------------------------
+    def start(self) -> KubeApiServer:
+        """Serve on a port the OS picks (the server reports it; no free-port race)."""
+        if self._thread is not None:
+            raise RuntimeError("the API server was started already")
+        self._thread = threading.Thread(target=self._run, name="kmock-apiserver", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout=30):
+            raise RuntimeError("the kmock API server did not start within 30 s")
+        if self._failure is not None:
+            raise RuntimeError(f"the kmock API server failed to start: {self._failure!r}")
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (idempotent)."""
+        if self._thread is None or self._loop is None or self._stop is None:
+            return
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=30)
+        self._thread = None
+
+    def __enter__(self) -> KubeApiServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._serve())
+        except BaseException as exc:  # reported by start()
+            self._failure = exc
+            self._ready.set()
+        finally:
+            loop.close()
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        async with kmock.KubernetesEmulator() as emulator, \
+                kmock.Server(emulator, host=self.host) as server:
+            self._kmock = emulator
+            self._install(emulator)
+            self.url = f"http://{server.host}:{server.port}"
+            self._ready.set()
+            await self._stop.wait()
+
+    def write_kubeconfig(self, path: Path, *, context: str = "kmock") -> Path:
+        """A kubeconfig file that reaches this server (no credentials: kmock asks none)."""
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": context,
+            "clusters": [{"name": "kmock", "cluster": {"server": self.url}}],
+            "users": [{"name": "kmock", "user": {}}],
+            "contexts": [{"name": context, "context": {"cluster": "kmock", "user": "kmock"}}],
+        }
+        path.write_text(json.dumps(config), encoding="utf-8")
+        return path
+
+    # -- the request log -------------------------------------------------------------------
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received, in order."""
+        emulator = self._emulator
+        return self._call(lambda: [
+            RecordedRequest(str(r.method.value), r.url.path, dict(r.params),
+                            r.data if r.body else None)
+            for r in emulator
+        ])
+
+    def requests_to(self, method: str, path_prefix: str = "") -> list[RecordedRequest]:
+        """The requests of one method whose path starts with ``path_prefix``."""
+        return [r for r in self.requests
+                if r.method == method.upper() and r.path.startswith(path_prefix)]
+
+    def writes(self) -> list[RecordedRequest]:
+        """Every request that may change something (``POST``, ``PUT``, ``PATCH``, ``DELETE``)."""
+        return [r for r in self.requests if r.method in ("POST", "PUT", "PATCH", "DELETE")]
+
+    # -- the world -------------------------------------------------------------------------
+    def add_node(self, name: str, *, labels: Mapping[str, str] | None = None,
+                 ready: bool | None = True, boot_id: str | None = "boot-1",
+                 unschedulable: bool = False) -> None:
+        """A ``Node`` with a Ready condition (None: no condition) and a boot id."""
+        status: dict[str, Any] = {"nodeInfo": {"bootID": boot_id or "", "machineID": name,
+                                               "kernelVersion": "6.6", "osImage": "kmock",
+                                               "containerRuntimeVersion": "none",
+                                               "kubeletVersion": "v1.33.0",
+                                               "kubeProxyVersion": "", "systemUUID": name,
+                                               "operatingSystem": "linux",
+                                               "architecture": "amd64"}}
+        if ready is not None:
+            status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False",
+                                     "reason": "KubeletReady" if ready else "KubeletNotReady",
+                                     "message": "", "lastHeartbeatTime": _now(),
+                                     "lastTransitionTime": _now()}]
+        spec: dict[str, Any] = {"unschedulable": True} if unschedulable else {}
+        self._put(NODES, None, {"metadata": {"name": name, "labels": dict(labels or {})},
+                                "spec": spec, "status": status})
+
+    def set_ready(self, name: str, ready: bool) -> None:
+        def change(obj: dict[str, Any]) -> None:
+            for cond in obj["status"].get("conditions", []):
+                if cond["type"] == "Ready":
+                    cond["status"] = "True" if ready else "False"
+        self._change(NODES, None, name, change)
+
+    def set_boot_id(self, name: str, boot_id: str) -> None:
+        self._change(NODES, None, name,
+                     lambda obj: obj["status"]["nodeInfo"].update(bootID=boot_id))
+
+    def add_pod(self, namespace: str, name: str, node: str, *,
+                labels: Mapping[str, str] | None = None, owner_kind: str | None = "ReplicaSet",
+                mirror: bool = False) -> None:
+        """A running pod on ``node``, owned by a controller of ``owner_kind`` (None: bare)."""
+        meta: dict[str, Any] = {"name": name, "namespace": namespace,
+                                "labels": dict(labels or {})}
+        if owner_kind is not None:
+            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner_kind,
+                                        "name": f"{name}-owner", "uid": str(uuid.uuid4()),
+                                        "controller": True}]
+        if mirror:
+            meta["annotations"] = {"kubernetes.io/config.mirror": uuid.uuid4().hex}
+        self._put(PODS, namespace, {
+            "metadata": meta,
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "pause"}]},
+            "status": {"phase": "Running"},
+        })
+
+    def add_pdb(self, namespace: str, name: str, match_labels: Mapping[str, str], *,
+                allowed: int = 0, min_available: int = 1) -> None:
+        """A PodDisruptionBudget; ``allowed`` is its ``status.disruptionsAllowed``."""
+        self._put(PDBS, namespace, {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minAvailable": min_available,
+                     "selector": {"matchLabels": dict(match_labels)}},
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": min_available,
+                       "desiredHealthy": min_available, "expectedPods": min_available,
+                       "observedGeneration": 1},
+        })
+
+    def set_pdb_allowed(self, namespace: str, name: str, allowed: int) -> None:
+        self._change(PDBS, namespace, name,
+                     lambda obj: obj["status"].update(disruptionsAllowed=allowed))
+
+    def finish_terminating(self) -> list[str]:
+        """Remove every terminating pod (their grace period is over); returns ``ns/name``."""
+        def finish() -> list[str]:
+            gone = []
+            for (res, ns, name), obj in list(self._emulator.objects.items()):
+                if _key(res) == PODS and not obj.deleted and \
+                        obj.raw.get("metadata", {}).get("deletionTimestamp"):
+                    obj.delete()
+                    self._publish(PODS, "DELETED", obj.last.raw)
+                    gone.append(f"{ns}/{name}")
+            return sorted(gone)
+        return self._call(finish)
+
+    def add_longhorn_node(self, name: str, *, allow_scheduling: bool = True,
+                          eviction_requested: bool = False,
+                          namespace: str = "longhorn-system") -> None:
+        self._put(LONGHORN_NODES, namespace, {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"name": name, "allowScheduling": allow_scheduling,
+                     "evictionRequested": eviction_requested, "disks": {}, "tags": []},
+        })
+
+    def add_replica(self, name: str, node: str, *, namespace: str = "longhorn-system") -> None:
+        self._put(LONGHORN_REPLICAS, namespace, {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeID": node, "volumeName": name.rsplit("-r-", 1)[0],
+                     "evictionRequested": False},
+        })
+
+    def remove_replicas(self, node: str, *, namespace: str = "longhorn-system") -> int:
+        """Longhorn's volume controller deleting the evicted replicas of ``node``."""
+        def remove() -> int:
+            n = 0
+            for (res, ns, _), obj in list(self._emulator.objects.items()):
+                if _key(res) == LONGHORN_REPLICAS and ns == namespace and not obj.deleted \
+                        and obj.raw["spec"].get("nodeID") == node:
+                    obj.delete()
+                    n += 1
+            return n
+        return self._call(remove)
+
+    def object(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """A copy of the stored object (None: absent)."""
+        def read() -> dict[str, Any] | None:
+            obj = self._find(resource, namespace, name)
+            return None if obj is None else json.loads(json.dumps(obj.raw))
+        return self._call(read)
+
+    def objects(self, resource: str) -> list[dict[str, Any]]:
+        """Copies of every stored object of ``resource``."""
+        def read() -> list[dict[str, Any]]:
+            return [json.loads(json.dumps(obj.raw))
+                    for (res, _, _), obj in self._emulator.objects.items()
+                    if _key(res) == resource and not obj.deleted]
+        return self._call(read)
+
+    # -- plumbing --------------------------------------------------------------------------
+    @property
+    def _emulator(self) -> kmock.KubernetesEmulator:
+        if self._kmock is None:
+            raise RuntimeError("the API server is not started")
+        return self._kmock
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` in the server's loop (so it never races a request) and return its value."""
+        if self._loop is None:
+            raise RuntimeError("the API server is not started")
+        if threading.current_thread() is self._thread:
+            return fn()
+
+        async def run() -> T:
+            return fn()
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=30)
+
+    def _stamp(self, obj: dict[str, Any], resource: str, *, new: bool) -> None:
+        api_version, kind, _ = _KINDS.get(resource, ("", "", True))
+        if api_version:
+            obj.setdefault("apiVersion", api_version)
+            obj.setdefault("kind", kind)
+        meta = obj.setdefault("metadata", {})
+        meta["resourceVersion"] = str(next(self._rv))
+        if new or "uid" not in meta:
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", _now())
+
+    def _put(self, resource: str, namespace: str | None, obj: dict[str, Any]) -> None:
+        def put() -> None:
+            self._stamp(obj, resource, new=True)
+            self._emulator.objects[resource, namespace, obj["metadata"]["name"]] = obj
+            self._publish(resource, "ADDED", obj)
+        self._call(put)
+
+    def _change(self, resource: str, namespace: str | None, name: str,
+                fn: Callable[[dict[str, Any]], None]) -> None:
+        def change() -> None:
+            stored = self._emulator.objects[resource, namespace, name]
+            body = json.loads(json.dumps(stored.raw))
+            fn(body)
+            self._stamp(body, resource, new=False)
+            stored.create(body)
+            self._publish(resource, "MODIFIED", body)
+        self._call(change)
+
+    def _publish(self, resource: str, kind: str, obj: dict[str, Any]) -> None:
+        buses = getattr(self._emulator, "_buses", None)  # kmock's watch bus (private)
+        if buses is None:
+            return
+        for res in list(buses):
+            if _key(res) == resource:
+                task = asyncio.ensure_future(buses[res].put({"type": kind, "object": obj}))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    def _find(self, resource: str, namespace: str | None, name: str) -> Any:
+        objs = self._emulator.objects
+        key = (kmock.resource(resource), namespace, name)
+        if key in objs and not objs[key].deleted:
+            return objs[key]
+        return None
+
+    def _iter(self, resource: str, namespace: str | None) -> Iterator[tuple[str | None, Any]]:
+        for (res, ns, _), obj in list(self._emulator.objects.items()):
+            if _key(res) == resource and not obj.deleted and (namespace is None
+                                                               or ns == namespace):
+                yield ns, obj
+
+    # -- the handlers ----------------------------------------------------------------------
+    def _install(self, k: kmock.KubernetesEmulator) -> None:
+        for resource, (_, kind, namespaced) in _KINDS.items():
+            k.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
+        if not self.longhorn:
+            k[kmock.resource(group="longhorn.io")] << (lambda req: _page_not_found())
+        k[kmock.action.LIST] << _answer(self._list)
+        k[kmock.action.FETCH] << _answer(self._fetch)
+        k["post", kmock.subresource("eviction")] << _answer(self._evict)
+        k[kmock.action.CREATE] << _answer(self._created)
+        k[kmock.action.UPDATE] << _answer(self._patched)
+        k[kmock.method.PUT] << _answer(self._replace)
+
+    @staticmethod
+    def _not_found(resource: str, name: str) -> Response:
+        plural = resource.rsplit("/", 1)[-1]
+        group = resource.split("/")[0] if resource.count("/") == 2 else ""
+        what = f"{plural}.{group}" if group else plural
+        return _status(404, "NotFound", f'{what} "{name}" not found',
+                       {"name": name, "kind": plural, **({"group": group} if group else {})})
+
+    def _list(self, request: kmock.Request) -> Any:
+        assert request.resource is not None
+        resource = _key(request.resource)
+        if resource not in _KINDS:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        fields: list[tuple[str, str, str]] = []
+        for part in filter(None, request.params.get("fieldSelector", "").split(",")):
+            m = re.fullmatch(r"([\w.]+)\s*(!=|==|=)\s*(.*)", part.strip())
+            if m is None or m.group(1) not in _FIELDS:
+                label = m.group(1) if m else part
+                return _status(400, "BadRequest", f'field label not supported: "{label}"')
+            fields.append((m.group(1), m.group(2), m.group(3)))
+        labels = _label_query(request.params.get("labelSelector", ""))
+        items = []
+        for _, obj in self._iter(resource, request.namespace):
+            raw = obj.raw
+            if not labels(raw.get("metadata", {}).get("labels") or {}):
+                continue
+            if all((_field_value(raw, f) == v) == (op != "!=") for f, op, v in fields):
+                items.append(raw)
+        api_version, kind, _ = _KINDS[resource]
+        return {"apiVersion": api_version, "kind": f"{kind}List",
+                "metadata": {"resourceVersion": str(next(self._rv))}, "items": items}
+
+    def _fetch(self, request: kmock.Request) -> Any:
+        assert request.resource is not None and request.name is not None
+        resource = _key(request.resource)
+        if request.subresource:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        obj = self._find(resource, request.namespace, request.name)
+        if obj is None:
+            return self._not_found(resource, request.name)
+        return obj.raw
+
+    def _admit(self, resource: str, old: dict[str, Any] | None,
+               new: dict[str, Any]) -> Response | None:
+        for check in self.validators.get(resource, []):
+            refusal = check(old, new)
+            if refusal is not None:
+                return _status(422, "Invalid", refusal)
+        return None
+
+    def _created(self, request: kmock.Request) -> Any:
+        assert request.resource is not None
+        resource = _key(request.resource)
+        name = (request.data or {}).get("metadata", {}).get("name")
+        obj = self._find(resource, request.namespace, name)
+        if obj is None:
+            return _status(500, "InternalError", "kmock did not store the object")
+        body = json.loads(json.dumps(obj.raw))
+        refusal = self._admit(resource, None, body)
+        if refusal is not None:
+            obj.delete()
+            return refusal
+        self._stamp(body, resource, new=True)
+        obj.last.update(body)
+        return Response(status=201, payload=body)
+
+    def _patched(self, request: kmock.Request) -> Any:
+        assert request.resource is not None and request.name is not None
+        resource = _key(request.resource)
+        obj = self._find(resource, request.namespace, request.name)
+        if obj is None:
+            return self._not_found(resource, request.name)
+        history = obj.history
+        before = history[-2] if len(history) >= 2 else None
+        old = before.raw if before is not None else None
+        wanted = (request.data or {}).get("metadata", {}).get("resourceVersion") \
+            if isinstance(request.data, dict) else None
+        body = json.loads(json.dumps(obj.raw))
+        if old is not None and wanted is not None and \
+                wanted != old.get("metadata", {}).get("resourceVersion"):
+            history.pop()
+            return self._conflict(resource, request.name)
+        refusal = self._admit(resource, old, body)
+        if refusal is not None:
+            history.pop()
+            return refusal
+        self._stamp(body, resource, new=False)
+        obj.last.update(body)
+        return body
+
+    def _conflict(self, resource: str, name: str) -> Response:
+        plural = resource.rsplit("/", 1)[-1]
+        group = resource.split("/")[0] if resource.count("/") == 2 else ""
+        what = f"{plural}.{group}" if group else plural
+        return _status(409, "Conflict",
+                       f'Operation cannot be fulfilled on {what} "{name}": the object has been '
+                       "modified; please apply your changes to the latest version and try again",
+                       {"name": name, "kind": plural, **({"group": group} if group else {})})
+
+    def _replace(self, request: kmock.Request) -> Any:
+        if request.resource is None or request.name is None:
+            return _status(405, "MethodNotAllowed", "the server does not allow this method")
+        resource = _key(request.resource)
+        obj = self._find(resource, request.namespace, request.name)
+        if obj is None:
+            return self._not_found(resource, request.name)
+        body = request.data if isinstance(request.data, dict) else None
+        if body is None:
+            return _status(400, "BadRequest", "the body of the request was not an object")
+        old = json.loads(json.dumps(obj.raw))
+        wanted = body.get("metadata", {}).get("resourceVersion")
+        if not wanted:
+            return _status(422, "Invalid", f'{resource.rsplit("/", 1)[-1]} "{request.name}" is '
+                           "invalid: metadata.resourceVersion: Invalid value: 0x0: must be "
+                           "specified for an update")
+        if wanted != old["metadata"].get("resourceVersion"):
+            return self._conflict(resource, request.name)
+        new = json.loads(json.dumps(body))
+        refusal = self._admit(resource, old, new)
+        if refusal is not None:
+            return refusal
+        for keep in ("uid", "creationTimestamp"):
+            if keep in old["metadata"]:
+                new["metadata"][keep] = old["metadata"][keep]
+        self._stamp(new, resource, new=False)
+        obj.create(new)
+        self._publish(resource, "MODIFIED", new)
+        return new
+
+    def _evict(self, request: kmock.Request) -> Any:
+        ns, name = request.namespace, request.name
+        if ns is None or name is None:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        if self.throttle_evictions:
+            return _status(429, "TooManyRequests", "Too many requests, please try again later.",
+                           {"retryAfterSeconds": 1})
+        pod = self._find(PODS, ns, name)
+        if pod is None:
+            return self._not_found(PODS, name)
+        labels = pod.raw.get("metadata", {}).get("labels") or {}
+        covering = [obj for _, obj in self._iter(PDBS, ns)
+                    if _match_labels(obj.raw.get("spec", {}).get("selector"), labels)]
+        if len(covering) > 1:
+            return _status(500, "InternalError", "This pod has more than one "
+                           "PodDisruptionBudget, which the eviction subresource does not "
+                           "support.")
+        if pod.raw.get("metadata", {}).get("deletionTimestamp"):
+            return Response(status=201, payload=self._eviction_ok())
+        if covering:
+            pdb = covering[0].raw
+            status = pdb.get("status", {})
+            if int(status.get("disruptionsAllowed", 0)) <= 0:
+                pdb_name = pdb["metadata"]["name"]
+                cause = (f"The disruption budget {pdb_name} needs "
+                         f"{status.get('desiredHealthy', 0)} healthy pods and has "
+                         f"{status.get('currentHealthy', 0)} currently")
+                causes = [{"reason": "DisruptionBudget", "message": cause}]
+                return _status(429, "TooManyRequests",
+                               "Cannot evict pod as it would violate the pod's disruption "
+                               "budget.", {"causes": causes} if self.budget_cause else {})
+            body = json.loads(json.dumps(pdb))
+            body["status"]["disruptionsAllowed"] = int(status["disruptionsAllowed"]) - 1
+            self._stamp(body, PDBS, new=False)
+            covering[0].create(body)
+        if self.linger:
+            body = json.loads(json.dumps(pod.raw))
+            body["metadata"]["deletionTimestamp"] = _now()
+            self._stamp(body, PODS, new=False)
+            pod.create(body)
+            self._publish(PODS, "MODIFIED", body)
+        else:
+            pod.delete()
+            self._publish(PODS, "DELETED", pod.last.raw)
+        return Response(status=201, payload=self._eviction_ok())
+
+    @staticmethod
+    def _eviction_ok() -> dict[str, Any]:
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "code": 201}
