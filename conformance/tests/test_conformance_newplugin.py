@@ -192,3 +192,59 @@ def test_generated_plugin_is_as_honest_as_the_rules(generated: Path) -> None:
         is AuthenticationFailed
     assert type(errors.map_error(ValueError(), phase="answer", **kw)) is ProtocolError
 
+
+
+def test_the_generated_suite_takes_its_device_from_one_fixture(generated: Path) -> None:
+    """The target is built from the ``device`` fixture in tests/conftest.py (the stand-in
+    until a vendor replaces it), not from the stand-in's keys inside the test."""
+    suite = (generated / "tests" / "test_conformance.py").read_text(encoding="utf-8")
+    conftest = (generated / "tests" / "conftest.py").read_text(encoding="utf-8")
+    assert "def conformance_target(cls, device: StartedPeer)" in suite
+    assert "start_peer" not in suite and "endpoint" not in suite
+    assert '"allow_destructive": False' in suite  # only the device fixture turns it on
+    assert "def device(" in conftest and "start_peer(" in conftest
+
+
+def test_the_stand_in_serves_on_its_own_and_refuses_bad_input(
+    generated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """``python -m <pkg>.testing.device``: the stand-in as a device to point a target at;
+    no password or a bad --machines is exit 2 naming what, a taken port exit 1."""
+    import base64
+    import os
+    import urllib.request
+
+    from powerplane.testing import SilentServer, Subprocess, free_port, wait_ready
+
+    device = importlib.import_module("powerplane_acme_bmc.testing.device")
+    monkeypatch.delenv("ACME_BMC_PASSWORD", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        device.main([])
+    assert exc.value.code == 2 and "set ACME_BMC_PASSWORD" in capsys.readouterr().err
+    monkeypatch.setenv("ACME_BMC_PASSWORD", "pw-stand-in-1")
+    with pytest.raises(SystemExit) as exc:
+        device.main(["--machines", "m1=on,m2=maybe"])
+    assert exc.value.code == 2 and "'m2=maybe'" in capsys.readouterr().err
+    with SilentServer() as taken:
+        assert device.main(["--port", str(taken.port)]) == 1
+    assert f"cannot listen on 127.0.0.1:{taken.port}" in capsys.readouterr().err
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(generated / "src"),
+           "ACME_BMC_PASSWORD": "pw-stand-in-1"}
+    log = tmp_path / "device.log"
+    token = base64.b64encode(b"admin:pw-stand-in-1").decode()
+
+    def answers() -> bool:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/machines/m2",
+                                         headers={"Authorization": f"Basic {token}"})
+        with urllib.request.urlopen(request, timeout=1) as reply:
+            return bool(json.loads(reply.read()) == {"power": "off"})
+
+    with Subprocess([sys.executable, "-m", "powerplane_acme_bmc.testing.device", "--port",
+                     str(port), "--machines", "m1=on,m2=off"], env=env, log=log) as proc:
+        wait_ready(answers, 30, "the stand-in device", proc)
+        assert proc.stop() == 0  # SIGTERM: it closes and exits 0
+    text = log.read_text(encoding="utf-8")
+    assert f"http://127.0.0.1:{port}" in text and "pw-stand-in-1" not in text

@@ -4,9 +4,12 @@ The generated distribution has exactly the files every in-tree plugin has (see
 ``plugins/redfish``): ``plugin.py`` (the hooks), ``config.py`` (the model, with
 ``timeouts: Timeouts``), ``channel.py``, ``errors.py`` (the mapping table and
 ``map_error``), ``peer.py`` (its loopback peer), ``testing/`` (the stand-in device it
-ships), ``tests/``, a README and a pyproject with the ``powerplane`` entry point. The
-templates are in ``powerplane_conformance/template``. Out of the box every check passes,
-is skipped, or is NOT TESTED with a reason; ``mypy --strict`` and ruff pass on it.
+ships, which ``python -m <package>.testing.device`` also serves on its own), ``tests/``
+(the suite, its target built from the one ``device`` fixture in ``tests/conftest.py`` that
+a vendor replaces to reach a device of their own; see ``docs/vendor-guide.md``), a README
+and a pyproject with the ``powerplane`` entry point. The templates are in
+``powerplane_conformance/template``. Out of the box every check passes, is skipped, or is
+NOT TESTED with a reason; ``mypy --strict`` and ruff pass on it.
 
 What differs from ``plugins/redfish`` by design is listed in :data:`SHAPE_DIFFERENCES`.
 """
