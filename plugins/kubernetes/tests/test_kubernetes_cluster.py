@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from powerplane_kubernetes.cluster import KubernetesCluster
 from powerplane_kubernetes.config import KubernetesClusterConfig
@@ -111,9 +113,9 @@ async def test_daemonset_and_mirror_pods_are_left(api: KubeApiServer,
 
 
 async def test_drain_waits_for_terminating_pods_without_evicting_again(
-        cluster_config: KubernetesClusterConfig, tmp_path: object) -> None:
+        cluster_config: KubernetesClusterConfig, tmp_path: Path) -> None:
     with KubeApiServer(linger=True) as api:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kc")  # type: ignore[operator]
+        kubeconfig = api.write_kubeconfig(tmp_path / "kc")
         port = KubernetesCluster(cluster_config.model_copy(update={"kubeconfig": str(kubeconfig)}))
         try:
             api.add_node("n1")
@@ -160,9 +162,9 @@ async def test_readiness_boot_id_and_labels(api: KubeApiServer,
 
 
 async def test_deployment_labels_sit_under_the_cluster_labels(
-        api: KubeApiServer, cluster_config: KubernetesClusterConfig, kubeconfig: object) -> None:
+        api: KubeApiServer, cluster_config: KubernetesClusterConfig, kubeconfig: Path) -> None:
     api.add_node("n1", labels={"zone": "a"})
-    port = KubernetesCluster(cluster_config, config_dir=kubeconfig.parent,  # type: ignore[attr-defined]
+    port = KubernetesCluster(cluster_config, config_dir=kubeconfig.parent,
                              node_labels={"n1": {"zone": "b", "powerplane.io/virtual-node": ""},
                                           "bare": {"rack": "r1"}})
     try:
@@ -173,10 +175,10 @@ async def test_deployment_labels_sit_under_the_cluster_labels(
 
 
 async def test_an_unreachable_api_server_is_temporary(
-        cluster_config: KubernetesClusterConfig, tmp_path: object) -> None:
+        cluster_config: KubernetesClusterConfig, tmp_path: Path) -> None:
     dead = KubeApiServer()
     dead.url = f"http://127.0.0.1:{closed_port()}"
-    path = dead.write_kubeconfig(tmp_path / "dead")  # type: ignore[operator]
+    path = dead.write_kubeconfig(tmp_path / "dead")
     port = KubernetesCluster(cluster_config.model_copy(update={"kubeconfig": str(path)}))
     try:
         with pytest.raises(TemporaryPortError, match="cannot be reached"):
