@@ -195,3 +195,39 @@ def test_a_blind_channel_read_only_is_not_tested_with_the_reason(
         assert "cannot see power off and reads the fake as unknown" in messages(summary, ident)
         assert "needs allow_destructive: true" in messages(summary, ident)
     assert summary.data["counts"]["fail"] == 0
+
+
+# -- a target spelling the channel type's parser refuses asks no device -------------------
+
+def _strict_target(raw: str) -> str:
+    if not raw.isalnum():
+        raise ValueError(f"target {raw!r}: letters and digits only")
+    return raw
+
+
+class _StrictTargetPlugin:
+    @hookimpl
+    def register_channel_types(self, register: Callable[[ChannelType[Any, Any]], None]) -> None:
+        register(ChannelType(name="lineproto-strict", config=DeclaredLineConfig,
+                             factory=LineChannel, address=DECLARED_ADDRESS,
+                             target=_strict_target,
+                             description="a line-protocol device with strict target names"))
+
+
+def test_an_unknown_target_the_parser_refuses_is_not_tested_never_passed(
+    run: Callable[..., RunSummary], declared_target: Callable[..., dict[str, Any]]
+) -> None:
+    """The derived unknown target (the node's target plus a suffix) is refused by the
+    channel type's parser, so no request reaches the device: nothing about the device's
+    answer was observed, and the check says so instead of passing."""
+    reg = registry()
+    reg.add_module("conformance-strict", _StrictTargetPlugin(), "tests", "0")
+    try:
+        data = declared_target()
+        data["channels"]["dev"]["type"] = "lineproto-strict"
+        summary = run(data, pytest_args=["-k", "unknown_target"])
+    finally:
+        reg.remove("conformance-strict")
+    assert outcome(summary, "UNKNOWN_TARGET_ERROR") == {"not_tested"}
+    text = messages(summary, "UNKNOWN_TARGET_ERROR")
+    assert "rejects the derived target" in text and "unknown_target" in text

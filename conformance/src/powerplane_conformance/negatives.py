@@ -584,7 +584,8 @@ class NegativeChecks:
         return {**overrides, **short}, raw_target, bound
 
     def _unknown_subject(self, check: CheckContext) -> Subject | None:
-        """A subject for a target the device does not have; None if the parser rejects it."""
+        """A subject for a target the device does not have (NOT TESTED when the channel
+        type's parser rejects the derived spelling: no request would be made)."""
         s = check.subject
         raw = self._hints(check).unknown_target
         if raw is None:
@@ -597,8 +598,13 @@ class NegativeChecks:
         if parser is not None:
             try:
                 target = parser(raw)
-            except (ValueError, TypeError):
-                return None  # rejected when the config is read: a clear error
+            except (ValueError, TypeError) as exc:
+                # the config reader refuses this spelling: no device was asked, so nothing
+                # about the device's answer to an unknown target was observed
+                check.not_tested(
+                    f"channel type {s.type_name} rejects the derived target {raw!r} before "
+                    f"any request ({exc}); set conformance.negative.{s.channel}.unknown_target "
+                    "to a well-formed target the device does not have")
         return Subject(s.node, s.channel, target, s.type_name)
 
     @proves("UNKNOWN_TARGET_ERROR", common=True)
