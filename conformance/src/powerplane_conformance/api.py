@@ -91,9 +91,10 @@ def run_suite(
             "-p", "no:cacheprovider", "-p", "no:warnings",
             "-p", "no:asyncio", "-q", "--tb=no", "--no-header", "-rN",
             "--powerplane-target", str(path), "--powerplane-report", str(out),
+            # only the suite's own plugin: the other pytest plugins installed beside it
+            # (asyncio, hypothesis, timeout, ...) cost seconds to load and check nothing here
+            "--disable-plugin-autoload", "-p", "powerplane_conformance.plugin",
         ]
-        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-            args += ["-p", "powerplane_conformance.plugin"]
         if channel:
             args += ["--powerplane-channel", channel]
         if junit:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
 from powerplane_kubernetes.cluster import KubernetesCluster
 from powerplane_kubernetes.config import KubernetesClusterConfig, LonghornConfig
 from powerplane_kubernetes.longhorn import LonghornStorage

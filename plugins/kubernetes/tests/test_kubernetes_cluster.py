@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from powerplane_kubernetes.cluster import KubernetesCluster
-from powerplane_kubernetes.config import KubernetesClusterConfig
-from powerplane_kubernetes.testing.apiserver import NODES, PODS, KubeApiServer
-from powerplane_kubernetes.testing.schemas import validate_written
 
 from powerplane.lifecycle.ports import PermanentPortError, TemporaryPortError
 from powerplane.lifecycle.quorum import derive_membership
 from powerplane.testing import closed_port
+from powerplane_kubernetes.cluster import KubernetesCluster
+from powerplane_kubernetes.config import KubernetesClusterConfig
+from powerplane_kubernetes.testing.apiserver import NODES, PODS, KubeApiServer
+from powerplane_kubernetes.testing.schemas import validate_written
 
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 

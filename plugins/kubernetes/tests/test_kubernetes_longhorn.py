@@ -7,14 +7,14 @@ import logging
 from pathlib import Path
 
 import pytest
-from powerplane_kubernetes.config import KubernetesClusterConfig, LonghornConfig
-from powerplane_kubernetes.longhorn import LonghornStorage
-from powerplane_kubernetes.testing.apiserver import LONGHORN_NODES, KubeApiServer
-from powerplane_kubernetes.testing.schemas import validate_written
 
 from powerplane.lifecycle.evacuation import LonghornHook
 from powerplane.lifecycle.ports import PermanentPortError
 from powerplane.lifecycle.storage import apply_writes
+from powerplane_kubernetes.config import KubernetesClusterConfig, LonghornConfig
+from powerplane_kubernetes.longhorn import LonghornStorage
+from powerplane_kubernetes.testing.apiserver import LONGHORN_NODES, KubeApiServer
+from powerplane_kubernetes.testing.schemas import validate_written
 
 NODE_PATH = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/nodes/n1"
 

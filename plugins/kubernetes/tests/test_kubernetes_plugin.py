@@ -7,14 +7,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from powerplane_kubernetes import plugin
-from powerplane_kubernetes.cluster import KubernetesCluster
-from powerplane_kubernetes.config import KubernetesClusterConfig, LonghornConfig
-from powerplane_kubernetes.longhorn import LonghornStorage
 from pydantic import ValidationError
 
 from powerplane.errors import ConfigError
 from powerplane.plugins import load_plugins
+from powerplane_kubernetes import plugin
+from powerplane_kubernetes.cluster import KubernetesCluster
+from powerplane_kubernetes.config import KubernetesClusterConfig, LonghornConfig
+from powerplane_kubernetes.longhorn import LonghornStorage
 
 
 def test_the_entry_point_registers_kubernetes_and_longhorn() -> None:
