@@ -2,7 +2,8 @@
 
 The walk is of the real things: the click command tree (with the commands other
 distributions add through the ``powerplane.cli`` entry points), the pydantic models of the
-deployment, the ``lifecycle:`` section and every registered channel type, and the JSON the
+deployment, the ``lifecycle:`` section (with every registered cluster, storage and store
+type) and every registered channel type, and the JSON the
 CLI prints for a simulated deployment. Whatever appears there and not in the reference fails
 here, by name and by the section it belongs in.
 
@@ -36,7 +37,7 @@ from pydantic import BaseModel
 from powerplane import SecretRef
 from powerplane.cli import cli
 from powerplane.config import Limits, NodeSpec, Recovery
-from powerplane.lifecycle.settings import LifecycleConfig
+from powerplane.lifecycle.settings import PORTS, LifecycleConfig
 from powerplane.plugins import load_plugins
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
@@ -157,12 +158,23 @@ def keys_of(model: type[BaseModel], prefix: str = "") -> set[str]:
     return out
 
 
+def lifecycle_keys() -> set[str]:
+    """The ``lifecycle:`` keys, with the keys of every registered cluster, storage and store
+    type under ``lifecycle.<port>.`` (their configs come from the registry, not the model)."""
+    registry = load_plugins()
+    out = keys_of(LifecycleConfig, "lifecycle.")
+    for port in PORTS:
+        for ptype in registry.port_types(port).values():
+            out |= keys_of(ptype.config, f"lifecycle.{port}.")
+    return out
+
+
 def test_every_deployment_and_lifecycle_key_is_in_the_reference(reference: str) -> None:
     wanted = {"channels", "nodes", "recovery", "limits", "lifecycle"}
     wanted |= keys_of(NodeSpec, "nodes.")
     wanted |= keys_of(Recovery, "recovery.")
     wanted |= keys_of(Limits, "limits.")
-    wanted |= keys_of(LifecycleConfig, "lifecycle.")
+    wanted |= lifecycle_keys()
     have = table_keys(section(reference, "Deployment keys"))
     have |= table_keys(section(reference, "Lifecycle keys"))
     missing = sorted(wanted - have)
@@ -191,7 +203,8 @@ def test_every_key_of_every_registered_channel_type_is_in_the_reference(
 
 
 def test_the_key_walk_sees_nested_models_and_placeholders() -> None:
-    assert "lifecycle.cluster.pdbs.allowed_disruptions" in keys_of(LifecycleConfig, "lifecycle.")
+    assert {"lifecycle.cluster.pdbs.allowed_disruptions", "lifecycle.storage.evict_per_read",
+            "lifecycle.store.path", "lifecycle.store.type"} <= lifecycle_keys()
     assert "recovery.attendedRack" in keys_of(Recovery, "recovery.")
     assert normal("nodes.<name>.channels[].target") == "nodes.channels.target"
     assert table_keys("| `recovery.sites.<site>.attended` | x |") == {"recovery.sites.attended"}

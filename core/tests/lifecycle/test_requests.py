@@ -112,7 +112,7 @@ async def test_unknown_node_and_withheld_verb(open_lifecycle) -> None:
 
 def test_config_errors_name_the_path() -> None:
     with pytest.raises(ConfigError) as err:
-        lifecycle_config({"cluster": {"type": "kubernetes"}, "drain_deadline_s": -1,
+        lifecycle_config({"cluster": {"type": "no-such-type"}, "drain_deadline_s": -1,
                           "bogus": 1})
     paths = {p.path for p in err.value.problems}
     assert {"lifecycle.cluster.type", "lifecycle.drain_deadline_s", "lifecycle.bogus"} <= paths
