@@ -50,6 +50,8 @@ class Started:
     targets: list[Any]
     conformance: dict[str, Any]
     stop: Callable[[], None]
+    requests: Callable[[], str] | None = None
+    """What the peer received, where it counts it (the emulator: resets sent, reads)."""
 
 
 def _peer(module: str) -> Callable[[Path], Started]:
@@ -81,7 +83,13 @@ def _emulator(systems: int, zero_delay: bool = False) -> Callable[[Path], Starte
         config = {"type": "redfish", "endpoint": emu.endpoint, "username": emu.username,
                   "password": {"file": str(secret)}, "verify": str(emu.tls.ca),
                   "auth": "basic"}
-        return Started(config, emu.system_paths, {}, emu.stop)
+        def received() -> str:
+            seen = emu.requests()
+            resets = sum(1 for m, p in seen if m == "POST" and p.endswith("ComputerSystem.Reset"))
+            reads = sum(1 for m, p in seen if m == "GET" and "/Systems/" in p)
+            return f"{resets} resets (power changes asked), {reads} system reads"
+
+        return Started(config, emu.system_paths, {}, emu.stop, received)
 
     return start
 
@@ -130,6 +138,7 @@ def bench(name: str, work: Path) -> dict[str, Any] | None:
                                         report=where / "results.json",
                                         junit=where / "junit.xml")
         seconds = time.perf_counter() - t0
+        received = peer.requests() if peer.requests is not None else ""
     finally:
         peer.stop()
     data = summary.data
@@ -143,6 +152,8 @@ def bench(name: str, work: Path) -> dict[str, Any] | None:
     if name.startswith("redfish"):
         line += f"; ratio to today's {TODAY_EMULATOR_S:g} s: {seconds / TODAY_EMULATOR_S:.2f}"
     print(line)
+    if received:
+        print(f"    the peer received: {received}")
     for r in data["results"]:
         if r["outcome"] == "fail":
             print(f"    FAIL {r['id']} {r.get('node')} {r.get('verb')}: "
