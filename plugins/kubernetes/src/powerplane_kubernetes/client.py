@@ -38,8 +38,7 @@ from lightkube.resources.core_v1 import Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.types import PatchType
 
-from powerplane.errors import ConfigError, ConfigProblem
-from powerplane.lifecycle.ports import PermanentPortError
+from powerplane import ConfigError, ConfigProblem, PermanentPortError
 from powerplane_kubernetes.config import ApiAccess
 
 __all__ = ["FIELD_MANAGER", "KubeApi", "custom_resource"]

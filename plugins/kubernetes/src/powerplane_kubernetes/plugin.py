@@ -14,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from powerplane import hookimpl
-from powerplane.lifecycle.cluster import ClusterPort
-from powerplane.lifecycle.ports import ClusterType, PortContext, StorageType
-from powerplane.lifecycle.storage import StoragePort
+from powerplane import ClusterPort, ClusterType, PortContext, StoragePort, StorageType, hookimpl
 from powerplane_kubernetes.config import KubernetesClusterConfig, LonghornConfig
 
 __all__ = ["KUBERNETES", "LONGHORN", "register_cluster_types", "register_storage_types"]
