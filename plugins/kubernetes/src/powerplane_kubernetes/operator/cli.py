@@ -1,0 +1,97 @@
+"""``powerplane operator``: ``run`` (the operator's loop) and ``manifests`` (what installs it).
+
+Added to the ``powerplane`` command by the ``powerplane.cli`` entry point ``operator`` of
+this distribution. Exit codes as every powerplane command: 0 done (``--until-idle``:
+nothing can advance), 1 a device, channel or the API server failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+__all__ = ["operator_group"]
+
+
+@click.group("operator", context_settings={"help_option_names": ["-h", "--help"]})
+def operator_group() -> None:
+    """The maintenance lifecycle as an operator on the cluster API."""
+
+
+@operator_group.command("manifests")
+@click.option("--namespace", default="powerplane", show_default=True,
+              help="The operator's namespace (its ServiceAccount, Deployment and leases).")
+@click.option("--image", default="powerplane:0.1.0", show_default=True,
+              help="The operator's container image.")
+@click.option("--replicas", type=click.IntRange(1), default=2, show_default=True)
+def manifests_cmd(namespace: str, image: str, replicas: int) -> None:
+    """Print the CRD, ServiceAccount, RBAC and Deployment as one multi-document YAML."""
+    import yaml
+
+    from powerplane_kubernetes.operator.manifests import crd_missing, manifests
+
+    missing = crd_missing()
+    if missing is not None:
+        click.echo(f"note: {missing}", err=True)
+    docs = manifests(namespace, image, replicas=replicas)
+    click.echo(yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True), nl=False)
+
+
+@operator_group.command("run")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+              help="A kubeconfig for the leases and the store; absent: in-cluster.")
+@click.option("--context", "kube_context", default=None, help="The kubeconfig context.")
+@click.option("--site", "sites", multiple=True,
+              help="A site this replica may act for (repeatable); absent: every site.")
+@click.option("--until-idle", is_flag=True,
+              help="Reconcile until nothing can advance, then exit 0 (scripts, tests).")
+@click.option("--namespace", default=lambda: os.environ.get("POD_NAMESPACE", "powerplane"),
+              show_default="$POD_NAMESPACE or powerplane",
+              help="The namespace of the site leases.")
+@click.option("--identity", default=None,
+              help="This replica's lease holder identity; default $POD_NAME, else host-pid.")
+@click.option("--http-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve /metrics, /healthz and /readyz on this port (0: a free one).")
+@click.option("--http-host", default="0.0.0.0", show_default=True)
+@click.option("--lease-duration", type=click.FloatRange(min=0.1), default=15.0,
+              show_default=True, help="Seconds a lease is held without renewal.")
+@click.option("--renew-deadline", type=click.FloatRange(min=0.05), default=10.0,
+              show_default=True,
+              help="Seconds after the last renewal after which this replica stops acting.")
+@click.option("--retry-period", type=click.FloatRange(min=0.01), default=2.0,
+              show_default=True, help="Seconds between renewals and acquire attempts.")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+              help="Seconds between reconcile passes when there is nothing to watch.")
+@click.option("--max-in-flight", type=click.IntRange(1), default=10, show_default=True,
+              help="Maintenances driven at once per replica.")
+@click.option("--timeout", type=click.FloatRange(min=0.0), default=None,
+              help="--until-idle: give up (exit 1) after this many seconds.")
+@click.pass_context
+def run_cmd(ctx: click.Context, kubeconfig: str | None, kube_context: str | None,
+            sites: tuple[str, ...], until_idle: bool, namespace: str, identity: str | None,
+            http_port: int | None, http_host: str, lease_duration: float,
+            renew_deadline: float, retry_period: float, interval: float, max_in_flight: int,
+            timeout: float | None) -> None:
+    """Watch NodeMaintenance objects and drive each through the lifecycle's Reconciler."""
+    from powerplane_kubernetes.operator.run import OperatorOptions, main
+
+    if renew_deadline >= lease_duration:
+        click.echo("error: --renew-deadline must be shorter than --lease-duration "
+                   f"({renew_deadline} >= {lease_duration})", err=True)
+        sys.exit(2)
+    if retry_period >= renew_deadline:
+        click.echo("error: --retry-period must be shorter than --renew-deadline "
+                   f"({retry_period} >= {renew_deadline})", err=True)
+        sys.exit(2)
+    root = ctx.find_root().obj or {}
+    options = OperatorOptions(
+        config=root.get("config"), kubeconfig=kubeconfig, context=kube_context,
+        sites=tuple(sites), until_idle=until_idle, namespace=namespace,
+        identity=identity or os.environ.get("POD_NAME") or f"{os.uname().nodename}-{os.getpid()}",
+        http_port=http_port, http_host=http_host, lease_duration=lease_duration,
+        renew_deadline=renew_deadline, retry_period=retry_period, interval=interval,
+        max_in_flight=max_in_flight, timeout=timeout,
+    )
+    sys.exit(main(options))
