@@ -28,7 +28,7 @@ from powerplane.cli._common import (
 
 if TYPE_CHECKING:
     from powerplane.lifecycle.model import NodeMaintenance, Preflight
-    from powerplane.lifecycle.store import Store
+    from powerplane.lifecycle.ports import MaintenanceStore
 
 __all__ = ["maintenance_group"]
 
@@ -44,14 +44,14 @@ def maintenance_group() -> None:
     """The node-maintenance lifecycle: cordon, drain, reboot or shut down, return to service."""
 
 
-def _open_store(ctx: click.Context) -> Store:
+def _open_store(ctx: click.Context) -> MaintenanceStore:
     from powerplane.config import load_config
+    from powerplane.lifecycle.ports import open_store
     from powerplane.lifecycle.settings import lifecycle_config
-    from powerplane.lifecycle.store import Store
 
     deployment = load_config(config_path(ctx))
     config = lifecycle_config(deployment.lifecycle, deployment.source)
-    return Store(config.store_path(deployment.source), config.busy_timeout_s)
+    return open_store(config, deployment.source)
 
 
 def _interactive() -> bool:

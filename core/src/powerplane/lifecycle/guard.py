@@ -245,15 +245,13 @@ class LifecycleGuard:
     def _active(self) -> dict[str, tuple[str, Phase]]:
         """Node -> (maintenance, phase) of every active maintenance.
 
-        A store file that does not exist yet holds none (a direct call creates no store);
-        one that cannot be read raises ``StoreError`` (exit 1): nothing is decided blind.
+        A store that does not exist yet holds none (a direct call creates no store: the
+        store is opened with ``create=False``); one that cannot be read raises
+        ``StoreError`` (exit 1): nothing is decided blind.
         """
-        from powerplane.lifecycle.store import Store
+        from powerplane.lifecycle.ports import open_store
 
-        path = self.config.store_path(self.deployment.source)
-        if not path.exists() and not path.is_symlink():
-            return {}
-        store = Store(path, self.config.busy_timeout_s)
+        store = open_store(self.config, self.deployment.source, create=False)
         try:
             return {node: (name, phase) for name, node, phase in store.active_phases()}
         finally:

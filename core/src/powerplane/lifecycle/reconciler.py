@@ -34,10 +34,10 @@ from powerplane.lifecycle.model import (
     utcnow,
 )
 from powerplane.lifecycle.phases import transition
-from powerplane.lifecycle.ports import PermanentPortError, Ports
+from powerplane.lifecycle.ports import MaintenanceStore, PermanentPortError, Ports
 from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.storage import apply_writes
-from powerplane.lifecycle.store import Conflict, Store, StoreError
+from powerplane.lifecycle.store import Conflict, StoreError
 from powerplane.readback import PowerOffConfirmed, PowerOffWatch
 
 __all__ = ["Reconciler", "Result", "runner_alive", "set_condition"]
@@ -66,7 +66,7 @@ class Reconciler:
 
     def __init__(
         self,
-        store: Store,
+        store: MaintenanceStore,
         ports: Ports,
         config: LifecycleConfig,
         clock: Callable[[], dt.datetime] = utcnow,

@@ -19,7 +19,7 @@ import getpass
 import os
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from powerplane.capabilities import Verb
 from powerplane.errors import ChannelError, NotOffered, PowerplaneError, UnknownNode
@@ -56,9 +56,6 @@ from powerplane.lifecycle.ports import MaintenanceStore, Ports, build_ports, ope
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
 from powerplane.lifecycle.store import AlreadyActive, ConcurrentChange, Conflict, NotFound
-
-if TYPE_CHECKING:
-    from powerplane.lifecycle.store import Store
 
 __all__ = ["Lifecycle", "NotResolvable", "NotReturnable", "default_actor"]
 
@@ -98,8 +95,7 @@ class Lifecycle:
         self.store = store
         self.ports = ports if ports is not None else build_ports(host, config)
         self.clock = clock
-        # the reconciler uses only MaintenanceStore's methods (its annotation still says Store)
-        self.reconciler = Reconciler(cast("Store", store), self.ports, config, clock)
+        self.reconciler = Reconciler(store, self.ports, config, clock)
 
     @classmethod
     def for_host(
