@@ -158,6 +158,8 @@ def bench(name: str, work: Path) -> dict[str, Any] | None:
         if r["outcome"] == "fail":
             print(f"    FAIL {r['id']} {r.get('node')} {r.get('verb')}: "
                   f"{r['message'].splitlines()[-1] if r['message'] else ''}")
+    if data.get("verdict") != "pass":
+        print(f"    {data.get('headline')}: {data.get('verdict_reason')}")
     for secs, test in durations(where / "junit.xml")[:10]:
         print(f"    {secs:7.2f} s  {test}")
     sys.stdout.flush()

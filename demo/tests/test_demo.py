@@ -293,7 +293,7 @@ def test_the_ipmi_peer_fills_its_own_slot_beside_the_bmc_peer_and_is_walked(
     # rf-node stays on the other BMC peer
     assert f"rf-node: shutdown recoverable: channel {BMC} can power on" in text
     assert "ipmi: pass" in text and f"{BMC}: pass" in text
-    assert "5 backend(s) conformant" in text
+    assert "5 of 5 backend(s) conformant" in text
     assert IpmiPlugin.stopped == ["ipmi"] and PeerPlugin.stopped == [BMC]
 
 
