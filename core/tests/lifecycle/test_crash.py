@@ -5,6 +5,10 @@ The process kills itself with SIGKILL right after the named point is committed
 sending it, and between sending and recording the outcome) is hit deterministically.
 The simulated channel's ``state_file`` counts every dispatch across processes and keeps a
 power transition running across a restart (a rebooting machine comes back on time).
+
+Every test runs in both worlds (``lifecycle_worlds``): the simulated cluster, and the
+kubernetes cluster and longhorn storage ports on a seeded kmock API server this process
+serves to the runners' processes, with a kubelet thread following the machines' state file.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from lifecycle_support import ceremony
+from lifecycle_worlds import WORLDS, KubernetesWorld, SimulatedWorld, make_world
 
 from powerplane.config import load_config
 from powerplane.host import PowerHost
@@ -29,7 +35,20 @@ from powerplane.lifecycle import Lifecycle, Phase, Store
 RUN = "import sys; from powerplane.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def write_config(tmp: Path, *, blind: bool = False) -> Path:
+World = SimulatedWorld | KubernetesWorld
+
+
+@pytest.fixture(params=[pytest.param(w, marks=[pytest.mark.slow] if w == "kubernetes" else [])
+                        for w in WORLDS])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    made = make_world(str(request.param), tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()  # kubernetes: every request granted to the operator
+
+
+def write_config(tmp: Path, world: World, *, blind: bool = False) -> Path:
     """``blind``: the channel publishes no boot marker and cannot see power off."""
     lab: dict[str, Any] = {
         "type": "simulated",
@@ -59,6 +78,8 @@ def write_config(tmp: Path, *, blind: bool = False) -> Path:
             "settle_window_s": 0.5,
         },
     }
+    cfg = world.configure(cfg)
+    world.start_kubelet()
     path = tmp / "powerplane.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     return path
@@ -83,6 +104,10 @@ def request(config: Path, intent: str) -> str:
                 return (await lc.request("w1", intent, ceremony("w1"))).name
             finally:
                 lc.close()
+                for port in (lc.ports.cluster, lc.ports.storage):
+                    aclose = getattr(port, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
 
     return asyncio.run(go())
 
@@ -111,8 +136,10 @@ REBOOT_PATH = [Phase.CORDONED, Phase.DRAINING, Phase.DRAINED, Phase.REBOOTING,
     "phase:Cordoned", "phase:Draining", "phase:Drained", "dispatch-sent:reboot",
     "phase:Rebooting", "phase:Returning", "phase:Complete",
 ])
-def test_sigkill_at_each_phase_of_a_reboot_sends_exactly_one(tmp_path: Path, point: str) -> None:
-    config = write_config(tmp_path)
+def test_sigkill_at_each_phase_of_a_reboot_sends_exactly_one(
+    tmp_path: Path, world: World, point: str,
+) -> None:
+    config = write_config(tmp_path, world)
     name = request(config, "reboot")
     assert powerplane(config, "maintenance", "run", "--until-idle", crash_at=point) \
         == -signal.SIGKILL
@@ -127,11 +154,11 @@ def test_sigkill_at_each_phase_of_a_reboot_sends_exactly_one(tmp_path: Path, poi
 
 
 def test_sigkill_between_persisting_and_sending_settles_by_the_boot_marker(
-    tmp_path: Path,
+    tmp_path: Path, world: World,
 ) -> None:
     """The restart finds a dispatch with no outcome: the boot marker is unchanged and the
     node stayed ready through the settle window, so it was not applied and is sent once."""
-    config = write_config(tmp_path)
+    config = write_config(tmp_path, world)
     name = request(config, "reboot")
     assert powerplane(config, "maintenance", "run", "--until-idle",
                       crash_at="dispatch-recorded:reboot") == -signal.SIGKILL
@@ -154,9 +181,9 @@ def test_sigkill_between_persisting_and_sending_settles_by_the_boot_marker(
 
 
 def test_sigkill_between_persisting_and_sending_a_shutdown_settles_by_readback(
-    tmp_path: Path,
+    tmp_path: Path, world: World,
 ) -> None:
-    config = write_config(tmp_path)
+    config = write_config(tmp_path, world)
     name = request(config, "shutdown")
     assert powerplane(config, "maintenance", "run", "--until-idle",
                       crash_at="dispatch-recorded:shutdown") == -signal.SIGKILL
@@ -174,8 +201,10 @@ def test_sigkill_between_persisting_and_sending_a_shutdown_settles_by_readback(
     "phase:Drained", "dispatch-sent:shutdown", "phase:PoweredOff", "dispatch-recorded:power-on",
     "dispatch-sent:power-on", "phase:Returning",
 ])
-def test_sigkill_around_shutdown_and_power_on(tmp_path: Path, point: str) -> None:
-    config = write_config(tmp_path)
+def test_sigkill_around_shutdown_and_power_on(
+    tmp_path: Path, world: World, point: str,
+) -> None:
+    config = write_config(tmp_path, world)
     name = request(config, "shutdown")
     first = powerplane(config, "maintenance", "run", "--until-idle", crash_at=point)
     if first == -signal.SIGKILL:
@@ -202,9 +231,9 @@ def resolve(config: Path, *args: str) -> int:
 
 @pytest.mark.parametrize("intent", ["reboot", "shutdown"])
 def test_blind_channel_parks_and_not_applied_sends_exactly_once(
-    tmp_path: Path, intent: str,
+    tmp_path: Path, world: World, intent: str,
 ) -> None:
-    config = write_config(tmp_path, blind=True)
+    config = write_config(tmp_path, world, blind=True)
     name = request(config, intent)
     assert powerplane(config, "maintenance", "run", "--until-idle",
                       crash_at=f"dispatch-recorded:{intent}") == -signal.SIGKILL
@@ -225,8 +254,10 @@ def test_blind_channel_parks_and_not_applied_sends_exactly_once(
     assert audit[1].actor == "carol"
 
 
-def test_blind_channel_resolved_applied_completes_without_sending(tmp_path: Path) -> None:
-    config = write_config(tmp_path, blind=True)
+def test_blind_channel_resolved_applied_completes_without_sending(
+    tmp_path: Path, world: World,
+) -> None:
+    config = write_config(tmp_path, world, blind=True)
     name = request(config, "reboot")
     assert powerplane(config, "maintenance", "run", "--until-idle",
                       crash_at="dispatch-recorded:reboot") == -signal.SIGKILL

@@ -4,6 +4,11 @@ Invariants checked after every step: each transition is in the phase graph and c
 from the previous one; a terminal phase is never left; no maintenance records a power
 verb twice and the channel never receives more sends than recorded dispatches; every
 abandoned maintenance that completes went through ``Returning``.
+
+The same machine runs in two worlds (``lifecycle_worlds``): ``simulated`` (the simulated
+cluster and SQLite) and ``kubernetes`` (the kubernetes cluster port and the longhorn
+storage port on a seeded kmock API server, a kubelet following the machines). The
+kubernetes world runs fewer examples (:data:`EXAMPLES`): every step there is HTTP.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from lifecycle_support import ceremony, make_config
+from lifecycle_worlds import WORLDS, make_world, need_kubernetes
 
 from powerplane.config import parse_config
 from powerplane.errors import PowerplaneError
@@ -41,22 +48,26 @@ class Crash(BaseException):
 
 
 class LifecycleMachine(RuleBasedStateMachine):
+    WORLD = "simulated"
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.tmp = Path(tempfile.mkdtemp(prefix="pp-lc-prop-"))
-        cfg = make_config(
+        self.world = make_world(self.WORLD, self.tmp)
+        cfg = self.world.configure(make_config(
             self.tmp, workers=("w1", "w2"),
             cluster={"type": "simulated",
                      "pods": {"w1": ["web-1", "db-0"], "cp1": ["etcd-guard"]},
                      "pdbs": {"db": {"pods": ["db-0"], "allowed_disruptions": 0}},
                      "eviction_ticks": 1},
             lifecycle={"readback_window_s": 0.05, "readback_cadence_s": 0.01},
-        )
+        ))
         self.host = PowerHost(parse_config(cfg))
         self.loop.run_until_complete(self.host.start())
         self.lc = Lifecycle.for_host(self.host)
-        self.cluster: Any = self.lc.ports.cluster
+        self.run(self.world.attach(self.host, self.lc))
+        self.cluster: Any = self.world  # the world changes: the cluster's, in either world
         self.armed: str | None = None
         self.seen_terminal: dict[str, Phase] = {}
         crash.set_hook(self._maybe_crash)
@@ -72,9 +83,10 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def restart(self) -> None:
         """A new process: same store file, same machines and cluster, nothing in memory."""
-        self.lc.close()
+        old = self.lc
+        old.close()
         self.lc = Lifecycle.for_host(self.host)
-        self.lc.ports.cluster = self.cluster  # the cluster outlives the runner
+        self.run(self.world.restarted(old, self.lc))  # the cluster outlives the runner
 
     # -- requests --------------------------------------------------------------------------
     @rule(node=st.sampled_from(NODES), intent=st.sampled_from(INTENTS))
@@ -194,15 +206,32 @@ class LifecycleMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         crash.set_hook(None)
         self.lc.close()
-        self.run(self.host.close())
-        self.loop.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        try:
+            self.run(self.world.finish(self.lc))
+            self.run(self.host.close())
+            self.loop.close()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.world.close()  # kubernetes: every request granted to the operator
 
 
-LifecycleMachine.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestLifecycleProperties = LifecycleMachine.TestCase
+EXAMPLES = {"simulated": 40, "kubernetes": 12}
+"""Examples per world (40 steps each); the kubernetes world's steps are HTTP requests."""
+
+
+@pytest.fixture(params=[pytest.param(w, marks=[pytest.mark.slow] if w == "kubernetes" else [])
+                        for w in WORLDS])
+def world(request: pytest.FixtureRequest) -> str:
+    if request.param == "kubernetes":
+        need_kubernetes()
+    return str(request.param)
+
+
+def test_lifecycle_properties(world: str) -> None:
+    machine = type(f"LifecycleMachine_{world}", (LifecycleMachine,), {"WORLD": world})
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=EXAMPLES[world],
+        stateful_step_count=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    ))
