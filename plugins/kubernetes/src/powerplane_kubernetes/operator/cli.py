@@ -21,7 +21,7 @@ def operator_group() -> None:
 
 
 @operator_group.command("manifests")
-@click.option("--namespace", default="powerplane", show_default=True,
+@click.option("--namespace", default="powerplane-system", show_default=True,
               help="The operator's namespace (its ServiceAccount, Deployment and leases).")
 @click.option("--image", default="powerplane:0.1.0", show_default=True,
               help="The operator's container image.")
@@ -47,8 +47,8 @@ def manifests_cmd(namespace: str, image: str, replicas: int) -> None:
               help="A site this replica may act for (repeatable); absent: every site.")
 @click.option("--until-idle", is_flag=True,
               help="Reconcile until nothing can advance, then exit 0 (scripts, tests).")
-@click.option("--namespace", default=lambda: os.environ.get("POD_NAMESPACE", "powerplane"),
-              show_default="$POD_NAMESPACE or powerplane",
+@click.option("--namespace", default=lambda: os.environ.get("POD_NAMESPACE", "powerplane-system"),
+              show_default="$POD_NAMESPACE or powerplane-system",
               help="The namespace of the site leases.")
 @click.option("--identity", default=None,
               help="This replica's lease holder identity; default $POD_NAME, else host-pid.")

@@ -71,7 +71,7 @@ class OperatorOptions:
     context: str | None = None
     sites: tuple[str, ...] = ()
     until_idle: bool = False
-    namespace: str = "powerplane"
+    namespace: str = "powerplane-system"
     identity: str = "powerplane-operator"
     http_port: int | None = None
     http_host: str = "0.0.0.0"
