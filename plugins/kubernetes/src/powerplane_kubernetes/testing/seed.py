@@ -115,12 +115,14 @@ def _budget_of(cluster: Mapping[str, Any]) -> dict[str, str]:
 
 
 def seed(api: KubeApiServer, nodes: Mapping[str, Mapping[str, str]],
-         cluster: Mapping[str, Any], storage: Mapping[str, Any] | None = None) -> None:
+         cluster: Mapping[str, Any], storage: Mapping[str, Any] | None = None, *,
+         longhorn_nodes: Iterable[str] | None = None) -> None:
     """Put a simulated cluster config (and simulated storage's replicas) on ``api``.
 
     ``nodes`` is the deployment's nodes and their labels; ``cluster`` the mapping of
     ``lifecycle.cluster: {type: simulated, ...}``; ``storage`` that of
-    ``lifecycle.storage: {type: simulated, replicas: ...}`` (or None / ``{type: none}``).
+    ``lifecycle.storage: {type: simulated, replicas: ...}`` (or None / ``{type: none}``);
+    ``longhorn_nodes`` the nodes that get a ``nodes.longhorn.io`` object (None: all).
     """
     extra = cluster.get("labels") or {}
     not_ready = set(cluster.get("not_ready") or [])
@@ -143,7 +145,7 @@ def seed(api: KubeApiServer, nodes: Mapping[str, Mapping[str, str]],
                     min_available=max(1, len(covered)))
     if api.longhorn:
         replicas = (storage or {}).get("replicas") or {}
-        for node in nodes:
+        for node in nodes if longhorn_nodes is None else longhorn_nodes:
             api.add_longhorn_node(node)
             for i in range(int(replicas.get(node, 0))):
                 api.add_replica(f"pvc-{node}-{i}-r-{node}", node)
