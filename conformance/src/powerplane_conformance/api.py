@@ -8,16 +8,19 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.plugins import Registry
+from powerplane_conformance.session import ConformanceSession, PowerOnByHand
 from powerplane_conformance.settings import Target, load_target
 
-__all__ = ["RunSummary", "exit_code", "run_suite", "validate_target"]
+__all__ = ["Attendant", "RunSummary", "exit_code", "run_suite", "validate_target"]
 
 PYTEST_USAGE = 4
 
@@ -51,6 +54,63 @@ def validate_target(
     return loaded
 
 
+class Attendant:
+    """A pytest plugin: the person at the rack of an ``attended`` target.
+
+    Gives every conformance session of the run ``power_on_by_hand`` (called with pytest's
+    output capture suspended, so a prompt reaches the terminal), and puts each note of a
+    machine a person brought back on the message of the check that needed it. ``run_suite``
+    registers it; a suite subclass run by plain pytest registers it in a conftest::
+
+        def pytest_configure(config):
+            config.pluginmanager.register(Attendant(press_the_button), "attendant")
+    """
+
+    def __init__(self, power_on_by_hand: PowerOnByHand) -> None:
+        self.power_on_by_hand = power_on_by_hand
+        self.sessions: list[ConformanceSession] = []
+
+    def _asker(self, config: pytest.Config) -> PowerOnByHand:
+        def ask(node: str, target: Any) -> None:
+            capture = config.pluginmanager.getplugin("capturemanager")
+            if capture is None:
+                self.power_on_by_hand(node, target)
+                return
+            capture.suspend(in_=True)  # stdin too, as pytest's debugger does
+            try:
+                self.power_on_by_hand(node, target)
+            finally:
+                capture.resume()
+
+        return ask
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_fixture_setup(
+        self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+    ) -> Generator[None, Any, Any]:
+        value = yield
+        if isinstance(value, ConformanceSession) and value.power_on_by_hand is None:
+            value.power_on_by_hand = self._asker(request.config)
+            self.sessions.append(value)
+        return value
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield  # the suite's plugin (inside this wrapper) has recorded the result
+        from powerplane_conformance.plugin import RESULTS
+
+        result = item.config.stash.get(RESULTS, {}).get(item.nodeid)
+        if result is None:
+            return report
+        for session in self.sessions:
+            notes, session.by_hand[:] = [note for _, note in session.by_hand], []
+            for note in notes:
+                result.message = f"{result.message}\n{note}" if result.message else note
+        return report
+
+
 def run_suite(
     target: str | os.PathLike[str] | Mapping[str, Any],
     *,
@@ -60,6 +120,7 @@ def run_suite(
     in_subprocess: bool = False,
     pytest_args: Sequence[str] = (),
     require_complete: bool = False,
+    power_on_by_hand: PowerOnByHand | None = None,
 ) -> RunSummary:
     """Run every check against ``target`` (a file or target data) and return the results.
 
@@ -69,7 +130,14 @@ def run_suite(
     ``require_complete``: an ``incomplete`` verdict (an advertised verb not verified)
     exits 1 instead of 0, for CI gates. Never asks anything: confirming a destructive
     run is the caller's (the ``powerplane conformance`` command asks).
+
+    ``power_on_by_hand(node, target)``: the person at the rack of an ``attended`` target,
+    asked when a check needs a machine on that its channel cannot power on (see
+    :class:`Attendant`); the suite then reads the machine back. In-process only.
     """
+    if power_on_by_hand is not None and in_subprocess:
+        raise ValueError("power_on_by_hand is called in this process: it cannot be given "
+                         "with in_subprocess=True")
     import yaml
 
     from powerplane_conformance import cli_suite
@@ -103,10 +171,9 @@ def run_suite(
         if in_subprocess:
             code = _subprocess([sys.executable, "-m", "pytest", *args])
         else:
-            import pytest
-
+            plugins = [Attendant(power_on_by_hand)] if power_on_by_hand is not None else []
             with contextlib.redirect_stdout(sys.stderr):
-                code = int(pytest.main(args))
+                code = int(pytest.main(args, plugins=plugins))
         if not out.exists():
             reason = "usage error" if code == PYTEST_USAGE else f"pytest exit status {code}"
             raise ConfigError(f"the suite did not run ({reason}); see the output above",

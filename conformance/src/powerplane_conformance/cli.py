@@ -70,7 +70,9 @@ def conformance_cmd(
     but an advertised verb was not verified) or fail (a check failed). A destructive
     target (allow_destructive: true) changes the power state of its nodes: on a
     terminal the command first asks for the channel name(s) under test, typed back;
-    without a terminal it refuses unless --yes.
+    without a terminal it refuses unless --yes. An attended target (attended: true)
+    asks the person at the terminal to power on a machine its channel cannot, then
+    reads it back.
     """
     from powerplane_conformance.api import run_suite, validate_target
     from powerplane_conformance.report import summary_text
@@ -84,8 +86,12 @@ def conformance_cmd(
     loaded = validate_target(path, channel)
     if loaded.settings.allow_destructive and not yes:
         _confirm(_under_test(loaded, channel), loaded.nodes, loaded.settings.allow_terminate)
+    # confirmed (or --yes): a person at this terminal powers on what a channel cannot
+    by_hand = (_at_the_rack if loaded.settings.attended and loaded.settings.allow_destructive
+               and _interactive() and not in_subprocess else None)
     summary = run_suite(path, channel=channel, report=report, junit=junit,
-                        in_subprocess=in_subprocess, require_complete=require_complete)
+                        in_subprocess=in_subprocess, require_complete=require_complete,
+                        power_on_by_hand=by_hand)
     unwritten = _write_html(summary.data, Path(html)) if html is not None else None
     if output == "json":
         emit_json(summary.data)
@@ -128,6 +134,13 @@ def _confirm(channels: list[str], nodes: list[str], terminate: bool) -> None:
         click.echo(f"error: confirmation did not match the channel name{plural} ({names}); "
                    "nothing was sent (pass --yes in scripts)", err=True)
         sys.exit(2)
+
+
+def _at_the_rack(node: str, target: Any) -> None:
+    """Ask the person at the terminal to power ``node`` on; return when they press Enter
+    (the suite then reads it back: their word is not the evidence)."""
+    click.prompt(f"\npower on {node} ({target}) at the rack, then press Enter", default="",
+                 show_default=False, prompt_suffix=" ", err=True)
 
 
 def _write_html(data: dict[str, Any], path: Path) -> str | None:

@@ -24,6 +24,7 @@ __all__ = [
     "ConformanceSession",
     "DerivedConfigInvalid",
     "Observation",
+    "PowerOnByHand",
     "Subject",
     "describe_error",
     "poll_delays",
@@ -76,6 +77,11 @@ class Observation:
         if self.error:
             text += f"; error: {self.error}"
         return text
+
+
+PowerOnByHand = Callable[[str, Any], None]
+"""A person at the rack, asked to power on ``(node, target)``; returns once they say it is
+done (what they say proves nothing: the suite reads the machine back)."""
 
 
 class DerivedConfigInvalid(ValueError):
@@ -131,6 +137,7 @@ class ConformanceSession:
         target: Target,
         channel: str | None = None,
         registry: Registry | None = None,
+        power_on_by_hand: PowerOnByHand | None = None,
     ) -> None:
         self.target = target
         self.settings: ConformanceSettings = target.settings
@@ -142,6 +149,11 @@ class ConformanceSession:
         self.original: dict[str, PowerState] = {}
         self.terminated: set[str] = set()
         self.identities: dict[str, dict[str, Any]] = {}
+        self.power_on_by_hand = power_on_by_hand
+        """Who powers on a machine whose channel cannot, when the target is ``attended``."""
+        self.by_hand: list[tuple[str, str]] = []
+        """``(subject key, note)`` for each time a person brought a machine back, read back
+        on; whoever reports the run takes them (the run's check gets the note)."""
         self._plugins: dict[str, dict[str, str]] = {}
         self.subjects = self._subjects()
         limit = self.settings.call_timeout_s or self.deployment.limits.timeout_s
@@ -360,6 +372,9 @@ class ConformanceSession:
             return f"readback failed: {describe_error(exc)}"
         verb = Verb.POWER_ON if want is PowerState.ON else Verb.SHUTDOWN
         if not caps.advertises(verb):
+            if want is PowerState.ON and self.settings.attended \
+                    and self.settings.allow_destructive:
+                return self._power_on_by_hand(subject)
             return (f"the machine is not {want.value} and channel {subject.channel!r} does not "
                     f"advertise {verb.value} to make it so")
         try:
@@ -371,6 +386,32 @@ class ConformanceSession:
             ident = "POWER_ON_READBACK" if verb is Verb.POWER_ON else "SHUTDOWN_READBACK"
             return (f"the machine did not read {want.value} after {verb.value} "
                     f"(see {ident}): {obs.describe()}")
+        return None
+
+    def _power_on_by_hand(self, subject: Subject) -> str | None:
+        """The attended way back: a person powers the machine on at the rack, then the
+        channel must read it on within the settle window (a channel that cannot see off
+        can see on). None when it reads on; else why not (the check is NOT TESTED: the
+        machine did not come back, which is no fault of the channel)."""
+        cannot = (f"the machine is not on and channel {subject.channel!r} does not advertise "
+                  "power-on to make it so")
+        ask = self.power_on_by_hand
+        if ask is None:
+            return (f"{cannot}, and there is no person to ask: the target is attended, so run "
+                    "`powerplane conformance` on a terminal (in this process, not "
+                    "--subprocess), or pass run_suite(power_on_by_hand=...)")
+        try:
+            ask(subject.node, subject.target)
+        except Exception as exc:
+            return f"{cannot}, and asking a person to power it on failed: {describe_error(exc)}"
+        obs = self.wait_for(subject, PowerState.ON)
+        if not obs.ok:
+            return (f"the machine did not read on after the person was asked to power on "
+                    f"{subject.node} ({subject.target}) at the rack: {obs.describe()}")
+        self.by_hand.append((subject.key, (
+            f"the way back was a person: {subject.node} ({subject.target}) was powered on by "
+            f"hand at the rack (channel {subject.channel} cannot power on), then read back "
+            f"on: {obs.describe()}")))
         return None
 
     def restore(self, subject: Subject) -> str | None:

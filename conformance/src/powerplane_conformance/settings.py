@@ -5,6 +5,7 @@ A target file is a deployment config (channels, nodes, ...) with one more sectio
     conformance:
       nodes: [node-2]                 # the nodes the suite may act on (default: every node)
       allow_destructive: true         # false: state-changing checks are NOT TESTED
+      attended: false                 # true: a person powers on what the channel cannot
       settle_timeout_s: 30
       expected_capabilities:          # optional: discovered verbs must equal these
         bench-bmc: [reboot, shutdown, power-on]
@@ -89,6 +90,13 @@ class ConformanceSettings(BaseModel):
     """Run state-changing checks; when false they are NOT TESTED, with that reason."""
     allow_terminate: bool = False
     """Also run terminate (destroys a cloud instance; never restored)."""
+    attended: bool = False
+    """A person is at the machines: when a check (or the restore after it) needs a machine
+    on and its channel cannot power on, the suite asks the person to power it on at the
+    rack and reads back until it is on (the readback is the evidence, never the answer).
+    Asked only in a destructive run, through ``run_suite(power_on_by_hand=...)`` or the
+    ``powerplane conformance`` command on a terminal; with no one to ask, such a check is
+    NOT TESTED with that reason."""
     settle_timeout_s: float = Field(30.0, gt=0)
     """How long readback may take to reach the state a verb leads to."""
     repeat: int = Field(3, ge=1, le=100)
