@@ -1,0 +1,171 @@
+"""Benchmark: 1,000 reboots through ``powerplane operator run`` (one replica) against kmock.
+
+The operator runs as its own process (``powerplane operator run``) against kmock's API
+server (the site Lease lives there) and drives every maintenance through the lifecycle's
+Reconciler; this process requests the maintenances (full ceremony) into the store,
+keeping 10 active: a new one is requested as soon as one completes. Every node is a
+machine behind a simulated channel with 50 ms latency per call (ten racks of 100, each its
+own endpoint), in a simulated cluster with two pods per node and a three-member control
+plane left alone.
+
+Figures:
+* wall time against the ideal (100 waves x one 50 ms reboot call = 5.0 s),
+* API requests per maintenance (every request kmock received during the run, by kind),
+* peak memory of the operator process (its VmHWM from /proc, read before it stops).
+
+The store is the SQLite file (``--store sqlite``, the default) until the ``kubernetes``
+store type is registered by powerplane-kubernetes; ``--store kubernetes`` then keeps the
+NodeMaintenance objects on kmock as well (and the API request figure includes them).
+
+Usage: python bench/bench_operator.py [--nodes N] [--parallel K] [--latency-ms L]
+       [--store sqlite|kubernetes]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from powerplane import Lifecycle, PowerHost, load_config
+from powerplane.lifecycle.ceremony import Ceremony
+from powerplane_kubernetes.testing.apiserver import KubeApiServer
+
+RACKS = 10
+RUN = "import sys; from powerplane.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def deployment(tmp: Path, nodes: int, latency_ms: float, store: str) -> tuple[Path, list[str]]:
+    names = [f"n{i:04d}" for i in range(nodes)]
+    cps = ["cp1", "cp2", "cp3"]
+    channels: dict[str, Any] = {
+        f"rack-{r}": {"type": "simulated", "latency_ms": latency_ms, "machines": {}}
+        for r in range(RACKS)
+    }
+    spec: dict[str, Any] = {}
+    for i, n in enumerate([*cps, *names]):
+        rack = f"rack-{i % RACKS}"
+        channels[rack]["machines"][n] = "on"
+        labels = {"node-role.kubernetes.io/control-plane": ""} if n in cps else {}
+        spec[n] = {"site": "bench", "labels": labels,
+                   "channels": [{"channel": rack, "target": n}]}
+    store_cfg: Any = "bench.db" if store == "sqlite" else {
+        "type": "kubernetes", "kubeconfig": "kubeconfig", "namespace": "ops"}
+    raw = {
+        "channels": channels,
+        "nodes": spec,
+        "limits": {"per_endpoint": 4, "total": 256, "timeout_s": 30},
+        "lifecycle": {
+            "store": store_cfg,
+            "cluster": {"type": "simulated",
+                        "pods": {n: [f"{n}-a", f"{n}-b"] for n in names},
+                        "eviction_ticks": 0},
+            "storage": {"type": "none"},
+            "tick_s": 0.005,
+            "concurrency": 10,
+        },
+    }
+    path = tmp / "powerplane.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path, names
+
+
+def _kind(path: str) -> str:
+    """The resource a request went to (``leases``, ``nodemaintenances``, ...)."""
+    parts = [p for p in path.split("/") if p]
+    for plural in ("leases", "nodemaintenances", "maintenanceaudits", "events"):
+        if plural in parts:
+            return plural + ("/status" if parts[-1] == "status" else "")
+    return path
+
+
+def peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="pp-bench-op-") as tmpdir, \
+            KubeApiServer() as api:
+        tmp = Path(tmpdir)
+        kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
+        config, names = deployment(tmp, nodes, latency_ms, store)
+        host = PowerHost(load_config(config))
+        await host.start()
+        lc = Lifecycle.for_host(host)
+        op = subprocess.Popen(
+            [sys.executable, "-c", RUN, "--config", str(config), "operator", "run",
+             "--kubeconfig", str(kubeconfig), "--namespace", "ops", "--identity", "bench",
+             "--interval", "0.01", "--max-in-flight", str(parallel),
+             "--lease-duration", "15", "--renew-deadline", "10", "--retry-period", "2"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True)
+        try:
+            before = len(api.requests)
+            slots = asyncio.Semaphore(parallel)
+
+            async def one(node: str) -> None:
+                async with slots:  # 10 in flight; the next starts as soon as one completes
+                    m = await lc.request(node, "reboot", Ceremony(
+                        reason="rolling kernel update", actor="bench", confirm_node=node,
+                        ack_preflight=True))
+                    while not lc.store.get(m.name).phase.terminal:
+                        if op.poll() is not None:
+                            raise SystemExit(f"the operator exited {op.returncode}: "
+                                             f"{op.stderr.read()[-2000:] if op.stderr else ''}")
+                        await asyncio.sleep(0.005)
+
+            start = time.perf_counter()
+            await asyncio.gather(*(one(n) for n in names))
+            wall = time.perf_counter() - start
+            peak = peak_rss_mib(op.pid)
+            requests = api.requests[before:]
+        finally:
+            op.terminate()
+            try:
+                op.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                op.kill()
+        every = lc.store.all()
+        complete = sum(1 for m in every if m.phase.value == "Complete")
+        reboots = sum(1 for m in every for d in m.status.dispatches
+                      if d.verb == "reboot" and d.outcome is not None
+                      and d.outcome.value == "accepted")
+        lc.close()
+        await host.close()
+    if complete != nodes or reboots != nodes:
+        raise SystemExit(f"benchmark invalid: {complete} complete, {reboots} reboots accepted")
+    ideal = math.ceil(nodes / parallel) * latency_ms / 1000
+    kinds = collections.Counter(f"{r.method} {_kind(r.path)}" for r in requests)
+    print(f"operator: {nodes} reboots, {parallel} in flight, {latency_ms:g} ms channel latency, "
+          f"store {store}, kmock API server")
+    print(f"  complete: {complete}/{nodes}; reboots accepted: {reboots}")
+    print(f"  wall time: {wall:.2f} s; ideal: {ideal:.2f} s; ratio to ideal: {wall / ideal:.2f}x")
+    print(f"  API requests: {len(requests)} in all, {len(requests) / nodes:.3f} per maintenance "
+          f"({', '.join(f'{k}: {v}' for k, v in kinds.most_common(6))})")
+    print(f"  peak memory of the operator (VmHWM): {peak:.1f} MiB")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--parallel", type=int, default=10)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--store", choices=("sqlite", "kubernetes"), default="sqlite")
+    args = parser.parse_args()
+    if not os.path.exists("/proc/self/status"):
+        raise SystemExit("this benchmark reads the operator's peak memory from /proc (Linux)")
+    asyncio.run(main(args.nodes, args.parallel, args.latency_ms, args.store))
