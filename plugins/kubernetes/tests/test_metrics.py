@@ -77,3 +77,40 @@ async def test_the_check_before_a_verb_stops_it_before_the_plugin() -> None:
         assert isinstance(channel, SimulatedChannel)
         assert channel.dispatches == []  # nothing reached the machine
     assert seen == [("lab", "reboot", ("m1",))]
+
+
+def test_phases_and_dispatch_outcomes_are_counted_once() -> None:
+    from powerplane import NodeMaintenance
+    from powerplane.lifecycle.model import (
+        Dispatch,
+        DispatchOutcome,
+        MaintenanceSpec,
+        Phase,
+        utcnow,
+    )
+
+    def maintenance(name: str, phase: Phase, outcome: DispatchOutcome | None) -> Any:
+        m = NodeMaintenance(name=name, spec=MaintenanceSpec(
+            node=name, intent="reboot", reason="r", requested_by="alice"))
+        m.status.phase = phase
+        if outcome is not None:
+            m.status.dispatches.append(Dispatch(verb="reboot", channel="lab",
+                                                attempt_id=f"{name}-1", outcome=outcome,
+                                                recorded_at=utcnow()))
+        return m
+
+    metrics = OperatorMetrics()
+    old = maintenance("old", Phase.COMPLETE, DispatchOutcome.ACCEPTED)
+    metrics.observe([old], count=False)  # history at start-up is not counted
+    assert sample(metrics, "powerplane_dispatches_total", verb="reboot",
+                  outcome="accepted") == 0
+    new = maintenance("new", Phase.REBOOTING, DispatchOutcome.ACCEPTED)
+    metrics.observe([old, new])
+    metrics.observe([old, new])  # seen again: not counted again
+    assert sample(metrics, "powerplane_dispatches_total", verb="reboot",
+                  outcome="accepted") == 1
+    assert sample(metrics, "powerplane_maintenances", phase="Rebooting") == 1
+    new.status.phase = Phase.COMPLETE
+    metrics.observe([old, new])
+    assert sample(metrics, "powerplane_maintenances", phase="Rebooting") == 0
+    assert sample(metrics, "powerplane_maintenances", phase="Complete") == 2
