@@ -30,7 +30,7 @@ from lifecycle_worlds import WORLDS, KubernetesWorld, SimulatedWorld, make_world
 
 from powerplane.config import load_config
 from powerplane.host import PowerHost
-from powerplane.lifecycle import Lifecycle, Phase, Store
+from powerplane.lifecycle import Lifecycle, Phase, lifecycle_config, open_store
 
 RUN = "import sys; from powerplane.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -121,7 +121,10 @@ def sent(tmp: Path) -> list[list[str]]:
 
 
 def load(tmp: Path, name: str) -> Any:
-    store = Store(tmp / "lifecycle.db")
+    """The maintenance and the audit trail, from the store the deployment names."""
+    deployment = load_config(tmp / "powerplane.yaml")
+    store = open_store(lifecycle_config(deployment.lifecycle, deployment.source),
+                       deployment.source, create=False)
     try:
         return store.get(name), store.audit()
     finally:
