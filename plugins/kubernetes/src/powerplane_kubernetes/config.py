@@ -1,4 +1,5 @@
-"""The configs of the ``kubernetes`` cluster port and the ``longhorn`` storage port.
+"""The configs of the ``kubernetes`` cluster port, the ``longhorn`` storage port and the
+``kubernetes`` store.
 
 ::
 
@@ -12,6 +13,11 @@
         type: longhorn
         namespace: longhorn-system   # where Longhorn keeps nodes.longhorn.io and replicas
         # kubeconfig / context / timeouts: absent means the cluster port's
+      store:
+        type: kubernetes             # NodeMaintenance custom resources (.store)
+        namespace: powerplane-system # its per-node lock Leases and its Events
+        # kubeconfig / context / timeouts: absent means the cluster port's when it is
+        # ``kubernetes``, else the pod's service account (in-cluster)
 
 A relative ``kubeconfig`` is relative to the deployment file's directory. Node names are
 the deployment's node names: each must be the name of a Kubernetes ``Node``.
@@ -26,10 +32,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from powerplane import Timeouts
 
-__all__ = ["LONGHORN_NAMESPACE", "ApiAccess", "KubernetesClusterConfig", "LonghornConfig"]
+__all__ = [
+    "LONGHORN_NAMESPACE",
+    "STORE_NAMESPACE",
+    "ApiAccess",
+    "KubernetesClusterConfig",
+    "KubernetesStoreConfig",
+    "LonghornConfig",
+]
 
 LONGHORN_NAMESPACE = "longhorn-system"
 """The namespace Longhorn is installed into by default."""
+
+STORE_NAMESPACE = "powerplane-system"
+"""The namespace of the store's lock Leases and Events by default (the operator's own)."""
 
 
 class _Strict(BaseModel):
@@ -78,6 +94,30 @@ class LonghornConfig(_Strict):
 
     def access(self, cluster: ApiAccess | None) -> ApiAccess:
         """This port's API access: its own keys, the rest from the cluster port's config."""
+        base = cluster if cluster is not None else ApiAccess()
+        return ApiAccess(
+            kubeconfig=self.kubeconfig if self.kubeconfig is not None else base.kubeconfig,
+            context=self.context if self.context is not None else base.context,
+            timeouts=self.timeouts if self.timeouts is not None else base.timeouts,
+        )
+
+
+class KubernetesStoreConfig(_Strict):
+    """``lifecycle.store: {type: kubernetes}``: NodeMaintenance objects on the API server."""
+
+    type: Literal["kubernetes"]
+    namespace: str = Field(STORE_NAMESPACE, min_length=1, max_length=63,
+                           pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Where the per-node lock Leases and the audit Events are kept (it must exist)."""
+    kubeconfig: str | None = None
+    """Absent: the ``kubernetes`` cluster port's kubeconfig (in-cluster when it has none)."""
+    context: str | None = Field(None, min_length=1)
+    """Absent: the cluster port's context."""
+    timeouts: Timeouts | None = None
+    """Absent: the cluster port's timeouts."""
+
+    def access(self, cluster: ApiAccess | None) -> ApiAccess:
+        """This store's API access: its own keys, the rest from the cluster port's config."""
         base = cluster if cluster is not None else ApiAccess()
         return ApiAccess(
             kubeconfig=self.kubeconfig if self.kubeconfig is not None else base.kubeconfig,

@@ -33,6 +33,21 @@ every request. It does not emulate what this distribution depends on, so
   ``evictionRequested`` both true (its own sentence) with ``422 Invalid``.
 * **an API group not installed** (``longhorn=False``): every path under
   ``/apis/longhorn.io`` is the API server's plain-text ``404 page not found``.
+* **CustomResourceDefinitions** (:meth:`KubeApiServer.install_crd`; powerplane's
+  ``NodeMaintenance`` and ``MaintenanceAudit`` by default, ``crds=()`` for a cluster
+  without them): the resource is served with its scope; a write is *pruned* of fields its
+  ``openAPIV3Schema`` does not have (as a structural schema prunes: the dropped paths are
+  kept in :attr:`KubeApiServer.pruned`) and then validated against it (``422 Invalid``
+  naming the field, through ``jsonschema``); with the ``status`` subresource, ``POST`` and
+  ``PUT`` of the main resource leave ``status`` as it was, ``PUT …/status`` changes only
+  ``status`` (both keep ``resourceVersion`` semantics), ``GET …/status`` reads the object;
+  ``metadata.generation`` starts at 1 and grows when anything but metadata and status
+  changes; an update that changes nothing keeps the ``resourceVersion``, as the API
+  server's no-op detection does. kmock runs no CEL: the one rule these CRDs use,
+  ``self == oldSelf`` on a top-level field (``spec`` immutable), is emulated with the
+  API server's wording (``422``, ``spec: Invalid value: "object": <message>``); a CRD with
+  any other ``x-kubernetes-validations`` rule is refused at install, never passed silently.
+* **Secrets** (:meth:`KubeApiServer.add_secret`) and **Events** are stored objects.
 
 Requests the ports make are kept in :attr:`KubeApiServer.requests` (method, path, query,
 body) for tests to assert on. The server runs its own event loop in a thread, so async and
@@ -51,12 +66,13 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+import jsonschema  # type: ignore[import-untyped]  # ships no py.typed
 import kmock
 from kmock._internal.rendering import Response  # kmock exports it without __all__
 
@@ -66,6 +82,8 @@ __all__ = [
     "NODES",
     "PDBS",
     "PODS",
+    "SECRETS",
+    "CrdInfo",
     "KubeApiServer",
     "RecordedRequest",
     "Validator",
@@ -78,6 +96,7 @@ PODS = "v1/pods"
 PDBS = "policy/v1/poddisruptionbudgets"
 LONGHORN_NODES = "longhorn.io/v1beta2/nodes"
 LONGHORN_REPLICAS = "longhorn.io/v1beta2/replicas"
+SECRETS = "v1/secrets"
 
 _KINDS: dict[str, tuple[str, str, bool]] = {
     # resource key: (apiVersion, kind, namespaced)
@@ -86,6 +105,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     PDBS: ("policy/v1", "PodDisruptionBudget", True),
     "coordination.k8s.io/v1/leases": ("coordination.k8s.io/v1", "Lease", True),
     "v1/events": ("v1", "Event", True),
+    SECRETS: ("v1", "Secret", True),
     LONGHORN_NODES: ("longhorn.io/v1beta2", "Node", True),
     LONGHORN_REPLICAS: ("longhorn.io/v1beta2", "Replica", True),
 }
@@ -104,6 +124,111 @@ def _longhorn_node_webhook(old: dict[str, Any] | None, new: dict[str, Any]) -> s
                 f"scheduling on node {name} for node eviction, or cancel eviction to enable "
                 "scheduling on this node")
     return None
+
+
+def openapi_to_jsonschema(node: Any) -> Any:
+    """An OpenAPI v3 (Kubernetes structural) schema as JSON Schema: ``nullable`` as a
+    ``null`` type, the ``x-kubernetes-*`` extensions dropped (after pruning, unknown fields
+    are gone, so what is left must match exactly)."""
+    if isinstance(node, list):
+        return [openapi_to_jsonschema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: openapi_to_jsonschema(v) for k, v in node.items()
+           if not k.startswith("x-kubernetes-") and k != "nullable"}
+    if node.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+    if node.get("type") == "object" and "properties" in node \
+            and not node.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
+
+
+def prune(obj: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:
+    """Drop the fields of ``obj`` that ``schema`` does not know (a structural schema's
+    pruning), in place; returns the dropped paths. ``metadata`` at the root is the API
+    server's own and is left alone."""
+    dropped: list[str] = []
+    if not isinstance(obj, dict) and not isinstance(obj, list):
+        return dropped
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return dropped
+    if isinstance(obj, list):
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            for i, item in enumerate(obj):
+                dropped += prune(item, items, f"{path}[{i}]")
+        return dropped
+    props = schema.get("properties")
+    extra = schema.get("additionalProperties")
+    for key in list(obj):
+        where = f"{path}.{key}" if path else key
+        if not path and key in ("apiVersion", "kind", "metadata"):
+            continue
+        if isinstance(props, Mapping):
+            if key not in props:
+                del obj[key]
+                dropped.append(where)
+                continue
+            dropped += prune(obj[key], props[key], where)
+        elif isinstance(extra, Mapping):
+            dropped += prune(obj[key], extra, where)
+    return dropped
+
+
+@dataclass
+class CrdInfo:
+    """What the server knows of an installed CustomResourceDefinition's served version."""
+
+    resource: str
+    """``group/version/plural``."""
+    kind: str
+    namespaced: bool
+    schema: dict[str, Any]
+    """The version's ``openAPIV3Schema``."""
+    status: bool
+    """Whether the ``status`` subresource is enabled."""
+    immutable: dict[str, str]
+    """Top-level fields with the CEL rule ``self == oldSelf``: field -> its message."""
+
+    @classmethod
+    def of(cls, manifest: Mapping[str, Any]) -> list[CrdInfo]:
+        spec = manifest["spec"]
+        out = []
+        for version in spec["versions"]:
+            if not version.get("served", True):
+                continue
+            schema = version["schema"]["openAPIV3Schema"]
+            immutable: dict[str, str] = {}
+            for where, node in _validations(schema):
+                for rule in node.get("x-kubernetes-validations") or []:
+                    top = where.count(".") == 0 and where != ""
+                    if rule.get("rule") != "self == oldSelf" or not top:
+                        raise ValueError(
+                            f"kmock emulates no CEL but 'self == oldSelf' on a top-level "
+                            f"field; {spec['names']['plural']}.{spec['group']} has "
+                            f"{rule.get('rule')!r} at {where or '(root)'}")
+                    immutable[where] = str(rule.get("message") or "Invalid value")
+            out.append(cls(
+                resource=f"{spec['group']}/{version['name']}/{spec['names']['plural']}",
+                kind=spec["names"]["kind"], namespaced=spec["scope"] == "Namespaced",
+                schema=schema, status="status" in (version.get("subresources") or {}),
+                immutable=immutable))
+        return out
+
+
+def _validations(schema: Mapping[str, Any], path: str = "") -> Iterator[
+        tuple[str, Mapping[str, Any]]]:
+    if schema.get("x-kubernetes-validations"):
+        yield path, schema
+    for key, sub in (schema.get("properties") or {}).items():
+        yield from _validations(sub, f"{path}.{key}" if path else key)
+    for key in ("items", "additionalProperties"):
+        sub = schema.get(key)
+        if isinstance(sub, Mapping):
+            yield from _validations(sub, f"{path}[]")
 
 
 @dataclass(frozen=True)
@@ -197,6 +322,15 @@ def _field_value(obj: Mapping[str, Any], path: str) -> str:
     return "" if cur is None else str(cur)
 
 
+def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether an update changes nothing but what the server stamps."""
+    def strip(obj: Mapping[str, Any]) -> dict[str, Any]:
+        meta = {k: v for k, v in (obj.get("metadata") or {}).items()
+                if k not in ("resourceVersion", "managedFields", "generation")}
+        return {**obj, "metadata": meta}
+    return strip(old) == strip(new)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -214,7 +348,8 @@ class KubeApiServer:
     """
 
     def __init__(self, *, longhorn: bool = True, linger: bool = False,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1",
+                 crds: Iterable[Mapping[str, Any]] | None = None) -> None:
         self.longhorn = longhorn
         """Whether Longhorn's API group is installed (False: its CRDs are absent)."""
         self.linger = linger
@@ -232,14 +367,34 @@ class KubeApiServer:
         """Admission checks by resource key (``longhorn.io/v1beta2/nodes``)."""
         if longhorn:
             self.validators[LONGHORN_NODES] = [_longhorn_node_webhook]
+        self._kinds: dict[str, tuple[str, str, bool]] = dict(_KINDS)
+        self.crds: dict[str, CrdInfo] = {}
+        """The installed CustomResourceDefinitions by resource key."""
+        self.pruned: list[tuple[str, str]] = []
+        """``(request, field path)`` of every field a CRD's schema pruned from a write."""
         self._rv = itertools.count(1)
         self._kmock: kmock.KubernetesEmulator | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        if crds is None:
+            from powerplane_kubernetes.crd import crd_manifests
+
+            crds = crd_manifests()
+        for manifest in crds:
+            self.install_crd(manifest)
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._failure: BaseException | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
+
+    def install_crd(self, manifest: Mapping[str, Any]) -> None:
+        """Serve a CustomResourceDefinition's resource (before :meth:`start`)."""
+        if self._thread is not None:
+            raise RuntimeError("install CRDs before the API server starts")
+        for info in CrdInfo.of(manifest):
+            self.crds[info.resource] = info
+            group, version, _ = info.resource.split("/")
+            self._kinds[info.resource] = (f"{group}/{version}", info.kind, info.namespaced)
 
     # -- start and stop --------------------------------------------------------------------
     def start(self) -> KubeApiServer:
@@ -400,6 +555,15 @@ class KubeApiServer:
             return sorted(gone)
         return self._call(finish)
 
+    def add_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        """A Secret whose ``data`` holds ``data``'s values base64-encoded."""
+        import base64
+
+        encoded = {k: base64.b64encode(v.encode("utf-8")).decode("ascii")
+                   for k, v in data.items()}
+        self._put(SECRETS, namespace, {"metadata": {"name": name, "namespace": namespace},
+                                       "type": "Opaque", "data": encoded})
+
     def add_longhorn_node(self, name: str, *, allow_scheduling: bool = True,
                           eviction_requested: bool = False,
                           namespace: str = "longhorn-system") -> None:
@@ -462,7 +626,7 @@ class KubeApiServer:
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=30)
 
     def _stamp(self, obj: dict[str, Any], resource: str, *, new: bool) -> None:
-        api_version, kind, _ = _KINDS.get(resource, ("", "", True))
+        api_version, kind, _ = self._kinds.get(resource, ("", "", True))
         if api_version:
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
@@ -515,7 +679,7 @@ class KubeApiServer:
 
     # -- the handlers ----------------------------------------------------------------------
     def _install(self, k: kmock.KubernetesEmulator) -> None:
-        for resource, (_, kind, namespaced) in _KINDS.items():
+        for resource, (_, kind, namespaced) in self._kinds.items():
             k.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
         if not self.longhorn:
             k[kmock.resource(group="longhorn.io")] << (lambda req: _page_not_found())
@@ -537,7 +701,7 @@ class KubeApiServer:
     def _list(self, request: kmock.Request) -> Any:
         assert request.resource is not None
         resource = _key(request.resource)
-        if resource not in _KINDS:
+        if resource not in self._kinds:
             return _status(404, "NotFound", "the server could not find the requested resource")
         fields: list[tuple[str, str, str]] = []
         for part in filter(None, request.params.get("fieldSelector", "").split(",")):
@@ -554,14 +718,16 @@ class KubeApiServer:
                 continue
             if all((_field_value(raw, f) == v) == (op != "!=") for f, op, v in fields):
                 items.append(raw)
-        api_version, kind, _ = _KINDS[resource]
+        api_version, kind, _ = self._kinds[resource]
         return {"apiVersion": api_version, "kind": f"{kind}List",
                 "metadata": {"resourceVersion": str(next(self._rv))}, "items": items}
 
     def _fetch(self, request: kmock.Request) -> Any:
         assert request.resource is not None and request.name is not None
         resource = _key(request.resource)
-        if request.subresource:
+        crd = self.crds.get(resource)
+        if request.subresource and not (request.subresource == "status" and crd is not None
+                                        and crd.status):
             return _status(404, "NotFound", "the server could not find the requested resource")
         obj = self._find(resource, request.namespace, request.name)
         if obj is None:
@@ -569,7 +735,12 @@ class KubeApiServer:
         return obj.raw
 
     def _admit(self, resource: str, old: dict[str, Any] | None,
-               new: dict[str, Any]) -> Response | None:
+               new: dict[str, Any], request: kmock.Request | None = None) -> Response | None:
+        crd = self.crds.get(resource)
+        if crd is not None:
+            refused = self._crd_admit(crd, old, new, request)
+            if refused is not None:
+                return refused
         for check in self.validators.get(resource, []):
             refusal = check(old, new)
             if refusal is not None:
@@ -584,11 +755,17 @@ class KubeApiServer:
         if obj is None:
             return _status(500, "InternalError", "kmock did not store the object")
         body = json.loads(json.dumps(obj.raw))
-        refusal = self._admit(resource, None, body)
+        crd = self.crds.get(resource)
+        if crd is not None:
+            if crd.status:
+                body.pop("status", None)  # the main resource does not write status
+            body.setdefault("metadata", {})["generation"] = 1
+        refusal = self._admit(resource, None, body, request)
         if refusal is not None:
             obj.delete()
             return refusal
         self._stamp(body, resource, new=True)
+        obj.last.clear()
         obj.last.update(body)
         return Response(status=201, payload=body)
 
@@ -629,6 +806,10 @@ class KubeApiServer:
         if request.resource is None or request.name is None:
             return _status(405, "MethodNotAllowed", "the server does not allow this method")
         resource = _key(request.resource)
+        crd = self.crds.get(resource)
+        if request.subresource and not (request.subresource == "status" and crd is not None
+                                        and crd.status):
+            return _status(404, "NotFound", "the server could not find the requested resource")
         obj = self._find(resource, request.namespace, request.name)
         if obj is None:
             return self._not_found(resource, request.name)
@@ -644,16 +825,74 @@ class KubeApiServer:
         if wanted != old["metadata"].get("resourceVersion"):
             return self._conflict(resource, request.name)
         new = json.loads(json.dumps(body))
-        refusal = self._admit(resource, old, new)
+        if crd is not None:
+            new = self._crd_update(crd, old, new, request.subresource == "status")
+        refusal = self._admit(resource, old, new, request)
         if refusal is not None:
             return refusal
         for keep in ("uid", "creationTimestamp"):
             if keep in old["metadata"]:
                 new["metadata"][keep] = old["metadata"][keep]
+        if crd is not None and _same(old, new):
+            return old  # the API server's no-op update: nothing written, same version
         self._stamp(new, resource, new=False)
         obj.create(new)
         self._publish(resource, "MODIFIED", new)
         return new
+
+    # -- custom resources ------------------------------------------------------------------
+    @staticmethod
+    def _crd_update(crd: CrdInfo, old: dict[str, Any], new: dict[str, Any],
+                    status: bool) -> dict[str, Any]:
+        """The object a ``PUT`` leaves: the status subresource writes only ``status``, the
+        main resource everything but ``status``; ``generation`` follows the content."""
+        if crd.status and status:
+            out: dict[str, Any] = json.loads(json.dumps(old))
+            if "status" in new:
+                out["status"] = new["status"]
+            else:
+                out.pop("status", None)
+            out["metadata"]["resourceVersion"] = new.get("metadata", {}).get("resourceVersion")
+            return out
+        if crd.status:
+            if "status" in old:
+                new["status"] = json.loads(json.dumps(old["status"]))
+            else:
+                new.pop("status", None)
+        meta = new.setdefault("metadata", {})
+        generation = int(old.get("metadata", {}).get("generation") or 1)
+        content = {k: v for k, v in new.items() if k not in ("metadata", "status")}
+        before = {k: v for k, v in old.items() if k not in ("metadata", "status")}
+        meta["generation"] = generation + (1 if content != before else 0)
+        return new
+
+    def _crd_admit(self, crd: CrdInfo, old: dict[str, Any] | None, new: dict[str, Any],
+                   request: kmock.Request | None) -> Response | None:
+        name = new.get("metadata", {}).get("name", "")
+        what = f'{crd.kind}.{crd.resource.split("/")[0]} "{name}" is invalid'
+        where = str(request.url.path) if request is not None else crd.resource
+        self.pruned += [(where, path) for path in prune(new, crd.schema)]
+        if old is not None:
+            for field_name, message in crd.immutable.items():
+                if field_name in old and new.get(field_name) != old.get(field_name):
+                    cause = f'Invalid value: "object": {message}'
+                    return _status(422, "Invalid", f"{what}: {field_name}: {cause}", {
+                        "name": name, "group": crd.resource.split("/")[0],
+                        "kind": crd.kind,
+                        "causes": [{"reason": "FieldValueInvalid", "message": cause,
+                                    "field": field_name}]})
+        schema = openapi_to_jsonschema(crd.schema)
+        schema["properties"]["metadata"] = {"type": "object"}
+        errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(new),
+                        key=lambda e: list(e.absolute_path))
+        if errors:
+            first = errors[0]
+            path = ".".join(str(p) for p in first.absolute_path) or "(root)"
+            return _status(422, "Invalid", f"{what}: {path}: Invalid value: {first.message}",
+                           {"name": name, "kind": crd.kind, "causes": [
+                               {"reason": "FieldValueInvalid", "field": path,
+                                "message": f"Invalid value: {e.message}"} for e in errors[:20]]})
+        return None
 
     def _evict(self, request: kmock.Request) -> Any:
         ns, name = request.namespace, request.name

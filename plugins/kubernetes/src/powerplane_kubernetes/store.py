@@ -1,0 +1,587 @@
+"""The ``kubernetes`` store: maintenances as ``NodeMaintenance`` objects on the API server.
+
+``lifecycle.store: {type: kubernetes}`` keeps each maintenance as a cluster-scoped
+``NodeMaintenance`` (:mod:`.crd`) named as the maintenance, and its audit trail as
+``MaintenanceAudit`` objects and Events (:mod:`.audit`). It satisfies core's
+``MaintenanceStore`` with lightkube's synchronous ``Client`` (the protocol is synchronous).
+
+Writes
+    :meth:`KubernetesStore.update` sends ``PUT`` of the main resource only when ``spec``,
+    ``requests`` or the metadata changed (``spec`` itself never may: the CRD's CEL rule),
+    then ``PUT …/status`` (the only way ``status`` is written: the status subresource),
+    each naming the ``resourceVersion`` it read. A ``409 Conflict`` restores
+    ``m.resource_version`` and raises ``powerplane.StoreConflict``: the caller reads again
+    and retries, as with the SQLite store. ``resource_version`` is the object's
+    ``metadata.resourceVersion`` as an integer (a positive decimal integer, comparable, by
+    KEP-5504; an API server answering anything else is a ``StoreError``). A maintenance
+    that became terminal gets ``powerplane.io/active: "false"`` by a last main ``PUT``
+    *after* its status: the label only narrows lists, every reader decides by the phase in
+    the body, so a label left behind by a crash hides nothing and invents nothing. The
+    SQLite store writes spec, status and audit in one transaction; here the main resource,
+    the status and the audit record are separate requests, in that order: a crash between
+    them leaves the earlier ones written (a retry re-reads and writes the rest), and an
+    audit record is only written after the write it records.
+
+One active maintenance per node (``AlreadyActive``)
+    The API server has no unique index over a label, so a list-then-create would let two
+    creators both see none. The store uses what the API server does guarantee: a ``POST``
+    of a name that exists is ``409``. Per node there is one lock, a
+    ``coordination.k8s.io/v1`` Lease ``nodemaintenance.<node>`` in ``namespace`` whose
+    ``holderIdentity`` names the maintenance holding the node. :meth:`create`:
+
+    1. ``POST`` the ``NodeMaintenance`` without a status (a *pending* object: every read
+       skips it);
+    2. take the node's lock: ``POST`` the Lease; if it exists, read its holder: a holder
+       that exists and is pending or active means ``AlreadyActive`` (the pending object is
+       deleted); a holder that is gone or terminal is replaced by a ``PUT`` naming the
+       Lease's ``resourceVersion`` (two takers of one stale lock: one gets ``409`` and
+       looks again);
+    3. ``PUT …/status`` with the phase ``Requested``: now it is visible.
+
+    The holder always names an object created before the lock was written, so "holder
+    gone" never means "holder not created yet". A creator killed between 2 and 3 leaves a
+    pending holder that blocks its node, named in the ``AlreadyActive`` message; ``kubectl
+    delete nodemaintenance <name>`` frees the node (nothing was done for it). No lock is
+    ever released: a finished holder is simply replaced.
+
+Errors
+    An API server that cannot be reached, refuses (403), lacks the CRDs (404 on the
+    collection) or answers 422 raises :class:`KubernetesStoreError` (a ``StoreError``,
+    exit 1) naming the API server and the cause. With ``create=False`` (a dry run), a
+    cluster without the CRD reads as a store with no maintenance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+import httpx2
+from lightkube import Client
+from lightkube.generic_resource import (
+    GenericGlobalResource,
+    create_global_resource,
+)
+from lightkube.models.coordination_v1 import LeaseSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import Event
+
+from powerplane import (
+    AlreadyActive,
+    AuditRecord,
+    ConcurrentChange,
+    NodeMaintenance,
+    NotFound,
+    Phase,
+    StoreConflict,
+    StoreError,
+)
+from powerplane_kubernetes.audit import audit_object, event_object, label_value, record_of
+from powerplane_kubernetes.client import FIELD_MANAGER, KubeApi
+from powerplane_kubernetes.config import ApiAccess
+from powerplane_kubernetes.crd import (
+    ACTIVE_LABEL,
+    AUDIT_KIND,
+    AUDIT_PLURAL,
+    CREATED_ANNOTATION,
+    GROUP,
+    KIND,
+    NODE_LABEL,
+    PLURAL,
+    SPEC_FIELDS,
+    VERSION,
+)
+from powerplane_kubernetes.errors import answer_of
+
+__all__ = [
+    "LOCK_PREFIX",
+    "KubernetesStore",
+    "KubernetesStoreError",
+    "MaintenanceAuditResource",
+    "NodeMaintenanceResource",
+    "from_object",
+    "lock_name",
+    "sync_client",
+    "to_object",
+]
+
+log = logging.getLogger("powerplane.kubernetes.store")
+
+NodeMaintenanceResource: type[GenericGlobalResource] = create_global_resource(
+    GROUP, VERSION, KIND, PLURAL)
+"""lightkube's class of ``nodemaintenances.powerplane.io`` (no discovery request)."""
+MaintenanceAuditResource: type[GenericGlobalResource] = create_global_resource(
+    GROUP, VERSION, AUDIT_KIND, AUDIT_PLURAL)
+"""lightkube's class of ``maintenanceaudits.powerplane.io``."""
+
+LOCK_PREFIX = "nodemaintenance."
+"""The per-node lock Lease is ``nodemaintenance.<node>``."""
+
+_TRIES = 5
+_TERMINAL = frozenset(p.value for p in Phase if p.terminal)
+
+
+class KubernetesStoreError(StoreError):
+    """The API server could not be used as the store; names it and the cause (exit 1)."""
+
+    def __init__(self, where: str, cause: str) -> None:
+        self.where = where
+        self.cause = cause
+        self.path = Path(where)
+        Exception.__init__(self, f"lifecycle store {where}: {cause}")
+
+
+def sync_client(access: ApiAccess, config_dir: Path | None, *,
+                where: str = "lifecycle.store") -> Client:
+    """lightkube's synchronous client for ``access`` (kubeconfig, or in-cluster)."""
+    config = KubeApi(access, config_dir, where=where)._config()
+    t = access.timeouts
+    return Client(config, timeout=httpx2.Timeout(t.read_s, connect=t.connect_s),
+                  field_manager=FIELD_MANAGER, trust_env=False)
+
+
+def lock_name(node: str) -> str:
+    """The node's lock Lease (a DNS subdomain: a long node name is hashed)."""
+    name = LOCK_PREFIX + node
+    if len(name) <= 253:
+        return name
+    return LOCK_PREFIX + label_value(node)
+
+
+# -- the wire form ------------------------------------------------------------------------
+def _labels(m: NodeMaintenance) -> dict[str, str]:
+    return {NODE_LABEL: label_value(m.node),
+            ACTIVE_LABEL: "false" if m.phase.terminal else "true"}
+
+
+def to_object(m: NodeMaintenance) -> dict[str, Any]:
+    """``m`` as a ``NodeMaintenance`` object (no ``resourceVersion``: the caller sets it)."""
+    whole = m.spec.model_dump(mode="json", by_alias=True)
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "metadata": {
+            "name": m.name,
+            "labels": _labels(m),
+            "annotations": {CREATED_ANNOTATION: m.created_at.isoformat()},
+        },
+        "spec": {k: whole[k] for k in SPEC_FIELDS},
+        "requests": {k: v for k, v in whole.items() if k not in SPEC_FIELDS},
+        "status": m.status.model_dump(mode="json", by_alias=True),
+    }
+
+
+def _version(obj: dict[str, Any]) -> int:
+    raw = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    if not raw.isdigit() or raw.startswith("0"):
+        raise ValueError(f"resourceVersion {raw!r} is not a positive decimal integer")
+    return int(raw)
+
+
+def from_object(obj: dict[str, Any]) -> NodeMaintenance:
+    """The maintenance a ``NodeMaintenance`` object holds (``ValueError``: it holds none)."""
+    meta = obj.get("metadata") or {}
+    created = (meta.get("annotations") or {}).get(CREATED_ANNOTATION) \
+        or meta.get("creationTimestamp")
+    body = {
+        "name": meta.get("name"),
+        "spec": {**(obj.get("spec") or {}), **(obj.get("requests") or {})},
+        "status": obj.get("status") or {},
+        "resourceVersion": _version(obj),
+    }
+    if created:
+        body["createdAt"] = created
+    return NodeMaintenance.model_validate(body)
+
+
+def _pending(obj: dict[str, Any]) -> bool:
+    return not obj.get("status")
+
+
+def _phase(obj: dict[str, Any]) -> str:
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    out = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+    assert isinstance(out, dict)
+    return out
+
+
+def _main(obj: dict[str, Any]) -> dict[str, Any]:
+    """What this store writes through the main resource (``status`` and labels aside)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return {"spec": obj.get("spec"), "requests": obj.get("requests") or {},
+            "created": annotations.get(CREATED_ANNOTATION)}
+
+
+def _meta(old: dict[str, Any], new: dict[str, Any], labels: dict[str, str],
+          rv: str) -> dict[str, Any]:
+    """The metadata of a write: the stored one (others' finalizers, annotations and labels
+    kept), this store's annotations and ``labels`` over it, at ``rv``."""
+    meta = {k: v for k, v in (old.get("metadata") or {}).items() if k != "managedFields"}
+    ours = (new.get("metadata") or {}).get("annotations") or {}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **ours}
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    meta["resourceVersion"] = rv
+    return meta
+
+
+class KubernetesStore:
+    """Maintenances and their audit trail on a Kubernetes API server."""
+
+    def __init__(self, access: ApiAccess, config_dir: Path | None = None, *,
+                 namespace: str, create: bool = True, where: str = "lifecycle.store",
+                 client: Client | None = None) -> None:
+        self.access = access
+        self.namespace = namespace
+        """Where the node locks (Leases) and the Events are written."""
+        self.create_missing = create
+        """False (a dry run): a cluster without the CRD reads as holding no maintenance."""
+        self.client = client if client is not None else sync_client(access, config_dir,
+                                                                    where=where)
+        server = getattr(getattr(self.client, "config", None), "cluster", None)
+        self.where = f"kubernetes {getattr(server, 'server', '') or 'API server'}"
+        """How errors name this store (``kubernetes https://…:6443``)."""
+        self.after_write: Callable[[NodeMaintenance], None] | None = None
+        self.writes = 0
+        """Maintenance objects written by this store (created or updated)."""
+        self._seen: dict[str, dict[str, Any]] = {}
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- errors ----------------------------------------------------------------------------
+    def _fail(self, exc: BaseException, what: str) -> NoReturn:
+        answer = answer_of(exc)
+        if answer is not None:
+            if answer.code == 404 and "could not find the requested resource" in answer.message:
+                cause = (f"{what}: the CustomResourceDefinition {PLURAL}.{GROUP} (or "
+                         f"{AUDIT_PLURAL}.{GROUP}) is not installed; apply the output of "
+                         "`powerplane operator manifests`")
+            else:
+                words = f": {answer.message}" if answer.message else ""
+                cause = f"{what}: HTTP {answer.code} {answer.reason}{words}"
+        elif isinstance(exc, httpx2.TimeoutException):
+            cause = f"{what}: the API server did not answer in time ({type(exc).__name__})"
+        elif isinstance(exc, (httpx2.TransportError, OSError)):
+            cause = f"{what}: the API server cannot be reached ({type(exc).__name__}: {exc})"
+        elif isinstance(exc, ValueError):
+            cause = f"{what}: {exc}"
+        else:
+            cause = f"{what}: {type(exc).__name__}: {exc}"
+        raise KubernetesStoreError(self.where, cause) from None
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Map what the client raises onto :class:`KubernetesStoreError` (an HTTP error is
+        an ``httpx2.HTTPStatusError``: lightkube's ``ApiError`` when the answer is a JSON
+        ``Status``, the plain class otherwise)."""
+        try:
+            yield
+        except (httpx2.HTTPError, OSError, ValueError) as exc:
+            self._fail(exc, what)
+
+    @staticmethod
+    def _code(exc: BaseException) -> int:
+        answer = answer_of(exc)
+        return answer.code if answer is not None else 0
+
+    # -- reads -----------------------------------------------------------------------------
+    def _keep(self, obj: dict[str, Any]) -> dict[str, Any]:
+        name = (obj.get("metadata") or {}).get("name")
+        if name:
+            self._seen[str(name)] = obj
+        return obj
+
+    def _list(self, labels: dict[str, Any]) -> list[dict[str, Any]]:
+        with self._errors(f"listing {PLURAL}.{GROUP}"):
+            try:
+                found = [self._keep(_plain(o)) for o in
+                         self.client.list(NodeMaintenanceResource, labels=labels or None)]
+            except httpx2.HTTPStatusError as exc:
+                if not self.create_missing and self._code(exc) == 404:
+                    return []  # a dry run on a cluster without the CRD: no maintenance
+                raise
+        return [o for o in found if not _pending(o)]
+
+    def _read(self, name: str) -> dict[str, Any] | None:
+        with self._errors(f"reading {PLURAL}.{GROUP} {name}"):
+            try:
+                obj = _plain(self.client.get(NodeMaintenanceResource, name))
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) == 404:
+                    self._seen.pop(name, None)
+                    return None
+                raise
+        return self._keep(obj)
+
+    def _model(self, obj: dict[str, Any]) -> NodeMaintenance:
+        name = (obj.get("metadata") or {}).get("name", "?")
+        with self._errors(f"{PLURAL}.{GROUP} {name} does not read back as a maintenance"):
+            return from_object(obj)
+
+    def _sorted(self, objs: list[dict[str, Any]]) -> list[NodeMaintenance]:
+        found = [self._model(o) for o in objs]
+        return sorted(found, key=lambda m: (m.created_at, m.name))
+
+    def get(self, name: str) -> NodeMaintenance:
+        obj = self._read(name)
+        if obj is None or _pending(obj):
+            raise NotFound(f"no maintenance named {name!r}")
+        return self._model(obj)
+
+    def _of_node(self, node: str, *, active: bool) -> list[NodeMaintenance]:
+        labels: dict[str, Any] = {NODE_LABEL: label_value(node)}
+        if active:
+            labels[ACTIVE_LABEL] = "true"
+        objs = [o for o in self._list(labels) if (o.get("spec") or {}).get("node") == node
+                and (not active or _phase(o) not in _TERMINAL)]
+        return self._sorted(objs)
+
+    def active_for(self, node: str) -> NodeMaintenance | None:
+        found = self._of_node(node, active=True)
+        return found[0] if found else None
+
+    def latest_for(self, node: str) -> NodeMaintenance | None:
+        """The active maintenance of ``node``, else its most recent one."""
+        active = self.active_for(node)
+        if active is not None:
+            return active
+        every = self._of_node(node, active=False)
+        return every[-1] if every else None
+
+    def find(self, name_or_node: str) -> NodeMaintenance:
+        """A maintenance by name, else the latest of a node by that name."""
+        try:
+            return self.get(name_or_node)
+        except NotFound:
+            found = self.latest_for(name_or_node)
+            if found is None:
+                raise NotFound(f"no maintenance named {name_or_node!r} and none for a node "
+                               f"of that name") from None
+            return found
+
+    def all(self, active_only: bool = False) -> list[NodeMaintenance]:
+        objs = self._list({ACTIVE_LABEL: "true"} if active_only else {})
+        if active_only:
+            objs = [o for o in objs if _phase(o) not in _TERMINAL]
+        return self._sorted(objs)
+
+    def active(self) -> list[NodeMaintenance]:
+        return self.all(active_only=True)
+
+    def active_phases(self) -> list[tuple[str, str, Phase]]:
+        """``(name, node, phase)`` of every active maintenance."""
+        out = []
+        for o in self._list({ACTIVE_LABEL: "true"}):
+            phase = _phase(o)
+            if phase in _TERMINAL:
+                continue
+            with self._errors(f"{PLURAL}.{GROUP} has an unknown phase {phase!r}"):
+                out.append((str(o["metadata"]["name"]), str(o["spec"]["node"]), Phase(phase)))
+        return out
+
+    # -- writes ----------------------------------------------------------------------------
+    def _send(self, obj: dict[str, Any], *, status: bool = False,
+              create: bool = False) -> dict[str, Any]:
+        """One write; an HTTP error passes to the caller (which reads its code)."""
+        res = NodeMaintenanceResource
+        name = obj["metadata"]["name"]
+        if not status:  # the main resource never carries status (the server ignores it)
+            obj = {k: v for k, v in obj.items() if k != "status"}
+        if create:
+            return self._keep(_plain(self.client.create(res(**obj))))
+        if status:
+            return self._keep(_plain(self.client.replace(res.Status(**obj), name)))
+        return self._keep(_plain(self.client.replace(res(**obj))))
+
+    def create(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
+        """Create the object, take the node's lock, then write its status (see above)."""
+        wire = to_object(m)
+        what = f"creating {PLURAL}.{GROUP} {m.name}"
+        with self._errors(what):
+            try:
+                made = self._send(wire, create=True)  # pending: no status yet
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) != 409:
+                    raise
+                active = self.active_for(m.node)
+                if active is not None:
+                    raise AlreadyActive(m.node, active.name) from None
+                raise ConcurrentChange(f"maintenance {m.name} already exists; try again") \
+                    from None
+            try:
+                if not m.phase.terminal:
+                    self._lock(m.node, m.name)
+                body = {**wire, "metadata": {**wire["metadata"],
+                                             "resourceVersion": made["metadata"]
+                                             ["resourceVersion"]}}
+                done = self._send(body, status=True)
+            except BaseException:
+                self._discard(m.name)
+                raise
+            m.resource_version = _version(done)
+        self._audit(audit, done)
+        self._written(m)
+        return m
+
+    def _discard(self, name: str) -> None:
+        """Delete a pending object this store made (best effort: reads skip it anyway)."""
+        try:
+            self.client.delete(NodeMaintenanceResource, name)
+        except (httpx2.HTTPError, OSError) as exc:
+            log.warning("could not delete the pending %s %s: %s", KIND, name,
+                        type(exc).__name__)
+        self._seen.pop(name, None)
+
+    def _lock(self, node: str, name: str) -> None:
+        """Take ``node``'s lock for ``name`` or raise ``AlreadyActive`` / ``ConcurrentChange``."""
+        lease_name = lock_name(node)
+        for _ in range(_TRIES):
+            lease = Lease(metadata=ObjectMeta(name=lease_name, namespace=self.namespace,
+                                              labels={NODE_LABEL: label_value(node)}),
+                          spec=LeaseSpec(holderIdentity=name))
+            try:
+                self.client.create(lease)
+                return
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) != 409:
+                    raise
+            try:
+                held = self.client.get(Lease, lease_name, namespace=self.namespace)
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) == 404:
+                    continue  # deleted in between: create it again
+                raise
+            holder = held.spec.holderIdentity if held.spec is not None else None
+            if holder == name:
+                return
+            if holder:
+                obj = self._read(holder)
+                if obj is not None and _phase(obj) not in _TERMINAL:
+                    raise AlreadyActive(node, holder)
+            assert held.metadata is not None
+            held.spec = LeaseSpec(holderIdentity=name)
+            try:
+                self.client.replace(held)  # names the resourceVersion read: one taker wins
+                return
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) != 409:
+                    raise
+        raise ConcurrentChange(f"the lock of node {node} kept changing; try again")
+
+    def _current(self, m: NodeMaintenance) -> dict[str, Any]:
+        """The object as last read at ``m``'s version (read again when not at hand)."""
+        seen = self._seen.get(m.name)
+        if seen is not None and _version(seen) == m.resource_version:
+            return seen
+        obj = self._read(m.name)
+        if obj is None:
+            raise StoreConflict(f"maintenance {m.name} is gone")
+        if _version(obj) != m.resource_version:
+            raise StoreConflict(f"maintenance {m.name} changed since version "
+                                f"{m.resource_version}")
+        return obj
+
+    def update(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
+        """Write ``m`` if its version is still current. Raises ``StoreConflict`` (version
+        restored) on a 409; ``KubernetesStoreError`` when the API server refuses."""
+        expected = m.resource_version
+        what = f"writing {PLURAL}.{GROUP} {m.name}"
+        try:
+            with self._errors(what):
+                old = self._current(m)
+                new = to_object(m)
+                rv = str(old["metadata"]["resourceVersion"])
+                ours = new["metadata"]["labels"]
+                try:
+                    if _main(new) != _main(old):
+                        body = {**new, "metadata": _meta(old, new, {}, rv)}
+                        old = self._send(body)
+                        rv = str(old["metadata"]["resourceVersion"])
+                    done = self._send({**new, "metadata": _meta(old, new, {}, rv)},
+                                      status=True)
+                except httpx2.HTTPStatusError as exc:
+                    if self._code(exc) == 409:
+                        self._seen.pop(m.name, None)
+                        raise StoreConflict(f"maintenance {m.name} changed since version "
+                                            f"{expected}") from None
+                    raise
+                have = (done.get("metadata") or {}).get("labels") or {}
+                if any(have.get(k) != v for k, v in ours.items()):
+                    done = self._relabel(done, ours)
+                m.resource_version = _version(done)
+        except BaseException:
+            m.resource_version = expected
+            raise
+        self._audit(audit, done)
+        self._written(m)
+        return m
+
+    def _relabel(self, obj: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+        """Set the index labels after the status that decides them (a 409 re-reads: the
+        body is already written, only the label is behind)."""
+        name = obj["metadata"]["name"]
+        for _ in range(_TRIES):
+            rv = str((obj.get("metadata") or {}).get("resourceVersion"))
+            body = {**obj, "metadata": _meta(obj, {}, labels, rv)}
+            try:
+                return self._send(body)
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) != 409:
+                    raise
+            fresh = self._read(name)
+            if fresh is None:
+                return obj
+            obj = fresh
+        log.warning("%s %s: the labels %s could not be set (it kept changing); readers "
+                    "decide by its phase", KIND, name, labels)
+        return obj
+
+    def _written(self, m: NodeMaintenance) -> None:
+        self.writes += 1
+        if self.after_write is not None:
+            self.after_write(m)
+
+    # -- audit -----------------------------------------------------------------------------
+    def _audit(self, rec: AuditRecord | None, about: dict[str, Any] | None) -> None:
+        if rec is None:
+            return
+        with self._errors(f"writing the audit record of {rec.maintenance or rec.node} "
+                          f"({AUDIT_PLURAL}.{GROUP})"):
+            self.client.create(MaintenanceAuditResource(**audit_object(rec)))
+        involved = (about or {}).get("metadata") if about is not None else None
+        event = event_object(rec, self.namespace, involved)
+        try:
+            self.client.create(cast(Event, Event.from_dict(event)))
+        except (httpx2.HTTPError, OSError) as exc:
+            answer = answer_of(exc)
+            log.warning("the Event of %s on %s could not be written (%s); the audit record "
+                        "was", rec.action.value, rec.maintenance or rec.node,
+                        f"HTTP {answer.code}" if answer is not None else type(exc).__name__)
+
+    def append_audit(self, rec: AuditRecord) -> None:
+        """Append one audit record on its own (and its Event)."""
+        about = self._seen.get(rec.maintenance) if rec.maintenance else None
+        self._audit(rec, about)
+
+    def audit(self, node: str | None = None) -> list[AuditRecord]:
+        """The audit trail (of one node), in commit order."""
+        labels: dict[str, Any] | None = \
+            {NODE_LABEL: label_value(node)} if node is not None else None
+        with self._errors(f"listing {AUDIT_PLURAL}.{GROUP}"):
+            try:
+                objs = [_plain(o) for o in
+                        self.client.list(MaintenanceAuditResource, labels=labels)]
+            except httpx2.HTTPStatusError as exc:
+                if not self.create_missing and self._code(exc) == 404:
+                    return []
+                raise
+            objs.sort(key=_version)
+            found = [record_of(o) for o in objs]
+        return [r for r in found if node is None or r.node == node]

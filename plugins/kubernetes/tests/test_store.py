@@ -1,0 +1,501 @@
+"""The ``kubernetes`` store against the kmock API server: what it writes, how it reads back,
+how concurrent writers and creators are told apart, and the audit trail that outlives the
+maintenance.
+
+Every ``NodeMaintenance`` body the store sends is checked against the CRD's own
+``openAPIV3Schema`` (``jsonschema``, unknown fields refused, where a real API server would
+prune them silently); the API server here also prunes and validates every write, and
+nothing may have been pruned. kmock runs no CEL: the spec's ``self == oldSelf`` is emulated
+by :class:`~powerplane_kubernetes.testing.apiserver.KubeApiServer`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+
+from powerplane import AlreadyActive, AuditRecord, NotFound, StoreConflict, StoreError
+from powerplane.lifecycle.audit import Action
+from powerplane.lifecycle.model import (
+    AbandonRequest,
+    Condition,
+    ConditionStatus,
+    Dispatch,
+    DispatchOutcome,
+    Evidence,
+    Intent,
+    MaintenanceSpec,
+    NodeMaintenance,
+    Phase,
+    Preflight,
+    QuorumNumbers,
+    Resolution,
+    ReturnRequest,
+    Transition,
+)
+from powerplane_kubernetes.config import ApiAccess
+from powerplane_kubernetes.crd import (
+    ACTIVE_LABEL,
+    NODE_LABEL,
+    SPEC_IMMUTABLE,
+    audit_crd_manifest,
+    crd_manifest,
+)
+from powerplane_kubernetes.store import (
+    KubernetesStore,
+    KubernetesStoreError,
+    NodeMaintenanceResource,
+    lock_name,
+    to_object,
+)
+from powerplane_kubernetes.testing.apiserver import KubeApiServer, openapi_to_jsonschema
+from powerplane_kubernetes.testing.schemas import KUBERNETES_VERSION
+
+NM = "/apis/powerplane.io/v1alpha1/nodemaintenances"
+AUDIT = "/apis/powerplane.io/v1alpha1/maintenanceaudits"
+NS = "powerplane-system"
+LEASES = "coordination.k8s.io/v1/leases"
+T0 = dt.datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def api() -> Iterator[KubeApiServer]:
+    with KubeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+def kubeconfig(api: KubeApiServer, tmp_path: Path) -> Path:
+    return api.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+def open_store(kubeconfig: Path, *, create: bool = True) -> KubernetesStore:
+    access = ApiAccess(kubeconfig=kubeconfig.name, timeouts={"connect_s": 2, "read_s": 10})
+    return KubernetesStore(access, kubeconfig.parent, namespace=NS, create=create)
+
+
+@pytest.fixture
+def store(kubeconfig: Path) -> Iterator[KubernetesStore]:
+    s = open_store(kubeconfig)
+    yield s
+    s.close()
+
+
+def maintenance(node: str = "n1", name: str | None = None,
+                intent: Intent = Intent.REBOOT) -> NodeMaintenance:
+    return NodeMaintenance(
+        name=name or f"{node}-{intent.value}-20250301120000-abc123",
+        spec=MaintenanceSpec(
+            node=node, intent=intent, reason="kernel update", requested_by="alice",
+            preflight=Preflight(pods=["default/web-1"], pdbs=["default/web-pdb"],
+                                quorum=QuorumNumbers(members=3, ready=3, quorum=2, margin=1),
+                                power={"verb": "reboot", "channel": "bmc", "graceful": True},
+                                storage="longhorn: evacuate", taken_at=T0)),
+        created_at=T0,
+    )
+
+
+def record(m: NodeMaintenance, action: Action = Action.REBOOT, *, reason: str = "kernel",
+           at: dt.datetime = T0) -> AuditRecord:
+    return AuditRecord(actor="alice", action=action, reason=reason, node=m.node,
+                       maintenance=m.name, at=at)
+
+
+def fill(m: NodeMaintenance) -> None:
+    """Every kind of status and request field, with nulls where the model allows them."""
+    m.status.phase = Phase.REBOOTING
+    m.status.conditions["Cordoned"] = Condition(
+        type="Cordoned", status=ConditionStatus.TRUE, reason="Cordoned", message="done",
+        lastTransitionTime=T0)
+    m.status.dispatches.append(Dispatch(
+        verb="reboot", channel=None, attemptId="a1", recordedAt=T0, runner="h/1/x",
+        outcome=DispatchOutcome.UNKNOWN, detail="no answer",
+        before=Evidence(bootMarker="boot-1", bootMarkerSource="cluster", power="on",
+                        powerSource="bmc", seesPower=True, takenAt=T0)))
+    m.status.refusal = QuorumNumbers(members=3, ready=2, quorum=2, margin=0, member=True)
+    m.status.history.append(Transition(**{"from": None, "to": Phase.REQUESTED, "at": T0}))
+    m.status.history.append(Transition(**{"from": Phase.REQUESTED, "to": Phase.CORDONED,
+                                          "at": T0, "why": "cordoned"}))
+    m.status.powered_off_at = T0
+    m.status.hazard = True
+    m.status.drain_started_at = T0
+    m.spec.return_request = ReturnRequest(actor="bob", reason="done", machineConfirmed=True,
+                                          at=T0)
+    m.spec.abandon = AbandonRequest(actor="carol", reason="stop", at=T0)
+    m.spec.resolutions.append(Resolution(actor="dave", reason="saw it", applied=True,
+                                         attemptId="a1", at=T0))
+
+
+def strict_validator(crd: dict[str, Any]) -> jsonschema.Draft7Validator:
+    schema = openapi_to_jsonschema(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    schema["properties"]["metadata"] = {"type": "object"}
+    return jsonschema.Draft7Validator(schema)
+
+
+def written(api: KubeApiServer, prefix: str = NM) -> list[dict[str, Any]]:
+    return [r.body for r in api.requests
+            if r.method in ("POST", "PUT") and r.path.startswith(prefix)
+            and isinstance(r.body, dict)]
+
+
+def check_written(api: KubeApiServer) -> int:
+    """Every NodeMaintenance and MaintenanceAudit body validates strictly; none was pruned."""
+    n = 0
+    for crd, prefix in ((crd_manifest(), NM), (audit_crd_manifest(), AUDIT)):
+        validator = strict_validator(crd)
+        for body in written(api, prefix):
+            validator.validate(body)
+            n += 1
+    assert api.pruned == []
+    return n
+
+
+# -- round trip ------------------------------------------------------------------------------
+def test_create_get_update_round_trip_keeps_every_field(
+        api: KubeApiServer, store: KubernetesStore) -> None:
+    m = maintenance()
+    store.create(m, record(m))
+    assert m.resource_version > 0
+    got = store.get(m.name)
+    assert got == m
+    fill(got)
+    store.update(got)
+    again = store.get(m.name)
+    assert again == got
+    assert again.resource_version == got.resource_version > m.resource_version
+    obj = api.object("powerplane.io/v1alpha1/nodemaintenances", None, m.name)
+    assert obj is not None
+    assert obj["spec"]["node"] == "n1" and obj["spec"]["requestedBy"] == "alice"
+    assert set(obj["spec"]) == {"node", "intent", "reason", "requestedBy", "preflight"}
+    assert obj["requests"]["returnRequest"]["actor"] == "bob"
+    assert obj["status"]["phase"] == "Rebooting"
+    assert obj["status"]["dispatches"][0]["channel"] is None
+    assert obj["metadata"]["labels"] == {NODE_LABEL: "n1", ACTIVE_LABEL: "true"}
+    assert obj["metadata"]["resourceVersion"] == str(again.resource_version)
+    assert check_written(api) >= 4
+
+
+def test_reads_find_all_active_and_latest(store: KubernetesStore) -> None:
+    a = maintenance("n1", "n1-cordon-1", Intent.CORDON)
+    store.create(a)
+    b = maintenance("n2", "n2-drain-1", Intent.DRAIN)
+    b.created_at = T0 + dt.timedelta(seconds=1)
+    store.create(b)
+    assert [m.name for m in store.all()] == ["n1-cordon-1", "n2-drain-1"]
+    assert sorted(store.active_phases()) == [("n1-cordon-1", "n1", Phase.REQUESTED),
+                                             ("n2-drain-1", "n2", Phase.REQUESTED)]
+    assert store.find("n2").name == "n2-drain-1"
+    assert store.find("n1-cordon-1").node == "n1"
+    done = store.get("n1-cordon-1")
+    done.status.phase = Phase.COMPLETE
+    store.update(done)
+    assert store.active_for("n1") is None
+    latest = store.latest_for("n1")
+    assert latest is not None and latest.phase is Phase.COMPLETE
+    assert [m.name for m in store.active()] == ["n2-drain-1"]
+    assert [m.name for m in store.all(active_only=True)] == ["n2-drain-1"]
+    assert len(store.all()) == 2
+    with pytest.raises(NotFound):
+        store.find("n9")
+    with pytest.raises(NotFound):
+        store.get("nope")
+
+
+def test_terminal_maintenances_are_labelled_inactive_after_their_status(
+        api: KubeApiServer, store: KubernetesStore) -> None:
+    m = maintenance()
+    store.create(m)
+    got = store.get(m.name)
+    got.status.phase = Phase.FAILED
+    store.update(got)
+    obj = api.object("powerplane.io/v1alpha1/nodemaintenances", None, m.name)
+    assert obj is not None and obj["metadata"]["labels"][ACTIVE_LABEL] == "false"
+    puts = [r for r in api.requests_to("PUT", NM)]
+    # the status first (it decides), then the label through the main resource
+    assert [r.path.endswith("/status") for r in puts][-2:] == [True, False]
+    assert store.get(m.name).resource_version == got.resource_version
+
+
+# -- optimistic concurrency ------------------------------------------------------------------
+def test_a_stale_resource_version_is_a_conflict_and_a_re_read_succeeds(
+        api: KubeApiServer, kubeconfig: Path, store: KubernetesStore) -> None:
+    m = maintenance()
+    store.create(m)
+    other = open_store(kubeconfig)  # another runner, another process's view
+    try:
+        mine = store.get(m.name)
+        theirs = other.get(m.name)
+        theirs.status.last_error = "theirs"
+        other.update(theirs)
+        mine.status.last_error = "mine"
+        before = mine.resource_version
+        with pytest.raises(StoreConflict):
+            store.update(mine)
+        assert mine.resource_version == before  # restored, as the SQLite store does
+        assert any(r.path.endswith("/status") for r in api.requests_to("PUT", NM))
+        fresh = store.get(m.name)  # the reconciler's re-read
+        assert fresh.status.last_error == "theirs"
+        fresh.status.last_error = "mine"
+        store.update(fresh)
+        assert other.get(m.name).status.last_error == "mine"
+    finally:
+        other.close()
+
+
+def test_a_conflict_with_a_cached_read_is_told_by_the_api_server(
+        api: KubeApiServer, store: KubernetesStore) -> None:
+    """The store's cache never hides a write: the 409 comes from the API server."""
+    m = maintenance()
+    store.create(m)
+    mine = store.get(m.name)
+    obj = api.object("powerplane.io/v1alpha1/nodemaintenances", None, m.name)
+    assert obj is not None
+    # someone else (kubectl annotate) changes the object behind the store's back
+    obj["metadata"]["annotations"]["example.com/note"] = "y"
+    import httpx
+
+    with httpx.Client(base_url=api.url) as http:
+        assert http.put(f"{NM}/{m.name}", json=obj).status_code == 200
+    mine.status.last_error = "stale"
+    with pytest.raises(StoreConflict):
+        store.update(mine)
+    assert [r for r in api.requests if r.method == "PUT"][-1].path.endswith("/status")
+    # the other writer's annotation is kept by the store's next main-resource write
+    fresh = store.get(m.name)
+    fresh.spec.abandon = AbandonRequest(actor="carol", reason="stop", at=T0)
+    store.update(fresh)
+    kept = api.object("powerplane.io/v1alpha1/nodemaintenances", None, m.name)
+    assert kept is not None and kept["metadata"]["annotations"]["example.com/note"] == "y"
+
+
+# -- one active maintenance per node ---------------------------------------------------------
+def test_two_concurrent_creates_for_one_node_give_exactly_one_already_active(
+        api: KubeApiServer, kubeconfig: Path) -> None:
+    stores = [open_store(kubeconfig) for _ in range(2)]
+    try:
+        for round_ in range(8):
+            node = f"r{round_}"
+            barrier = threading.Barrier(2)
+            results: list[str] = []
+
+            def create(i: int, node: str = node, barrier: threading.Barrier = barrier,
+                       results: list[str] = results) -> None:
+                m = maintenance(node, f"{node}-reboot-{i}")
+                barrier.wait(timeout=10)
+                try:
+                    stores[i].create(m)
+                    results.append("created")
+                except AlreadyActive as exc:
+                    assert exc.node == node
+                    results.append("already-active")
+
+            threads = [threading.Thread(target=create, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=30)
+            assert sorted(results) == ["already-active", "created"], (node, results)
+            active = [m for m in stores[0].all() if m.node == node]
+            assert len(active) == 1 and not active[0].phase.terminal
+            lease = api.object(LEASES, NS, lock_name(node))
+            assert lease is not None and lease["spec"]["holderIdentity"] == active[0].name
+            # the loser left no object behind (pending ones are deleted)
+            names = {o["metadata"]["name"] for o in
+                     api.objects("powerplane.io/v1alpha1/nodemaintenances")
+                     if o["spec"]["node"] == node}
+            assert names == {active[0].name}
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_creation_in_progress_holds_the_node(api: KubeApiServer, kubeconfig: Path,
+                                               store: KubernetesStore) -> None:
+    """A creator between taking the lock and writing the status holds the node: a second
+    creator is AlreadyActive naming it, not let through because it is not visible yet."""
+    first = maintenance("n1", "n1-reboot-first")
+    wire = {k: v for k, v in to_object(first).items() if k != "status"}
+    store._send(wire, create=True)
+    store._lock("n1", first.name)
+    assert store.active_for("n1") is None  # pending: not visible to readers
+    other = open_store(kubeconfig)
+    try:
+        with pytest.raises(AlreadyActive, match="n1-reboot-first"):
+            other.create(maintenance("n1", "n1-reboot-second"))
+    finally:
+        other.close()
+    assert api.object("powerplane.io/v1alpha1/nodemaintenances", None,
+                      "n1-reboot-second") is None
+
+
+def test_a_finished_or_deleted_holder_is_replaced(api: KubeApiServer,
+                                                  store: KubernetesStore) -> None:
+    old = maintenance("n1", "n1-reboot-old")
+    store.create(old)
+    with pytest.raises(AlreadyActive, match="n1-reboot-old"):
+        store.create(maintenance("n1", "n1-reboot-new"))
+    done = store.get(old.name)
+    done.status.phase = Phase.COMPLETE
+    store.update(done)
+    second = maintenance("n1", "n1-reboot-second")
+    store.create(second)
+    lease = api.object(LEASES, NS, lock_name("n1"))
+    assert lease is not None and lease["spec"]["holderIdentity"] == "n1-reboot-second"
+    # a holder deleted outright (kubectl delete) frees the node too
+    store.client.delete(NodeMaintenanceResource, second.name)
+    third = maintenance("n1", "n1-reboot-third")
+    store.create(third)
+    assert store.active_for("n1") is not None
+    assert store.active_for("n1").name == "n1-reboot-third"  # type: ignore[union-attr]
+
+
+def test_a_name_taken_is_a_concurrent_change_or_already_active(store: KubernetesStore) -> None:
+    m = maintenance()
+    store.create(m)
+    with pytest.raises(AlreadyActive):
+        store.create(maintenance())  # same name, same node, still active
+
+
+# -- the spec and the status subresource -----------------------------------------------------
+def test_the_spec_is_immutable(api: KubeApiServer, store: KubernetesStore) -> None:
+    m = maintenance()
+    store.create(m)
+    got = store.get(m.name)
+    got.spec.reason = "another reason"
+    before = got.resource_version
+    with pytest.raises(KubernetesStoreError) as caught:
+        store.update(got)
+    assert isinstance(caught.value, StoreError) and caught.value.exit_code == 1
+    text = str(caught.value)
+    assert "HTTP 422 Invalid" in text and "spec: Invalid value" in text
+    assert SPEC_IMMUTABLE in text
+    assert got.resource_version == before
+    assert store.get(m.name).spec.reason == "kernel update"
+
+
+def test_status_is_written_only_through_the_status_subresource(
+        api: KubeApiServer, store: KubernetesStore) -> None:
+    m = maintenance()
+    store.create(m)
+    got = store.get(m.name)
+    got.status.phase = Phase.CORDONED
+    got.spec.return_request = ReturnRequest(actor="bob", reason="back", at=T0)
+    store.update(got)
+    main = [r for r in api.requests if r.path.startswith(NM) and r.method in ("POST", "PUT")
+            and not r.path.endswith("/status")]
+    status = [r for r in api.requests_to("PUT", NM) if r.path.endswith("/status")]
+    assert [r.method for r in main] == ["POST", "PUT"]  # create; the return request
+    assert all("status" not in r.body for r in main)
+    assert len(status) == 2 and all("status" in r.body for r in status)
+    # and the API server ignores a status sent to the main resource, as a real one does
+    obj = api.object("powerplane.io/v1alpha1/nodemaintenances", None, m.name)
+    assert obj is not None
+    obj["status"]["phase"] = "Complete"
+    import httpx
+
+    with httpx.Client(base_url=api.url) as http:
+        answer = http.put(f"{NM}/{m.name}", json=obj)
+    assert answer.status_code == 200
+    assert store.get(m.name).phase is Phase.CORDONED
+    assert store.get(m.name).spec.return_request is not None
+
+
+# -- audit -----------------------------------------------------------------------------------
+def test_the_audit_trail_survives_deleting_the_maintenance(
+        api: KubeApiServer, store: KubernetesStore) -> None:
+    m = maintenance()
+    store.create(m, record(m, Action.REBOOT, reason="first"))
+    got = store.get(m.name)
+    got.spec.abandon = AbandonRequest(actor="carol", reason="stop", at=T0)
+    store.update(got, record(m, Action.ABANDON, reason="second"))
+    store.append_audit(record(m, Action.POWER_ON, reason="third"))
+    store.append_audit(AuditRecord(actor="x", action=Action.CORDON, reason="other node",
+                                   node="n2", maintenance="n2-cordon-1", at=T0))
+    assert [r.reason for r in store.audit("n1")] == ["first", "second", "third"]
+    assert len(store.audit()) == 4
+    store.client.delete(NodeMaintenanceResource, m.name)
+    with pytest.raises(NotFound):
+        store.get(m.name)
+    trail = store.audit("n1")
+    assert [(r.action, r.reason, r.actor, r.maintenance) for r in trail] == [
+        (Action.REBOOT, "first", "alice", m.name),
+        (Action.ABANDON, "second", "alice", m.name),
+        (Action.POWER_ON, "third", "alice", m.name)]
+    assert trail[0].at == T0
+    # nothing would let a real cluster's garbage collector take them with the maintenance
+    for obj in api.objects("powerplane.io/v1alpha1/maintenanceaudits"):
+        assert "ownerReferences" not in obj["metadata"]
+    check_written(api)
+
+
+def test_each_audit_record_is_also_an_event_about_the_maintenance(
+        api: KubeApiServer, store: KubernetesStore) -> None:
+    m = maintenance()
+    store.create(m, record(m, Action.REBOOT, reason="kernel 6.12"))
+    events = [r.body for r in api.requests_to("POST", f"/api/v1/namespaces/{NS}/events")]
+    assert len(events) == 1
+    event = events[0]
+    kubernetes_validate.validate(event, KUBERNETES_VERSION, strict=True)
+    assert event["involvedObject"]["kind"] == "NodeMaintenance"
+    assert event["involvedObject"]["name"] == m.name
+    assert event["involvedObject"]["uid"]
+    assert event["reason"] == "Reboot"
+    assert "servers:reboot by alice: kernel 6.12" in event["message"]
+    assert "ownerReferences" not in event["metadata"]
+
+
+def test_an_event_that_cannot_be_written_does_not_fail_the_write(
+        api: KubeApiServer, store: KubernetesStore,
+        caplog: pytest.LogCaptureFixture) -> None:
+    api.validators["v1/events"] = [lambda old, new: "events are refused here"]
+    m = maintenance()
+    store.create(m, record(m))
+    assert [r.reason for r in store.audit("n1")] == ["kernel"]
+    assert "could not be written (HTTP 422)" in caplog.text
+
+
+# -- errors ----------------------------------------------------------------------------------
+def test_a_cluster_without_the_crd_is_a_store_error_naming_it(tmp_path: Path) -> None:
+    with KubeApiServer(crds=()) as bare:
+        kubeconfig = bare.write_kubeconfig(tmp_path / "kc")
+        s = open_store(kubeconfig)
+        try:
+            with pytest.raises(KubernetesStoreError, match=r"nodemaintenances\.powerplane\.io.*"
+                               r"not installed.*powerplane operator manifests"):
+                s.active()
+        finally:
+            s.close()
+        dry = open_store(kubeconfig, create=False)  # a dry run: no store yet holds nothing
+        try:
+            assert dry.active_phases() == [] and dry.all() == [] and dry.audit() == []
+        finally:
+            dry.close()
+
+
+def test_an_api_server_that_cannot_be_reached_is_a_store_error(tmp_path: Path) -> None:
+    import json
+
+    from powerplane.testing import closed_port
+
+    port = closed_port()
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "x", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "x", "user": {}}],
+        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))
+    s = open_store(kubeconfig)
+    try:
+        with pytest.raises(KubernetesStoreError, match="cannot be reached") as caught:
+            s.all()
+        assert caught.value.exit_code == 1
+        assert f"127.0.0.1:{port}" in str(caught.value)
+    finally:
+        s.close()
