@@ -2,8 +2,12 @@
 
 Each backend runs on its real loopback peer, started the way ``powerplane demo`` starts it
 (each plugin's ``peer.PEER.start``), and the target's ``conformance:`` section holds only
-``allow_destructive: true`` and what that peer strictly declares (its ``xfail`` defects):
-the default ``settle_timeout_s`` (30), ``repeat`` (3) and every other default.
+``allow_destructive: true``, what that peer strictly declares (its ``xfail`` defects and
+``negative`` hints), ``attended: true`` for a peer with a power button to press by hand
+(``StartedPeer.power_on_by_hand``: the Talos mock, whose channel cannot power on; the
+suite reads each machine back after it is pressed), and ``allow_terminate: true`` for
+ec2 (moto's instances are throwaway): the default ``settle_timeout_s`` (30), ``repeat``
+(3) and every other default.
 
 - ``simulated``: core's simulated channel, two machines (one on, one off).
 - ``redfish``: the sushy-tools emulator with its own realistic power delay (the fake driver
@@ -52,12 +56,15 @@ class Started:
     stop: Callable[[], None]
     requests: Callable[[], str] | None = None
     """What the peer received, where it counts it (the emulator: resets sent, reads)."""
+    power_on_by_hand: Callable[[Any], None] | None = None
+    """The peer's power button (a person at the rack), for channels that cannot power on."""
 
 
 def _peer(module: str) -> Callable[[Path], Started]:
     def start(where: Path) -> Started:
         peer = importlib.import_module(module).PEER.start(where)
-        return Started(peer.config, list(peer.targets), dict(peer.conformance), peer.stop)
+        return Started(peer.config, list(peer.targets), dict(peer.conformance), peer.stop,
+                       power_on_by_hand=peer.power_on_by_hand)
 
     return start
 
@@ -111,8 +118,12 @@ def target_of(name: str, peer: Started) -> dict[str, Any]:
     """Two nodes (one for ``redfish-1``) on the peer's channel; default settings."""
     nodes = {f"n{i}": {"channels": [{"channel": name, "target": t}]}
              for i, t in enumerate(peer.targets[:2])}
-    return {"channels": {name: peer.config}, "nodes": nodes,
-            "conformance": {"allow_destructive": True, **peer.conformance}}
+    section: dict[str, Any] = {"allow_destructive": True, **peer.conformance}
+    if peer.power_on_by_hand is not None:
+        section["attended"] = True
+    if peer.config.get("type") == "ec2":
+        section["allow_terminate"] = True
+    return {"channels": {name: peer.config}, "nodes": nodes, "conformance": section}
 
 
 def durations(junit: Path) -> list[tuple[float, str]]:
@@ -134,9 +145,11 @@ def bench(name: str, work: Path) -> dict[str, Any] | None:
         return None
     try:
         t0 = time.perf_counter()
-        summary: RunSummary = run_suite(target_of(name.split("-")[0], peer),
-                                        report=where / "results.json",
-                                        junit=where / "junit.xml")
+        press = peer.power_on_by_hand
+        summary: RunSummary = run_suite(
+            target_of(name.split("-")[0], peer), report=where / "results.json",
+            junit=where / "junit.xml",
+            power_on_by_hand=(lambda node, target: press(target)) if press else None)
         seconds = time.perf_counter() - t0
         received = peer.requests() if peer.requests is not None else ""
     finally:
@@ -160,6 +173,9 @@ def bench(name: str, work: Path) -> dict[str, Any] | None:
                   f"{r['message'].splitlines()[-1] if r['message'] else ''}")
     if data.get("verdict") != "pass":
         print(f"    {data.get('headline')}: {data.get('verdict_reason')}")
+    by_hand = sum(r["message"].count("the way back was a person") for r in data["results"])
+    if by_hand:
+        print(f"    powered on by hand (then read back on): {by_hand} time(s)")
     for secs, test in durations(where / "junit.xml")[:10]:
         print(f"    {secs:7.2f} s  {test}")
     sys.stdout.flush()

@@ -21,12 +21,16 @@ from typing import Any
 
 from powerplane.testing import Peer, StartedPeer, Subprocess, free_port, wait_ready
 
-__all__ = ["AMI", "PEER", "REGION", "Moto", "start", "start_moto"]
+__all__ = ["AMI", "PEER", "REGION", "UNKNOWN_INSTANCE", "Moto", "start", "start_moto"]
 
 REGION = "us-east-1"
 """The region every moto client and channel of the peer uses."""
 AMI = "ami-12c6146b"
 """An image id moto knows (instances are launched from it)."""
+UNKNOWN_INSTANCE = "i-0deadbeefdeadbeef"
+"""A well-formed instance id (``i-`` and 17 hex digits) the peer never launched: the
+conformance suite's unknown target (the id it derives by a suffix is not one, and the
+channel type's target parser rightly refuses it before any request)."""
 
 
 @dataclass
@@ -114,8 +118,11 @@ def start(where: Path) -> StartedPeer:
         description=f"moto's EC2 server at {moto.url} with instances {', '.join(ids)}",
         # the demo's moto runs with IAM authentication off (the plugin's own tests run a
         # second moto with it on, where wrong credentials are rejected and that check passes)
+        # keyed by the peer's name, the channel name the demo and the benchmark give it;
+        # allow_terminate is the target's call, not the peer's
         conformance={"xfail": {"WRONG_CREDENTIALS_REJECTED": "the demo's moto server checks "
-                               "no credentials (IAM authentication is off)"}},
+                               "no credentials (IAM authentication is off)"},
+                     "negative": {"ec2": {"unknown_target": UNKNOWN_INSTANCE}}},
         pids=[moto.process.pid],
     )
 

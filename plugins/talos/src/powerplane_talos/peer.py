@@ -5,6 +5,11 @@ as its own process (``python -m powerplane_talos.testing``) on a free loopback p
 its PKI and a matching talosconfig into the directory it is given, and is stopped by its
 own process handle (:class:`powerplane.testing.Subprocess`). A machine it has shut down
 stays dark until "a person at the rack" powers it on through the mock's control hook.
+
+The demo's channel config is the inline form (``endpoint`` and ``ca``/``crt``/``key`` as
+``{file:}`` references to the PEMs the mock wrote, the key mode 0600): it declares the
+address and the secrets, so the conformance suite's network negatives and secret checks
+run against it with no hints.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from powerplane.testing import Peer, StartedPeer, Subprocess, wait_ready
+from powerplane_talos.testing import pki
 from powerplane_talos.testing.control import MockControl
 
 __all__ = ["NODES", "PEER", "RunningMock", "start", "start_mock"]
@@ -71,8 +77,11 @@ def start_mock(
 def start(where: Path) -> StartedPeer:
     """Start the demo's mock in ``where`` (reboots take half a second)."""
     mock = start_mock(where, "ed25519", reboot_seconds=0.5, timeout=30)
+    ca, admin = pki.load(mock.certs, "ca"), pki.load(mock.certs, "admin")
     return StartedPeer(
-        config={"type": "talos", "talosconfig": str(mock.talosconfig),
+        config={"type": "talos", "endpoint": mock.endpoint,
+                "ca": {"file": str(ca.files.cert)}, "crt": {"file": str(admin.files.cert)},
+                "key": {"file": str(admin.files.key)},
                 "timeouts": {"connect_s": 5, "read_s": 5}},
         targets=list(NODES),
         stop=mock.stop,
