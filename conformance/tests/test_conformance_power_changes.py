@@ -1,0 +1,187 @@
+"""Fewer power changes for the same evidence: every power change a verb check makes is a
+round of its verb, made once and used by every check it is evidence for.
+
+``{VERB}_READBACK`` is round 1 of ``{VERB}_REPEATED``; the shutdown that brings a machine
+off for a power-on round is a shutdown round, the power-on that brings it back a power-on
+round (the rounds of the two verbs alternate); ``READBACK_NOT_STALE`` passes on a shutdown
+round that read off. The verbs are counted on a recording channel (no timing anywhere):
+one machine that starts on, default ``repeat`` 3, sent 24 verbs before (4 reboots and 18
+changes between on and off, plus two idempotent verbs) and 13 now (3 reboots, 8 changes).
+Each check still reports its own rounds, a failed round fails only its own verb's checks,
+and a check with no evidence to reuse (under ``-k``) makes its own.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import conformance_liars
+import pytest
+from conformance_targets import messages, outcome, sim_target
+
+from powerplane import Acceptance, ChannelType, hookimpl
+from powerplane.plugins import registry
+from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
+from powerplane_conformance.api import RunSummary
+
+pytestmark = pytest.mark.usefixtures("liars")
+
+Run = Callable[..., RunSummary]
+
+
+def _sent(target: str = "m1") -> list[str]:
+    """The verbs the recording channel was sent for ``target``, in order."""
+    return [v.split()[0] for v in conformance_liars.Recording.sent if v.split()[1] == target]
+
+
+@pytest.fixture
+def recorded() -> Iterator[None]:
+    conformance_liars.Recording.sent.clear()
+    yield
+    conformance_liars.Recording.sent.clear()
+
+
+def _recording(machines: dict[str, str], **conformance: Any) -> dict[str, Any]:
+    return sim_target(type_name="honest-recording", machines=machines,
+                      conformance=conformance)
+
+
+def _rounds(junit: Path) -> dict[str, str]:
+    """The ``rounds`` property of each test case of a JUnit file, by test name."""
+    out: dict[str, str] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        for prop in case.iter("property"):
+            if prop.get("name") == "rounds":
+                out[case.get("name", "?")] = prop.get("value", "")
+    return out
+
+
+@pytest.mark.usefixtures("recorded")
+def test_one_machine_with_default_repeat_takes_13_verbs_not_24(run: Run) -> None:
+    summary = run(_recording({"m1": "on"}, repeat=3))
+    assert summary.exit_code == 0, summary.data["results"]
+    assert summary.data["verdict"] != "fail"
+    for ident in ("REBOOT_READBACK", "REBOOT_REPEATED", "POWER_ON_READBACK",
+                  "POWER_ON_IDEMPOTENT", "POWER_ON_REPEATED", "SHUTDOWN_READBACK",
+                  "SHUTDOWN_IDEMPOTENT", "READBACK_NOT_STALE", "SHUTDOWN_REPEATED",
+                  "STATE_RESTORED"):
+        assert outcome(summary, ident) == {"pass"}, ident
+    assert _sent() == [
+        "reboot",                   # REBOOT_READBACK = REBOOT_REPEATED round 1
+        "reboot", "reboot",         # REBOOT_REPEATED rounds 2, 3
+        "shutdown",                 # POWER_ON_READBACK's precondition = SHUTDOWN round 1
+        "power-on",                 # POWER_ON_READBACK = POWER_ON_REPEATED round 1
+        "power-on",                 # POWER_ON_IDEMPOTENT (while on)
+        "shutdown", "power-on",     # POWER_ON_REPEATED round 2 (and SHUTDOWN round 2)
+        "shutdown", "power-on",     # POWER_ON_REPEATED round 3 (and SHUTDOWN round 3)
+        "shutdown",                 # SHUTDOWN_READBACK, left off for ...
+        "shutdown",                 # ... SHUTDOWN_IDEMPOTENT (while off)
+        "power-on",                 # restored; READBACK_NOT_STALE and SHUTDOWN_REPEATED
+    ]                               # read their evidence from the shutdown rounds
+    changes = [v for v in _sent() if v != "reboot"]
+    assert len(changes) - 2 == 8  # two of them are the idempotent verbs
+
+
+@pytest.mark.usefixtures("recorded")
+def test_repeat_one_takes_7_verbs_not_14(run: Run) -> None:
+    summary = run(_recording({"m1": "on"}, repeat=1))
+    assert summary.exit_code == 0, summary.data["results"]
+    assert _sent() == ["reboot", "shutdown", "power-on", "power-on", "shutdown", "shutdown",
+                       "power-on"]
+
+
+@pytest.mark.usefixtures("recorded")
+def test_each_repeated_check_reports_every_round_and_who_made_it(
+    run: Run, tmp_path: Path
+) -> None:
+    junit = tmp_path / "junit.xml"
+    summary = run(_recording({"m1": "on"}, repeat=3), junit=junit)
+    assert summary.exit_code == 0
+    rounds = _rounds(junit)
+    power_on = rounds["test_verb_repeated[n-m1@lab-power-on]"]
+    assert power_on.startswith("round 1 (POWER_ON_READBACK): on")
+    assert "round 2 (POWER_ON_REPEATED round 2): " in power_on
+    assert "round 3 (POWER_ON_REPEATED round 3): " in power_on
+    shutdown = rounds["test_verb_repeated[n-m1@lab-shutdown]"]
+    assert shutdown.startswith("round 1 (the precondition of POWER_ON_READBACK): off")
+    assert "round 2 (the precondition of POWER_ON_REPEATED round 2): off" in shutdown
+    assert "round 4 (SHUTDOWN_READBACK): off" in shutdown
+    assert rounds["test_verb_repeated[n-m1@lab-reboot]"].startswith(
+        "round 1 (REBOOT_READBACK): on")
+    assert rounds["test_readback_not_stale[n-m1@lab]"].startswith(
+        "round 1 (the precondition of POWER_ON_READBACK): off")
+    latency = {r["id"]: r["latency_s"] for r in summary.data["results"]}
+    assert latency["POWER_ON_REPEATED"] is not None
+
+
+@pytest.mark.usefixtures("recorded")
+def test_a_check_with_nothing_to_reuse_makes_its_own_rounds(run: Run) -> None:
+    """Under ``-k``: SHUTDOWN_REPEATED alone makes all three of its rounds (the power-on
+    between them is its precondition), READBACK_NOT_STALE alone its own shutdown."""
+    summary = run(_recording({"m1": "on"}, repeat=3),
+                  pytest_args=["-k", "test_verb_repeated and shutdown"])
+    assert outcome(summary, "SHUTDOWN_REPEATED") == {"pass"}
+    assert _sent() == ["shutdown", "power-on", "shutdown", "power-on", "shutdown", "power-on"]
+    conformance_liars.Recording.sent.clear()
+    summary = run(_recording({"m1": "on"}), pytest_args=["-k", "readback_not_stale"])
+    assert outcome(summary, "READBACK_NOT_STALE") == {"pass"}
+    assert _sent() == ["shutdown", "power-on"]
+
+
+def test_a_failed_round_is_reported_by_the_check_it_is_evidence_for(run: Run) -> None:
+    """Readback that always reads off: POWER_ON_REPEATED fails on the power-on rounds
+    already made (POWER_ON_READBACK's, and the preconditions of the reboot checks and
+    POWER_ON_IDEMPOTENT), saying whose each was, and sends no more after a failed one."""
+    summary = run(sim_target(type_name="liar-off-reader", machines={"m1": "on"},
+                             conformance={"settle_timeout_s": 0.3, "repeat": 3}))
+    assert outcome(summary, "POWER_ON_READBACK") == {"fail"}
+    assert outcome(summary, "POWER_ON_REPEATED") == {"fail"}
+    text = messages(summary, "POWER_ON_REPEATED")
+    assert "round 1 of 4 (the precondition of REBOOT_READBACK): off" in text
+    assert "round 3 of 4 (POWER_ON_READBACK): off" in text
+    assert "round 4 of 4 (the precondition of POWER_ON_IDEMPOTENT): off" in text
+    assert "POWER_ON_REPEATED round" not in text
+
+
+class ShutdownIgnored(SimulatedChannel):
+    """Accepts shutdown and does nothing; power-on and reboot work."""
+
+    async def shutdown(self, target: str) -> Acceptance:
+        return Acceptance()
+
+
+class _Plugin:
+    @hookimpl
+    def register_channel_types(self, register: Callable[[ChannelType[Any, Any]], None]) -> None:
+        register(ChannelType(name="shutdown-ignored", config=SimulatedConfig,
+                             factory=ShutdownIgnored, target=parse_target,
+                             description="accepts shutdown, does nothing"))
+
+
+@pytest.fixture
+def shutdown_ignored() -> Iterator[None]:
+    reg = registry()
+    reg.add_module("conformance-shutdown-ignored", _Plugin(), "tests", "0")
+    yield
+    reg.remove("conformance-shutdown-ignored")
+
+
+@pytest.mark.usefixtures("shutdown_ignored")
+def test_no_check_passes_on_another_checks_failed_round(run: Run) -> None:
+    """The shutdown rounds made as power-on preconditions fail: the power-on checks are
+    NOT TESTED with why, the shutdown checks FAIL, and none of them passes."""
+    summary = run(sim_target(type_name="shutdown-ignored", machines={"m1": "on"},
+                             conformance={"settle_timeout_s": 0.3, "repeat": 3}))
+    assert summary.exit_code == 1
+    assert outcome(summary, "POWER_ON_READBACK") == {"not_tested"}
+    assert "did not read off after shutdown" in messages(summary, "POWER_ON_READBACK")
+    assert outcome(summary, "POWER_ON_REPEATED") == {"not_tested"}
+    assert outcome(summary, "SHUTDOWN_READBACK") == {"fail"}
+    assert outcome(summary, "SHUTDOWN_REPEATED") == {"fail"}
+    assert "(the precondition of POWER_ON_READBACK): on" in messages(summary,
+                                                                     "SHUTDOWN_REPEATED")
+    assert "pass" not in outcome(summary, "READBACK_NOT_STALE")
+    assert outcome(summary, "REBOOT_REPEATED") == {"pass"}
