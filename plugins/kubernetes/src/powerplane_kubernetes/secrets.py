@@ -1,0 +1,129 @@
+"""The secret reference kind ``{k8s: NAMESPACE/NAME/KEY}``: one key of a Kubernetes Secret.
+
+::
+
+    channels:
+      bmc-a:
+        type: redfish
+        password: {k8s: powerplane-system/bmc-credentials/password}
+
+At load, :func:`check` validates the shape only (three parts, a namespace and a Secret name
+as Kubernetes names them, a key as a Secret's data keys are named); nothing is read. At use
+(``SecretRef.reveal()``), :func:`resolve` reads the Secret with one ``GET`` and
+base64-decodes the key (``data``; a ``stringData`` key is stored in ``data`` by the API
+server, so ``data`` is where every key is).
+
+The API access is the environment's, because a secret reference is resolved where no
+deployment is at hand (a channel's password is needed wherever the channel is opened):
+lightkube's ``KubeConfig.from_env()`` order, i.e. the pod's service account when running in
+the cluster (the operator), else the file ``KUBECONFIG`` names, else ``~/.kube/config``.
+The reader needs ``get`` on that Secret and nothing more.
+
+At load nothing imports lightkube (plugin discovery stays light). The value is never
+logged, kept, or put in an error: a missing Secret or key, a refusal (403) or an
+unreachable API server is a ``SecretError`` naming ``NS/NAME/KEY`` and the cause (the HTTP
+status, or the error's class), never the Secret's content.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import TYPE_CHECKING
+
+from powerplane import SecretError, SecretKind
+
+if TYPE_CHECKING:
+    from lightkube import Client
+
+__all__ = ["K8S", "check", "parse", "resolve"]
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_CONNECT_S, _READ_S = 5.0, 30.0
+
+
+def parse(value: str) -> tuple[str, str, str]:
+    """``(namespace, name, key)`` of ``NAMESPACE/NAME/KEY``; ``ValueError`` says what is wrong."""
+    parts = value.split("/") if isinstance(value, str) else []
+    if len(parts) != 3:
+        raise ValueError(f"{value!r} is not NAMESPACE/NAME/KEY (three parts separated by /)")
+    namespace, name, key = parts
+    if len(namespace) > 63 or not _DNS_LABEL.match(namespace):
+        raise ValueError(f"namespace {namespace!r} is not a Kubernetes namespace name")
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise ValueError(f"Secret name {name!r} is not a Kubernetes object name")
+    if len(key) > 253 or not _KEY.match(key):
+        raise ValueError(f"key {key!r} is not a Secret key (letters, digits, '-', '_', '.')")
+    return namespace, name, key
+
+
+def check(value: str) -> None:
+    """At load: the shape only, no request."""
+    parse(value)
+
+
+def _client() -> Client:
+    import httpx2
+    from lightkube import Client, KubeConfig
+    from lightkube.core.exceptions import ConfigError as LightkubeConfigError
+
+    from powerplane_kubernetes.client import FIELD_MANAGER
+
+    try:
+        config = KubeConfig.from_env()
+    except (LightkubeConfigError, OSError, ValueError) as exc:
+        raise SecretError(f"no Kubernetes API access (no in-cluster service account, no "
+                          f"readable KUBECONFIG or ~/.kube/config): {type(exc).__name__}") \
+            from None
+    return Client(config, timeout=httpx2.Timeout(_READ_S, connect=_CONNECT_S),
+                  field_manager=FIELD_MANAGER, trust_env=False)
+
+
+def resolve(value: str) -> str:
+    """At use: ``GET`` the Secret and decode the key (never logged, never in an error).
+
+    Trailing line breaks are dropped (a Secret made ``--from-file`` often ends in one)."""
+    import httpx2
+    from lightkube.resources.core_v1 import Secret
+
+    from powerplane_kubernetes.errors import answer_of
+
+    try:
+        namespace, name, key = parse(value)
+    except ValueError as exc:
+        raise SecretError(f"secret {{k8s: {value}}}: {exc}") from None
+    ref = f"secret {{k8s: {namespace}/{name}/{key}}}"
+    client = _client()
+    try:
+        secret = client.get(Secret, name, namespace=namespace)
+    except httpx2.HTTPStatusError as exc:
+        answer = answer_of(exc)
+        code = answer.code if answer is not None else 0
+        if code == 404:
+            raise SecretError(f"{ref}: no Secret {name} in namespace {namespace}") from None
+        raise SecretError(f"{ref}: the API server answered HTTP {code}"
+                          f"{' ' + answer.reason if answer and answer.reason else ''}") from None
+    except (httpx2.HTTPError, OSError) as exc:
+        raise SecretError(f"{ref}: the API server cannot be reached "
+                          f"({type(exc).__name__})") from None
+    finally:
+        client.close()
+    data = secret.data or {}
+    if key not in data:
+        raise SecretError(f"{ref}: the Secret {namespace}/{name} has no key {key}") from None
+    try:
+        return base64.b64decode(data[key], validate=True).decode("utf-8").rstrip("\r\n")
+    except (binascii.Error, ValueError):
+        raise SecretError(f"{ref}: the key is not base64-encoded UTF-8 text") from None
+
+
+K8S = SecretKind(
+    name="k8s",
+    resolve=resolve,
+    check=check,
+    description="NAMESPACE/NAME/KEY: one key of a Kubernetes Secret, read at use",
+)
+"""The ``k8s`` secret kind, registered by :mod:`powerplane_kubernetes.plugin`."""

@@ -1,0 +1,128 @@
+"""``powerplane maintenance`` against the cluster: with ``lifecycle.store: {type: kubernetes,
+kubeconfig: F}`` the CLI's request, status, list, run, return and abandon read and write
+NodeMaintenance objects on the (kmock) API server; a second request for the node is refused
+(exit 2) as with SQLite; the guard of a direct verb sees the maintenance through the same
+store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from powerplane.cli import cli
+from powerplane_kubernetes.testing.apiserver import KubeApiServer
+
+NM = "/apis/powerplane.io/v1alpha1/nodemaintenances"
+
+
+@pytest.fixture
+def api() -> Iterator[KubeApiServer]:
+    with KubeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+def workdir(api: KubeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    api.write_kubeconfig(tmp_path / "kubeconfig")
+    config = {
+        "channels": {"lab": {"type": "simulated", "verbs": ["reboot", "shutdown", "power-on"],
+                             "machines": {"m1": "on", "m2": "on", "m3": "on", "m4": "on"},
+                             "state_file": "./lab-state.json"}},
+        "nodes": {
+            **{f"cp-{i}": {"labels": {"node-role.kubernetes.io/control-plane": ""},
+                           "channels": [{"channel": "lab", "target": f"m{i}"}]}
+               for i in (1, 2, 3)},
+            "node-1": {"channels": [{"channel": "lab", "target": "m4"}]},
+        },
+        "lifecycle": {
+            "store": {"type": "kubernetes", "kubeconfig": "kubeconfig"},
+            "cluster": {"type": "simulated", "state_file": "./cluster-state.json"},
+        },
+    }
+    (tmp_path / "powerplane.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("POWERPLANE_CONFIG", raising=False)
+    monkeypatch.setenv("POWERPLANE_ACTOR", "alice")
+    return tmp_path
+
+
+def run(*argv: str) -> Result:
+    return CliRunner().invoke(cli, list(argv))
+
+
+def test_request_status_list_run_return_through_the_cluster(
+        api: KubeApiServer, workdir: Path) -> None:
+    res = run("maintenance", "request", "node-1", "--intent", "cordon",
+              "--reason", "rack move today", "--confirm-node", "node-1", "--ack-preflight")
+    assert res.exit_code == 0, res.output
+    (obj,) = api.objects("powerplane.io/v1alpha1/nodemaintenances")
+    name = obj["metadata"]["name"]
+    assert obj["spec"]["node"] == "node-1" and obj["spec"]["requestedBy"] == "alice"
+    assert obj["status"]["phase"] == "Requested"
+    assert not (workdir / "powerplane.db").exists()  # nothing went to SQLite
+
+    status = run("maintenance", "status", "node-1", "-o", "json")
+    assert status.exit_code == 0, status.output
+    shown = json.loads(status.output)
+    assert (shown["name"], shown["phase"]) == (name, "Requested")
+    assert shown["reason"] == "rack move today"
+
+    listed = run("maintenance", "list", "-o", "json")
+    assert listed.exit_code == 0, listed.output
+    assert [m["name"] for m in json.loads(listed.output)["maintenances"]] == [name]
+
+    again = run("maintenance", "request", "node-1", "--intent", "cordon",
+                "--reason", "a second request", "--confirm-node", "node-1", "--ack-preflight")
+    assert again.exit_code == 2, again.output
+    assert f"already has an active maintenance: {name}" in again.output
+
+    ran = run("maintenance", "run", "--until-idle")
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(run("maintenance", "status", name, "-o", "json").output)["phase"] \
+        == "Cordoned"
+
+    back = run("maintenance", "return", "node-1", "--reason", "moved to rack 4")
+    assert back.exit_code == 0, back.output
+    assert run("maintenance", "run", "--until-idle").exit_code == 0
+    final = json.loads(run("maintenance", "list", "--all", "-o", "json").output)
+    assert [(m["name"], m["phase"]) for m in final["maintenances"]] == [(name, "Complete")]
+    assert json.loads(run("maintenance", "list", "-o", "json").output)["maintenances"] == []
+    # status went through the status subresource; the return request through the main one
+    assert any(r.path == f"{NM}/{name}/status" for r in api.requests_to("PUT"))
+    stored = api.object("powerplane.io/v1alpha1/nodemaintenances", None, name)
+    assert stored is not None and stored["requests"]["returnRequest"]["reason"] == "moved to rack 4"
+    actions = [o["spec"]["action"] for o in sorted(
+        api.objects("powerplane.io/v1alpha1/maintenanceaudits"),
+        key=lambda o: int(o["metadata"]["resourceVersion"]))]
+    assert actions == ["servers:cordon", "servers:uncordon"]
+
+
+def test_abandon_and_the_guard_of_a_direct_verb_read_the_cluster(
+        api: KubeApiServer, workdir: Path) -> None:
+    res = run("maintenance", "request", "node-1", "--intent", "drain",
+              "--reason", "disk swap in bay 2", "--confirm-node", "node-1", "--ack-preflight")
+    assert res.exit_code == 0, res.output
+    direct = run("invoke", "node-1", "reboot", "--reason", "just do it right now", "--yes")
+    assert direct.exit_code == 3, direct.output
+    assert "under maintenance node-1-drain-" in direct.output
+    gone = run("maintenance", "abandon", "node-1", "--reason", "not today after all")
+    assert gone.exit_code == 0, gone.output
+    shown = json.loads(run("maintenance", "status", "node-1", "-o", "json").output)
+    assert shown["abandoned"]["by"] == "alice"
+    assert shown["abandoned"]["reason"] == "not today after all"
+
+
+def test_a_store_without_its_crd_fails_naming_the_api_server(tmp_path: Path,
+                                                             workdir: Path) -> None:
+    with KubeApiServer(crds=()) as bare:
+        bare.write_kubeconfig(workdir / "kubeconfig")
+        res = run("maintenance", "list")
+    assert res.exit_code == 1, res.output
+    assert "lifecycle store kubernetes http://127.0.0.1:" in res.output
+    assert "nodemaintenances.powerplane.io" in res.output
+    assert "Traceback" not in res.output
