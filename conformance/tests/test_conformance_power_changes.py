@@ -9,6 +9,12 @@ one machine that starts on, default ``repeat`` 3, sent 24 verbs before (4 reboot
 changes between on and off, plus two idempotent verbs) and 13 now (3 reboots, 8 changes).
 Each check still reports its own rounds, a failed round fails only its own verb's checks,
 and a check with no evidence to reuse (under ``-k``) makes its own.
+
+The network negatives likewise: SECRET_NOT_DISCLOSED searches the error texts, log lines
+and argv the other negative checks of its node produced and probes only what did not run;
+the closed-port and silent-server probes (they reach the suite's fakes, not the node) are
+made once per channel; the short timeout the suite derives for them is 1 s. Counted as
+the channel instances the suite builds against the fakes and with wrong secrets.
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ from typing import Any
 
 import conformance_liars
 import pytest
+from conformance_lineproto import DECLARED_ADDRESS, DeclaredLineConfig, LineChannel
 from conformance_targets import messages, outcome, sim_target
 
 from powerplane import Acceptance, ChannelType, hookimpl
 from powerplane.plugins import registry
 from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
 from powerplane_conformance.api import RunSummary
+from powerplane_conformance.negatives import short_timeouts
+from powerplane_conformance.settings import NegativeHints
 
 pytestmark = pytest.mark.usefixtures("liars")
 
@@ -185,3 +194,99 @@ def test_no_check_passes_on_another_checks_failed_round(run: Run) -> None:
                                                                      "SHUTDOWN_REPEATED")
     assert "pass" not in outcome(summary, "READBACK_NOT_STALE")
     assert outcome(summary, "REBOOT_REPEATED") == {"pass"}
+
+
+# -- the network negatives ------------------------------------------------------------------
+BUILT: list[tuple[str, str]] = []
+"""``(address, password)`` of every ``lineproto-counted`` channel built, in order."""
+
+
+def _counted(name: str, config: DeclaredLineConfig) -> LineChannel:
+    BUILT.append((config.address, config.password.reveal()))
+    return LineChannel(name, config)
+
+
+class _Counted:
+    @hookimpl
+    def register_channel_types(self, register: Callable[[ChannelType[Any, Any]], None]) -> None:
+        register(ChannelType(name="lineproto-counted", config=DeclaredLineConfig,
+                             factory=_counted, address=DECLARED_ADDRESS,
+                             description="lineproto-declared, counting its instances"))
+
+
+@pytest.fixture
+def counted(lineproto_peer: tuple[int, str], tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A two-node target on a real TCP peer whose channel type counts its instances."""
+    port, password = lineproto_peer
+    secret = tmp_path / "password"
+    secret.write_text(password, encoding="utf-8")
+    reg = registry()
+    reg.add_module("conformance-counted", _Counted(), "tests", "0")
+    BUILT.clear()
+    try:
+        yield {
+            "channels": {"dev": {"type": "lineproto-counted", "address": f"127.0.0.1:{port}",
+                                 "password": {"file": str(secret)}}},
+            "nodes": {"n1": {"channels": [{"channel": "dev", "target": "m1"}]},
+                      "n2": {"channels": [{"channel": "dev", "target": "m2"}]}},
+            "conformance": {"allow_destructive": False},
+        }
+    finally:
+        reg.remove("conformance-counted")
+        BUILT.clear()
+
+
+def _built(lineproto_peer: tuple[int, str]) -> tuple[int, int]:
+    """(instances pointed elsewhere than the peer, instances given a wrong password)."""
+    port, password = lineproto_peer
+    elsewhere = sum(1 for address, _ in BUILT if address != f"127.0.0.1:{port}")
+    wrong = sum(1 for address, given in BUILT
+                if address == f"127.0.0.1:{port}" and given != password)
+    return elsewhere, wrong
+
+
+def test_the_derived_short_timeout_is_one_second() -> None:
+    ctype = ChannelType(name="x", config=DeclaredLineConfig, factory=_counted,
+                        address=DECLARED_ADDRESS)
+    overrides, bound, _ = short_timeouts(ctype, NegativeHints())
+    assert overrides == {"timeouts": {"connect_s": 1.0, "read_s": 1.0}}
+    assert bound == 2.0
+
+
+def test_network_negatives_probe_once_per_channel_and_secret_check_reuses_them(
+    run: Run, counted: dict[str, Any], lineproto_peer: tuple[int, str]
+) -> None:
+    """Two nodes: one closed-port and one silent-server probe for the channel (not two
+    each, and none again for SECRET_NOT_DISCLOSED), one wrong-secret channel per node
+    (not two). The second node's closed-port and silent-server checks say whose probe
+    it was; every check that probed passes."""
+    summary = run(counted)
+    assert summary.data["counts"]["fail"] == 0, summary.data["results"]
+    assert _built(lineproto_peer) == (2, 2)  # before: (6, 4)
+    by_node = {(r["id"], r["node"]): r for r in summary.data["results"]}
+    for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT"):
+        assert by_node[(ident, "n1")]["outcome"] == "pass"
+        second = by_node[(ident, "n2")]
+        assert second["outcome"] == "skip"
+        assert f"made once per channel: made by {ident} on n1@dev" in second["message"]
+    for ident in ("WRONG_CREDENTIALS_REJECTED", "SECRET_NOT_DISCLOSED"):
+        assert outcome(summary, ident) == {"pass"}, messages(summary, ident)
+
+
+def test_secret_check_alone_probes_what_did_not_run(
+    run: Run, counted: dict[str, Any], lineproto_peer: tuple[int, str]
+) -> None:
+    """Under ``-k``: SECRET_NOT_DISCLOSED makes the wrong-secret probe of each node and
+    the closed-port probe of the channel itself."""
+    summary = run(counted, pytest_args=["-k", "secret_not_disclosed"])
+    assert outcome(summary, "SECRET_NOT_DISCLOSED") == {"pass"}
+    assert _built(lineproto_peer) == (1, 2)
+
+
+def test_a_leaked_wrong_secret_is_caught_with_or_without_the_other_checks(run: Run) -> None:
+    for args in ([], ["-k", "secret_not_disclosed"]):
+        summary = run(sim_target(type_name="liar-leak", machines={"m1": "on"},
+                                 conformance={"settle_timeout_s": 0.3}), pytest_args=args)
+        assert outcome(summary, "SECRET_NOT_DISCLOSED") == {"fail"}, args
+        assert "a wrong secret in the wrong-credentials error" in messages(
+            summary, "SECRET_NOT_DISCLOSED")

@@ -45,8 +45,9 @@ from __future__ import annotations
 import copy
 import os
 import secrets as pysecrets
+import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -67,7 +68,12 @@ from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
 from powerplane_conformance.iowatch import IOWatch
 from powerplane_conformance.loop import OuterTimeout
-from powerplane_conformance.session import DerivedConfigInvalid, Subject, describe_error
+from powerplane_conformance.session import (
+    ConformanceSession,
+    DerivedConfigInvalid,
+    Subject,
+    describe_error,
+)
 from powerplane_conformance.settings import ConformanceSettings, NegativeHints
 
 __all__ = [
@@ -75,6 +81,7 @@ __all__ = [
     "HOST",
     "NegativeChecks",
     "Pointer",
+    "Probed",
     "Untestable",
     "error_texts",
     "hint_problems",
@@ -193,6 +200,38 @@ def _transport_of(address: Address | None, hints: NegativeHints) -> tuple[Transp
     return None, (f"the channel type declares its address as {address.format} but not "
                   "whether it is reached over TCP or UDP (Address.transport), so the suite "
                   "cannot choose its fakes")
+
+
+@dataclass
+class Probed:
+    """What one negative probe produced, kept for the checks that search it
+    (SECRET_NOT_DISCLOSED) and for the nodes that share it (one probe per channel)."""
+
+    by: str
+    """The check that made it, and where (``CLOSED_PORT_UNREACHABLE on n1@pdu``)."""
+    error: BaseException | None
+    observed: str
+    """What was called when it ended (``the read``, ``reboot sent to the fake ...``)."""
+    texts: list[tuple[str, str]]
+    """``(where, text)``: every text of its error."""
+    logs: list[str]
+    argv: list[str]
+    wrong: list[str] = field(default_factory=list)
+    """The wrong secret values it presented (searched for like the channel's own)."""
+    reading: Reading | None = None
+
+
+_PROBED: weakref.WeakKeyDictionary[ConformanceSession, dict[tuple[str, str], Probed]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _remember(check: CheckContext, key: tuple[str, str], probed: Probed) -> Probed:
+    _PROBED.setdefault(check.session, {})[key] = probed
+    return probed
+
+
+def _recalled(check: CheckContext, key: tuple[str, str]) -> Probed | None:
+    return _PROBED.get(check.session, {}).get(key)
 
 
 class Untestable(Exception):
@@ -607,24 +646,41 @@ class NegativeChecks:
                     "to a well-formed target the device does not have")
         return Subject(s.node, s.channel, target, s.type_name)
 
+    def _read_unknown(self, check: CheckContext, unknown: Subject) -> Probed:
+        """Read the unknown target; recorded for SECRET_NOT_DISCLOSED (its error's text,
+        log lines and argv)."""
+        reading: Reading | None = None
+        error: BaseException | None = None
+        with IOWatch() as io:
+            try:
+                reading = check.session.read(unknown)
+            except Exception as exc:
+                error = exc
+        return _remember(check, ("unknown-target", check.subject.key), Probed(
+            f"UNKNOWN_TARGET_ERROR on {check.subject.key}", error, "the read",
+            [("the unknown-target error", t) for t in error_texts(error)] if error else [],
+            io.logs, io.argv, reading=reading))
+
     @proves("UNKNOWN_TARGET_ERROR", common=True)
     def test_unknown_target_error(self, check: CheckContext) -> None:
         unknown = self._unknown_subject(check)
         if unknown is None:
             return
         session = check.session
-        try:
-            reading = session.read(unknown)
-        except PowerplaneError as exc:
-            if not str(exc).strip():
-                check.fail("an error that says what is wrong", f"{type(exc).__name__} with no text")
-        except OuterTimeout as exc:
-            check.fail("a clear error", str(exc))
-        except Exception as exc:
-            check.fail("a powerplane error", f"an unmapped {describe_error(exc)}")
-        else:
+        read = self._read_unknown(check, unknown)
+        exc = read.error
+        if exc is None:
+            reading = read.reading
+            assert reading is not None
             check.fail(f"a clear error for target {unknown.target!r}",
                        f"it read {reading.state.value} {reading.detail}".strip())
+        if isinstance(exc, PowerplaneError):
+            if not str(exc).strip():
+                check.fail("an error that says what is wrong", f"{type(exc).__name__} with no text")
+        elif isinstance(exc, OuterTimeout):
+            check.fail("a clear error", str(exc))
+        else:
+            check.fail("a powerplane error", f"an unmapped {describe_error(exc)}")
         if not check.settings.allow_destructive:
             return
         for verb in (Verb.POWER_ON, Verb.REBOOT, Verb.SHUTDOWN):
@@ -659,52 +715,79 @@ class NegativeChecks:
                 f"secret fields: {fields}); or name one in "
                 f"conformance.negative.{name}.secret_key")
 
-    @proves("WRONG_CREDENTIALS_REJECTED", common=True)
-    def test_wrong_credentials_rejected(self, check: CheckContext) -> None:
+    def _try_wrong_credentials(self, check: CheckContext) -> Probed:
+        """Build a fresh channel with every secret wrong and read through it: what
+        happened, recorded (the error's text, log lines, argv, the wrong values given).
+        :class:`Untestable` when the channel has no secret or the case cannot be built."""
         s, session = check.subject, check.session
-        env, _ = self._canary(check)
+        env, canary = self._canary(check)
         envs = [env]
+        wrong = [canary]
+        by = f"WRONG_CREDENTIALS_REJECTED on {s.key}"
         try:
             overrides = self._wrong_secret(check, env)
             if overrides is None:
-                check.not_tested(self._secret_reason(check))
-            try:
+                raise Untestable(self._secret_reason(check))
+            with IOWatch() as io:
+                error: BaseException | None = None
+                reading: Reading | None = None
+                observed = "building the channel"
                 try:
-                    channel = self._fresh(check, overrides)
-                except Untestable as why:
-                    # a model that checks what a secret is (a PEM) rejects the canary: try
-                    # secrets of the same form that the device cannot trust
-                    shaped = self._shaped_wrong_secrets(check, envs)
-                    if shaped is None:
-                        raise
                     try:
-                        channel = self._fresh(check, shaped)
-                    except Untestable as why2:
-                        raise Untestable(f"{why}; and with PEMs of the same form from a CA "
-                                         f"the device does not know: {why2}") from None
-            except Untestable as why:
-                check.not_tested(str(why))
-            except AuthenticationFailed:
-                return  # the factory logged in, and was refused
-            except Exception as exc:
-                check.fail("AuthenticationFailed", describe_error(exc))
-            try:
-                reading = session.read(s, channel)
-            except AuthenticationFailed:
-                return
-            except ConfigError as exc:
-                check.not_tested(f"channel {s.channel} found the config the suite derived "
-                                 f"invalid when called: {describe_error(exc)}")
-            except Exception as exc:
-                check.fail("AuthenticationFailed", describe_error(exc))
-            finally:
-                session.close_channel(channel)
-            check.fail("AuthenticationFailed", f"it read {reading.state.value} with a wrong secret")
+                        channel = self._fresh(check, overrides)
+                    except Untestable as why:
+                        # a model that checks what a secret is (a PEM) rejects the canary:
+                        # try secrets of the same form that the device cannot trust
+                        shaped = self._shaped_wrong_secrets(check, envs, wrong)
+                        if shaped is None:
+                            raise
+                        try:
+                            channel = self._fresh(check, shaped)
+                        except Untestable as why2:
+                            raise Untestable(f"{why}; and with PEMs of the same form from a "
+                                             f"CA the device does not know: {why2}") from None
+                except Untestable:
+                    raise
+                except Exception as exc:  # the factory logged in (and was refused?)
+                    error = exc
+                else:
+                    observed = "the read"
+                    try:
+                        reading = session.read(s, channel)
+                    except Exception as exc:
+                        error = exc
+                    finally:
+                        session.close_channel(channel)
+            texts = [("the wrong-credentials error", t) for t in error_texts(error)] \
+                if error is not None else []
+            return _remember(check, ("wrong-credentials", s.key), Probed(
+                by, error, observed, texts, io.logs, io.argv, wrong, reading))
         finally:
             for name in envs:
                 os.environ.pop(name, None)
 
-    def _shaped_wrong_secrets(self, check: CheckContext, envs: list[str]) -> dict[str, Any] | None:
+    @proves("WRONG_CREDENTIALS_REJECTED", common=True)
+    def test_wrong_credentials_rejected(self, check: CheckContext) -> None:
+        s = check.subject
+        try:
+            probed = self._try_wrong_credentials(check)
+        except Untestable as why:
+            check.not_tested(str(why))
+        exc = probed.error
+        if isinstance(exc, AuthenticationFailed):
+            return  # refused: at the factory's login or at the read
+        if isinstance(exc, ConfigError) and probed.observed == "the read":
+            check.not_tested(f"channel {s.channel} found the config the suite derived "
+                             f"invalid when called: {describe_error(exc)}")
+        if exc is not None:
+            check.fail("AuthenticationFailed", describe_error(exc))
+        assert probed.reading is not None
+        check.fail("AuthenticationFailed",
+                   f"it read {probed.reading.state.value} with a wrong secret")
+
+    def _shaped_wrong_secrets(
+        self, check: CheckContext, envs: list[str], wrong: list[str]
+    ) -> dict[str, Any] | None:
         """Overrides that replace each configured top-level secret holding a PEM private key
         or leaf certificate with a fresh one from a CA nobody knows (a CA certificate is
         public and kept: a wrong one would test TLS verification, not credentials); None
@@ -724,6 +807,7 @@ class NegativeChecks:
             return None
         key_pem, cert_pem = _fresh_client_pair()
         check.remember_secret(key_pem)
+        wrong.append(key_pem)
         out: dict[str, Any] = {}
         for path, kind in kinds.items():
             name = f"POWERPLANE_CONFORMANCE_WRONG_{pysecrets.token_hex(4).upper()}"
@@ -732,15 +816,51 @@ class NegativeChecks:
             out[path] = {"env": name}
         return out
 
+    def _probe_key(self, check: CheckContext, pointer: Pointer) -> str:
+        """What a closed-port or silent-server probe depends on: the channel, where its
+        address is in the channel's config (every node reaches the same fake the same
+        way); the node, where the address is in each node's target, or where a blind
+        channel sends the fake a verb the node advertises."""
+        s = check.subject
+        if pointer.source in ("config", "hints") and not self._blind(check):
+            return s.channel
+        return s.key
+
+    def _made_for_channel(self, check: CheckContext, kind: str, pointer: Pointer) -> None:
+        """SKIP when this probe, one per channel, was made already by another node's check
+        (what it observed is on that check's result)."""
+        key = self._probe_key(check, pointer)
+        if key != check.subject.channel:
+            return
+        earlier = _recalled(check, (kind, key))
+        if earlier is None or earlier.by.endswith(f" on {check.subject.key}"):
+            return
+        check.skip(f"the {kind} probe reaches the suite's fake, not the node, and is made "
+                   f"once per channel: made by {earlier.by}, which reports what it "
+                   "observed")
+
+    def _closed_port(self, check: CheckContext, pointer: Pointer,
+                     verb_if_blind: bool) -> Probed:
+        """Probe a closed port; recorded (the error's text, log lines, argv)."""
+        transport = self._need_transport(check, pointer)
+        overrides, target, bound = self._point(check, pointer, free_port(transport, HOST))
+        with IOWatch() as io:
+            exc, observed = self._probe(check, overrides, target, bound,
+                                        verb_if_blind=verb_if_blind)
+        texts = [("the closed-port error", t) for t in error_texts(exc)] if exc else []
+        return _remember(check, ("closed-port", self._probe_key(check, pointer)), Probed(
+            f"CLOSED_PORT_UNREACHABLE on {check.subject.key}", exc, observed, texts,
+            io.logs, io.argv))
+
     @proves("CLOSED_PORT_UNREACHABLE", common=True)
     def test_closed_port_unreachable(self, check: CheckContext) -> None:
         try:
             pointer = self._pointer(check)
-            transport = self._need_transport(check, pointer)
-            overrides, target, bound = self._point(check, pointer, free_port(transport, HOST))
-            exc, observed = self._probe(check, overrides, target, bound, verb_if_blind=True)
+            self._made_for_channel(check, "closed-port", pointer)
+            probed = self._closed_port(check, pointer, verb_if_blind=True)
         except Untestable as why:
             check.not_tested(str(why))
+        exc, observed = probed.error, probed.observed
         if not isinstance(exc, Unreachable):
             check.fail("Unreachable within the connect timeout",
                        f"{observed}: {describe_error(exc)}" if exc else observed)
@@ -750,6 +870,7 @@ class NegativeChecks:
         name = check.subject.channel
         try:
             pointer = self._pointer(check)
+            self._made_for_channel(check, "silent-server", pointer)
             transport = self._need_transport(check, pointer)
             with SilentServer(HOST, kind=transport) as server:
                 overrides, target, bound = self._point(check, pointer, server.port)
@@ -757,8 +878,13 @@ class NegativeChecks:
                     raise Untestable(f"channel {name}'s config has no Timeouts field to set "
                                      f"short, and the target file names no "
                                      f"conformance.negative.{name}.timeout_key")
-                exc, observed = self._probe(check, overrides, target, bound,
-                                            verb_if_blind=True)
+                with IOWatch() as io:
+                    exc, observed = self._probe(check, overrides, target, bound,
+                                                verb_if_blind=True)
+            texts = [("the silent-server error", t) for t in error_texts(exc)] if exc else []
+            _remember(check, ("silent-server", self._probe_key(check, pointer)), Probed(
+                f"SILENT_SERVER_TIMEOUT on {check.subject.key}", exc, observed, texts,
+                io.logs, io.argv))
         except Untestable as why:
             check.not_tested(str(why))
         if isinstance(exc, ChannelTimeout):
@@ -770,40 +896,52 @@ class NegativeChecks:
 
     @proves("SECRET_NOT_DISCLOSED", common=True)
     def test_secret_not_disclosed(self, check: CheckContext) -> None:
+        """Searches what the other negative checks of this node (and this channel's
+        probes) produced, error texts, log lines and argv, and probes only what they
+        did not (under ``-k``, or when this check runs alone)."""
         s, session = check.subject, check.session
         hints = self._hints(check)
         known = session.secrets(s.channel)
-        texts: list[tuple[str, str]] = []
-        env = ""
-        with IOWatch() as io:
+        seen: list[Probed] = []
+        wrong = _recalled(check, ("wrong-credentials", s.key))
+        if wrong is None:
             try:
-                env, canary = self._canary(check)
-                wrong = self._wrong_secret(check, env)
-                if not known and wrong is None:
-                    check.not_tested(self._secret_reason(check))
-                if wrong is not None:
-                    known.append(("a wrong secret", canary))
-                    exc = self._probe_quietly(check, wrong)
-                    texts += [("the wrong-credentials error", t)
-                              for t in error_texts(exc or Exception())]
-                unknown = self._unknown_subject(check) if isinstance(s.target, str) or \
-                    hints.unknown_target is not None else None
-                if unknown is not None:
-                    try:
-                        session.read(unknown)
-                    except Exception as exc2:
-                        texts += [("the unknown-target error", t) for t in error_texts(exc2)]
-                closed = self._closed_port_quietly(check)
-                texts += [("the closed-port error", t) for t in error_texts(closed or Exception())]
-                raw = dict((session.deployment.raw or {}).get("channels", {}).get(s.channel, {}))
-                raw[BOGUS_KEY] = [1]
-                try:
-                    parse_config({"channels": {s.channel: raw}}, registry=session.registry)
-                except ConfigError as exc3:
-                    texts += [("the config error", t) for t in error_texts(exc3)]
-            finally:
-                if env:
-                    os.environ.pop(env, None)
+                wrong = self._try_wrong_credentials(check)
+            except Untestable:
+                wrong = None
+        if wrong is not None:
+            seen.append(wrong)
+            known += [("a wrong secret", value) for value in wrong.wrong]
+        elif not known:
+            check.not_tested(self._secret_reason(check))
+        unknown = _recalled(check, ("unknown-target", s.key))
+        if unknown is None and (isinstance(s.target, str) or hints.unknown_target is not None):
+            subject = self._unknown_subject(check)
+            if subject is not None:
+                unknown = self._read_unknown(check, subject)
+        seen += [unknown] if unknown is not None else []
+        try:
+            pointer = self._pointer(check)
+            closed = _recalled(check, ("closed-port", self._probe_key(check, pointer)))
+            if closed is None:
+                closed = self._closed_port(check, pointer, verb_if_blind=False)
+            seen.append(closed)
+            silent = _recalled(check, ("silent-server", self._probe_key(check, pointer)))
+            seen += [silent] if silent is not None else []
+        except Untestable:
+            pass
+        texts: list[tuple[str, str]] = []
+        with IOWatch() as io:
+            raw = dict((session.deployment.raw or {}).get("channels", {}).get(s.channel, {}))
+            raw[BOGUS_KEY] = [1]
+            try:
+                parse_config({"channels": {s.channel: raw}}, registry=session.registry)
+            except ConfigError as exc3:
+                texts += [("the config error", t) for t in error_texts(exc3)]
+        for probed in seen:
+            texts += probed.texts
+            texts += [("a log line", line) for line in probed.logs]
+            texts += [("the argv of a process", argv) for argv in probed.argv]
         texts += [("a log line", line) for line in io.logs]
         texts += [("the argv of a process", argv) for argv in io.argv]
         leaks = sorted({f"{key} in {where}" for where, text in texts for key, value in known
@@ -811,22 +949,3 @@ class NegativeChecks:
         if leaks:
             check.fail("no secret in any message, log line or argv",
                        "the secret appeared: " + "; ".join(leaks))
-
-    def _probe_quietly(
-        self, check: CheckContext, overrides: dict[str, Any], raw_target: Any = None,
-        bound: float | None = None,
-    ) -> BaseException | None:
-        """:meth:`_probe`, where a case the suite cannot build yields nothing to search."""
-        try:
-            return self._probe(check, overrides, raw_target, bound)[0]
-        except Untestable:
-            return None
-
-    def _closed_port_quietly(self, check: CheckContext) -> BaseException | None:
-        try:
-            pointer = self._pointer(check)
-            transport = self._need_transport(check, pointer)
-        except Untestable:
-            return None
-        overrides, target, bound = self._point(check, pointer, free_port(transport, HOST))
-        return self._probe_quietly(check, overrides, target, bound)

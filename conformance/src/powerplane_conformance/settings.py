@@ -70,8 +70,10 @@ class NegativeHints(BaseModel):
     """The channel config key that holds its secret (a ``{env:}``/``{file:}`` reference)."""
     timeout_key: str | list[str] | None = None
     """The channel config key(s) that bound one call (seconds); set low for the negative cases."""
-    timeout_s: float = Field(2.0, gt=0)
-    """The value written into ``timeout_key`` for the negative cases."""
+    timeout_s: float = Field(1.0, gt=0)
+    """The value written into ``timeout_key`` (or the ``Timeouts`` field's ``connect_s`` and
+    ``read_s``) for the negative cases: the fakes never answer, so a short bound proves the
+    same as a long one; a channel that retries waits ``(retries + 1) x read_s``."""
     unknown_target: Any = None
     """A target the device does not have (default: the first target with a suffix, if a string)."""
     transport: Literal["tcp", "udp"] | None = None
