@@ -6,6 +6,9 @@
         offer = host.offer_for("node-1")
         result = await host.invoke("node-1", Verb.SHUTDOWN, reason="PSU swap")
 
+    async with PowerHost.from_config("powerplane.yaml", nodes=["node-1"]) as host:
+        ...   # creates and discovers only what node-1 uses; the rest on first use
+
 Every channel call is bounded per endpoint (``limits.per_endpoint``) and in total
 (``limits.total``), and times out after ``limits.timeout_s``. A verb is sent at most
 once per request: the host never retries a verb. Any exception a plugin lets escape
@@ -212,9 +215,18 @@ def _target_key(target: Any) -> Any:
 
 
 class PowerHost:
-    """Discovers every channel's capabilities, offers verbs under the rule, invokes them."""
+    """Discovers channels' capabilities, offers verbs under the rule, invokes them.
 
-    def __init__(self, deployment: Deployment, *, guard: InvokeGuard | None = None) -> None:
+    ``nodes``: start for these nodes only (see :meth:`start`); None, every node.
+    """
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        *,
+        guard: InvokeGuard | None = None,
+        nodes: Iterable[str] | None = None,
+    ) -> None:
         self.deployment = deployment
         self.limits = deployment.limits
         self.guard = guard
@@ -229,6 +241,9 @@ class PowerHost:
         self._total: asyncio.Semaphore | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._async_methods: dict[tuple[str, str], bool] = {}
+        self._discovering: dict[tuple[str, Any], asyncio.Future[None]] = {}
+        self._scope = None if nodes is None else tuple(nodes)
+        """What ``async with`` starts for: None every node, else only these (see start)."""
         self._started = False
 
     # -- construction ------------------------------------------------------------------------
@@ -239,29 +254,53 @@ class PowerHost:
         registry: Registry | None = None,
         *,
         guard: InvokeGuard | None = None,
+        nodes: Iterable[str] | None = None,
     ) -> PowerHost:
         """A host for the deployment file at ``path`` (as ``find_config`` finds it)."""
-        return cls(load_config(path, registry=registry), guard=guard)
+        return cls(load_config(path, registry=registry), guard=guard, nodes=nodes)
 
     async def __aenter__(self) -> PowerHost:
-        await self.start()
+        await self.start(self._scope)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def start(self) -> None:
-        """Create every channel and discover capabilities (what ``async with`` does)."""
-        if self._started:
-            return
-        self._total = asyncio.Semaphore(self.limits.total)
-        self._executor = ThreadPoolExecutor(
-            max_workers=min(self.limits.total, 64), thread_name_prefix="powerplane"
-        )
-        for name, configured in self.deployment.channels.items():
-            self._create(name, configured)
-        self._started = True
-        await self.refresh()
+    async def start(self, nodes: Iterable[str] | None = None) -> None:
+        """Create the channels and discover capabilities (what ``async with`` does).
+
+        ``nodes`` None (the default): every channel is created and every (channel, target)
+        discovered, concurrently. A list of nodes: only the channels and targets those
+        nodes use (none for an empty list); every other channel is created, and every
+        other (channel, target) discovered, on first use (:meth:`discover`, :meth:`plan`,
+        :meth:`invoke`, :meth:`read_power_state`, ...), so a channel no call touches is
+        never created and its library never imported. Raises ``UnknownNode`` for a name
+        the deployment does not have.
+        """
+        if not self._started:
+            self._total = asyncio.Semaphore(self.limits.total)
+            self._executor = ThreadPoolExecutor(
+                max_workers=min(self.limits.total, 64), thread_name_prefix="powerplane"
+            )
+            self._started = True
+            if nodes is None:
+                for name, configured in self.deployment.channels.items():
+                    if name not in self._channels and name not in self._broken:
+                        self._create(name, configured)
+                await self.refresh()
+                return
+        if nodes is not None:
+            await self.discover(nodes)
+
+    def _channel_for(self, name: str) -> Channel | None:
+        """Channel ``name``, created on first use (None: it could not be, or no such)."""
+        channel = self._channels.get(name)
+        if channel is None and name not in self._broken:
+            configured = self.deployment.channels.get(name)
+            if configured is not None:
+                self._create(name, configured)
+                channel = self._channels.get(name)
+        return channel
 
     def _create(self, name: str, configured: ConfiguredChannel) -> None:
         try:
@@ -286,37 +325,93 @@ class PowerHost:
         self._started = False
 
     # -- discovery ---------------------------------------------------------------------------
-    async def refresh(self) -> None:
-        """Discover every (channel, target) capability set again, concurrently."""
+    async def refresh(self, nodes: Iterable[str] | None = None) -> None:
+        """Discover every (channel, target) capability set again, concurrently.
+
+        ``nodes``: only the channels and targets those nodes use (creating each channel
+        on first use); None: every node's.
+        """
+        await self._discover_pairs(self._pairs(nodes), again=True)
+        if nodes is None:
+            self._memo.clear()
+            self._offers = {
+                name: self._node_offer(name, spec)
+                for name, spec in self.deployment.nodes.items()
+            }
+
+    async def discover(self, nodes: Iterable[str] | None = None) -> None:
+        """Discover what ``nodes`` use (every node: None) and is not discovered yet.
+
+        Concurrent; each channel is created on first use, and a (channel, target) being
+        discovered by another call is awaited, never asked twice. Raises ``UnknownNode``
+        for a name the deployment does not have.
+        """
+        await self._discover_pairs(self._pairs(nodes), again=False)
+
+    def _pairs(self, nodes: Iterable[str] | None) -> dict[tuple[str, Any], Any]:
+        """(channel, target key) -> target of every channel reference of ``nodes``."""
+        specs = (self.deployment.nodes.values() if nodes is None
+                 else [self._spec(n) for n in dict.fromkeys(nodes)])
         pairs: dict[tuple[str, Any], Any] = {}
-        for node in self.deployment.nodes.values():
-            for ref in node.channels:
+        for spec in specs:
+            for ref in spec.channels:
                 pairs.setdefault((ref.channel, _target_key(ref.target)), ref.target)
+        return pairs
 
-        async def one(key: tuple[str, Any], target: Any) -> None:
-            name = key[0]
-            self._errors.pop(key, None)
-            if name in self._broken:
-                self._caps[key] = self._broken[name]
-                self._errors[key] = ChannelError(self._broken[name], channel=name)
-                return
+    async def _ensure(self, nodes: Iterable[str]) -> None:
+        """Discover, on first use, what the known nodes among ``nodes`` use."""
+        known = self.deployment.nodes
+        wanted = [n for n in dict.fromkeys(nodes) if n in known]
+        if any((ref.channel, _target_key(ref.target)) not in self._caps
+               for n in wanted for ref in known[n].channels):
+            await self.discover(wanted)
+
+    async def _discover_pairs(
+        self, pairs: Mapping[tuple[str, Any], Any], *, again: bool
+    ) -> None:
+        """Discover ``pairs`` concurrently (``again``: those already discovered too)."""
+        mine: dict[tuple[str, Any], Any] = {}
+        running: list[asyncio.Future[None]] = []
+        for key, target in pairs.items():
+            busy = self._discovering.get(key)
+            if busy is not None:
+                running.append(busy)
+            elif again or key not in self._caps:
+                mine[key] = target
+        if mine:
+            loop = asyncio.get_running_loop()
+            futures = {key: loop.create_future() for key in mine}
+            self._discovering.update(futures)
             try:
-                caps = await self._call(name, "capabilities", target)
-                if not isinstance(caps, CapabilitySet):
-                    raise ProtocolError(
-                        f"capabilities() returned {type(caps).__name__}, not a CapabilitySet",
-                        channel=name,
-                    )
-                self._caps[key] = caps
-            except PowerplaneError as exc:
-                self._caps[key] = str(exc)
-                self._errors[key] = exc
+                await asyncio.gather(*(self._discover_one(k, t) for k, t in mine.items()))
+            finally:
+                for key, fut in futures.items():
+                    self._discovering.pop(key, None)
+                    fut.set_result(None)
+            self._offers.clear()  # offer_for decides again from what is known now
+        if running:
+            # shielded: a caller cancelled while waiting does not cancel the discovery
+            await asyncio.gather(*(asyncio.shield(f) for f in running))
 
-        await asyncio.gather(*(one(k, t) for k, t in pairs.items()))
-        self._memo.clear()
-        self._offers = {
-            name: self._node_offer(name, spec) for name, spec in self.deployment.nodes.items()
-        }
+    async def _discover_one(self, key: tuple[str, Any], target: Any) -> None:
+        name = key[0]
+        self._errors.pop(key, None)
+        self._channel_for(name)
+        if name in self._broken:
+            self._caps[key] = self._broken[name]
+            self._errors[key] = ChannelError(self._broken[name], channel=name)
+            return
+        try:
+            caps = await self._call(name, "capabilities", target)
+            if not isinstance(caps, CapabilitySet):
+                raise ProtocolError(
+                    f"capabilities() returned {type(caps).__name__}, not a CapabilitySet",
+                    channel=name,
+                )
+            self._caps[key] = caps
+        except PowerplaneError as exc:
+            self._caps[key] = str(exc)
+            self._errors[key] = exc
 
     def _node_offer(self, name: str, spec: NodeSpec) -> NodeOffer:
         channels: list[tuple[str, str | None, str]] = []
@@ -362,8 +457,11 @@ class PowerHost:
         return self._caps.get((channel, _target_key(target)), "not discovered")
 
     def channel(self, name: str) -> Channel:
-        """The live channel object named ``name`` (for conformance and tests)."""
-        return self._channels[name]
+        """The live channel object named ``name``, created on first use (KeyError: none)."""
+        channel = self._channel_for(name)
+        if channel is None:
+            raise KeyError(name)
+        return channel
 
     @property
     def nodes(self) -> Mapping[str, NodeSpec]:
@@ -459,10 +557,13 @@ class PowerHost:
 
         Runs exactly the checks they run: the rule decided again (not the cached offer),
         then the guard for reboot, shutdown and terminate. Each node maps to its
-        :class:`Plan` or to the error invoking it would raise.
+        :class:`Plan` or to the error invoking it would raise. What these nodes use and
+        is not discovered yet is discovered first (every channel of each node, so the
+        rule sees them all).
         """
         verb = _parse_verb(verb)
         _check_reason(reason)
+        await self._ensure(nodes)
         out: dict[str, Plan | PowerplaneError] = {}
         allowed: list[tuple[str, NodeSpec, VerbOffer]] = []
         for node in dict.fromkeys(nodes):
@@ -594,6 +695,10 @@ class PowerHost:
                 return ChannelReading(channel, PowerState.UNKNOWN,
                                       f"returned {type(reading).__name__}, not a Reading",
                                       "ProtocolError")
+            key = (channel, _target_key(target))
+            if reading.state is PowerState.OFF and key not in self._caps:
+                # whether an off is believed depends on what the channel declares
+                await self._discover_pairs({key: target}, again=False)
             caps = self.capabilities(channel, target)
             if (
                 reading.state is PowerState.OFF
@@ -650,7 +755,7 @@ class PowerHost:
         one or none answered (a failed read is never taken for a marker).
         """
         for ref in self._spec(node).channels:
-            channel = self._channels.get(ref.channel)
+            channel = self._channel_for(ref.channel)
             if not isinstance(channel, HasBootMarker):
                 continue
             try:
@@ -711,8 +816,8 @@ class PowerHost:
         return result
 
     async def _call(self, name: str, method: str, target: Any, *args: Any) -> Any:
-        """One bounded, timed call of ``method`` on channel ``name``."""
-        channel = self._channels.get(name)
+        """One bounded, timed call of ``method`` on channel ``name`` (created on first use)."""
+        channel = self._channel_for(name)
         if channel is None:
             raise ChannelError(self._broken.get(name, "no such channel"), channel=name)
         fn = getattr(channel, method, None)

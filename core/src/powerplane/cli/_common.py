@@ -6,7 +6,7 @@ import asyncio
 import functools
 import json
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -115,23 +115,29 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def open_host(ctx: click.Context, *, guarded: bool = False) -> PowerHost:
+def open_host(
+    ctx: click.Context, *, guarded: bool = False, nodes: Iterable[str] | None = None
+) -> PowerHost:
     """A host for the deployment named by --config / $POWERPLANE_CONFIG / ./powerplane.yaml.
 
     ``guarded``: where the deployment has a ``lifecycle:`` section, every reboot, shutdown
     and terminate passes the lifecycle's guard (quorum, virtual nodes, active maintenances,
     the reason policy): no direct call bypasses it.
+
+    ``nodes``: start the host for these nodes only (``()``: none), so a one-node command
+    creates, discovers and imports only what it touches; the rest on first use. None (the
+    default): every channel is created and discovered at start.
     """
     from powerplane.config import load_config
     from powerplane.host import PowerHost
 
     deployment = load_config(config_path(ctx))
     if not guarded:
-        return PowerHost(deployment)
+        return PowerHost(deployment, nodes=nodes)
     from powerplane.lifecycle.guard import invoke_guard
 
     guard = invoke_guard(deployment)
-    host = PowerHost(deployment, guard=guard)
+    host = PowerHost(deployment, guard=guard, nodes=nodes)
     if guard is not None:
         guard.host = host  # the guard reads readiness through this host: one discovery
     return host

@@ -170,7 +170,8 @@ def offers_cmd(ctx: click.Context, nodes: tuple[str, ...], output: str) -> None:
     """
 
     async def go() -> tuple[list[dict[str, Any]], list[int]]:
-        async with open_host(ctx) as host:
+        # the nodes named: only what they use is discovered; none named: every node
+        async with open_host(ctx, nodes=list(nodes) or None) as host:
             offers = host.offers(list(nodes) or None)
             errors = [host.discovery_error(o.node) for o in offers]
             return [o.as_dict() for o in offers], [e.exit_code for e in errors if e is not None]
@@ -273,7 +274,8 @@ def invoke_cmd(
     single = len(nodes) == 1 and not selectors and not sites
 
     async def go() -> tuple[list[dict[str, Any]], list[int]]:
-        async with open_host(ctx, guarded=True) as host:
+        # nothing discovered up front: plan() discovers what the chosen nodes use
+        async with open_host(ctx, guarded=True, nodes=()) as host:
             chosen = _select(host, nodes, selectors, sites)
             plans = await host.plan(chosen, the_verb, reason)
             if dry_run:
@@ -399,7 +401,8 @@ def state_cmd(ctx: click.Context, nodes: tuple[str, ...], selectors: list[tuple[
     single = len(nodes) == 1 and not selectors and not sites
 
     async def go() -> list[dict[str, Any]]:
-        async with open_host(ctx) as host:
+        # nothing discovered up front: each read creates and reads only what it touches
+        async with open_host(ctx, nodes=()) as host:
             chosen = _select(host, nodes, selectors, sites)
             bar, tick = _progress(len(chosen), output, f"reading {len(chosen)} nodes")
             with bar:
