@@ -19,6 +19,7 @@ the channel instances the suite builds against the fakes and with wrong secrets.
 
 from __future__ import annotations
 
+import asyncio
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +30,7 @@ import pytest
 from conformance_lineproto import DECLARED_ADDRESS, DeclaredLineConfig, LineChannel
 from conformance_targets import messages, outcome, sim_target
 
-from powerplane import Acceptance, ChannelType, hookimpl
+from powerplane import Acceptance, ChannelTimeout, ChannelType, hookimpl
 from powerplane.plugins import registry
 from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
 from powerplane_conformance.api import RunSummary
@@ -290,3 +291,52 @@ def test_a_leaked_wrong_secret_is_caught_with_or_without_the_other_checks(run: R
         assert outcome(summary, "SECRET_NOT_DISCLOSED") == {"fail"}, args
         assert "a wrong secret in the wrong-credentials error" in messages(
             summary, "SECRET_NOT_DISCLOSED")
+
+
+STARTUP_S = 1.6
+"""How long a ``slow-start`` channel takes to start each call (as a process would)."""
+
+
+class SlowStart(LineChannel):
+    """Starts each call for :data:`STARTUP_S` before it connects (as talosctl, a process
+    per call), within its own bound of 1.5 x ``connect_s``: at the suite's short bound of
+    1 s it times out before it reaches the port; with twice that it is refused."""
+
+    async def _ask(self, target: str, command: str) -> str:
+        bound = self.config.timeouts.connect_s * 1.5
+
+        async def started() -> str:
+            await asyncio.sleep(STARTUP_S)
+            return await LineChannel._ask(self, target, command)
+
+        try:
+            return await asyncio.wait_for(started(), bound)
+        except TimeoutError as exc:
+            raise ChannelTimeout(f"did not finish within {bound:g} s (killed)",
+                                 channel=self.name, target=target) from exc
+
+
+class _SlowStart:
+    @hookimpl
+    def register_channel_types(self, register: Callable[[ChannelType[Any, Any]], None]) -> None:
+        register(ChannelType(name="slow-start", config=DeclaredLineConfig, factory=SlowStart,
+                             address=DECLARED_ADDRESS, description="starts slowly"))
+
+
+@pytest.mark.slow
+def test_a_closed_port_probe_that_times_out_at_the_short_bound_is_probed_again(
+    run: Run, counted: dict[str, Any]
+) -> None:
+    """A channel whose start-up eats the short bound is not failed for it: the closed
+    port is probed again with twice the bound, and it is refused then (as the check
+    asks); the result says both."""
+    reg = registry()
+    reg.add_module("conformance-slow-start", _SlowStart(), "tests", "0")
+    try:
+        counted["channels"]["dev"]["type"] = "slow-start"
+        counted["nodes"].pop("n2")
+        summary = run(counted, pytest_args=["-k", "closed_port_unreachable"])
+    finally:
+        reg.remove("conformance-slow-start")
+    assert outcome(summary, "CLOSED_PORT_UNREACHABLE") == {"pass"}, messages(
+        summary, "CLOSED_PORT_UNREACHABLE")

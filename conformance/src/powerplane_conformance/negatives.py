@@ -525,10 +525,16 @@ class NegativeChecks:
                              "(tcp or udp)")
         return pointer.transport
 
-    def _short_timeouts(self, check: CheckContext) -> tuple[dict[str, Any], float | None]:
-        """Overrides that bound one call short, and that bound (None: none declared)."""
+    def _short_timeouts(
+        self, check: CheckContext, scale: float = 1.0
+    ) -> tuple[dict[str, Any], float | None]:
+        """Overrides that bound one call short (``timeout_s`` times ``scale``), and that
+        bound (None: none declared)."""
         ctype = check.session.deployment.channels[check.subject.channel].type
-        overrides, bound, _ = short_timeouts(ctype, self._hints(check))
+        hints = self._hints(check)
+        if scale != 1.0:
+            hints = hints.model_copy(update={"timeout_s": hints.timeout_s * scale})
+        overrides, bound, _ = short_timeouts(ctype, hints)
         return overrides, bound
 
     def _raw_target(self, check: CheckContext) -> Any:
@@ -616,10 +622,10 @@ class NegativeChecks:
         raise Untestable(f"{why}, and it advertises no verb to send instead")
 
     def _point(
-        self, check: CheckContext, pointer: Pointer, port: int
+        self, check: CheckContext, pointer: Pointer, port: int, scale: float = 1.0
     ) -> tuple[dict[str, Any], Any, float | None]:
         overrides, raw_target = pointer.at(self._raw_target(check), port)
-        short, bound = self._short_timeouts(check)
+        short, bound = self._short_timeouts(check, scale)
         return {**overrides, **short}, raw_target, bound
 
     def _unknown_subject(self, check: CheckContext) -> Subject | None:
@@ -841,12 +847,26 @@ class NegativeChecks:
 
     def _closed_port(self, check: CheckContext, pointer: Pointer,
                      verb_if_blind: bool) -> Probed:
-        """Probe a closed port; recorded (the error's text, log lines, argv)."""
+        """Probe a closed port; recorded (the error's text, log lines, argv).
+
+        A TCP closed port refuses at once, so the short bound costs a conformant channel
+        nothing; but a channel that starts a process per call (talosctl) can spend it
+        starting up and time out instead. A timeout there is probed again with twice the
+        bound, and that probe is the one judged (a UDP closed port is silence: no retry)."""
         transport = self._need_transport(check, pointer)
-        overrides, target, bound = self._point(check, pointer, free_port(transport, HOST))
+        port = free_port(transport, HOST)
+        overrides, target, bound = self._point(check, pointer, port)
         with IOWatch() as io:
             exc, observed = self._probe(check, overrides, target, bound,
                                         verb_if_blind=verb_if_blind)
+            if transport == "tcp" and bound is not None \
+                    and isinstance(exc, ChannelTimeout | OutcomeUnknown | OuterTimeout):
+                first = f"{observed}: {describe_error(exc)}"
+                overrides, target, bound = self._point(check, pointer, port, scale=2.0)
+                exc, observed = self._probe(check, overrides, target, bound,
+                                            verb_if_blind=verb_if_blind)
+                observed = (f"{observed} (probed again with twice the bound, after a "
+                            f"timeout with the short one: {first})")
         texts = [("the closed-port error", t) for t in error_texts(exc)] if exc else []
         return _remember(check, ("closed-port", self._probe_key(check, pointer)), Probed(
             f"CLOSED_PORT_UNREACHABLE on {check.subject.key}", exc, observed, texts,
