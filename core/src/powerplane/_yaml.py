@@ -1,18 +1,25 @@
 """YAML loading, bounded: line of every value, duplicate keys rejected, hostile input refused.
 
-The document is built from the parser's event stream by one loop (no recursion), so a
-hostile file meets a limit and becomes a :class:`~powerplane.errors.ConfigError` naming the
-file and the line, never a traceback, an endless expansion or a memory blow-up:
+The document is built from the event stream of libyaml's C parser (PyYAML's
+``yaml._yaml.CParser``, whose events carry their marks, so every value keeps its line; the
+pure-Python parser only where libyaml is absent) by one loop (no recursion), so a hostile
+file meets a limit and becomes a :class:`~powerplane.errors.ConfigError` naming the file
+and the line, never a traceback, an endless expansion or a memory blow-up:
 
 * the document is at most :data:`MAX_BYTES` (read no further than that);
 * nesting is at most :data:`MAX_DEPTH` levels, aliases included;
-* at most :data:`MAX_NODES` nodes, aliases expanded, and at most :data:`MAX_ALIASES`
-  aliases (``*name``, also under ``<<``): the "billion laughs" bomb stops here;
+* at most :data:`MAX_NODES` nodes, aliases expanded (a file over 900,000 bytes one node
+  per :data:`BYTES_PER_NODE` bytes), and at most :data:`MAX_ALIASES` aliases (``*name``,
+  also under ``<<``): the "billion laughs" bomb stops here;
 * an alias to an anchor that is not complete (a recursive alias) is an error;
 * only the core tags are accepted (``!!str``, ``!!int``, ``!!float``, ``!!bool``,
   ``!!null``, ``!!timestamp``, ``!!seq``, ``!!map``): ``!!python/...``, ``!foo`` and every
   other tag are errors;
 * a merge key ``<<`` takes a mapping or a list of mappings, anything else is an error.
+
+The cost is linear in the size of the file: the line of each value is found only when a
+problem is reported (a second pass, :class:`Lines`), and the garbage collector is off
+while one document is built (it would walk every container made so far, again and again).
 
 Booleans follow YAML 1.2: only true/false; ``on``, ``off``, ``yes``, ``no`` stay strings (so
 ``machines: {m1: on}`` means the power state, not a boolean).
@@ -20,6 +27,8 @@ Booleans follow YAML 1.2: only true/false; ``on``, ``off``, ``yes``, ``no`` stay
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -29,6 +38,7 @@ import yaml
 from powerplane.errors import ConfigError, ConfigProblem
 
 __all__ = [
+    "BYTES_PER_NODE",
     "MAX_ALIASES",
     "MAX_BYTES",
     "MAX_DEPTH",
@@ -37,19 +47,26 @@ __all__ = [
     "Lines",
     "format_path",
     "load_yaml",
+    "node_bound",
 ]
 
 Path = tuple[str | int, ...]
 
-MAX_BYTES = 4 * 1024 * 1024
-"""Largest config document, in bytes (4 MiB: a 10,000-node deployment takes well under 2)."""
+MAX_BYTES = 256 * 1024 * 1024
+"""Largest config document, in bytes (256 MiB: a 1,000,000-node deployment takes about 140;
+a file's size is checked before it is read)."""
 MAX_DEPTH = 64
 """Deepest nesting of mappings and sequences, aliases expanded."""
 MAX_ALIASES = 100_000
 """Most aliases (``*name``, including those under a merge key) in one document."""
 MAX_NODES = 300_000
-"""Most nodes in one document, aliases expanded (each use of an alias counts its anchor's
-size): a 10,000-node deployment takes about 100,000; the "billion laughs" bomb stops here."""
+"""Most nodes in a document of up to 900,000 bytes, aliases expanded (each use of an alias
+counts its anchor's size): the "billion laughs" bomb stops here. A bigger file may hold one
+node per :data:`BYTES_PER_NODE` bytes (:func:`node_bound`): a 10,000-node deployment
+(1.4 MB) holds about 190,000 nodes, a 1,000,000-node one (140 MB) about 19,000,000."""
+BYTES_PER_NODE = 3
+"""Bytes of document per node allowed above :data:`MAX_NODES`: aliases never expand a big
+file past a few times its own size (block YAML takes 7 to 8 bytes a node)."""
 MAX_PROBLEMS = 100
 """Most problems listed for one file; the rest are counted."""
 MAX_NUMBER_CHARS = 1000
@@ -115,13 +132,35 @@ class _Tree:
 
 class Lines(Mapping[Path, int]):
     """Path -> line (1-based) of every value as written; a path inside an alias gives the
-    alias's line. Kept as a tree (not one entry per path), so a big file stays small."""
+    alias's line.
 
-    def __init__(self, root: _Tree | int | None) -> None:
+    Built on first use (a problem to report), by a second pass over the same text: a valid
+    file never pays for it. Kept as a tree (not one entry per path), so a big file stays
+    small. :attr:`parser` names the parser that read the text: ``"libyaml"`` (PyYAML's C
+    binding) or ``"python"`` (PyYAML's pure parser, only where libyaml is absent).
+    """
+
+    def __init__(self, root: _Tree | int | None = None, *, text: str | None = None,
+                 max_nodes: int = MAX_NODES) -> None:
         self._root = root
+        self._text = text
+        self._max_nodes = max_nodes
+        self.parser = "libyaml" if _CParser is not None else "python"
+
+    def _tree(self) -> _Tree | int | None:
+        if self._text is not None:
+            builder = _Builder(track=True, max_nodes=self._max_nodes)
+            events, dispose = _events(self._text)
+            try:
+                with _no_gc():
+                    builder.build(events)
+            finally:
+                dispose()
+            self._root, self._text = builder.root_lines, None
+        return self._root
 
     def _find(self, path: Path) -> int | None:
-        node: _Tree | int | None = self._root
+        node = self._tree()
         if node is None:
             return None
         for part in path:
@@ -145,7 +184,8 @@ class Lines(Mapping[Path, int]):
         return line
 
     def __iter__(self) -> Iterator[Path]:
-        stack: list[tuple[Path, _Tree | int]] = [] if self._root is None else [((), self._root)]
+        root = self._tree()
+        stack: list[tuple[Path, _Tree | int]] = [] if root is None else [((), root)]
         while stack:
             path, node = stack.pop()
             yield path
@@ -158,26 +198,49 @@ class Lines(Mapping[Path, int]):
         return sum(1 for _ in self)
 
     def __bool__(self) -> bool:
-        return self._root is not None
+        return self._text is not None or self._root is not None
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off while one document is built, as it was after.
+
+    A document is a tree of new containers with no cycles (reference counting frees
+    them); each collection pass would walk every container made so far, which makes
+    the cost per node grow with the size of the file.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def node_bound(size: int) -> int:
+    """The most nodes (aliases expanded) a document of ``size`` bytes may hold:
+    :data:`MAX_NODES`, or one node per :data:`BYTES_PER_NODE` bytes of a bigger file."""
+    return max(MAX_NODES, size // BYTES_PER_NODE)
 
 
 class _Frame:
     """A collection being built."""
 
-    __slots__ = ("anchor", "first", "height", "is_map", "key", "key_line",
-                 "key_ok", "line", "lines", "merges", "path", "size", "value")
+    __slots__ = ("anchor", "first", "height", "is_map", "key", "key_line", "key_ok", "line",
+                 "lines", "merges", "start", "value")
 
-    def __init__(self, is_map: bool, anchor: str | None, line: int, path: Path) -> None:
+    def __init__(self, is_map: bool, anchor: str | None, line: int, start: int,
+                 track: bool) -> None:
         self.is_map = is_map
         self.anchor = anchor
         self.line = line
-        self.path = path
+        self.start = start  # nodes counted before this one: its size is the difference
         self.value: Any = {} if is_map else []
-        self.lines: Any = {} if is_map else []
-        self.size = 1
+        self.lines: Any = ({} if is_map else []) if track else None
         self.height = 1
-        self.first: dict[Any, int] = {}
-        self.merges: list[tuple[Any, int]] = []
+        self.first: dict[Any, int] = {} if is_map else _NO_KEYS
+        self.merges: list[tuple[Any, int]] | None = None
         self.key: Any = None
         self.key_line = 0
         self.key_ok = False  # a key is pending (the next node is its value)
@@ -192,57 +255,76 @@ class _Limit(Exception):
         self.path = path
 
 
-class _Builder:
-    """Builds the document from events, one loop, every bound checked as it goes."""
+class _Enough(Exception):
+    """More than :data:`MAX_PROBLEMS` problems: stop reading, report those."""
 
-    def __init__(self) -> None:
+
+class _Builder:
+    """Builds the document from events, one loop, every bound checked as it goes.
+
+    ``track``: also build the tree of lines (:class:`Lines`); the first pass does not.
+    """
+
+    def __init__(self, *, track: bool = False, max_nodes: int = MAX_NODES) -> None:
+        self.track = track
+        self.max_nodes = max_nodes
         self.resolver = _Loader("")
         self.resolve: Callable[[type[yaml.Node], str, Any], str] = self.resolver.resolve
         self.problems: list[ConfigProblem] = []
-        self.anchors: dict[str, tuple[Any, int, int, _Tree | int]] = {}
+        self.anchors: dict[str, tuple[Any, int, int]] = {}
         self.open_anchors: set[str] = set()
-        self.aliases = 0
         self.nodes = 0
-        self.cache: dict[tuple[str, Any], Any] = {}
+        self.cache: dict[str, Any] = {}
         self.stack: list[_Frame] = []
         self.root_lines: _Tree | int | None = None
 
     def problem(self, path: Path, message: str, line: int) -> None:
         self.problems.append(ConfigProblem(format_path(path), message, line))
+        if len(self.problems) > MAX_PROBLEMS:
+            raise _Enough
 
     # -- where the next node goes ---------------------------------------------------------
 
-    def child_path(self) -> Path:
-        if not self.stack:
-            return ()
-        top = self.stack[-1]
-        if top.is_map:
-            return (*top.path, str(top.key)) if top.key_ok else top.path
-        return (*top.path, len(top.value))
+    def path_at(self, depth: int) -> Path:
+        """The path of the next node placed into ``stack[depth - 1]`` (0: the root)."""
+        out: list[str | int] = []
+        for frame in self.stack[:depth]:
+            if not frame.is_map:
+                out.append(len(frame.value))
+            elif frame.key_ok:
+                out.append(str(frame.key))
+        return tuple(out)
 
-    def check_depth(self, extra: int, line: int) -> None:
-        if len(self.stack) + extra > MAX_DEPTH:
-            raise _Limit(f"nesting deeper than {MAX_DEPTH} levels", line, self.child_path())
+    def child_path(self) -> Path:
+        return self.path_at(len(self.stack))
+
+    def too_many(self, line: int) -> _Limit:
+        return _Limit(f"more than {self.max_nodes} nodes, aliases expanded (an alias bomb?)",
+                      line, self.child_path())
 
     # -- scalars -----------------------------------------------------------------------------
 
-    def scalar(self, event: Any, line: int) -> Any:
-        tag = event.tag
-        value = event.value
-        key = None
-        if tag is None and len(value) <= 64:
-            key = (value, event.implicit)
-            hit = self.cache.get(key, _MISS)
+    def plain(self, event: Any, value: str, line: int) -> Any:
+        """A plain (unquoted, untagged) scalar: a string unless a core resolver matches."""
+        resolvers = _RESOLVERS.get(value[:1], _WILDCARD)
+        if not resolvers:
+            return value
+        short = len(value) <= 64
+        if short:
+            hit = self.cache.get(value, _MISS)
             if hit is not _MISS:
                 return hit
+        tag = next((tag for tag, rx in resolvers if rx.match(value)), None)
+        if tag is None:
+            return value
         known = len(self.problems)
         result = self.construct(event, tag, value, line)
-        if key is not None and len(self.problems) == known:
-            self.cache[key] = result
+        if short and len(self.problems) == known:
+            self.cache[value] = result
         return result
 
-    def construct(self, event: Any, tag: str | None, value: str, line: int) -> Any:
-        if tag is None or tag == "!":
+    def construct(self, event: Any, tag: str, value: str, line: int) -> Any:
+        if tag == "!":
             tag = self.resolve(yaml.ScalarNode, value, event.implicit)
         if tag in (_STR_TAG, _VALUE_TAG):
             return value
@@ -263,146 +345,203 @@ class _Builder:
             self.problem(self.child_path(), f"not a valid {_show_tag(tag)} value", line)
             return None
 
-    # -- placing a finished node ---------------------------------------------------------------
+    # -- placing a finished node into its mapping ---------------------------------------------
 
-    def place(self, value: Any, lines: _Tree | int, size: int, height: int, line: int) -> Any:
-        """Put a finished node into its parent; returns it when it is the document root."""
-        if not self.stack:
-            self.root_lines = lines
-            return value
-        top = self.stack[-1]
-        top.size += size
-        if height >= top.height:
-            top.height = height + 1
-        if not top.is_map:
-            top.value.append(value)
-            top.lines.append(lines)
-            return None
-        if not top.key_ok:  # this node is a key
-            top.key_ok = True
-            top.key_line = line
-            if value is _MERGE or (isinstance(value, bool | int | float | str)
-                                   and not isinstance(lines, _Tree)):
-                top.key = value
-            else:
-                top.key = _BAD_KEY
-                self.problem(top.path, "mapping keys must be scalars", line)
-            return None
+    def key(self, top: _Frame, value: Any, line: int) -> None:
+        top.key_ok = True
+        top.key_line = line
+        if value is _MERGE or isinstance(value, bool | int | float | str):
+            top.key = value
+        else:
+            top.key = _BAD_KEY
+            self.problem(self.path_at(len(self.stack) - 1), "mapping keys must be scalars", line)
+
+    def put(self, top: _Frame, value: Any, lines: _Tree | int, line: int) -> None:
         key, kline = top.key, top.key_line
         top.key_ok = False
         top.key = None
         if key is _BAD_KEY:
-            return None
+            return
         if key is _MERGE:
             self.merge(top, value, line)
-            return None
-        if key in top.first:
-            self.problem((*top.path, str(key)),
-                         f"duplicate key {key!r} (first defined at line {top.first[key]})",
-                         kline)
-            return None
-        top.first[key] = kline
+            return
+        first = top.first
+        if key in first:
+            self.problem((*self.path_at(len(self.stack) - 1), str(key)),
+                         f"duplicate key {key!r} (first defined at line {first[key]})", kline)
+            return
+        first[key] = kline
         top.value[key] = value
-        top.lines[str(key)] = lines
-        return None
+        if self.track:
+            top.lines[key if type(key) is str else str(key)] = lines
 
     def merge(self, top: _Frame, value: Any, line: int) -> None:
         sources = value if isinstance(value, list) else [value]
         if not all(isinstance(s, dict) for s in sources):
-            self.problem((*top.path, "<<"), "a merge key '<<' takes a mapping or a list of "
-                                            "mappings", line)
+            self.problem((*self.path_at(len(self.stack) - 1), "<<"),
+                         "a merge key '<<' takes a mapping or a list of mappings", line)
             return
+        if top.merges is None:
+            top.merges = []
         for source in sources:
             top.merges.append((source, line))
 
     def finish_map(self, frame: _Frame) -> None:
         """Apply merges: explicit keys win, then earlier merge sources over later ones."""
+        assert frame.merges is not None
         for source, line in frame.merges:
             for key, value in source.items():
                 if key in frame.value:
                     continue
-                self.count(1, line)
+                self.nodes += 1
+                if self.nodes > self.max_nodes:
+                    raise self.too_many(line)
                 frame.value[key] = value
-                frame.lines[str(key)] = line
-
-    def count(self, nodes: int, line: int) -> None:
-        self.nodes += nodes
-        if self.nodes > MAX_NODES:
-            raise _Limit(f"more than {MAX_NODES} nodes, aliases expanded (an alias bomb?)",
-                         line, self.child_path())
+                if self.track:
+                    frame.lines[str(key)] = line
 
     # -- the loop --------------------------------------------------------------------------------
 
     def build(self, events: Iterator[Any]) -> Any:
+        try:
+            return self._build(events)
+        except _Enough:
+            return None
+
+    def _build(self, events: Iterator[Any]) -> Any:
+        stack = self.stack
+        track = self.track
+        max_nodes = self.max_nodes
+        anchors = self.anchors
+        open_anchors = self.open_anchors
+        plain = self.plain
         root: Any = None
         documents = 0
-        lines_seen: dict[int, int] = {}
+        aliases = 0
         for event in events:
             kind = type(event)
-            if kind is yaml.ScalarEvent:
+            if kind is _ScalarEvent:
                 line = event.start_mark.line + 1
-                line = lines_seen.setdefault(line, line)
-                self.count(1, line)
-                value = self.scalar(event, line)
-                if event.anchor is not None:
-                    self.anchors[event.anchor] = (value, 1, 0, line)
-                done = self.place(value, line, 1, 0, line)
-                if not self.stack:
-                    root = done
-            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-                is_map = kind is yaml.MappingStartEvent
-                line = event.start_mark.line + 1
-                self.count(1, line)
-                self.check_depth(1, line)
-                path = self.child_path()
+                self.nodes += 1
+                if self.nodes > max_nodes:
+                    raise self.too_many(line)
+                value = event.value
                 tag = event.tag
-                want = _MAP_TAG if is_map else _SEQ_TAG
-                if tag is not None and tag != "!" and tag != want:
-                    what = "mapping" if is_map else "sequence"
-                    self.problem(path, f"tag {_show_tag(tag)} is not accepted on a {what}; "
-                                       f"accepted tags: {_ALLOWED}", line)
+                if tag is not None:
+                    value = self.construct(event, tag, value, line)
+                elif event.implicit[0]:
+                    value = plain(event, value, line)
                 if event.anchor is not None:
-                    self.open_anchors.add(event.anchor)
-                self.stack.append(_Frame(is_map, event.anchor, line, path))
-            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
-                frame = self.stack.pop()
-                if frame.is_map:
-                    self.finish_map(frame)
-                tree = _Tree(frame.line, frame.lines)
-                if frame.anchor is not None:
-                    self.open_anchors.discard(frame.anchor)
-                    self.anchors[frame.anchor] = (frame.value, frame.size, frame.height, tree)
-                done = self.place(frame.value, tree, frame.size, frame.height, frame.line)
-                if not self.stack:
-                    root = done
-            elif kind is yaml.AliasEvent:
+                    anchors[event.anchor] = (value, 1, 0)
+                if not stack:
+                    root = value
+                    self.root_lines = line
+                    continue
+                top = stack[-1]
+                if not top.is_map:
+                    top.value.append(value)
+                    if track:
+                        top.lines.append(line)
+                elif top.key_ok:
+                    key = top.key
+                    if type(key) is str and key not in top.first:  # the common case, inline
+                        top.key_ok = False
+                        top.first[key] = top.key_line
+                        top.value[key] = value
+                        if track:
+                            top.lines[key] = line
+                    else:
+                        self.put(top, value, line, line)
+                elif type(value) is str:  # a key (the common case, inline)
+                    top.key = value
+                    top.key_line = line
+                    top.key_ok = True
+                else:
+                    self.key(top, value, line)
+            elif kind is _MappingStartEvent or kind is _SequenceStartEvent:
+                is_map = kind is _MappingStartEvent
                 line = event.start_mark.line + 1
-                self.aliases += 1
-                if self.aliases > MAX_ALIASES:
+                self.nodes += 1
+                if self.nodes > max_nodes:
+                    raise self.too_many(line)
+                if len(stack) >= MAX_DEPTH:
+                    raise _Limit(f"nesting deeper than {MAX_DEPTH} levels", line,
+                                 self.child_path())
+                tag = event.tag
+                if tag is not None and tag != "!" and tag != (_MAP_TAG if is_map else _SEQ_TAG):
+                    what = "mapping" if is_map else "sequence"
+                    self.problem(self.child_path(), f"tag {_show_tag(tag)} is not accepted on "
+                                                    f"a {what}; accepted tags: {_ALLOWED}", line)
+                if event.anchor is not None:
+                    open_anchors.add(event.anchor)
+                stack.append(_Frame(is_map, event.anchor, line, self.nodes - 1, track))
+            elif kind is _MappingEndEvent or kind is _SequenceEndEvent:
+                frame = stack.pop()
+                if frame.merges is not None:
+                    self.finish_map(frame)
+                value = frame.value
+                tree: Any = _Tree(frame.line, frame.lines) if track else None
+                if frame.anchor is not None:
+                    open_anchors.discard(frame.anchor)
+                    anchors[frame.anchor] = (value, self.nodes - frame.start, frame.height)
+                if not stack:
+                    root = value
+                    self.root_lines = tree
+                    continue
+                top = stack[-1]
+                if frame.height >= top.height:
+                    top.height = frame.height + 1
+                if not top.is_map:
+                    value_list: list[Any] = top.value
+                    value_list.append(value)
+                    if track:
+                        top.lines.append(tree)
+                elif top.key_ok:
+                    self.put(top, value, tree, frame.line)
+                else:
+                    self.key(top, value, frame.line)
+            elif kind is _AliasEvent:
+                line = event.start_mark.line + 1
+                aliases += 1
+                if aliases > MAX_ALIASES:
                     raise _Limit(f"more than {MAX_ALIASES} aliases", line, self.child_path())
                 name = event.anchor
-                path = self.child_path()
-                if name in self.open_anchors:
-                    self.problem(path, f"recursive alias *{name}: it refers to a node that "
-                                       "contains it", line)
-                    value, size, height = None, 1, 0
-                elif name not in self.anchors:
-                    self.problem(path, f"undefined alias *{name}", line)
-                    value, size, height = None, 1, 0
+                height = 0
+                if name in open_anchors:
+                    self.problem(self.child_path(), f"recursive alias *{name}: it refers to a "
+                                                    "node that contains it", line)
+                    value = None
+                elif name not in anchors:
+                    self.problem(self.child_path(), f"undefined alias *{name}", line)
+                    value = None
                 else:
-                    value, size, height, _ = self.anchors[name]
-                    self.check_depth(height, line)
-                    self.count(size, line)
-                done = self.place(value, line, size, height, line)
-                if not self.stack:
-                    root = done
-            elif kind is yaml.DocumentStartEvent:
+                    value, size, height = anchors[name]
+                    if len(stack) + height > MAX_DEPTH:
+                        raise _Limit(f"nesting deeper than {MAX_DEPTH} levels", line,
+                                     self.child_path())
+                    self.nodes += size
+                    if self.nodes > max_nodes:
+                        raise self.too_many(line)
+                if not stack:
+                    root = value
+                    self.root_lines = line
+                    continue
+                top = stack[-1]
+                if height >= top.height:
+                    top.height = height + 1
+                if not top.is_map:
+                    top.value.append(value)
+                    if track:
+                        top.lines.append(line)
+                elif top.key_ok:
+                    self.put(top, value, line, line)
+                else:
+                    self.key(top, value, line)
+            elif kind is _DocumentStartEvent:
                 documents += 1
                 if documents > 1:
-                    line = event.start_mark.line + 1
-                    raise _Limit("expected a single document, found a second one", line)
-            if len(self.problems) > MAX_PROBLEMS:
-                break
+                    raise _Limit("expected a single document, found a second one",
+                                 event.start_mark.line + 1)
         return root
 
 
@@ -419,6 +558,25 @@ class _Marker:
 _BAD_KEY = _Marker("<refused key>")
 _MISS = _Marker("<not cached>")
 _MERGE = _Marker("<<")
+_NO_KEYS: dict[Any, int] = {}  # a sequence's (never written)
+
+_ScalarEvent = yaml.ScalarEvent
+_MappingStartEvent = yaml.MappingStartEvent
+_SequenceStartEvent = yaml.SequenceStartEvent
+_MappingEndEvent = yaml.MappingEndEvent
+_SequenceEndEvent = yaml.SequenceEndEvent
+_AliasEvent = yaml.AliasEvent
+_DocumentStartEvent = yaml.DocumentStartEvent
+
+# A plain scalar's implicit resolvers by its first character, as PyYAML's
+# BaseResolver.resolve picks them (the character's own, then the wildcard ones); a
+# character with none is a string at once.
+_WILDCARD: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    _Loader.yaml_implicit_resolvers.get(None, []))
+_RESOLVERS: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    first: (*resolvers, *_WILDCARD)
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items() if first is not None
+}
 
 
 def _events(text: str) -> tuple[Iterator[Any], Callable[[], None]]:
@@ -435,19 +593,22 @@ def _line_at(text: str, offset: int) -> int:
     return text[:offset].count("\n") + 1  # pragma: no cover
 
 
-def load_yaml(text: str, source: str) -> tuple[Any, Mapping[Path, int]]:
+def load_yaml(text: str, source: str) -> tuple[Any, Lines]:
     """Parse ``text``; return the data and a map from each value's path to its line (1-based).
 
     Raises :class:`ConfigError` naming ``source`` and the line for a syntax error, a
     refused tag, a duplicate key or any crossed bound (see the module's docstring).
     """
-    if len(text) > MAX_BYTES or len(text.encode("utf-8", "replace")) > MAX_BYTES:
+    size = len(text.encode("utf-8", "replace")) if len(text) <= MAX_BYTES else len(text)
+    if size > MAX_BYTES:
         raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
                           source=source)
-    builder = _Builder()
+    bound = node_bound(size)
+    builder = _Builder(max_nodes=bound)
     events, dispose = _events(text)
     try:
-        root = builder.build(events)
+        with _no_gc():
+            root = builder.build(events)
     except _Limit as exc:
         raise ConfigError(
             [*builder.problems[:MAX_PROBLEMS],
@@ -480,4 +641,4 @@ def load_yaml(text: str, source: str) -> tuple[Any, Mapping[Path, int]]:
         raise ConfigError(problems, source=source)
     if root is None:
         return {}, Lines(None)
-    return root, Lines(builder.root_lines)
+    return root, Lines(text=text, max_nodes=bound)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from powerplane._yaml import MAX_BYTES, MAX_PROBLEMS, format_path, load_yaml
 from powerplane.errors import ConfigError, ConfigProblem
@@ -55,8 +55,26 @@ class NodeChannelRef(_Strict):
 
     channel: str
     """Name of a channel under ``channels``."""
-    target: Any = None
+    target: Any = Field(None, validate_default=True)
     """The node as that channel addresses it (a system path, an address, outlets, an id)."""
+
+    @field_validator("target")
+    @classmethod
+    def _parse_target(cls, value: Any, info: ValidationInfo) -> Any:
+        """Parsed by the channel type's own parser when :func:`parse_config` validates the
+        node (the parsers come in the validation context); else kept as written."""
+        parsers = info.context.get(_TARGET_PARSERS) if isinstance(info.context, dict) else None
+        parser = parsers.get(info.data.get("channel")) if parsers else None
+        if parser is None:
+            return value
+        try:
+            return parser(value)
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+
+
+_TARGET_PARSERS = "powerplane.target_parsers"
+"""Key of the validation context that maps a channel name to its type's target parser."""
 
 
 class NodeSpec(_Strict):
@@ -258,6 +276,8 @@ def read_config(
         origin = "the default: no --config was given and $POWERPLANE_CONFIG is not set"
     try:
         with open(file, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > MAX_BYTES:  # a regular file: refused unread
+                raise ConfigError(f"the file is larger than {MAX_BYTES} bytes", source=source)
             raw = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(
@@ -419,16 +439,11 @@ def parse_config(
             except ValidationError as exc:
                 problems.extend(_problems(exc, (), lines, _Document))
     raw_nodes = data.get("nodes", {})
-    node_specs: dict[str, NodeSpec] = {}
     if not isinstance(raw_nodes, dict):
         problems.append(ConfigProblem("nodes", "expected a mapping of node names to nodes",
                                       lines.get(("nodes",))))
         raw_nodes = {}
-    for nname, raw_node in raw_nodes.items():
-        try:
-            node_specs[str(nname)] = NodeSpec.model_validate(raw_node)
-        except ValidationError as exc:
-            problems.extend(_problems(exc, ("nodes", str(nname)), lines, NodeSpec))
+    node_problems_at = len(problems)  # the nodes' own problems go here, found below
     # absent: the defaults, which channels are checked against too; invalid: already reported
     limits = sections.get("limits", Limits() if "limits" not in data else None)
     raw_channels = data.get("channels", {})
@@ -483,9 +498,18 @@ def parse_config(
         if isinstance(limits, Limits):
             problems.extend(_limit_problems(cfg, limits.timeout_s, base, lines))
         channels[name] = ConfiguredChannel(name, ctype, cfg)
+    # each node validated once, its targets parsed by their channel types as it is built
+    context = {_TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
+                                 if c.type.target is not None}}
     nodes: dict[str, NodeSpec] = {}
-    for nname, node in node_specs.items():
-        refs = []
+    node_problems: list[ConfigProblem] = []
+    for nname, raw_node in raw_nodes.items():
+        try:
+            nodes[str(nname)] = NodeSpec.model_validate(raw_node, context=context)
+        except ValidationError as exc:
+            node_problems.extend(_problems(exc, ("nodes", str(nname)), lines, NodeSpec))
+    problems[node_problems_at:node_problems_at] = node_problems
+    for nname, node in nodes.items():
         for i, ref in enumerate(node.channels):
             nbase: tuple[str | int, ...] = ("nodes", nname, "channels", i)
             if ref.channel not in channel_names:
@@ -500,25 +524,6 @@ def parse_config(
                         lines.get((*nbase, "channel")),
                     )
                 )
-                continue
-            configured = channels.get(ref.channel)
-            if configured is None:
-                continue  # its own error is already reported
-            target = ref.target
-            parser = configured.type.target
-            if parser is not None:
-                try:
-                    target = parser(ref.target)
-                except (ValueError, TypeError) as exc:
-                    problems.append(
-                        ConfigProblem(
-                            format_path((*nbase, "target")),
-                            str(exc),
-                            lines.get((*nbase, "target"), lines.get(nbase)),
-                        )
-                    )
-                    continue
-            refs.append(NodeChannelRef(channel=ref.channel, target=target))
         seen: set[str] = set()
         for i, ref in enumerate(node.channels):
             if ref.channel in seen:
@@ -531,7 +536,6 @@ def parse_config(
                     )
                 )
             seen.add(ref.channel)
-        nodes[nname] = node.model_copy(update={"channels": refs})
     if problems:
         if len(problems) > MAX_PROBLEMS:
             more = len(problems) - MAX_PROBLEMS
