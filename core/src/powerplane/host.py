@@ -18,6 +18,7 @@ unmapped becomes a :class:`~powerplane.errors.ProtocolError` naming its type.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import datetime as dt
 import inspect
@@ -25,7 +26,8 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -55,6 +57,7 @@ from powerplane.errors import (
 from powerplane.plugins import Registry
 from powerplane.readback import PowerOffWatch
 from powerplane.recovery import ChannelView, NodeOffer, VerbOffer, decide
+from powerplane.scheduling import SharedDeadlines, drain, quiet_gc
 
 __all__ = ["ChannelReading", "InvokeGuard", "InvokeResult", "NodeReading", "Plan", "PowerHost"]
 
@@ -621,7 +624,8 @@ class PowerHost:
         One node's failure never stops the others; the result maps each node to its
         :class:`InvokeResult` or its error. The rule and the guard run first, for all the
         nodes together. Channels that offer ``invoke_batch(verb, targets)`` receive their
-        nodes in one batch. ``progress`` is called as each node finishes.
+        nodes in one batch. ``progress`` is called as each node finishes. The work in
+        flight is bounded by the limits, not the fleet (see :meth:`invoke_stream`).
         """
         verb = _parse_verb(verb)
         _check_reason(reason)
@@ -633,47 +637,176 @@ class PowerHost:
             if progress is not None:
                 progress(node, outcome)
 
-        batches: dict[str, list[Plan]] = {}
-        singles: list[Plan] = []
-        for node, plan in (await self.plan(nodes, verb, reason)).items():
-            if isinstance(plan, PowerplaneError):
-                done(node, plan)
-                continue
-            ch = self._channels.get(plan.channel)
-            if ch is not None and isinstance(ch, BatchInvoker):
-                batches.setdefault(plan.channel, []).append(plan)
-            else:
-                singles.append(plan)
-
-        async def single(plan: Plan) -> None:
-            try:
-                done(plan.node, await self._dispatch(plan, reason, wait))
-            except PowerplaneError as exc:
-                done(plan.node, exc)
-
-        async def batch(channel: str, members: list[Plan]) -> None:
-            for plan in members:
-                log.info("invoke %s %s via %s (batch): %s", verb.value, plan.node, channel, reason)
-            try:
-                outcomes = await self._call(
-                    channel, "invoke_batch", members[0].target, verb, [p.target for p in members]
-                )
-            except PowerplaneError as exc:
-                for plan in members:
-                    done(plan.node, exc)
-                return
-            for plan, outcome in zip(members, outcomes, strict=True):
-                if isinstance(outcome, PowerplaneError):
-                    done(plan.node, outcome)
-                    continue
-                detail = outcome.detail if isinstance(outcome, Acceptance) else ""
-                readback = await self._await_state(plan.node, verb, wait) if wait > 0 else None
-                done(plan.node, InvokeResult(plan.node, verb, channel, True, readback, detail))
-
-        await asyncio.gather(
-            *(single(p) for p in singles), *(batch(c, m) for c, m in batches.items())
-        )
+        await self._invoke_each(nodes, verb, reason, wait, done)
         return {n: results[n] for n in dict.fromkeys(nodes)}
+
+    def invoke_stream(
+        self, nodes: Sequence[str], verb: Verb | str, reason: str, *, wait: float = 0.0,
+    ) -> AsyncIterator[tuple[str, InvokeResult | PowerplaneError]]:
+        """``invoke_many`` as an async iterator: ``(node, outcome)`` as each node finishes.
+
+        ::
+
+            async for node, outcome in host.invoke_stream(nodes, Verb.REBOOT, reason="..."):
+                print(node, outcome)
+
+        The same checks, bounds and at-most-once guarantees as :meth:`invoke_many`; each
+        node comes exactly once, in the order the nodes finish (nodes the rule or the guard
+        refuse first). Bad arguments raise here, before anything runs. Leaving the loop
+        early (``break``, an exception, ``aclose()``) cancels what has not finished: a
+        verb not yet sent is never sent; one already sent is not awaited.
+        """
+        verb = _parse_verb(verb)
+        _check_reason(reason)
+        wait = _check_wait(wait)
+        return self._stream(nodes, verb, reason, wait)
+
+    async def _stream(
+        self, nodes: Sequence[str], verb: Verb, reason: str, wait: float
+    ) -> AsyncIterator[tuple[str, InvokeResult | PowerplaneError]]:
+        queue: asyncio.Queue[tuple[str, InvokeResult | PowerplaneError] | None] = (
+            asyncio.Queue())
+        runner = asyncio.create_task(
+            self._invoke_each(nodes, verb, reason, wait,
+                              lambda node, outcome: queue.put_nowait((node, outcome))))
+        runner.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+            await runner  # raises what the run raised (a guard's own failure)
+        finally:
+            if not runner.done():
+                runner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runner
+
+    async def _invoke_each(
+        self, nodes: Sequence[str], verb: Verb, reason: str, wait: float,
+        done: Callable[[str, InvokeResult | PowerplaneError], None],
+    ) -> None:
+        """Plan ``nodes``, then dispatch every allowed one, calling ``done`` per node.
+
+        Per-endpoint worker queues (:func:`~powerplane.scheduling.drain`): at most
+        ``limits.per_endpoint`` calls per endpoint and ``limits.total`` in all, by that
+        many workers at most; one shared deadline timer for the batch; readbacks
+        (``wait`` > 0) run beside the workers so they do not hold an endpoint's slot.
+        """
+        with quiet_gc():
+            batches: dict[str, list[Plan]] = {}
+            queues: dict[Any, deque[Plan]] = {}
+            resolved: dict[str, tuple[Callable[..., Any], bool, bool] | None] = {}
+            batching: dict[str, bool] = {}  # protocol isinstance checks are slow: once each
+            for node, plan in (await self.plan(nodes, verb, reason)).items():
+                if isinstance(plan, PowerplaneError):
+                    done(node, plan)
+                    continue
+                name = plan.channel
+                ch = self._channels.get(name)  # created by plan() (discovery)
+                is_batch = batching.get(name)
+                if is_batch is None:
+                    is_batch = batching[name] = isinstance(ch, BatchInvoker)
+                if is_batch:
+                    batches.setdefault(name, []).append(plan)
+                    continue
+                if name not in resolved:
+                    resolved[name] = self._resolve(name, ch, verb.method)
+                how = resolved[name]
+                endpoint = (self._endpoint_of(name, ch, plan.target)
+                            if how is not None and how[2] and ch is not None else name)
+                queues.setdefault(endpoint, deque()).append(plan)
+            if not queues and not batches:
+                return
+            deadlines = SharedDeadlines(self.limits.timeout_s)
+            readbacks: set[asyncio.Task[None]] = set()
+
+            async def read_back(plan: Plan, detail: str) -> None:
+                readback = await self._await_state(plan.node, verb, wait)
+                done(plan.node, InvokeResult(plan.node, verb, plan.channel, True, readback,
+                                             detail))
+
+            def accepted(plan: Plan, acceptance: Any) -> None:
+                detail = acceptance.detail if isinstance(acceptance, Acceptance) else ""
+                if wait > 0:
+                    task = asyncio.create_task(read_back(plan, detail))
+                    readbacks.add(task)
+                    task.add_done_callback(readbacks.discard)
+                else:
+                    done(plan.node, InvokeResult(plan.node, verb, plan.channel, True, None,
+                                                 detail))
+
+            method, verb_name = verb.method, verb.value  # enum attributes cost: read once
+            info = log.isEnabledFor(logging.INFO)
+            sems: dict[Any, asyncio.Semaphore] = {}
+
+            async def work(endpoint: Any, plan: Plan) -> None:
+                how = resolved.get(plan.channel)
+                if info:
+                    log.info("invoke %s %s via %s: %s", verb_name, plan.node, plan.channel,
+                             reason)
+                try:
+                    if how is None:  # no such method: _call says so
+                        acceptance = await self._call(plan.channel, method, plan.target)
+                    else:
+                        sem = sems.get(endpoint)
+                        if sem is None:
+                            sem = sems[endpoint] = self._endpoint_sem(endpoint)
+                        acceptance = await self._bounded(
+                            plan.channel, method, how[0], how[1], plan.target, (), sem,
+                            deadlines)
+                except PowerplaneError as exc:
+                    done(plan.node, exc)
+                    return
+                accepted(plan, acceptance)
+
+            async def batch(channel: str, members: list[Plan]) -> None:
+                for plan in members:
+                    log.info("invoke %s %s via %s (batch): %s", verb.value, plan.node, channel,
+                             reason)
+                try:
+                    outcomes = await self._call(
+                        channel, "invoke_batch", members[0].target, verb,
+                        [p.target for p in members])
+                except PowerplaneError as exc:
+                    for plan in members:
+                        done(plan.node, exc)
+                    return
+                for plan, outcome in zip(members, outcomes, strict=True):
+                    if isinstance(outcome, PowerplaneError):
+                        done(plan.node, outcome)
+                    else:
+                        accepted(plan, outcome)
+
+            try:
+                await asyncio.gather(
+                    drain(queues, self.limits.per_endpoint, self.limits.total, work),
+                    *(batch(c, m) for c, m in batches.items()),
+                )
+                if readbacks:
+                    await asyncio.gather(*readbacks)
+            finally:
+                deadlines.close()
+                for task in readbacks:
+                    task.cancel()
+
+    def _endpoint_of(self, name: str, channel: Channel, target: Any) -> Any:
+        """``_endpoint`` for a channel known to name its endpoints (no protocol check)."""
+        try:
+            return (name, channel.endpoint(target))  # type: ignore[attr-defined]
+        except Exception:
+            return name
+
+    def _resolve(
+        self, name: str, channel: Channel | None, method: str
+    ) -> tuple[Callable[..., Any], bool, bool] | None:
+        """(the method, whether it is async, whether the channel names endpoints) for a
+        batch's calls, looked up once; None leaves each call to ``_call`` (an error)."""
+        fn = getattr(channel, method, None) if channel is not None else None
+        if fn is None:
+            return None
+        is_async = self._async_methods.get((name, method))
+        if is_async is None:
+            is_async = self._async_methods[(name, method)] = inspect.iscoroutinefunction(fn)
+        return fn, is_async, isinstance(channel, HasEndpoint)
 
     # -- readback ----------------------------------------------------------------------------
     async def read_power_state(self, node: str, *, every_channel: bool = False) -> NodeReading:
@@ -827,20 +960,47 @@ class PowerHost:
         if is_async is None:
             is_async = self._async_methods[(name, method)] = inspect.iscoroutinefunction(fn)
         endpoint = self._endpoint(name, channel, target)
+        return await self._bounded(name, method, fn, is_async, target, args,
+                                   self._endpoint_sem(endpoint))
+
+    def _endpoint_sem(self, endpoint: Any) -> asyncio.Semaphore:
+        """The semaphore that bounds concurrent calls to ``endpoint`` (limits.per_endpoint)."""
         sem = self._ep_sems.get(endpoint)
         if sem is None:
             sem = self._ep_sems[endpoint] = asyncio.Semaphore(self.limits.per_endpoint)
+        return sem
+
+    async def _bounded(
+        self, name: str, method: str, fn: Callable[..., Any], is_async: bool, target: Any,
+        args: tuple[Any, ...], sem: asyncio.Semaphore, deadlines: SharedDeadlines | None = None,
+    ) -> Any:
+        """The call itself: bounded by ``sem`` and ``limits.total``, timed by
+        ``limits.timeout_s`` (``deadlines``: a batch's shared timer, else one of its own),
+        through a fresh :class:`SendGate`, every escaping error mapped."""
         assert self._total is not None, "use 'async with PowerHost(...)' or await start()"
         timeout = self.limits.timeout_s
         call_args = args if args else (target,)
         changes_state = method in VERB_METHODS
         gate = SendGate()
         token = _GATE.set(gate)
+        total = self._total
         try:
-            async with sem, self._total:
+            # acquire/release, not ``async with``: two coroutines fewer per call
+            await sem.acquire()
+            try:
+                await total.acquire()
+            except BaseException:
+                sem.release()
+                raise
+            try:
                 try:
-                    async with asyncio.timeout(timeout):
-                        return await self._run(fn, *call_args, is_async=is_async)
+                    if deadlines is None:
+                        async with asyncio.timeout(timeout):
+                            return await self._run(fn, *call_args, is_async=is_async)
+                    with deadlines.bound():
+                        if is_async:
+                            return await fn(*call_args)
+                        return await self._run(fn, *call_args, is_async=False)
                 except asyncio.CancelledError:
                     gate.close()  # a cancelled call never sends afterwards
                     raise
@@ -868,6 +1028,9 @@ class PowerHost:
                         channel=name,
                         target=target,
                     ) from exc
+            finally:
+                total.release()
+                sem.release()
         finally:
             _GATE.reset(token)
 

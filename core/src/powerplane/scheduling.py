@@ -1,0 +1,178 @@
+"""Fleet-call scheduling: bounded workers per endpoint, one deadline timer per batch, quiet GC.
+
+``PowerHost.invoke_many`` and ``invoke_stream`` run many calls. Instead of one task per
+node gathered at once, :func:`drain` runs a bounded pool of workers: at most
+``per_key`` of them on one endpoint and ``total`` in all, each taking the next item of
+its endpoint's queue when the last one finished. So the tasks alive at once are bounded by
+the limits, not by the fleet size, and no call waits on a contended semaphore.
+
+:class:`SharedDeadlines` bounds each call by the same ``timeout_s`` as
+``asyncio.timeout`` would (the call's task is cancelled at its deadline and the
+cancellation becomes :class:`TimeoutError` at the bound's exit), but every call of one
+batch shares one loop timer: the calls all have the same timeout and start in order, so
+their deadlines come in order, and the timer is armed for the earliest one still running.
+
+:func:`quiet_gc` freezes the objects alive when a fleet call starts (the deployment, the
+host, its channels) so the garbage collector does not walk them again and again while the
+call creates and drops its per-node objects; they are unfrozen when the last such call ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
+from types import TracebackType
+from typing import TypeVar
+
+__all__ = ["SharedDeadlines", "drain", "quiet_gc"]
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+_ENTERED, _EXPIRING, _EXPIRED, _EXITED = range(4)
+
+
+class _Bound:
+    """One call's deadline inside a :class:`SharedDeadlines` (a ``with`` block)."""
+
+    __slots__ = ("_cancelling", "_owner", "_state", "_task", "deadline")
+
+    def __init__(self, owner: SharedDeadlines) -> None:
+        self._owner = owner
+        self._state = _EXITED
+        self.deadline = 0.0
+
+    def __enter__(self) -> _Bound:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a deadline bounds a call inside a task")
+        self._task = task
+        self._cancelling = task.cancelling()
+        self._state = _ENTERED
+        self.deadline = self._owner.loop.time() + self._owner.timeout
+        self._owner._add(self)
+        return self
+
+    def _expire(self) -> None:
+        self._state = _EXPIRING
+        self._task.cancel()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._state == _EXPIRING:
+            self._state = _EXPIRED
+            # as asyncio.timeout: only our own cancellation becomes a timeout
+            if self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+                raise TimeoutError from exc
+        else:
+            self._state = _EXITED
+
+
+class SharedDeadlines:
+    """Per-call deadlines of ``timeout`` seconds that share one loop timer.
+
+    ``with deadlines.bound(): await call()`` behaves like ``async with
+    asyncio.timeout(timeout)``: at the deadline the task is cancelled and the block raises
+    :class:`TimeoutError` (a cancellation from elsewhere stays a cancellation). Every
+    bound uses the same timeout and they are entered in time order, so the deadlines are
+    in order: one timer, armed for the earliest call still running, serves them all.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.loop = asyncio.get_running_loop()
+        self._pending: deque[_Bound] = deque()
+        self._handle: asyncio.TimerHandle | None = None
+
+    def bound(self) -> _Bound:
+        """A deadline for one call, starting when its ``with`` block is entered."""
+        return _Bound(self)
+
+    def _add(self, bound: _Bound) -> None:
+        pending = self._pending
+        while pending and pending[0]._state != _ENTERED:  # calls that finished
+            pending.popleft()
+        pending.append(bound)
+        if self._handle is None:
+            self._arm()
+
+    def _arm(self) -> None:
+        pending = self._pending
+        while pending and pending[0]._state != _ENTERED:
+            pending.popleft()
+        self._handle = (self.loop.call_at(pending[0].deadline, self._fire)
+                        if pending else None)
+
+    def _fire(self) -> None:
+        now = self.loop.time()
+        pending = self._pending
+        while pending and pending[0].deadline <= now:
+            bound = pending.popleft()
+            if bound._state == _ENTERED:
+                bound._expire()
+        self._arm()
+
+    def close(self) -> None:
+        """Stop the timer (every call of the batch has ended)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._pending.clear()
+
+
+async def drain(
+    queues: Mapping[K, deque[T]],
+    per_key: int,
+    total: int,
+    work: Callable[[K, T], Awaitable[None]],
+) -> None:
+    """Run ``work(key, item)`` for every item of every queue, bounded per key and in total.
+
+    At most ``per_key`` items of one key and ``total`` items in all are worked on at once,
+    by at most ``min(total, slots)`` worker tasks. Slots are handed out round-robin (the
+    first slot of every key, then the second, ...), so every endpoint starts early; a
+    worker drains its key's queue, then takes the next slot. ``work`` must not raise.
+    """
+    depth = min(per_key, max((len(q) for q in queues.values()), default=0))
+    slots: deque[K] = deque(
+        key for rank in range(depth) for key, q in queues.items() if len(q) > rank
+    )
+
+    async def worker() -> None:
+        while slots:
+            key = slots.popleft()
+            queue = queues[key]
+            while queue:
+                await work(key, queue.popleft())
+
+    workers = min(total, len(slots))
+    if workers == 1:
+        await worker()
+    elif workers:
+        await asyncio.gather(*(worker() for _ in range(workers)))
+
+
+_frozen = 0
+
+
+@contextlib.contextmanager
+def quiet_gc() -> Iterator[None]:
+    """Freeze what is alive now for the garbage collector until the block (and any nested
+    or concurrent one) ends; the objects are unfrozen, and collectable again, after."""
+    global _frozen
+    if _frozen == 0:
+        gc.freeze()
+    _frozen += 1
+    try:
+        yield
+    finally:
+        _frozen -= 1
+        if _frozen == 0:
+            gc.unfreeze()
