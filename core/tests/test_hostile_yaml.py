@@ -134,7 +134,8 @@ def test_a_file_over_the_size_bound_is_refused_unread(
     from powerplane._yaml import MAX_BYTES
 
     path = tmp_path / "big.yaml"
-    path.write_text("# " + "x" * MAX_BYTES + "\n")
+    with open(path, "wb") as handle:  # sparse: its size is checked before anything is read
+        handle.truncate(MAX_BYTES + 1)
     res = run_limited(path, limits, "offers")
     assert res.returncode == 2, res.stderr
     assert f"larger than {MAX_BYTES} bytes" in res.stderr

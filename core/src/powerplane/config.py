@@ -276,9 +276,7 @@ def read_config(
         origin = "the default: no --config was given and $POWERPLANE_CONFIG is not set"
     try:
         with open(file, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size > MAX_BYTES:  # a regular file: refused unread
-                raise ConfigError(f"the file is larger than {MAX_BYTES} bytes", source=source)
-            raw = handle.read(MAX_BYTES + 1)
+            raw = _read_bounded(handle)
     except FileNotFoundError:
         raise ConfigError(
             f"config file {source} does not exist ({origin}); name the deployment file with "
@@ -288,7 +286,7 @@ def read_config(
         ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror}", source=source) from None
-    if len(raw) > MAX_BYTES:
+    if raw is None:
         raise ConfigError(f"the file is larger than {MAX_BYTES} bytes", source=source)
     try:
         text = raw.decode("utf-8")
@@ -299,6 +297,26 @@ def read_config(
         ) from None
     data, lines = load_yaml(text, source)
     return data, lines, source
+
+
+def _read_bounded(handle: typing.BinaryIO) -> bytes | None:
+    """The bytes of ``handle``, or ``None`` past :data:`MAX_BYTES`: a regular file's size is
+    checked before a byte is read; a pipe is read a mebibyte at a time (no buffer the size
+    of the bound)."""
+    size = os.fstat(handle.fileno()).st_size
+    if size > MAX_BYTES:
+        return None
+    chunks = [handle.read(size + 1)] if size else []
+    total = sum(len(c) for c in chunks)
+    while total <= MAX_BYTES:
+        chunk = handle.read(min(1 << 20, MAX_BYTES + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > MAX_BYTES:
+        return None
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _model_at(model: Any, loc: tuple[Any, ...]) -> type[BaseModel] | None:

@@ -1,0 +1,245 @@
+"""Config loading at scale: libyaml's parser, one pass with no collector runs, no per-node
+model copy, a node bound that grows with the file, and lines still named at node 9,999."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from powerplane import ChannelType, ConfigError, _yaml, hookimpl, load_config, parse_config
+from powerplane._yaml import MAX_NODES, load_yaml, node_bound
+from powerplane.config import NodeSpec, read_config
+from powerplane.plugins import load_plugins
+
+NODES = 10_000
+
+
+def deployment(nodes: int, node_row: Callable[[int], list[str]] | None = None) -> str:
+    """One simulated channel with a machine per node; each node: site, labels, one channel."""
+    rows = ["channels:", "  lab:", "    type: simulated", "    machines:"]
+    rows += [f"      m{i:05d}: 'on'" for i in range(nodes)]
+    rows.append("nodes:")
+    for i in range(nodes):
+        if node_row is not None and (custom := node_row(i)):
+            rows += custom
+            continue
+        rows += [f"  node-{i:05d}:", f"    site: site-{i % 20}",
+                 f"    labels: {{rack: r{i % 500}, role: worker}}",
+                 f"    channels: [{{channel: lab, target: m{i:05d}}}]"]
+    return "\n".join(rows) + "\n"
+
+
+@pytest.fixture
+def collections() -> Iterator[list[int]]:
+    """Generations of the garbage collector's passes while the test runs."""
+    seen: list[int] = []
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.callbacks.append(callback)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(callback)
+
+
+def test_a_10k_node_file_is_read_by_libyaml_in_one_pass_with_no_collector_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collections: list[int]
+) -> None:
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(deployment(NODES))
+
+    def pure(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the pure-Python parser was used")
+
+    monkeypatch.setattr(yaml, "parse", pure)
+    during: list[int] = []
+    build = _yaml._Builder._build
+
+    def counted(self: Any, events: Any) -> Any:
+        before = len(collections)
+        try:
+            return build(self, events)
+        finally:
+            during.append(len(collections) - before)
+
+    monkeypatch.setattr(_yaml._Builder, "_build", counted)
+    assert gc.isenabled()
+    data, lines, _ = read_config(path)
+    assert getattr(lines, "parser", None) == "libyaml"
+    assert len(data["nodes"]) == NODES
+    assert during == [0]  # one pass, and no collector pass over what it built so far
+    assert gc.isenabled()  # and the collector is back as it was
+    assert lines[("nodes", "node-09999", "channels", 0, "target")] == 5 * NODES + 5
+    assert during == [0, 0]  # the lines: a second pass, only when asked for
+    gc.disable()
+    try:
+        load_yaml("a: 1\n", "x")
+        assert not gc.isenabled()  # off stays off
+    finally:
+        gc.enable()
+
+
+def test_the_collector_is_restored_after_a_refused_file() -> None:
+    with pytest.raises(ConfigError):
+        load_yaml("a: [" * 100 + "\n", "x")
+    assert gc.isenabled()
+
+
+def test_an_error_in_node_9999_names_its_path_and_line(tmp_path: Path) -> None:
+    def bad(i: int) -> list[str]:
+        if i != 9_999:
+            return []
+        return ["  node-09999:", "    site: site-1", "    sitee: x",
+                "    channels: [{channel: lab, target: 7}]"]
+
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(deployment(NODES, bad))
+    first = NODES + 6 + 4 * 9_999  # the line of node-09999's name
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    problems = {str(p) for p in info.value.problems}
+    assert problems == {
+        f"nodes.node-09999.sitee (line {first + 2}): unknown key; did you mean 'site'?",
+        f"nodes.node-09999.channels[0].target (line {first + 3}): expected a machine name "
+        "(a non-empty string)",
+    }
+
+
+def test_a_duplicate_and_a_bad_tag_in_node_9999_name_their_lines(tmp_path: Path) -> None:
+    def bad(i: int) -> list[str]:
+        if i != 9_999:
+            return []
+        return ["  node-09999:", "    site: !!python/name:os.system", "    site: b"]
+
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(deployment(NODES, bad))
+    first = NODES + 6 + 4 * 9_999
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    text = str(info.value)
+    assert f"nodes.node-09999.site (line {first + 1}): tag !!python/name:os.system" in text
+    assert (f"nodes.node-09999.site (line {first + 2}): duplicate key 'site' "
+            f"(first defined at line {first + 1})") in text
+
+
+def test_nodes_are_validated_once_with_no_model_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def copy(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a node was copied")
+
+    monkeypatch.setattr(NodeSpec, "model_copy", copy)
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(deployment(100))
+    dep = load_config(path)
+    assert dep.nodes["node-00099"].channels[0].target == "m00099"
+
+
+class _PairConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _pair(raw: Any) -> tuple[str, int]:
+    """'pdu:3' -> ('pdu', 3); a list is a TypeError (a plugin's parser may raise one)."""
+    if isinstance(raw, list):
+        raise TypeError("expected NAME:OUTLET, not a list")
+    name, _, outlet = str(raw).partition(":")
+    if not outlet.isdigit():
+        raise ValueError("expected NAME:OUTLET")
+    return name, int(outlet)
+
+
+class _PairPlugin:
+    @hookimpl
+    def register_channel_types(self, register: Callable[[ChannelType], None]) -> None:
+        register(ChannelType("pairs", _PairConfig, lambda n, c: None,  # type: ignore[arg-type,return-value]
+                             target=_pair))
+
+
+def test_targets_are_parsed_by_the_channel_type_as_the_node_is_validated() -> None:
+    reg = load_plugins()
+    reg.add_module("pairs", _PairPlugin())
+    text = ("channels:\n  p: {type: pairs}\n  q: {type: pairs, nope: 1}\n"
+            "nodes:\n  n1:\n    channels: [{channel: p, target: 'a:3'}]\n"
+            "  n2:\n    channels:\n      - {channel: p, target: 'a'}\n"
+            "      - {channel: q, target: 'a'}\n"
+            "  n3:\n    channels: [{channel: p, target: [1]}]\n"
+            "  n4:\n    channels: [{channel: p}]\n")
+    data, lines = load_yaml(text, "p.yaml")
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, registry=reg, lines=lines, source="p.yaml")
+    assert [str(p) for p in info.value.problems] == [
+        "nodes.n2.channels[0].target (line 9): expected NAME:OUTLET",
+        "nodes.n3.channels[0].target (line 12): expected NAME:OUTLET, not a list",
+        "nodes.n4.channels[0].target (line 14): expected NAME:OUTLET",
+        "channels.q.nope (line 3): unknown key",  # q's own problem; its targets go unparsed
+    ]
+    good = ("channels:\n  p: {type: pairs}\n"
+            "nodes:\n  n1:\n    channels: [{channel: p, target: 'a:3'}]\n")
+    data, lines = load_yaml(good, "p.yaml")
+    dep = parse_config(data, registry=reg, lines=lines)
+    assert dep.nodes["n1"].channels[0].target == ("a", 3)
+
+
+def test_the_node_bound_grows_with_the_file_so_a_big_deployment_loads() -> None:
+    machines = 160_000  # 320,000 nodes: over MAX_NODES, in about 3 MB of block YAML
+    text = "machines:\n" + "".join(f"  m{i:06d}: 'on'\n" for i in range(machines))
+    assert 2 * machines > MAX_NODES
+    data, _ = load_yaml(text, "big.yaml")
+    assert len(data["machines"]) == machines
+    assert node_bound(len(text)) > 2 * machines
+    assert node_bound(1000) == MAX_NODES  # a small file keeps the bomb's bound
+
+
+def test_the_bomb_inside_a_big_file_still_stops() -> None:
+    padding = "".join(f"p{i:06d}: 1\n" for i in range(100_000))  # 1 MB: bound ~333,000
+    bomb = "a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{n}: &{n} [{','.join(['*' + p] * 10)}]\n" for p, n in itertools.pairwise("abcdefghij"))
+    with pytest.raises(ConfigError) as info:
+        load_yaml(padding + bomb, "bomb.yaml")
+    assert f"more than {node_bound(len(padding + bomb))} nodes, aliases expanded" in str(
+        info.value)
+
+
+def test_a_config_from_a_pipe_is_read_up_to_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import threading
+
+    from powerplane import config
+
+    fds: list[int] = []
+
+    def pipe(text: str) -> str:
+        read, write = os.pipe()
+        fds.append(read)
+
+        def feed() -> None:
+            with os.fdopen(write, "w") as out:
+                try:
+                    out.write(text)
+                except BrokenPipeError:  # the reader stopped at the bound
+                    pass
+
+        threading.Thread(target=feed, daemon=True).start()
+        return f"/dev/fd/{read}"
+
+    try:
+        data, _, _ = read_config(pipe(deployment(50)))
+        assert len(data["nodes"]) == 50
+        monkeypatch.setattr(config, "MAX_BYTES", 1000)
+        with pytest.raises(ConfigError) as info:
+            read_config(pipe(deployment(50)))
+        assert "larger than 1000 bytes" in str(info.value)
+    finally:
+        for fd in fds:
+            os.close(fd)
