@@ -581,6 +581,29 @@ class Demo:
         cfg = {k: v for k, v in cfg.items() if k not in ("state_file", "transition_ms")}
         return name, cfg, targets[-2:]
 
+    def _by_hand_for(
+        self, key: str, cfg: dict[str, Any]
+    ) -> tuple[dict[str, Any], Callable[[str, Any], None] | None]:
+        """The channel config the suite runs against on ``key``, and the power button of
+        its machines for a person at the rack (None: the channel powers on by itself, or
+        there is no button). With a button the target is ``attended``: the suite asks for
+        a press when it needs a machine on that the channel cannot power on, then reads
+        the machine back. A peer's button is its own; a stand-in that cannot power on gets
+        a state file of its own for the suite's machines (not the deployment's), which
+        its button writes."""
+        if key in self.started:
+            press = self.started[key][1].power_on_by_hand
+            return cfg, ((lambda node, target: press(target)) if press is not None else None)
+        if "power-on" in cfg.get("verbs", []) or self.workdir is None:
+            return cfg, None
+        from powerplane.simulated import SimulatedChannel, SimulatedConfig
+
+        cfg = {**cfg, "state_file": str((self.workdir / f"conformance-{key}.state.json")
+                                        .resolve())}
+        rack = SimulatedChannel("rack", SimulatedConfig.model_validate(
+            {k: v for k, v in cfg.items() if k != "type"}))
+        return cfg, lambda node, target: rack.set_state(str(target), "on")
+
     def conformance(self) -> None:
         """Run the conformance suite against each backend; print advertised vs verified."""
         import io
@@ -591,8 +614,15 @@ class Demo:
             rows: list[tuple[str, dict[str, str], str]] = []
             for slot in SLOTS:
                 name, cfg, targets = self._conformance_channel(slot.key)
+                cfg, by_hand = self._by_hand_for(slot.key, cfg)
                 extra = (self.started[slot.key][1].conformance if slot.key in self.started
                          else {})
+                if by_hand is not None:
+                    extra = {**extra, "attended": True}
+                if slot.role == "cloud":
+                    # the cloud's instances (moto's, or the stand-in's last two) are
+                    # throwaway, and no step after this one uses them
+                    extra = {**extra, "allow_terminate": True}
                 picked = targets[-2:] if len(targets) >= 2 else targets
                 nodes = {f"{name}-{i}": {"channels": [{"channel": name, "target": t}]}
                          for i, t in enumerate(picked)}
@@ -605,7 +635,7 @@ class Demo:
                 log = io.StringIO()
                 t0 = time.perf_counter()
                 with contextlib.redirect_stderr(log):
-                    summary = run_suite(target)
+                    summary = run_suite(target, power_on_by_hand=by_hand)
                 data = summary.data
                 rows.append((name, _matrix(data), str(data["verdict"])))
                 c = data["counts"]
