@@ -44,7 +44,14 @@ from powerplane import (
     require,
 )
 from powerplane_pdu.config import PduChannelConfig, PduSpec
-from powerplane_pdu.outlets import MAIN, OutletReading, OutletRef, OutletTarget, PduDriver
+from powerplane_pdu.outlets import (
+    MAIN,
+    OutletId,
+    OutletReading,
+    OutletRef,
+    OutletTarget,
+    PduDriver,
+)
 from powerplane_pdu.profiles import OutletState
 from powerplane_pdu.redfish import RedfishPdu
 from powerplane_pdu.snmp import SnmpPdu
@@ -142,7 +149,7 @@ class PduChannel:
         last: dict[OutletRef, Any] = {}
         pending = list(refs)
         while True:
-            got = await driver.read([r.outlet for r in pending])
+            got = await _read_states(driver, [r.outlet for r in pending])
             for ref in pending:
                 last[ref] = got.get(ref.outlet)
             pending = [
@@ -169,13 +176,19 @@ class PduChannel:
             )
         return result
 
-    async def _read(self, refs: Sequence[OutletRef]) -> dict[OutletRef, Any]:
+    async def _read(
+        self, refs: Sequence[OutletRef], *, state_only: bool = False
+    ) -> dict[OutletRef, Any]:
+        """Read ``refs``, one request per PDU (per ``max_varbinds``); ``state_only``: no
+        load where the driver can leave it out (a power-on's check needs the state only)."""
         groups: dict[str, list[OutletRef]] = {}
         for ref in refs:
             groups.setdefault(ref.feed, []).append(ref)
 
         async def feed(name: str, members: list[OutletRef]) -> dict[OutletRef, Any]:
-            got = await self.drivers[name].read([r.outlet for r in members])
+            driver = self.drivers[name]
+            outlets = [r.outlet for r in members]
+            got = await (_read_states(driver, outlets) if state_only else driver.read(outlets))
             return {r: got.get(r.outlet) for r in members}
 
         parts = await asyncio.gather(*(feed(n, m) for n, m in groups.items()))
@@ -243,23 +256,36 @@ class PduChannel:
         """Every outlet on; if every outlet is already on, refuse or cycle per config."""
         require(CAPABILITIES, Verb.POWER_ON, self.name)
         self._check_feeds(target)
-        readings = await self._read(target.outlets)
-        all_on = all(
-            isinstance(v, OutletReading) and v.state is OutletState.ON for v in readings.values()
-        )
-        if all_on:
+        readings = await self._read(target.outlets, state_only=True)
+        if self._all_on(target, readings):
             if self.config.on_when_already_on == "cycle":
                 return await self._cycle(Verb.POWER_ON, target, "already on; ")
-            raise RefusedByDevice(
-                "every outlet is already on: switching on again cannot boot a machine that "
-                "shut itself down (that needs restore-on-AC in its firmware); power-on "
-                "refused (set on_when_already_on: cycle to power-cycle instead, or reboot)",
-                channel=self.name,
-                target=str(target),
-            )
+            raise self._already_on(target)
         # an outlet that could not be read (no such outlet, PDU silent) is not written
         readable = [r for r in target.outlets if isinstance(readings.get(r), OutletReading)]
         got = await self._switch(readable, on=True) if readable else {}
+        return self._conclude(Verb.POWER_ON, target, self._switched_on(target, readings, got))
+
+    def _all_on(self, target: OutletTarget, readings: dict[OutletRef, Any]) -> bool:
+        return all(
+            isinstance(readings.get(r), OutletReading) and readings[r].state is OutletState.ON
+            for r in target.outlets
+        )
+
+    def _already_on(self, target: OutletTarget) -> RefusedByDevice:
+        return RefusedByDevice(
+            "every outlet is already on: switching on again cannot boot a machine that "
+            "shut itself down (that needs restore-on-AC in its firmware); power-on "
+            "refused (set on_when_already_on: cycle to power-cycle instead, or reboot)",
+            channel=self.name,
+            target=str(target),
+        )
+
+    def _switched_on(
+        self, target: OutletTarget, readings: dict[OutletRef, Any],
+        got: dict[OutletRef, PowerplaneError | None],
+    ) -> dict[OutletRef, Outcome]:
+        """Per outlet of ``target``: what reading it before and switching it on came to."""
         outcomes: dict[OutletRef, Outcome] = {}
         for ref in target.outlets:
             before = readings.get(ref)
@@ -273,7 +299,7 @@ class PduChannel:
                 continue
             was_on = before.state is OutletState.ON
             outcomes[ref] = got[ref] or ("already on; switched on" if was_on else "switched on")
-        return self._conclude(Verb.POWER_ON, target, outcomes)
+        return outcomes
 
     async def reboot(self, target: OutletTarget) -> Acceptance:
         """Every outlet off, the configured delay, then on again."""
@@ -379,15 +405,42 @@ class PduChannel:
         if verb is Verb.REBOOT:
             cycled = await self._cycle_outlets(unique)
             return [self._settle(verb, t, {r: cycled[r] for r in t.outlets}) for t in targets]
-        # power-on keeps its per-target already-on policy
+        return await self._power_on_batch(targets, unique)
 
-        async def power_on(t: OutletTarget) -> Acceptance | PowerplaneError:
-            try:
-                return await self.power_on(t)
-            except PowerplaneError as exc:
-                return exc
+    async def _power_on_batch(
+        self, targets: Sequence[OutletTarget], unique: list[OutletRef]
+    ) -> list[Acceptance | PowerplaneError]:
+        """Power-on for many targets: every outlet read once, then one SET per PDU.
 
-        return list(await asyncio.gather(*(power_on(t) for t in targets)))
+        Each target keeps its own already-on policy, judged from its own outlets: a target
+        whose outlets all read on is refused (or, with ``on_when_already_on: cycle``,
+        power-cycled with the other such targets); the rest are written together.
+        """
+        readings = await self._read(unique, state_only=True)
+        cycle = self.config.on_when_already_on == "cycle"
+        was_on = [self._all_on(t, readings) for t in targets]
+        all_on = [t for t, on in zip(targets, was_on, strict=True) if on]
+        switching = [t for t, on in zip(targets, was_on, strict=True) if not on]
+        # an outlet that could not be read (no such outlet, PDU silent) is not written
+        writes = list(dict.fromkeys(
+            r for t in switching for r in t.outlets
+            if isinstance(readings.get(r), OutletReading)
+        ))
+        got = await self._switch(writes, on=True) if writes else {}
+        cycled: dict[OutletRef, Outcome] = {}
+        if cycle and all_on:
+            cycled = await self._cycle_outlets(
+                list(dict.fromkeys(r for t in all_on for r in t.outlets)), "already on; ")
+        results: list[Acceptance | PowerplaneError] = []
+        for t, on in zip(targets, was_on, strict=True):
+            if not on:
+                results.append(self._settle(Verb.POWER_ON, t,
+                                            self._switched_on(t, readings, got)))
+            elif cycle:
+                results.append(self._settle(Verb.POWER_ON, t, {r: cycled[r] for r in t.outlets}))
+            else:
+                results.append(self._already_on(t))
+        return results
 
     def _settle(
         self, verb: Verb, target: OutletTarget, outcomes: dict[OutletRef, Outcome]
@@ -404,6 +457,15 @@ class PduChannel:
 
 
 _UNKNOWN_HEAD = str(OutcomeUnknown())
+
+
+async def _read_states(
+    driver: PduDriver, outlets: list[OutletId]
+) -> dict[OutletId, OutletReading | PowerplaneError]:
+    """The outlets' states: without the load objects where the driver is SNMP."""
+    if isinstance(driver, SnmpPdu):
+        return await driver.read(outlets, state_only=True)
+    return await driver.read(outlets)
 
 
 def _bare(error: PowerplaneError) -> str:

@@ -314,20 +314,22 @@ class SnmpPdu:
         return result
 
     async def read(
-        self, outlets: Sequence[OutletId]
+        self, outlets: Sequence[OutletId], *, state_only: bool = False
     ) -> dict[OutletId, OutletReading | PowerplaneError]:
-        """GET every outlet's status (and load where metered)."""
+        """GET every outlet's status (and load where metered, unless ``state_only``: a
+        readback after a switch needs the state alone, so twice the outlets fit a GET)."""
         result: dict[OutletId, OutletReading | PowerplaneError] = {}
         numbers, profile = await self._prepare(outlets, result)
         if profile is None or not numbers:
             return result
-        per = 2 if profile.metered else 1
+        load_oid = None if state_only else profile.load_oid
+        per = 1 if load_oid is None else 2
         for chunk in self._chunks(numbers, per):
             oids: list[str] = []
             for o in chunk:
                 oids.append(profile.oid(profile.state_oid, o))
-                if profile.load_oid is not None:
-                    oids.append(profile.oid(profile.load_oid, o))
+                if load_oid is not None:
+                    oids.append(profile.oid(load_oid, o))
             try:
                 values = await self._request("get", oids)
             except ChannelError as exc:
