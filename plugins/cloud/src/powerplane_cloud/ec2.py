@@ -16,8 +16,10 @@ an unknown id is an error naming that id, a verb the instance's state cannot tak
 a verb whose end state is already reached (start a running instance) is accepted
 without a call.
 ``invoke_batch`` acts on up to ``batch_size`` instances per API call; results stay
-per instance. Throttled reads and idempotent writes (stop, start, terminate) are
-retried with backoff; a reboot is never repeated. botocore's own retries are off.
+per instance. ``capabilities_batch`` discovers many instances with one ``DescribeInstances``
+per 1,000 ids (the instance-id filter, 1,000 results a page, following ``NextToken``).
+Throttled reads and idempotent writes (stop, start, terminate) are retried with backoff;
+a reboot is never repeated. botocore's own retries are off.
 Each attempt of a verb's call passes :func:`powerplane.about_to_send` right before it
 leaves; a timeout or a dropped connection after that is :class:`~powerplane.OutcomeUnknown`
 (:mod:`powerplane_cloud.errors`).
@@ -96,6 +98,11 @@ _ALREADY = {
 
 _TRANSITIONS = frozenset({"pending", "stopping", "shutting-down"})
 
+DESCRIBE_IDS = 1000
+"""Instance ids per ``DescribeInstances`` call when many are discovered together: EC2's
+guidance is at most 1,000 ids in one describe call, and a page holds at most 1,000
+results (``MaxResults`` 5 to 1,000); further pages follow ``NextToken``."""
+
 
 def reading_for_state(state: str) -> Reading:
     """The reading for an EC2 instance state name."""
@@ -126,6 +133,13 @@ def _refusal(verb: Verb, instance: str, state: str) -> str | None:
         if state in ("stopped", "stopping"):
             return f"instance {instance} is {state}: only a running instance can be rebooted"
     return None
+
+
+def _caps_for(instance: str, state: str) -> CapabilitySet:
+    """What the API offers an instance in ``state``: nothing once it is (being) terminated."""
+    if state in ("terminated", "shutting-down"):
+        return CapabilitySet.empty(f"instance {instance} is {state}", Source.DISCOVERED)
+    return _CAPS
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
@@ -319,11 +333,14 @@ class EC2Channel:
             states.update(self._described(rest))
         return states
 
-    def _described(self, ids: Sequence[str]) -> dict[str, str]:
-        """Instance id -> state name through ``DescribeInstances`` filtered by id."""
+    def _described(self, ids: Sequence[str], *, page_size: int | None = None) -> dict[str, str]:
+        """Instance id -> state name through ``DescribeInstances`` filtered by id (unknown
+        ids are left out); ``page_size``: ``MaxResults`` per page."""
         target = self._label(ids)
         states: dict[str, str] = {}
         kwargs: dict[str, Any] = {"Filters": [{"Name": "instance-id", "Values": list(ids)}]}
+        if page_size is not None:
+            kwargs["MaxResults"] = page_size
         while True:
             page = self._api("describe_instances", retry=True, target=target, **kwargs)
             for reservation in page.get("Reservations", []):
@@ -412,10 +429,36 @@ class EC2Channel:
     # -- the channel protocol ----------------------------------------------------------------
     def capabilities(self, target: str) -> CapabilitySet:
         """The API's verbs, once the instance is found; nothing for a terminated one."""
-        state = self._state_of(target)
-        if state in ("terminated", "shutting-down"):
-            return CapabilitySet.empty(f"instance {target} is {state}", Source.DISCOVERED)
-        return _CAPS
+        return _caps_for(target, self._state_of(target))
+
+    def capabilities_batch(
+        self, targets: Sequence[str]
+    ) -> list[CapabilitySet | PowerplaneError]:
+        """``capabilities`` for many instances, one outcome per target in order.
+
+        One ``DescribeInstances`` per :data:`DESCRIBE_IDS` ids (filtered by instance id, so
+        an unknown id is that id's error, never the whole call's), every page read. A
+        failed call is the outcome of each id it carried; each id is judged from its own
+        instance only.
+        """
+        unique = list(dict.fromkeys(targets))
+        states: dict[str, str] = {}
+        failed: dict[str, PowerplaneError] = {}
+        for chunk in _chunks(unique, DESCRIBE_IDS):
+            try:
+                states.update(self._described(chunk, page_size=DESCRIBE_IDS))
+            except PowerplaneError as exc:
+                failed.update(dict.fromkeys(chunk, exc))
+        out: list[CapabilitySet | PowerplaneError] = []
+        for target in targets:
+            state = states.get(target)
+            if target in failed:
+                out.append(failed[target])
+            elif state is None:
+                out.append(self._missing(target))
+            else:
+                out.append(_caps_for(target, state))
+        return out
 
     def reboot(self, target: str) -> Acceptance:
         return self._one(Verb.REBOOT, target)
