@@ -212,6 +212,10 @@ def test_network_negatives_run_with_no_hints(backend: Backend, tmp_path: Path) -
     for ident in NETWORK:
         got = [(r["node"], r["outcome"], r["message"]) for r in results if r["id"] == ident]
         assert len(got) == len(backend.targets), (name, ident, got)
+        # a probe of the suite's own fake is made once per channel when the address is in
+        # the channel's config: the other nodes' checks name the one that made it
+        got = [g for g in got if not (g[1] == "skip" and "made once per channel" in g[2])]
+        assert got, (name, ident)
         want = "xfail" if ident in backend.xfail else "pass"
         assert {o for _, o, _ in got} == {want}, (name, ident, got)
     assert summary.data["counts"]["fail"] == 0
