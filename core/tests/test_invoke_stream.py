@@ -172,7 +172,7 @@ async def test_one_loop_timer_bounds_every_call_of_a_batch() -> None:
             armed += 1
             return call_at(when, callback, *args, **kw)
 
-        loop.call_at = counting  # type: ignore[method-assign]
+        loop.call_at = counting  # type: ignore[method-assign,assignment]
         try:
             async with asyncio.timeout(TIMEOUT):
                 results = await host.invoke_many(list(host.nodes), Verb.REBOOT, reason="x")

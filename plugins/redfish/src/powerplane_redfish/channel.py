@@ -6,7 +6,10 @@ never assumed, and mapped to verbs by :mod:`powerplane_redfish.mapping`. Every b
 through its declared model (:mod:`powerplane_redfish.resources`: ``ComputerSystem``, the
 reset action, ``ActionInfo``, ``Manager``); a body that does not fit is a
 :class:`~powerplane.ProtocolError`. Discovery is
-cached per target, so a steady-state verb costs one POST. Readback reads ``PowerState``.
+cached per target, so a steady-state verb costs one POST. ``capabilities_batch`` discovers
+many systems of one service with one ``$expand`` GET of the Systems collection where the
+service root's ``ProtocolFeaturesSupported.ExpandQuery`` advertises it, else with bounded
+concurrent GETs; each system is judged from its own payload only. Readback reads ``PowerState``.
 The boot marker (:meth:`RedfishChannel.boot_marker`) reads ``LastResetTime``, else
 ``BootProgress.LastStateTime``, where the BMC publishes them.
 
@@ -24,7 +27,8 @@ send the verb twice.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +41,7 @@ from powerplane import (
     ChannelError,
     ConfigError,
     OutcomeUnknown,
+    PowerplaneError,
     ProtocolError,
     Reading,
     Source,
@@ -60,6 +65,10 @@ __all__ = ["RedfishChannel", "boot_marker_of", "parse_target"]
 _RESET = RESET_ACTION
 _ALLOWABLE = "ResetType@Redfish.AllowableValues"
 _ACTION_INFO = "@Redfish.ActionInfo"
+
+DISCOVERY_CONCURRENCY = 4
+"""Systems read at once by ``capabilities_batch`` where the service cannot inline them (the
+host's default ``limits.per_endpoint``: a BMC serves few requests at a time)."""
 
 
 @dataclass(frozen=True)
@@ -92,14 +101,77 @@ class RedfishChannel:
     def _discover(self, target: str | None) -> _System:
         with self.connection.use(target) as (root, conn):
             path = target if target is not None else self._only_system(root)
-            action = self._get_system(conn, path).actions.reset
-            reset_target = action.target if action is not None else None
-            if self.config.reset_types is not None:
-                found = self._declared(path, reset_target)
-            else:
-                found = self._discovered(conn, path, action, reset_target)
+            found = self._from_system(conn, path, self._get_system(conn, path))
         self._systems[target] = found
         return found
+
+    def _from_system(
+        self, conn: sushy_connector.Connector, path: str, system: ComputerSystem
+    ) -> _System:
+        """What one system's own payload (and its ActionInfo, if it points at one) allows."""
+        action = system.actions.reset
+        reset_target = action.target if action is not None else None
+        if self.config.reset_types is not None:
+            return self._declared(path, reset_target)
+        return self._discovered(conn, path, action, reset_target)
+
+    def _expand_query(self, service: Mapping[str, Any]) -> str | None:
+        """The ``$expand`` query that inlines a collection's members, where the service
+        root's ``ProtocolFeaturesSupported.ExpandQuery`` says it takes one: ``.`` (NoLinks:
+        the hyperlinks outside ``Links``, which a collection's ``Members`` are), else ``*``
+        (ExpandAll); one level, with ``$levels`` only where Levels is supported (one level
+        is the default). None: no expansion is advertised (``~``, Links only, inlines
+        nothing a collection's members need)."""
+        features = service.get("ProtocolFeaturesSupported")
+        expand = features.get("ExpandQuery") if isinstance(features, Mapping) else None
+        if not isinstance(expand, Mapping):
+            return None
+        if expand.get("NoLinks") is True:
+            option = "."
+        elif expand.get("ExpandAll") is True:
+            option = "*"
+        else:
+            return None
+        return f"$expand={option}($levels=1)" if expand.get("Levels") is True else (
+            f"$expand={option}")
+
+    def _expanded_members(self) -> dict[str, dict[str, Any]]:
+        """System path -> its own payload, inlined in one GET of the Systems collection;
+        empty when the service advertises no expansion or the GET fails. Only members that
+        came back as a ComputerSystem naming their own path count (a member left as a
+        link is read on its own)."""
+        try:
+            with self.connection.use(None) as (root, conn):
+                service = root.json if isinstance(root.json, Mapping) else {}
+                query = self._expand_query(service)
+                systems = service.get("Systems")
+                path = systems.get("@odata.id") if isinstance(systems, Mapping) else None
+                if query is None or not isinstance(path, str):
+                    return {}
+                body = self.connection.get_json(conn, f"{path.rstrip('/')}?{query}")
+        except ChannelError:
+            return {}
+        found: dict[str, dict[str, Any]] = {}
+        for member in body.get("Members", []):
+            if not isinstance(member, dict):
+                continue
+            odata_id, kind = member.get("@odata.id"), member.get("@odata.type")
+            if (isinstance(odata_id, str) and isinstance(kind, str)
+                    and "ComputerSystem" in kind and "Id" in member):
+                found[odata_id.rstrip("/")] = member
+        return found
+
+    def _from_payload(self, target: str, body: Mapping[str, Any]) -> CapabilitySet:
+        """Discovery of ``target`` from its own payload, inlined by ``$expand``; a payload
+        that does not fit the model is read on its own instead."""
+        try:
+            system = parse(ComputerSystem, dict(body), target)
+        except ValueError:
+            return self.capabilities(target)
+        with self.connection.use(target) as (_, conn):
+            found = self._from_system(conn, target, system)
+        self._systems[target] = found
+        return found.plan.caps
 
     def _only_system(self, root: sushy.Sushy) -> str:
         members = sorted(root.get_system_collection().members_identities)
@@ -213,6 +285,38 @@ class RedfishChannel:
     def capabilities(self, target: str | None) -> CapabilitySet:
         """Discover (again) what the BMC accepts for ``target`` and map it to verbs."""
         return self._discover(target).plan.caps
+
+    def capabilities_batch(
+        self, targets: Sequence[str | None]
+    ) -> list[CapabilitySet | PowerplaneError]:
+        """``capabilities`` for many systems of this service, one outcome per target.
+
+        Where the service root's ``ProtocolFeaturesSupported.ExpandQuery`` advertises it,
+        the Systems collection is read once with ``$expand`` and each system is judged from
+        its own inlined payload (its ActionInfo, where it points at one, read as usual);
+        a system the expansion did not inline, and every system of a service without
+        expansion, is read on its own, at most :data:`DISCOVERY_CONCURRENCY` at once.
+        """
+        unique = list(dict.fromkeys(targets))
+        named = [t for t in unique if t is not None]
+        inlined = self._expanded_members() if len(named) > 1 else {}
+
+        def one(target: str | None) -> CapabilitySet | PowerplaneError:
+            try:
+                body = inlined.get(target) if target is not None else None
+                if body is not None and target is not None:
+                    return self._from_payload(target, body)
+                return self.capabilities(target)
+            except PowerplaneError as exc:
+                return exc
+
+        if len(unique) > 1:
+            with ThreadPoolExecutor(max_workers=min(DISCOVERY_CONCURRENCY, len(unique)),
+                                    thread_name_prefix="redfish-discovery") as pool:
+                outcomes = dict(zip(unique, pool.map(one, unique), strict=True))
+        else:
+            outcomes = {t: one(t) for t in unique}
+        return [outcomes[t] for t in targets]
 
     def power_on(self, target: str | None) -> Acceptance:
         """``On`` (or ``ForceOn``): one POST once discovered."""
