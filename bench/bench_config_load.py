@@ -1,85 +1,177 @@
-"""Loading a 10,000-node deployment file: time and peak memory, against ``python -c pass``.
+"""``powerplane offers -o json`` on 10,000- and 100,000-node files, and YAML parse cost per node
+at 10,000, 100,000 and 1,000,000 nodes: this build against a baseline build, side by side.
 
-The file has one simulated channel with 10,000 machines and 10,000 nodes, each with a site,
-two labels and one channel reference (about 1.3 MB of YAML). Each figure is the best of 5
-child processes: wall time, and peak resident memory (``ru_maxrss`` of the child); inside
-the child, plugin discovery and ``load_config`` (parse + validate) are timed apart.
+Each file has one simulated channel with a machine per node, and per node a site, two labels
+and one channel reference (142 bytes a node). Figures:
+
+* ``offers -o json`` in a child process (wall time, median of ``--runs``), against the
+  targets (1.0 s at 10,000 nodes, 8 s at 100,000);
+* where that time goes, measured inside one child: imports, plugin discovery, reading and
+  parsing the YAML, validating the deployment, discovery of the channels (the host's start),
+  the offers, the JSON output;
+* the YAML parse alone (``load_yaml``), CPU microseconds per node (median of ``--runs``
+  at 10k/100k, one run at 1M), which should be flat from 10k to 1M.
+
+The baseline is another checkout with its own venv (``--base /path/to/checkout``, e.g.
+``git worktree add /tmp/base18c <commit>`` then ``./dev install`` there); its bounds are
+lifted in-process for the parse figures (older builds refuse files over 4 MiB). Without
+``--base`` only this build is measured. The machine's load average is printed: on a shared
+machine wall times carry it, CPU times less so.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-RUNS = 5
-NODES = 10_000
+TARGETS = {10_000: 1.0, 100_000: 8.0}
+
+PHASES = r"""
+import asyncio, json, sys, time
+t0 = time.perf_counter()
+from powerplane.config import parse_config, read_config
+from powerplane.host import PowerHost
+from powerplane.plugins import registry
+import powerplane.simulated
+t1 = time.perf_counter()
+reg = registry()
+t2 = time.perf_counter()
+data, lines, source = read_config(sys.argv[1])
+t3 = time.perf_counter()
+dep = parse_config(data, registry=reg, source=source, lines=lines)
+t4 = time.perf_counter()
+marks = {}
+async def go():
+    async with PowerHost(dep) as host:
+        marks["started"] = time.perf_counter()
+        rows = [o.as_dict() for o in host.offers(None)]
+        marks["offers"] = time.perf_counter()
+        return rows
+rows = asyncio.run(go())
+t7 = time.perf_counter()
+text = json.dumps({"nodes": rows}, indent=2, default=str)
+t8 = time.perf_counter()
+print(json.dumps({"imports": t1 - t0, "plugins": t2 - t1, "yaml": t3 - t2,
+                  "validate": t4 - t3, "discovery": marks["started"] - t4,
+                  "offers": marks["offers"] - marks["started"],
+                  "close": t7 - marks["offers"], "json": t8 - t7}))
+"""
+
+PARSE = r"""
+import json, statistics, sys, time
+import powerplane._yaml as Y
+if not hasattr(Y, "node_bound"):  # an older build: lift its fixed bounds for the figure
+    Y.MAX_BYTES = Y.MAX_NODES = 1 << 40
+text = open(sys.argv[1], encoding="utf-8").read()
+runs = []
+for _ in range(int(sys.argv[2])):
+    c = time.process_time()
+    data, lines = Y.load_yaml(text, "x")
+    runs.append(time.process_time() - c)
+    del data, lines
+print(json.dumps({"cpu": statistics.median(runs)}))
+"""
 
 
-def write_config(path: Path) -> None:
-    rows = ["channels:", "  lab:", "    type: simulated", "    machines:"]
-    rows += [f"      m{i:05d}: 'on'" for i in range(NODES)]
-    rows.append("nodes:")
-    for i in range(NODES):
-        rows.append(f"  node-{i:05d}:")
-        rows.append(f"    site: site-{i % 20}")
-        rows.append(f"    labels: {{rack: r{i % 500}, role: worker}}")
-        rows.append(f"    channels: [{{channel: lab, target: m{i:05d}}}]")
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+def write_config(path: Path, nodes: int) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("channels:\n  lab:\n    type: simulated\n    machines:\n")
+        out.writelines(f"      m{i:07d}: 'on'\n" for i in range(nodes))
+        out.write("nodes:\n")
+        for i in range(nodes):
+            out.write(f"  node-{i:07d}:\n    site: site-{i % 20}\n"
+                      f"    labels: {{rack: r{i % 500}, role: worker}}\n"
+                      f"    channels: [{{channel: lab, target: m{i:07d}}}]\n")
 
 
-def child(code: str) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS in bytes and stdout of ``python -c code``."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"child failed ({proc.returncode}): {code}")
-    return wall, usage.ru_maxrss * 1024, out
+def offers_wall(python: str, path: Path, runs: int) -> float:
+    times = []
+    env = {k: v for k, v in os.environ.items() if k != "POWERPLANE_CONFIG"}
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run([python, "-m", "powerplane.cli", "--config", str(path), "offers",
+                               "-o", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, env=env, check=False)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{python}: offers exit {proc.returncode}: {proc.stderr[-500:]}")
+    return statistics.median(times)
 
 
-def best(code: str) -> tuple[float, int, str]:
-    runs = [child(code) for _ in range(RUNS)]
-    return min(r[0] for r in runs), min(r[1] for r in runs), runs[0][2]
+def child_json(python: str, code: str, *args: str) -> dict[str, float]:
+    out = subprocess.run([python, "-c", code, *args], capture_output=True, text=True,
+                         check=True).stdout
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", type=Path, help="checkout of the baseline build (with .venv)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--skip-1m", action="store_true", help="no 1,000,000-node parse")
+    args = parser.parse_args()
+    builds = {"after": sys.executable}
+    if args.base is not None:
+        builds = {"before": str(args.base / ".venv" / "bin" / "python"), **builds}
+    sizes = [10_000, 100_000] + ([] if args.skip_1m else [1_000_000])
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    results: dict[str, dict[str, Any]] = {b: {} for b in builds}
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "powerplane.yaml"
-        write_config(path)
-        size = path.stat().st_size
-        base_t, base_m, _ = best("pass")
-        imp_t, imp_m, _ = best("import powerplane.config, powerplane.simulated, pydantic")
-        load = (
-            "import time\n"
-            "from powerplane import load_config\n"
-            "from powerplane.plugins import registry\n"
-            "t0 = time.perf_counter()\n"
-            "registry()\n"
-            "t1 = time.perf_counter()\n"
-            f"dep = load_config({str(path)!r})\n"
-            "print(time.perf_counter() - t1, t1 - t0, len(dep.nodes))\n"
-        )
-        load_t, load_m, out = best(load)
-        inner, plugins, count = out.split()
-        assert int(count) == NODES
-    mib = 1024 * 1024
-    print(f"config: {NODES} nodes, {size / mib:.2f} MiB of YAML")
-    print(f"python -c pass:             {base_t * 1000:7.0f} ms  {base_m / mib:6.1f} MiB peak")
-    print(f"import (no file):           {imp_t * 1000:7.0f} ms  {imp_m / mib:6.1f} MiB peak")
-    print(f"load_config, whole process: {load_t * 1000:7.0f} ms  {load_m / mib:6.1f} MiB peak  "
-          f"({load_t / base_t:.1f}x python's time, {load_m / base_m:.1f}x its memory)")
-    print(f"plugin discovery (once):    {float(plugins) * 1000:7.0f} ms")
-    print(f"load_config alone:          {float(inner) * 1000:7.0f} ms  "
-          f"{(load_m - imp_m) / mib:6.1f} MiB over the imports  "
-          f"({float(inner) / (NODES / 1000) * 1000:.1f} ms per 1,000 nodes)")
+        files = {}
+        for n in sizes:
+            files[n] = Path(tmp) / f"n{n}.yaml"
+            write_config(files[n], n)
+        mib = {n: f.stat().st_size / 2**20 for n, f in files.items()}
+        for n in TARGETS:
+            for build, python in builds.items():
+                results[build][f"offers{n}"] = offers_wall(python, files[n], args.runs)
+                results[build][f"phases{n}"] = child_json(python, PHASES, str(files[n]))
+        for n in sizes:
+            for build, python in builds.items():
+                runs = args.runs if n < 1_000_000 else 1
+                results[build][f"parse{n}"] = child_json(python, PARSE, str(files[n]),
+                                                         str(runs))["cpu"]
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+    for n, target in TARGETS.items():
+        print(f"\noffers -o json, {n:,} nodes ({mib[n]:.1f} MiB) — "
+              f"median wall of {args.runs}, target {target:.1f} s")
+        for build in builds:
+            wall = float(results[build][f"offers{n}"])
+            phases: dict[str, float] = results[build][f"phases{n}"]
+            config = phases["yaml"] + phases["validate"]
+            rest = ", ".join(f"{k} {v:.2f}" for k, v in phases.items())
+            print(f"  {build:6s} {wall:6.2f} s ({wall / target:.2f}x target)   "
+                  f"config {config:.2f} s, discovery {phases['discovery']:.2f} s, "
+                  f"output {phases['offers'] + phases['json']:.2f} s   [{rest}]")
+        if len(builds) == 2:
+            before = float(results["before"][f"offers{n}"])
+            after = float(results["after"][f"offers{n}"])
+            b_cfg = sum(results["before"][f"phases{n}"][k]
+                        for k in ("yaml", "validate"))
+            a_cfg = sum(results["after"][f"phases{n}"][k]
+                        for k in ("yaml", "validate"))
+            print(f"  after/before: whole command {after / before:.2f}x, "
+                  f"config (yaml + validate) {a_cfg / b_cfg:.2f}x")
+    print("\nYAML parse (load_yaml), CPU µs per node — median; flat from 10k to 1M is the goal")
+    for build in builds:
+        per = {n: float(results[build][f"parse{n}"]) / n * 1e6
+               for n in sizes}
+        row = "  ".join(f"{n:>9,}: {v:6.1f}" for n, v in per.items())
+        print(f"  {build:6s} {row}   (largest/smallest {per[sizes[-1]] / per[sizes[0]]:.2f}x)")
+    if len(builds) == 2:
+        ratios = {n: results["after"][f"parse{n}"] / results["before"][f"parse{n}"]
+                  for n in sizes}
+        row = "  ".join(f"{n:>9,}: {r:6.2f}x" for n, r in ratios.items())
+        print(f"  after/before {row}")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ __all__ = [
     "format_path",
     "load_yaml",
     "node_bound",
+    "without_gc",
 ]
 
 Path = tuple[str | int, ...]
@@ -152,7 +153,7 @@ class Lines(Mapping[Path, int]):
             builder = _Builder(track=True, max_nodes=self._max_nodes)
             events, dispose = _events(self._text)
             try:
-                with _no_gc():
+                with without_gc():
                     builder.build(events)
             finally:
                 dispose()
@@ -202,7 +203,7 @@ class Lines(Mapping[Path, int]):
 
 
 @contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
+def without_gc() -> Iterator[None]:
     """The cyclic garbage collector off while one document is built, as it was after.
 
     A document is a tree of new containers with no cycles (reference counting frees
@@ -607,7 +608,7 @@ def load_yaml(text: str, source: str) -> tuple[Any, Lines]:
     builder = _Builder(max_nodes=bound)
     events, dispose = _events(text)
     try:
-        with _no_gc():
+        with without_gc():
             root = builder.build(events)
     except _Limit as exc:
         raise ConfigError(

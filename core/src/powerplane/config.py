@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from powerplane._yaml import MAX_BYTES, MAX_PROBLEMS, format_path, load_yaml
+from powerplane._yaml import MAX_BYTES, MAX_PROBLEMS, format_path, load_yaml, without_gc
 from powerplane.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -436,7 +436,21 @@ def parse_config(
     source: str = "<memory>",
     lines: Mapping[Any, int] | None = None,
 ) -> Deployment:
-    """Validate already-parsed config data (a mapping) against the models and the registry."""
+    """Validate already-parsed config data (a mapping) against the models and the registry.
+
+    The garbage collector is off meanwhile, as for the parse: the models are a tree of new
+    objects, and its passes over them would make the cost per node grow with the file.
+    """
+    with without_gc():
+        return _parse_config(data, registry, source, lines)
+
+
+def _parse_config(
+    data: Any,
+    registry: Registry | None,
+    source: str,
+    lines: Mapping[Any, int] | None,
+) -> Deployment:
     from powerplane.plugins import registry as default_registry
 
     lines = lines if lines is not None else {}
