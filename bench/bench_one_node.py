@@ -1,0 +1,254 @@
+"""One-node CLI commands against the single-purpose tools, on the same sushy-tools system.
+
+Side by side, in the same run, alternating (every round runs each tool once, so drift hits
+all alike), medians of ``--runs`` rounds, each command a fresh process as a shell loop
+would start it:
+
+- state: ``powerplane state n0`` / ``fence_redfish -o status`` / ``redfishtool Systems get``
+- power cycle: ``powerplane invoke n0 reboot`` (the channel's reboot: one
+  ``GracefulRestart`` POST) / ``fence_redfish -o reboot`` (``ForceOff``, read back until off,
+  ``On``: fence_redfish has no one-request cycle, its ``--method cycle`` is not wired to a
+  reset) / ``redfishtool Systems reset ForceRestart`` (one POST)
+
+with two deployment files: 50 nodes (one per emulated system, all on the one BMC) and
+10,050 nodes (the same 50 plus 10,000 simulated nodes on 100 simulated channels). Targets:
+powerplane ``state`` <= 1.0x ``fence_redfish -o status`` at 50 nodes, <= 1.5x at 10,050,
+and <= 2 requests per Redfish state read (counted at the emulator: requests under
+``/redfish/v1/Systems/``; the service root that every sushy client reads when it connects is
+counted apart as session setup).
+
+``--baseline /path/to/venv/bin/powerplane`` (or ``POWERPLANE_BASELINE``; e.g. a
+``git worktree add /tmp/base HEAD`` with its own ``./dev install``) runs an earlier build
+too, in the same rounds. The time ``load_config`` takes for each file is measured in a
+child process and printed, so its share of a command is visible.
+
+The emulator is the sushy-tools app (fake driver) with power changes applied at the next
+GET (zero delay), over TLS with basic auth. powerplane and fence_redfish verify the
+emulator's certificate against its CA; redfishtool never verifies (``verify=False`` in its
+transport). Credentials reach every tool through the environment, stdin or a 0600 file,
+never argv. Needs ``/usr/sbin/fence_redfish`` (fence-agents) and ``redfishtool`` (PyPI) in
+this venv; a missing tool is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from powerplane_redfish.testing.emulator import SushyEmulator
+
+SYSTEMS = 50
+PASSWORD_ENV = "PP_BENCH_ONE_NODE_PASSWORD"
+SYSTEMS_PREFIX = "/redfish/v1/Systems/"
+FENCE = "/usr/sbin/fence_redfish"
+TARGET_STATE = {50: 1.0, 10_050: 1.5}
+
+
+@dataclass
+class Tool:
+    """One command line to time, with what it reads on stdin."""
+
+    name: str
+    argv: list[str]
+    stdin: str = ""
+    times: list[float] = field(default_factory=list)
+    requests: list[int] = field(default_factory=list)
+    system_requests: list[int] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def channel(emu: SushyEmulator) -> dict[str, Any]:
+    return {"type": "redfish", "endpoint": emu.endpoint, "username": emu.username,
+            "password": {"env": PASSWORD_ENV}, "verify": str(emu.tls.ca), "auth": "basic"}
+
+
+def write_config(path: Path, emu: SushyEmulator, simulated: int) -> None:
+    """50 redfish nodes n0..n49, then ``simulated`` nodes on channels of 100 machines."""
+    channels: dict[str, Any] = {"bmc": channel(emu)}
+    nodes: dict[str, Any] = {f"n{i}": {"channels": [{"channel": "bmc", "target": p}]}
+                             for i, p in enumerate(emu.system_paths)}
+    per = 100
+    for c in range(0, simulated, per):
+        name = f"sim{c // per}"
+        machines = {f"m{i}": "on" for i in range(c, min(c + per, simulated))}
+        channels[name] = {"type": "simulated", "machines": machines}
+        for m in machines:
+            nodes[f"s{m[1:]}"] = {"channels": [{"channel": name, "target": m}]}
+    text = yaml.dump({"channels": channels, "nodes": nodes}, Dumper=_dumper(),
+                     sort_keys=False)
+    path.write_text(text, encoding="utf-8")
+
+
+def _dumper() -> type[yaml.SafeDumper]:
+    dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return dumper
+
+
+def load_seconds(exe_python: str, path: Path, runs: int) -> tuple[float, float] | None:
+    """Medians of plugin discovery and of ``load_config(path)``, in a child of ``exe_python``."""
+    code = ("import time, sys\n"
+            "t0 = time.perf_counter()\n"
+            "from powerplane.config import load_config\n"
+            "from powerplane.plugins import registry\n"
+            "registry()\n"
+            "t1 = time.perf_counter(); load_config(sys.argv[1]); t2 = time.perf_counter()\n"
+            "print(t1 - t0, t2 - t1)\n")
+    found: list[tuple[float, float]] = []
+    for _ in range(runs):
+        proc = subprocess.run([exe_python, "-c", code, str(path)], capture_output=True,
+                              text=True, check=False, env=_env())
+        if proc.returncode != 0:
+            return None
+        first, second = proc.stdout.strip().splitlines()[-1].split()
+        found.append((float(first), float(second)))
+    return (statistics.median(f for f, _ in found), statistics.median(s for _, s in found))
+
+
+_ENV: dict[str, str] = {}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, **_ENV}
+
+
+def ours(builds: list[tuple[str, str]], config: Path, *cmd: str) -> list[Tool]:
+    """``powerplane --config CONFIG CMD...`` of each build."""
+    return [Tool(f"{label} {cmd[0]}", [build, "--config", str(config), *cmd])
+            for label, build in builds]
+
+
+def run_round(emu: SushyEmulator, tools: list[Tool]) -> None:
+    for tool in tools:
+        emu.reset_count()
+        t0 = time.perf_counter()
+        proc = subprocess.run(tool.argv, input=tool.stdin, capture_output=True, text=True,
+                              check=False, env=_env())
+        tool.times.append(time.perf_counter() - t0)
+        seen = emu.requests()
+        tool.requests.append(len(seen))
+        tool.system_requests.append(sum(1 for _, p in seen if p.startswith(SYSTEMS_PREFIX)))
+        if proc.returncode != 0:
+            first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
+            tool.failures.append(f"exit {proc.returncode}: {first[:200]}")
+
+
+def med(values: list[float] | list[int]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def report(title: str, tools: list[Tool], reference: str, target: float | None) -> None:
+    print(f"  {title}")
+    ref = next((t for t in tools if t.name == reference), None)
+    ref_s = med(ref.times) if ref is not None else float("nan")
+    for tool in tools:
+        s = med(tool.times)
+        ratio = f"{s / ref_s:5.2f}x {reference}" if ref is not None else ""
+        print(f"    {tool.name:<34} {s * 1000:7.0f} ms  {ratio}  requests "
+              f"{med(tool.requests):.0f} (systems {med(tool.system_requests):.0f})")
+        if tool.failures:
+            print(f"      {len(tool.failures)} of {len(tool.times)} runs failed; first: "
+                  f"{tool.failures[0]}")
+    mine = next((t for t in tools if t.name.startswith("powerplane ")), None)
+    if target is not None and mine is not None and ref is not None:
+        factor = med(mine.times) / ref_s
+        verdict = "met" if factor <= target and not mine.failures else "NOT met"
+        print(f"    target <= {target:.1f}x {reference}: {factor:.2f}x, {verdict}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7, help="rounds per figure (median)")
+    parser.add_argument("--simulated", type=int, default=10_000)
+    parser.add_argument("--baseline", default=os.environ.get("POWERPLANE_BASELINE"),
+                        help="another build's powerplane executable, run in the same rounds")
+    args = parser.parse_args()
+    exe = shutil.which("powerplane", path=os.path.dirname(sys.executable)) or "powerplane"
+    rft = shutil.which("redfishtool", path=os.path.dirname(sys.executable))
+    fence = FENCE if os.access(FENCE, os.X_OK) else None
+    if rft is None:
+        print("redfishtool not installed in this venv (pip install redfishtool): skipped")
+    if fence is None:
+        print(f"{FENCE} not found (fence-agents): skipped")
+    with tempfile.TemporaryDirectory(prefix="bench-one-node-") as tmp_name:
+        tmp = Path(tmp_name)
+        with SushyEmulator(tmp / "emulator", systems=SYSTEMS, zero_delay=True) as emu:
+            return _bench(args, emu, tmp, exe, rft, fence)
+
+
+def _bench(args: argparse.Namespace, emu: SushyEmulator, tmp: Path, exe: str,
+           rft: str | None, fence: str | None) -> int:
+    _ENV.update({PASSWORD_ENV: emu.password, "NO_COLOR": "1",
+                 "REQUESTS_CA_BUNDLE": str(emu.tls.ca)})  # fence_redfish verifies with it
+    path0 = emu.system_paths[0]
+    rft_cfg = tmp / "redfishtool.json"
+    rft_cfg.touch(mode=0o600)
+    rft_cfg.write_text(json.dumps({"user": emu.username, "password": emu.password}))
+    host = emu.endpoint.removeprefix("https://")
+    fence_in = (f"ip=127.0.0.1\nipport={emu.port}\nusername={emu.username}\n"
+                f"password={emu.password}\nssl=1\nsystems-uri={path0}\n")
+    sizes = {SYSTEMS: tmp / "fifty.yaml", SYSTEMS + args.simulated: tmp / "large.yaml"}
+    for size, path in sizes.items():
+        write_config(path, emu, size - SYSTEMS)
+    builds = [("powerplane", exe)]
+    if args.baseline:
+        builds.append(("powerplane (baseline)", args.baseline))
+
+    print(f"one-node commands; sushy-tools emulator with {SYSTEMS} systems (zero delay, TLS, "
+          f"basic auth); medians of {args.runs} rounds, each tool once per round; load "
+          f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print("before targeted discovery (issue 18's figures): state 5.0x fence_redfish -o status "
+          "at 50 nodes, 29x at 10,050; power cycle 1.9x; 52 requests per state read")
+    for size, path in sizes.items():
+        print(f"\nconfig of {size:,} nodes ({path.stat().st_size / 1e6:.1f} MB)")
+        for label, build in builds:
+            py = str(Path(build).parent / "python")
+            loaded = load_seconds(py, path, 3) if os.access(py, os.X_OK) else None
+            if loaded is not None:
+                print(f"  {label}: imports and plugin discovery {loaded[0] * 1000:.0f} ms, "
+                      f"then load_config {loaded[1] * 1000:.0f} ms (in one process)")
+
+        state = ours(builds, path, "state", "n0")
+        cycle = ours(builds, path, "invoke", "n0", "reboot", "--yes", "--reason",
+                     "bench power cycle")
+        if fence is not None:
+            state.append(Tool("fence_redfish -o status", [fence], fence_in + "action=status\n"))
+            cycle.append(Tool("fence_redfish -o reboot", [fence], fence_in + "action=reboot\n"))
+        if rft is not None:
+            base = [rft, "-r", host, "-S", "Always", "-A", "Basic", "-c", str(rft_cfg),
+                    "Systems", "-L", path0]
+            state.append(Tool("redfishtool Systems get PowerState", [*base, "get", "-P",
+                                                                     "PowerState"]))
+            cycle.append(Tool("redfishtool Systems reset", [*base, "reset", "ForceRestart"]))
+        for tools in (state, cycle):
+            run_round(emu, tools)  # warm-up: page cache, first imports; not counted
+            for tool in tools:
+                tool.times.clear()
+                tool.requests.clear()
+                tool.system_requests.clear()
+                tool.failures.clear()
+            for _ in range(args.runs):
+                run_round(emu, tools)
+        report("state of one node", state, "fence_redfish -o status", TARGET_STATE.get(size))
+        report("power cycle of one node", cycle, "fence_redfish -o reboot", None)
+        mine = state[0]
+        reads = med(mine.system_requests)
+        print(f"  requests per Redfish state read (powerplane, under {SYSTEMS_PREFIX}): "
+              f"{reads:.0f} (target <= 2: {'met' if reads <= 2 else 'NOT met'}); "
+              f"session setup {med(mine.requests) - reads:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
