@@ -153,7 +153,7 @@ def test_every_hook_is_documented_and_tested() -> None:
     from powerplane import hookspecs, plugins
 
     tests = "".join(p.read_text() for p in HERE.rglob("test_*.py"))
-    collected = inspect.getsource(plugins.Registry.add_module)
+    collected = inspect.getsource(plugins.Registry)  # add_module; demo peers on first use
     specs = [name for name in dir(hookspecs)
              if callable(getattr(hookspecs, name))
              and hasattr(getattr(hookspecs, name), "powerplane_spec")]
@@ -177,7 +177,9 @@ def test_plugin_discovery_imports_no_heavy_library() -> None:
         "heavy=[m for m in ('sushy','boto3','botocore','grpc','grpclib','pysnmp','httpx',"
         "'google.protobuf') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
+        "print('PEERS', sorted(m for m in sys.modules if m.endswith('.peer')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert "HEAVY []" in out
+    assert "PEERS []" in out  # demo peers are collected when the demo asks, not at load

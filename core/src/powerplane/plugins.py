@@ -119,10 +119,37 @@ class Registry:
     secret kinds."""
     builtins: list[PluginInfo] = field(default_factory=list)
     """Core's own registrations (:mod:`powerplane.builtins`), not listed as plugins."""
-    demo_peers: dict[str, Peer] = field(default_factory=dict)
+    _demo_peers: dict[str, Peer] | None = field(default=None, repr=False)
     manager: pluggy.PluginManager = field(
         default_factory=lambda: _new_manager(),
     )
+
+    @property
+    def demo_peers(self) -> dict[str, Peer]:
+        """The peers plugins offer ``powerplane demo``, by name (the first of a name wins).
+
+        Collected on first use, not at plugin load: the hook imports each plugin's peer
+        module (emulators, certificates), which no command but the demo needs. A plugin
+        whose hook raises is a failure of that plugin, as at load."""
+        if self._demo_peers is None:
+            peers: dict[str, Peer] = {}
+            hooks = self.manager.hook
+            impls = hooks.register_demo_peers.get_hookimpls()
+            order = {p.name: i for i, p in enumerate(self.plugins)}
+            for impl in sorted(impls, key=lambda i: order.get(i.plugin_name, -1)):
+                found: list[Peer] = []
+                try:
+                    impl.function(register=found.append)
+                except Exception as exc:  # a plugin's own bug: isolate it
+                    info = next((p for p in self.plugins if p.name == impl.plugin_name), None)
+                    self.failures.append(PluginFailure(
+                        impl.plugin_name, info.distribution if info else "",
+                        info.version if info else "", _describe(exc)))
+                    continue
+                for peer in found:
+                    peers.setdefault(peer.name, peer)
+            self._demo_peers = peers
+        return self._demo_peers
 
     def port_types(self, kind: str) -> Mapping[str, PortType[Any, Any]]:
         """The registered port types of ``kind``: ``cluster``, ``storage`` or ``store``."""
@@ -162,7 +189,6 @@ class Registry:
         core's own registrations, kept out of :attr:`plugins`.
         """
         found: dict[str, list[Any]] = {kind: [] for kind in _KINDS}
-        peers: list[Peer] = []
         if self.manager.has_plugin(name) or any(p.name == name for p in self.plugins):
             first = next((p for p in self.plugins if p.name == name), None)
             by = f" by distribution {first.distribution!r}" if first and first.distribution else ""
@@ -179,7 +205,6 @@ class Registry:
                 (hooks.register_storage_types, _sink("storage", found["storage"])),
                 (hooks.register_store_types, _sink("store", found["store"])),
                 (hooks.register_secret_kinds, _sink("secret", found["secret"])),
-                (hooks.register_demo_peers, peers.append),
             ):
                 for impl in hook.get_hookimpls():
                     if impl.plugin_name == name:
@@ -210,8 +235,7 @@ class Registry:
                     self.owners[item.name] = name
                 else:
                     self.port_owners[(kind, item.name)] = name
-        for peer in peers:
-            self.demo_peers.setdefault(peer.name, peer)
+        self._demo_peers = None  # collected again on next use
         info = PluginInfo(
             name, distribution, version,
             *(tuple(t.name for t in found[kind]) for kind in _KINDS),
@@ -221,6 +245,7 @@ class Registry:
     def remove(self, name: str) -> None:
         """Unregister a plugin added with :meth:`add_module` (tests)."""
         self._unregister(name)
+        self._demo_peers = None
         self.plugins = [p for p in self.plugins if p.name != name]
         for tname, owner in list(self.owners.items()):
             if owner == name:

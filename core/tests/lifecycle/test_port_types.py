@@ -423,7 +423,13 @@ def test_a_secret_kind_checks_its_reference_at_load_naming_the_path(
     assert vault.calls == []
 
 
-def test_an_unknown_secret_kind_is_a_config_error_naming_the_path() -> None:
+def test_an_unknown_secret_kind_is_a_config_error_naming_the_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import powerplane.secrets
+
+    # only core's kinds, as where powerplane-kubernetes is not installed
+    monkeypatch.setattr(powerplane.secrets, "secret_kinds", lambda: powerplane.secrets.CORE_KINDS)
     with pytest.raises(ConfigError) as err:
         parse_config(_channel({"k8s": "ns/name/key"}))
     (problem,) = err.value.problems

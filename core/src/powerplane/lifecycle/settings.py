@@ -59,7 +59,7 @@ PORTS = ("cluster", "storage", "store")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class PdbConfig(_Strict):
