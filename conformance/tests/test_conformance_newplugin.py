@@ -59,7 +59,10 @@ def test_generated_plugin_passes_the_suite(generated: Path, tmp_path: Path) -> N
     assert '"negative"' not in target
     for ident in ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT",
                   "WRONG_CREDENTIALS_REJECTED", "SECRET_NOT_DISCLOSED"):
-        got = {r["outcome"] for r in data["results"] if r["id"] == ident}
+        # a probe of the suite's own fake is made once per channel: the other nodes' checks
+        # name the node that made it
+        got = {r["outcome"] for r in data["results"] if r["id"] == ident
+               and not (r["outcome"] == "skip" and "made once per channel" in r["message"])}
         assert got == {"pass"}, (ident, [r["message"] for r in data["results"]
                                          if r["id"] == ident])
 

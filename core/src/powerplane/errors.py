@@ -29,6 +29,7 @@ installed distribution defines a ``PowerplaneError`` subclass this drawing lacks
         │   └── NotResolvable             2  only an awaited dispatch is resolved (.service)
         ├── ConcurrentChange              1  kept changing under other writers: try again (.store)
         ├── StoreError                    1  the store cannot be opened, read or written (.store)
+        │   └── KubernetesStoreError      1  the API server unusable as the store (kubernetes)
         ├── StorageError                  1  the storage system refused or failed (.storage)
         ├── InvalidTransition             1  not in the phase graph: a bug (.phases)
         └── PortError                     1  a cluster or storage port failed (.ports)

@@ -95,7 +95,7 @@ def operator(config: Path, kubeconfig: Path, identity: str, *args: str,
     return subprocess.Popen(
         [sys.executable, "-c", RUN, "--config", str(config), "operator", "run",
          "--kubeconfig", str(kubeconfig), "--namespace", "ops", "--identity", identity,
-         "--until-idle", "--timeout", "60", *FAST, *args],
+         "--until-idle", "--timeout", "180", *FAST, *args],
         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
 
@@ -113,7 +113,7 @@ def test_until_idle_drives_a_reboot_to_complete_with_one_verb(tmp_path: Path,
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     name = request(config)
     proc = operator(config, kubeconfig, "replica-a")
-    _out, err = proc.communicate(timeout=90)
+    _out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     m = stored(tmp_path, name)
     assert m.phase.value == "Complete"
@@ -137,7 +137,7 @@ def test_two_replicas_one_acts_sigkill_mid_maintenance_other_finishes_with_one_v
     name = request(config)
     procs = {who: operator(config, kubeconfig, who, crash_at="dispatch-sent:reboot")
              for who in ("replica-a", "replica-b")}
-    results = {who: (p.wait(timeout=90), p.communicate(timeout=10)) for who, p in procs.items()}
+    results = {who: (p.wait(timeout=240), p.communicate(timeout=10)) for who, p in procs.items()}
     codes = sorted(code for code, _ in results.values())
     assert codes == [-signal.SIGKILL, 0], {w: r[1][1][-2000:] for w, r in results.items()}
     dead = next(w for w, (code, _) in results.items() if code == -signal.SIGKILL)

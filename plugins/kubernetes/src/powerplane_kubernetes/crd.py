@@ -171,7 +171,13 @@ def _model_schema(model: type[BaseModel] | TypeAdapter[Any]) -> dict[str, Any]:
 
 def maintenance_schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``(spec, requests, status)`` structural schemas, generated from core's models."""
-    from powerplane.lifecycle.model import MaintenanceSpec, MaintenanceStatus
+    from powerplane import NodeMaintenance
+
+    # core's own models, reached through the public NodeMaintenance
+    MaintenanceSpec = NodeMaintenance.model_fields["spec"].annotation
+    MaintenanceStatus = NodeMaintenance.model_fields["status"].annotation
+    if not (isinstance(MaintenanceSpec, type) and isinstance(MaintenanceStatus, type)):
+        raise TypeError("core's NodeMaintenance no longer has model-typed spec and status")
 
     whole = structural(_model_schema(MaintenanceSpec), "spec")
     props = whole["properties"]
