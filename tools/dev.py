@@ -2,6 +2,7 @@
 
     ./dev demo [ARGS]     install if needed, then `powerplane demo ARGS`
     ./dev test [ARGS]     install if needed, then ruff, mypy --strict and pytest ARGS
+                          (in 3 worker processes; POWERPLANE_TEST_WORKERS=1 for one)
     ./dev bench           install if needed, then every benchmark under bench/
     ./dev install         install only
     ./dev run CMD ...     install if needed, then run CMD inside the venv
@@ -111,7 +112,15 @@ def main(argv: list[str]) -> int:
         if run([str(BIN / "mypy"), *typed], env=env) != 0:
             return 1
         print("== pytest", flush=True)
-        rc = run([str(PY), "-m", "pytest", *rest], env=env)
+        workers = os.environ.get("POWERPLANE_TEST_WORKERS", "3")
+        spread: list[str] = []
+        if workers not in ("", "0", "1") and not any(
+                a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest):
+            # most tests wait on peers (sockets, subprocesses, device timing), so a few
+            # more workers than cores pay; a module's (or a class's) tests stay together,
+            # so each peer fixture starts once per worker that needs it
+            spread = ["-n", workers, "--dist", "loadscope"]
+        rc = run([str(PY), "-m", "pytest", *spread, *rest], env=env)
         return 0 if rc == 5 and rest else rc
     print(f"unknown command {cmd!r}\n{__doc__}", file=sys.stderr)
     return 2
