@@ -183,3 +183,18 @@ def test_plugin_discovery_imports_no_heavy_library() -> None:
                          check=True).stdout
     assert "HEAVY []" in out
     assert "PEERS []" in out  # demo peers are collected when the demo asks, not at load
+
+
+def test_project_distributions_name_every_plugin_distribution_in_the_repository() -> None:
+    """Every ``plugins/*/pyproject.toml`` is a project distribution (loaded right after core's),
+    and nothing else is: a plugin added to the repository without its name here would be
+    ranked as a third party's."""
+    import tomllib
+    from pathlib import Path
+
+    from powerplane.plugins import PROJECT_DISTRIBUTIONS
+
+    root = Path(__file__).resolve().parents[2] / "plugins"
+    names = {tomllib.loads(p.read_text())["project"]["name"]
+             for p in root.glob("*/pyproject.toml")}
+    assert names == set(PROJECT_DISTRIBUTIONS)
