@@ -13,8 +13,12 @@ concurrent GETs; each system is judged from its own payload only. Readback reads
 The boot marker (:meth:`RedfishChannel.boot_marker`) reads ``LastResetTime``, else
 ``BootProgress.LastStateTime``, where the BMC publishes them.
 
-sushy is synchronous, so every method is a plain ``def``: the host runs them in worker
-threads, bounded per endpoint through :meth:`RedfishChannel.endpoint`.
+Both transports (:mod:`powerplane_redfish.connection`: the direct client for basic
+authentication, sushy for sessions) are synchronous, so every method is a plain ``def``:
+the host runs them in worker threads, bounded per endpoint through
+:meth:`RedfishChannel.endpoint`. Nothing is read that a call does not need: a named system
+is read by its path, without the service root (read only to find the only system of a
+service, or its ``$expand`` support for a batch).
 
 Every reset POST passes :func:`powerplane.about_to_send` right before it is written (so the
 channel type declares ``gated_sends``): once the host has given up on a call, nothing more
@@ -32,9 +36,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import sushy
-from sushy import connector as sushy_connector
-
 from powerplane import (
     Acceptance,
     CapabilitySet,
@@ -49,7 +50,7 @@ from powerplane import (
     require,
 )
 from powerplane_redfish.config import RedfishConfig, ResetType, ShutdownMode, parse_target
-from powerplane_redfish.connection import Connection
+from powerplane_redfish.connection import Connection, Session
 from powerplane_redfish.mapping import Plan, parse_reset_types, plan
 from powerplane_redfish.resources import (
     RESET_ACTION,
@@ -99,21 +100,19 @@ class RedfishChannel:
         return found if found is not None else self._discover(target)
 
     def _discover(self, target: str | None) -> _System:
-        with self.connection.use(target) as (root, conn):
-            path = target if target is not None else self._only_system(root)
-            found = self._from_system(conn, path, self._get_system(conn, path))
+        with self.connection.use(target) as session:
+            path = target if target is not None else self._only_system(session)
+            found = self._from_system(session, path, self._get_system(session, path))
         self._systems[target] = found
         return found
 
-    def _from_system(
-        self, conn: sushy_connector.Connector, path: str, system: ComputerSystem
-    ) -> _System:
+    def _from_system(self, session: Session, path: str, system: ComputerSystem) -> _System:
         """What one system's own payload (and its ActionInfo, if it points at one) allows."""
         action = system.actions.reset
         reset_target = action.target if action is not None else None
         if self.config.reset_types is not None:
             return self._declared(path, reset_target)
-        return self._discovered(conn, path, action, reset_target)
+        return self._discovered(session, path, action, reset_target)
 
     def _expand_query(self, service: Mapping[str, Any]) -> str | None:
         """The ``$expand`` query that inlines a collection's members, where the service
@@ -141,14 +140,14 @@ class RedfishChannel:
         came back as a ComputerSystem naming their own path count (a member left as a
         link is read on its own)."""
         try:
-            with self.connection.use(None) as (root, conn):
-                service = root.json if isinstance(root.json, Mapping) else {}
+            with self.connection.use(None) as session:
+                service = session.service_root()
                 query = self._expand_query(service)
                 systems = service.get("Systems")
                 path = systems.get("@odata.id") if isinstance(systems, Mapping) else None
                 if query is None or not isinstance(path, str):
                     return {}
-                body = self.connection.get_json(conn, f"{path.rstrip('/')}?{query}")
+                body = session.get_json(f"{path.rstrip('/')}?{query}")
         except ChannelError:
             return {}
         found: dict[str, dict[str, Any]] = {}
@@ -168,13 +167,22 @@ class RedfishChannel:
             system = parse(ComputerSystem, dict(body), target)
         except ValueError:
             return self.capabilities(target)
-        with self.connection.use(target) as (_, conn):
-            found = self._from_system(conn, target, system)
+        with self.connection.use(target) as session:
+            found = self._from_system(session, target, system)
         self._systems[target] = found
         return found.plan.caps
 
-    def _only_system(self, root: sushy.Sushy) -> str:
-        members = sorted(root.get_system_collection().members_identities)
+    def _only_system(self, session: Session) -> str:
+        """The one system of the service (its Systems collection read through the root)."""
+        systems = session.service_root().get("Systems")
+        path = systems.get("@odata.id") if isinstance(systems, Mapping) else None
+        if not isinstance(path, str):
+            raise ValueError("the service root links no Systems collection")
+        members = sorted(
+            m["@odata.id"].rstrip("/")
+            for m in session.get_json(path).get("Members", [])
+            if isinstance(m, Mapping) and isinstance(m.get("@odata.id"), str)
+        )
         if len(members) == 1:
             return str(members[0])
         if not members:
@@ -192,12 +200,12 @@ class RedfishChannel:
         target = reset_target or f"{path}/Actions/ComputerSystem.Reset"
         return _System(path, target, self._plan(declared, Source.DECLARED, "declared in config"))
 
-    def _get_system(self, conn: sushy_connector.Connector, path: str) -> ComputerSystem:
-        return self.connection.get_resource(conn, path, ComputerSystem)
+    def _get_system(self, session: Session, path: str) -> ComputerSystem:
+        return self.connection.get_resource(session, path, ComputerSystem)
 
     def _discovered(
         self,
-        conn: sushy_connector.Connector,
+        session: Session,
         path: str,
         action: ResetAction | None,
         reset_target: str | None,
@@ -208,7 +216,7 @@ class RedfishChannel:
         values = action.allowable_values
         where = f"{path} {_ALLOWABLE}"
         if values is None and action.action_info is not None:
-            info = self.connection.get_resource(conn, action.action_info, ActionInfo)
+            info = self.connection.get_resource(session, action.action_info, ActionInfo)
             values = info.reset_types()
             where = f"ActionInfo {action.action_info}"
         if values is None:
@@ -227,8 +235,8 @@ class RedfishChannel:
         self.connection.post_reset(target, system.reset_target, reset.value)
 
     def _power_state(self, system: _System, target: str | None) -> str | None:
-        with self.connection.use(target) as (_, conn):
-            return self._get_system(conn, system.path).power_state
+        with self.connection.use(target) as session:
+            return self._get_system(session, system.path).power_state
 
     def _await_off(self, system: _System, target: str | None) -> tuple[bool, str | None]:
         """Read ``PowerState`` until it is ``Off`` or ``shutdown_wait_s`` has passed."""
@@ -392,8 +400,8 @@ class RedfishChannel:
         ``OSRunning``, else None. A failed read raises the mapped error, never a marker.
         """
         system = self._system(target)
-        with self.connection.use(target) as (_, conn):
-            body = self._get_system(conn, system.path)
+        with self.connection.use(target) as session:
+            body = self._get_system(session, system.path)
         return boot_marker_of(body)
 
     def identity(self, target: str | None) -> dict[str, str]:
@@ -401,14 +409,14 @@ class RedfishChannel:
         BiosVersion, and its first manager's FirmwareVersion, where published (for the
         conformance report)."""
         system = self._system(target)
-        with self.connection.use(target) as (_, conn):
-            body = self._get_system(conn, system.path)
+        with self.connection.use(target) as session:
+            body = self._get_system(session, system.path)
             published = (("manufacturer", body.manufacturer), ("model", body.model),
                          ("serial", body.serial_number), ("bios", body.bios_version))
             out = {key: value for key, value in published if value}
             if body.links.managed_by:
                 first = body.links.managed_by[0].odata_id
-                manager = self.connection.get_resource(conn, first, Manager)
+                manager = self.connection.get_resource(session, first, Manager)
                 if manager.firmware_version is not None:
                     out["firmware"] = manager.firmware_version
         return out

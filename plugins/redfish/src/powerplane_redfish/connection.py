@@ -1,24 +1,38 @@
-"""One sushy root per BMC endpoint: created on first use, reused, logged out on close and errors.
+"""One session per BMC endpoint: created on first use, reused, logged out on close and errors.
 
-A Redfish service allows few sessions, so a channel holds exactly one :class:`sushy.Sushy`
-root (one login) for its endpoint and every node and call reuses it. When a call fails in a
-way that puts the connection in doubt (unreachable, timeout, TLS, authentication, an answer
-that makes no sense) the root is dropped and its session logged out, best effort; the next
-call logs in again. A refusal of one request (an HTTP 4xx/5xx with the BMC's words) keeps it.
+A Redfish service allows few sessions, so a channel holds exactly one session object for its
+endpoint and every node and call reuses it. Two kinds, by ``auth``:
 
-A reset is never retried: sushy's connector is built with one attempt per request (and
-without its retry of a POST on vendor "not ready" messages), so a reset is sent at most once
-and every failure surfaces within the configured timeouts. A GET answered 5xx is retried
-once, at once.
+- ``basic``: the direct client (:class:`DirectSession`), a small HTTP/1.1 client on the
+  standard library's ``http.client`` and ``ssl``: every request carries the basic
+  credentials, so there is nothing to log in or out and nothing is read before the first
+  call (not even the service root). It makes the few requests the channel makes (GET of a
+  resource as JSON, POST of a reset) and imports neither sushy nor requests, so a one-shot
+  command pays for neither. TLS: ``verify: true`` is the system CAs
+  (``ssl.create_default_context``), a path is a CA bundle (a directory: a CA path),
+  ``false`` verifies nothing. No proxy from the environment is used (a BMC is reached
+  directly), and no redirect is followed.
+- ``session`` and ``auto``: one :class:`sushy.Sushy` root (one Redfish session login,
+  re-authenticated by sushy when the service expires it), imported only then.
 
-Keep-alive: sushy asks for ``Connection: close``, but a BMC may keep the connection open
-anyway and close it later without saying so; reusing it then fails with
-``RemoteDisconnected`` (or a reset or broken pipe). A GET that meets that is retried once, at
-once, on a fresh connection (idle pooled connections are dropped first). Every other request
-(a reset, a login, a logout) is never retried and goes out on a fresh connection of its own,
-so a stale kept-alive connection never fails it. A reset POST is sent right after
-:func:`powerplane.about_to_send`, and if it fails after it may have left (a read timeout, a
-connection closed before the answer) it is :class:`~powerplane.OutcomeUnknown`.
+When a call fails in a way that puts the connection in doubt (unreachable, timeout, TLS,
+authentication, an answer that makes no sense) the session is dropped and logged out, best
+effort; the next call logs in again. A refusal of one request (an HTTP 4xx/5xx with the
+BMC's words) keeps it.
+
+A reset is never retried, by either kind: one attempt per request (sushy's connector is
+built with one attempt and without its retry of a POST on vendor "not ready" messages), so
+a reset is sent at most once and every failure surfaces within the configured timeouts. A
+GET answered 5xx is retried once, at once.
+
+Keep-alive: a BMC may keep a connection open and close it later without saying so;
+reusing it then fails with ``RemoteDisconnected`` (or a reset or broken pipe). A GET that
+meets that is retried once, at once, on a fresh connection (idle pooled connections are
+dropped first). Every other request (a reset, a login, a logout) is never retried and goes
+out on a fresh connection of its own, so a stale kept-alive connection never fails it. A
+reset POST is sent right after :func:`powerplane.about_to_send`, and if it fails after it
+may have left (a read timeout, a connection closed before the answer) it is
+:class:`~powerplane.OutcomeUnknown`.
 
 After :meth:`Connection.close` nothing is sent any more (a worker the host gave up on cannot
 log in again or send a reset late).
@@ -26,17 +40,19 @@ log in again or send a reset late).
 
 from __future__ import annotations
 
+import base64
+import functools
+import http.client
+import json
 import logging
+import socket
+import ssl
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
-
-import sushy
-from pydantic import BaseModel
-from sushy import auth as sushy_auth
-from sushy import connector as sushy_connector
-from sushy import exceptions as sushy_exc
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from powerplane import (
     ChannelError,
@@ -47,109 +63,112 @@ from powerplane import (
 )
 from powerplane_redfish.config import AuthMode, RedfishConfig
 from powerplane_redfish.errors import (
-    HANDLED,
+    ConnectFailed,
+    HandshakeFailed,
+    HTTPStatusError,
     connection_dropped,
+    handled,
     map_error,
     request_may_have_left,
 )
 from powerplane_redfish.resources import parse
 
-__all__ = ["Connection"]
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = ["Connection", "DirectSession", "Session"]
 
 log = logging.getLogger("powerplane_redfish")
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
+
+IDLE_CONNECTIONS = 4
+"""Kept-alive connections the direct client keeps for reuse by GETs (the host's default
+``limits.per_endpoint``)."""
+
+
+class Session(Protocol):
+    """What a channel call uses: one logged-in Redfish service."""
+
+    def get_json(self, path: str) -> dict[str, Any]:
+        """GET ``path`` and return its JSON object (a ValueError if it is not one)."""
+        ...
+
+    def post(self, path: str, body: dict[str, Any]) -> None:
+        """POST ``body`` as JSON to ``path``, once, on a fresh connection."""
+        ...
+
+    def service_root(self) -> dict[str, Any]:
+        """The service root (``/redfish/v1/``), read at most once per session."""
+        ...
+
+    def close(self) -> None:
+        """Log out (best effort) and close the connections."""
+        ...
 
 
 class Connection:
-    """The channel's one sushy root (and Redfish session) for its endpoint."""
+    """The channel's one session (a Redfish session, or basic credentials) for its endpoint."""
 
     def __init__(self, channel: str, config: RedfishConfig) -> None:
         self.channel = channel
         self.config = config
         self._lock = threading.Lock()
-        self._root: sushy.Sushy | None = None
-        self._conn: _Connector | None = None
-        self._auth: sushy_auth.AuthBase | None = None
-        """The auth object the root was built with (kept here, never read back from sushy)."""
+        self._session: Session | None = None
         self._closed = False
         self.logins = 0
-        """How many times a root was created (a login, for a session service)."""
+        """How many times a session was created (a login, for a session service)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _make_auth(self, password: str) -> sushy_auth.AuthBase:
-        user = self.config.username
-        if self.config.auth is AuthMode.SESSION:
-            return sushy_auth.SessionAuth(username=user, password=password)
+    def _open(self) -> Session:
+        password = self.config.password.reveal()
+        session: Session
         if self.config.auth is AuthMode.BASIC:
-            return sushy_auth.BasicAuth(username=user, password=password)
-        return sushy_auth.SessionOrBasicAuth(username=user, password=password)
-
-    def _open(self) -> tuple[sushy.Sushy, _Connector, sushy_auth.AuthBase]:
-        cfg = self.config
-        password = cfg.password.reveal()
-        conn = _Connector(
-            cfg.endpoint,
-            verify=cfg.verify,
-            # One attempt per request: sushy retries transport errors (POSTs included)
-            # unless told otherwise, which would break "a verb is sent at most once".
-            # A GET answered 5xx is retried once, at once.
-            server_side_retries=1,
-            server_side_retries_delay=0,
-            default_request_timeout=cfg.timeouts.read_s,
-            connect_timeout=cfg.timeouts.connect_s,
-        )
-        auth = self._make_auth(password)
-        try:
-            root = sushy.Sushy(cfg.endpoint, verify=cfg.verify, auth=auth, connector=conn)
-        except BaseException:
-            _logout(auth)
-            conn.close()
-            raise
+            session = DirectSession(self.config, password)
+        else:
+            session = _SushySession(self.config, password)
         self.logins += 1
-        return root, conn, auth
+        return session
 
-    def _current(self) -> tuple[sushy.Sushy, _Connector]:
+    def _current(self) -> Session:
         with self._lock:
             if self._closed:
                 raise ChannelError("the channel was closed; nothing was sent",
                                    channel=self.channel)
-            if self._root is None or self._conn is None:
-                self._root, self._conn, self._auth = self._open()
-            return self._root, self._conn
+            if self._session is None:
+                self._session = self._open()
+            return self._session
 
-    def drop(self, root: sushy.Sushy | None = None) -> None:
-        """Log out and forget the root (only if it is still ``root``, when given)."""
+    def drop(self, session: Session | None = None) -> None:
+        """Log out and forget the session (only if it is still ``session``, when given)."""
         with self._lock:
-            if self._root is None or (root is not None and root is not self._root):
+            current = self._session
+            if current is None or (session is not None and session is not current):
                 return
-            auth, conn = self._auth, self._conn
-            self._root = self._conn = self._auth = None
-        _logout(auth)
-        if conn is not None:
-            conn.close()
+            self._session = None
+        current.close()
 
     def close(self) -> None:
-        """Log out the session (if any) and close the HTTP session; send nothing after."""
+        """Log out the session (if any) and close the connections; send nothing after."""
         with self._lock:
             self._closed = True
         self.drop()
 
     # -- calls -------------------------------------------------------------------------------
     @contextmanager
-    def use(
-        self, target: object, action: str | None = None
-    ) -> Iterator[tuple[sushy.Sushy, sushy_connector.Connector]]:
-        """The root and connector for one call; library errors come out mapped.
+    def use(self, target: object, action: str | None = None) -> Iterator[Session]:
+        """The session for one call; library errors come out mapped.
 
-        A mapped error other than a refusal drops the root (and logs its session out).
+        A mapped error other than a refusal drops the session (and logs it out).
         """
-        root: sushy.Sushy | None = None
+        session: Session | None = None
         try:
-            root, conn = self._current()
-            yield root, conn
-        except HANDLED as exc:
-            raise self._failed(exc, root, target, action) from exc
+            session = self._current()
+            yield session
+        except Exception as exc:
+            if not isinstance(exc, handled()):
+                raise
+            raise self._failed(exc, session, target, action) from exc
 
     def post_reset(self, target: object, path: str, reset_type: str) -> None:
         """POST one ``ComputerSystem.Reset``: at most once, on a fresh connection, gated.
@@ -159,15 +178,17 @@ class Connection:
         after the request may have left is :class:`~powerplane.OutcomeUnknown`.
         """
         action = f"ResetType={reset_type}"
-        root: sushy.Sushy | None = None
+        session: Session | None = None
         sending = False
         try:
-            root, conn = self._current()
+            session = self._current()
             about_to_send()
             sending = True
-            conn.post(path, data={"ResetType": reset_type})
-        except HANDLED as exc:
-            mapped = self._failed(exc, root, target, action)
+            session.post(path, {"ResetType": reset_type})
+        except Exception as exc:
+            if not isinstance(exc, handled()):
+                raise
+            mapped = self._failed(exc, session, target, action)
             if sending and not isinstance(mapped, RefusedByDevice | OutcomeUnknown) and (
                 request_may_have_left(exc)
             ):
@@ -176,9 +197,9 @@ class Connection:
             raise mapped from exc
 
     def _failed(
-        self, exc: BaseException, root: sushy.Sushy | None, target: object, action: str | None
+        self, exc: BaseException, session: Session | None, target: object, action: str | None
     ) -> ChannelError:
-        """``exc`` mapped; the root dropped (and its session logged out) unless a refusal."""
+        """``exc`` mapped; the session dropped (and logged out) unless a refusal."""
         mapped = map_error(
             exc,
             channel=self.channel,
@@ -187,8 +208,8 @@ class Connection:
             verify=self.config.verify,
             secrets=self._secrets(),
         )
-        if not isinstance(mapped, RefusedByDevice):
-            self.drop(root)
+        if not isinstance(mapped, RefusedByDevice) and session is not None:
+            self.drop(session)
         return mapped
 
     def _secrets(self) -> tuple[str, ...]:
@@ -197,80 +218,299 @@ class Connection:
         except PowerplaneError:
             return ()
 
-    def get_json(self, conn: sushy_connector.Connector, path: str) -> dict[str, Any]:
-        """GET ``path`` and return its JSON object."""
-        body = conn.get(path).json()
-        if not isinstance(body, dict):
-            raise ValueError(f"{path} is not a JSON object")
-        return body
-
-    def get_resource(self, conn: sushy_connector.Connector, path: str, model: type[M]) -> M:
+    def get_resource(self, session: Session, path: str, model: type[M]) -> M:
         """GET ``path`` as the declared resource ``model``.
 
         A body that does not fit raises :class:`~powerplane_redfish.resources.InvalidResource`
-        (a ``ValueError``: inside :meth:`use` it comes out as a ProtocolError, and the root
+        (a ``ValueError``: inside :meth:`use` it comes out as a ProtocolError, and the session
         is dropped, as after any answer that makes no sense).
         """
-        return parse(model, self.get_json(conn, path), path)
+        return parse(model, session.get_json(path), path)
 
 
-class _Connector(sushy_connector.Connector):  # type: ignore[misc]
-    """sushy's connector, minus its retry of a POST on vendor "not ready" messages, plus one
-    retry of a GET on a connection the BMC closed."""
+def _json_object(body: Any, path: str) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return body
 
-    def check_retry_on_exception(self, exception_msg: object) -> bool:
-        """Never: a refused reset is reported, not sent again."""
-        return False
 
-    def forget_idle(self) -> None:
-        """Close the idle pooled connections, so the next request opens a fresh one.
+# -- the direct client (basic authentication) ------------------------------------------------
+class DirectSession:
+    """Basic authentication over ``http.client``: GET as JSON, POST once, nothing else.
 
-        sushy's public :meth:`close` closes the HTTP session's connection pools; the
-        session stays usable and opens fresh connections. A request in flight in another
-        thread keeps its connection (it is closed, not pooled, when that request ends).
-        """
-        self.close()
+    Timeouts: ``timeouts.connect_s`` bounds the TCP connect and the TLS handshake,
+    ``timeouts.read_s`` every read once the request was written. A failure before the
+    request was written is :class:`~powerplane_redfish.errors.ConnectFailed` or
+    :class:`~powerplane_redfish.errors.HandshakeFailed` (nothing was sent); an answer other
+    than 2xx is :class:`~powerplane_redfish.errors.HTTPStatusError`.
+    """
 
-    def get(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
-        """GET; once more on a fresh connection when the BMC closed or reset the first."""
+    def __init__(self, config: RedfishConfig, password: str) -> None:
+        url = urllib.parse.urlsplit(config.endpoint)
+        self._https = url.scheme == "https"
+        self._host = url.hostname or ""
+        self._port = url.port or (443 if self._https else 80)
+        self._prefix = url.path.rstrip("/")
+        self._verify = config.verify
+        self._connect_s = config.timeouts.connect_s
+        self._read_s = config.timeouts.read_s
+        token = base64.b64encode(f"{config.username}:{password}".encode()).decode("ascii")
+        self._headers = {
+            "Authorization": f"Basic {token}",
+            "Accept": "application/json",
+            "OData-Version": "4.0",
+            "User-Agent": "powerplane-redfish",
+        }
+        self._lock = threading.Lock()
+        self._idle: list[http.client.HTTPConnection] = []
+        self._context: ssl.SSLContext | None = None
+        self._root: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"DirectSession({self._host}:{self._port})"  # never the credentials
+
+    # -- the session protocol ----------------------------------------------------------------
+    def get_json(self, path: str) -> dict[str, Any]:
+        """GET ``path``: once more at once if answered 5xx or dropped on a kept-alive
+        connection; its body as a JSON object."""
+        status, body = self._get(path)
+        if status >= 500:
+            log.info("GET %s: answered %d; retrying once", path, status)
+            status, body = self._get(path)
+        if not 200 <= status < 300:
+            raise HTTPStatusError("GET", path, status, body)
+        return _json_object(json.loads(body), path)
+
+    def post(self, path: str, body: dict[str, Any]) -> None:
+        """POST on a fresh connection, once; any 2xx is accepted."""
+        status, answer = self._exchange("POST", path, json.dumps(body).encode(), reuse=False)
+        if not 200 <= status < 300:
+            raise HTTPStatusError("POST", path, status, answer)
+
+    def service_root(self) -> dict[str, Any]:
+        """``GET /redfish/v1/``, once."""
+        if self._root is None:
+            self._root = self.get_json("/redfish/v1/")
+        return self._root
+
+    def close(self) -> None:
+        """Close the idle connections (basic authentication has no session to log out)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _get(self, path: str) -> tuple[int, bytes]:
         try:
-            return super().get(path, *args, **kwargs)
-        except sushy_exc.ConnectionError as exc:
+            return self._exchange("GET", path, None, reuse=True)
+        except (ConnectFailed, HandshakeFailed):
+            raise
+        except OSError as exc:
             if not connection_dropped(exc):
                 raise
             log.info("GET %s: the BMC closed the connection without answering; "
                      "retrying once on a fresh connection", path)
+            self.close()
+        return self._exchange("GET", path, None, reuse=False)
+
+    def _exchange(
+        self, method: str, path: str, body: bytes | None, *, reuse: bool
+    ) -> tuple[int, bytes]:
+        """One request and its whole answer. ``reuse``: on an idle kept-alive connection if
+        there is one, given back after; else on a fresh connection, closed after."""
+        conn = self._take_idle() if reuse else None
+        if conn is None:
+            conn = self._connect()
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        if not reuse:
+            headers["Connection"] = "close"
+        try:
+            conn.request(method, self._prefix + path, body=body, headers=headers)
+            response = conn.getresponse()
+            answer = response.read()
+        except BaseException:
+            conn.close()
+            raise
+        if reuse and not response.will_close:
+            self._give_back(conn)
+        else:
+            conn.close()
+        return response.status, answer
+
+    def _take_idle(self) -> http.client.HTTPConnection | None:
+        with self._lock:
+            return self._idle.pop() if self._idle else None
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _connect(self) -> http.client.HTTPConnection:
+        """A new connection, TCP and TLS set up within ``connect_s``; reads then bounded by
+        ``read_s``."""
+        try:
+            sock = socket.create_connection((self._host, self._port), timeout=self._connect_s)
+        except OSError as exc:
+            raise ConnectFailed(f"cannot connect to {self._host}:{self._port}") from exc
+        if self._https:
+            try:
+                sock = self._tls().wrap_socket(sock, server_hostname=self._host)
+            except OSError as exc:  # ssl.SSLError is an OSError
+                sock.close()
+                raise HandshakeFailed(f"TLS with {self._host}:{self._port} failed") from exc
+        sock.settimeout(self._read_s)
+        conn = http.client.HTTPConnection(self._host, self._port, timeout=self._read_s)
+        conn.sock = sock  # set up here, so http.client never connects on its own
+        return conn
+
+    def _tls(self) -> ssl.SSLContext:
+        if self._context is None:
+            self._context = _tls_context(self._verify)
+        return self._context
+
+
+def _tls_context(verify: bool | str) -> ssl.SSLContext:
+    """The client TLS context for ``verify`` (true: the system CAs; a path: that bundle or
+    CA directory; false: no verification)."""
+    if verify is False:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if verify is True:
+        return ssl.create_default_context()
+    where = Path(verify).expanduser()
+    if where.is_dir():
+        return ssl.create_default_context(capath=str(where))
+    return ssl.create_default_context(cafile=str(where))
+
+
+# -- sushy (session and auto authentication) -------------------------------------------------
+class _SushySession:
+    """One sushy root (a Redfish session login, or sushy's choice under ``auto``) and its
+    connector; sushy is imported here, on first use."""
+
+    def __init__(self, config: RedfishConfig, password: str) -> None:
+        import sushy
+        from sushy import auth as sushy_auth
+
+        user = config.username
+        auth: Any
+        if config.auth is AuthMode.SESSION:
+            auth = sushy_auth.SessionAuth(username=user, password=password)
+        else:
+            auth = sushy_auth.SessionOrBasicAuth(username=user, password=password)
+        conn = _connector_class()(
+            config.endpoint,
+            verify=config.verify,
+            # One attempt per request: sushy retries transport errors (POSTs included)
+            # unless told otherwise, which would break "a verb is sent at most once".
+            # A GET answered 5xx is retried once, at once.
+            server_side_retries=1,
+            server_side_retries_delay=0,
+            default_request_timeout=config.timeouts.read_s,
+            connect_timeout=config.timeouts.connect_s,
+        )
+        try:
+            root = sushy.Sushy(config.endpoint, verify=config.verify, auth=auth,
+                               connector=conn)
+        except BaseException:
+            _logout(auth)
+            conn.close()
+            raise
+        self._root, self._conn, self._auth = root, conn, auth
+        """The auth object the root was built with (kept here, never read back from sushy)."""
+
+    def get_json(self, path: str) -> dict[str, Any]:
+        return _json_object(self._conn.get(path).json(), path)
+
+    def post(self, path: str, body: dict[str, Any]) -> None:
+        self._conn.post(path, data=body)
+
+    def service_root(self) -> dict[str, Any]:
+        body = self._root.json
+        return body if isinstance(body, dict) else {}
+
+    def close(self) -> None:
+        _logout(self._auth)
+        self._conn.close()
+
+
+@functools.cache
+def _connector_class() -> type[Any]:
+    """:class:`_Connector`, defined once sushy is imported."""
+    from sushy import connector as sushy_connector
+    from sushy import exceptions as sushy_exc
+
+    class _Connector(sushy_connector.Connector):  # type: ignore[misc]
+        """sushy's connector, minus its retry of a POST on vendor "not ready" messages,
+        plus one retry of a GET on a connection the BMC closed."""
+
+        def check_retry_on_exception(self, exception_msg: object) -> bool:
+            """Never: a refused reset is reported, not sent again."""
+            return False
+
+        def forget_idle(self) -> None:
+            """Close the idle pooled connections, so the next request opens a fresh one.
+
+            sushy's public :meth:`close` closes the HTTP session's connection pools; the
+            session stays usable and opens fresh connections. A request in flight in another
+            thread keeps its connection (it is closed, not pooled, when that request ends).
+            """
+            self.close()
+
+        def get(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+            """GET; once more on a fresh connection when the BMC closed or reset the first."""
+            try:
+                return super().get(path, *args, **kwargs)
+            except sushy_exc.ConnectionError as exc:
+                if not connection_dropped(exc):
+                    raise
+                log.info("GET %s: the BMC closed the connection without answering; "
+                         "retrying once on a fresh connection", path)
+                self.forget_idle()
+            return super().get(path, *args, **kwargs)
+
+        def post(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+            """POST on a fresh connection, once."""
             self.forget_idle()
-        return super().get(path, *args, **kwargs)
+            return super().post(path, *args, **kwargs)
 
-    def post(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
-        """POST on a fresh connection, once."""
-        self.forget_idle()
-        return super().post(path, *args, **kwargs)
+        def patch(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+            """PATCH on a fresh connection, once."""
+            self.forget_idle()
+            return super().patch(path, *args, **kwargs)
 
-    def patch(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
-        """PATCH on a fresh connection, once."""
-        self.forget_idle()
-        return super().patch(path, *args, **kwargs)
+        def put(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+            """PUT on a fresh connection, once."""
+            self.forget_idle()
+            return super().put(path, *args, **kwargs)
 
-    def put(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
-        """PUT on a fresh connection, once."""
-        self.forget_idle()
-        return super().put(path, *args, **kwargs)
+        def delete(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
+            """DELETE on a fresh connection, once."""
+            self.forget_idle()
+            return super().delete(path, *args, **kwargs)
 
-    def delete(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
-        """DELETE on a fresh connection, once."""
-        self.forget_idle()
-        return super().delete(path, *args, **kwargs)
+    return _Connector
 
 
 def _logout(auth: object) -> None:
     """Log a Redfish session out, best effort (a session-less auth does nothing)."""
+    from sushy import auth as sushy_auth
+
     if not isinstance(auth, sushy_auth.AuthBase):
         return
     try:
         auth.close()
-    except HANDLED as exc:
+    except Exception as exc:
+        if not isinstance(exc, handled()):
+            raise
         log.warning("logging out of the Redfish session failed: %s", type(exc).__name__)
     finally:
         # Never try again from sushy's __del__ (at garbage collection, in any thread).

@@ -1,4 +1,11 @@
-"""Mapping sushy's and requests' exceptions into powerplane's hierarchy.
+"""Mapping the transports' exceptions into powerplane's hierarchy.
+
+Two transports raise here: the direct client of :mod:`powerplane_redfish.connection`
+(basic authentication over the standard library's ``http.client``), whose own classes are
+defined below, and sushy (session and auto authentication), which raises sushy's and
+requests' classes. sushy, requests and urllib3 are never imported by this module: a class
+of theirs is matched only once its module is loaded (an exception of a library that was
+never imported cannot occur), so a process that uses the direct client imports neither.
 
 HTTP status codes follow core's one rule (``powerplane.errors``): 401 and 403 are
 ``AuthenticationFailed``; every other 4xx and every 5xx is ``RefusedByDevice`` with the
@@ -25,26 +32,37 @@ subclass per status (``BadRequestError`` 400, ``AccessError`` 401/403,
         the declared resource: InvalidResource)  -> ProtocolError
     OSError (socket, file)                       -> Unreachable (ssl errors: TLS, as above)
 
+    the direct client's own classes:
+    HTTPStatusError 401/403                      -> AuthenticationFailed
+    HTTPStatusError (other non-2xx)              -> RefusedByDevice (with @Message.ExtendedInfo)
+    ConnectFailed (TCP connect; an OSError)      -> Unreachable (a timeout: no answer from
+                                                    the network within the connect timeout)
+    HandshakeFailed (TLS setup; an OSError)      -> TLSVerificationFailed (a timeout:
+                                                    ChannelTimeout)
+    http.client.HTTPException (a malformed
+        answer: bad status line, short body)     -> ProtocolError
+
 A reset POST that failed after it may have left (anything but no connection, a connect
-timeout or a failed TLS handshake, see :func:`request_may_have_left`) is
+timeout or a failed TLS handshake: ``ConnectFailed``, ``HandshakeFailed``, see
+:func:`request_may_have_left`) is
 :class:`~powerplane.OutcomeUnknown` instead: the BMC may have applied it.
 :func:`connection_dropped` tells a connection the BMC closed or reset (``RemoteDisconnected``,
 ``ConnectionResetError``, ``BrokenPipeError``), after which a GET is retried once.
 
-:data:`HANDLED` lists the base classes :func:`map_error` accepts; a test proves every
-subclass of them maps to a :class:`~powerplane.ChannelError`. No message carries a secret:
+:func:`handled` lists the base classes :func:`map_error` accepts (sushy's ``SushyError``
+among them once sushy is loaded); a test proves every subclass of them maps to a
+:class:`~powerplane.ChannelError`. No message carries a secret:
 the password is scrubbed from every text taken from the device or a library.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import ssl
-from collections.abc import Iterable
-
-import requests
-from sushy import exceptions as sushy_exc
-from urllib3 import exceptions as urllib3_exc
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from powerplane import (
     AuthenticationFailed,
@@ -56,15 +74,74 @@ from powerplane import (
     Unreachable,
 )
 
-__all__ = ["HANDLED", "connection_dropped", "map_error", "request_may_have_left"]
+__all__ = [
+    "ConnectFailed",
+    "HTTPStatusError",
+    "HandshakeFailed",
+    "connection_dropped",
+    "handled",
+    "map_error",
+    "request_may_have_left",
+]
 
-HANDLED: tuple[type[BaseException], ...] = (
-    sushy_exc.SushyError,
-    requests.exceptions.RequestException,
-    OSError,
+
+class ConnectFailed(OSError):
+    """The direct client could not open the TCP connection (refused, unreachable, a name
+    that does not resolve, no answer within ``timeouts.connect_s``): nothing was sent.
+    The socket's error is its ``__cause__``."""
+
+
+class HandshakeFailed(OSError):
+    """The TCP connection opened but TLS could not be set up (a certificate that does not
+    verify, a failed or timed-out handshake, a CA bundle that cannot be loaded): nothing
+    was sent. The ssl or socket error is its ``__cause__``."""
+
+
+class HTTPStatusError(Exception):
+    """The BMC answered a request of the direct client with a status other than 2xx.
+
+    ``detail`` and ``extended_info`` are the Redfish error body's ``error.message`` and
+    ``error.@Message.ExtendedInfo``, where the body has them (the device's words; the text
+    of the exception itself never carries them).
+    """
+
+    def __init__(self, method: str, path: str, status: int, body: bytes) -> None:
+        self.method = method
+        self.path = path
+        self.status_code = status
+        self.detail: str | None = None
+        self.extended_info: Any = None
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+        if isinstance(error, dict):
+            message = error.get("message")
+            self.detail = message if isinstance(message, str) else None
+            self.extended_info = error.get("@Message.ExtendedInfo")
+        super().__init__(f"HTTP {method} {path} answered {status}")
+
+
+_OURS: tuple[type[BaseException], ...] = (
+    OSError,  # requests' RequestException is an OSError too
     ValueError,
+    http.client.HTTPException,
+    HTTPStatusError,
 )
-"""The exception classes (and their subclasses) a channel call maps; others escape to the host."""
+
+
+def _classes(module: str, *names: str) -> tuple[type[BaseException], ...]:
+    """Those classes of ``module`` if it is loaded, else none (nothing of it can be raised)."""
+    found = sys.modules.get(module)
+    return tuple(getattr(found, name) for name in names) if found is not None else ()
+
+
+def handled() -> tuple[type[BaseException], ...]:
+    """The exception classes (and their subclasses) a channel call maps; others escape to
+    the host: OSError, ValueError, ``http.client.HTTPException``, :class:`HTTPStatusError`,
+    and sushy's ``SushyError`` once sushy is loaded."""
+    return _OURS + _classes("sushy.exceptions", "SushyError")
 
 
 def _scrub(text: str, secrets: Iterable[str]) -> str:
@@ -105,13 +182,16 @@ _DROPPED = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 """The BMC closed or reset the connection (``http.client.RemoteDisconnected`` is a
 ``ConnectionResetError``)."""
 
-_NEVER_LEFT: tuple[type[BaseException], ...] = (
-    urllib3_exc.NewConnectionError,  # refused, unreachable, DNS (NameResolutionError)
-    urllib3_exc.ConnectTimeoutError,
-    requests.exceptions.ConnectTimeout,
-    ConnectionRefusedError,
-)
-"""Failures before a request is written: no connection."""
+def _never_left_classes() -> tuple[type[BaseException], ...]:
+    """Failures before a request is written: no connection."""
+    return (
+        ConnectFailed,
+        HandshakeFailed,
+        ConnectionRefusedError,
+        # refused, unreachable, DNS (NameResolutionError)
+        *_classes("urllib3.exceptions", "NewConnectionError", "ConnectTimeoutError"),
+        *_classes("requests.exceptions", "ConnectTimeout"),
+    )
 
 _HANDSHAKE_WORDS = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed", "handshake",
                     "WRONG_VERSION_NUMBER", "wrong version number")
@@ -119,9 +199,9 @@ _HANDSHAKE_WORDS = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed", "h
 
 
 def _never_left(link: BaseException) -> bool:
-    if isinstance(link, _NEVER_LEFT):
+    if isinstance(link, _never_left_classes()):
         return True
-    if isinstance(link, requests.exceptions.SSLError | ssl.SSLError):
+    if isinstance(link, (ssl.SSLError, *_classes("requests.exceptions", "SSLError"))):
         text = str(link)
         return any(word in text for word in _HANDSHAKE_WORDS)
     return False
@@ -143,12 +223,14 @@ def request_may_have_left(exc: BaseException) -> bool:
     may have left.
     """
     links = _links(exc)
-    if any(isinstance(link, sushy_exc.HTTPError) for link in links):
+    answered: tuple[type[BaseException], ...] = (
+        HTTPStatusError, *_classes("sushy.exceptions", "HTTPError"))
+    if any(isinstance(link, answered) for link in links):
         return False
     return not any(_never_left(link) for link in links)
 
 
-def _device_words(exc: sushy_exc.HTTPError) -> str:
+def _device_words(exc: Any) -> str:
     """The BMC's own words: every ``@Message.ExtendedInfo`` message, else its error message."""
     info = exc.extended_info
     messages: list[str] = []
@@ -169,8 +251,20 @@ def _transport(
     exc: BaseException, verify: bool | str
 ) -> tuple[type[ChannelError], str] | None:
     """Classify a transport failure found anywhere in ``exc``'s chain."""
+    req_ssl = _classes("requests.exceptions", "SSLError")
+    req_connect_timeout = _classes("requests.exceptions", "ConnectTimeout")
+    req_timeout = _classes("requests.exceptions", "Timeout")
+    req_connection = _classes("requests.exceptions", "ConnectionError")
     for link in _chain(exc):
-        if isinstance(link, requests.exceptions.SSLError | ssl.SSLError):
+        if isinstance(link, ConnectFailed):
+            if isinstance(link.__cause__, TimeoutError):
+                return Unreachable, "no answer from the network within the connect timeout"
+            return Unreachable, _connection_words(link.__cause__ or link)
+        if isinstance(link, HandshakeFailed) and not isinstance(link.__cause__, ssl.SSLError):
+            if isinstance(link.__cause__, TimeoutError):
+                return ChannelTimeout, "the BMC did not complete the TLS handshake in time"
+            return TLSVerificationFailed, "TLS handshake with the BMC failed"
+        if isinstance(link, (ssl.SSLError, *req_ssl)):
             text = str(link)
             if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
                 where = f"the CA bundle {verify}" if isinstance(verify, str) else "the system CAs"
@@ -180,16 +274,18 @@ def _transport(
             if "timed out" in text:
                 return ChannelTimeout, "the BMC did not complete the TLS handshake in time"
             return TLSVerificationFailed, "TLS handshake with the BMC failed"
-        if isinstance(link, requests.exceptions.ConnectTimeout):
+        if isinstance(link, req_connect_timeout):
             return Unreachable, "no answer from the network within the connect timeout"
-        if isinstance(link, requests.exceptions.Timeout | TimeoutError):
+        if isinstance(link, (TimeoutError, *req_timeout)):
             return ChannelTimeout, "the BMC accepted the connection but did not answer in time"
-        if isinstance(link, requests.exceptions.ConnectionError | ConnectionError):
+        if isinstance(link, (ConnectionError, *req_connection)):
             return Unreachable, _connection_words(link)
     return None
 
 
 def _connection_words(exc: BaseException) -> str:
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return "the BMC closed the connection without answering"
     text = str(exc)
     if "Connection refused" in text:
         return "connection refused"
@@ -198,6 +294,28 @@ def _connection_words(exc: BaseException) -> str:
     if "RemoteDisconnected" in text or "Connection aborted" in text or "reset by peer" in text:
         return "the BMC closed the connection without answering"
     return "cannot connect to the BMC"
+
+
+def _sushy_status(
+    exc: BaseException, make: Callable[[type[ChannelError], str], ChannelError]
+) -> ChannelError | None:
+    """sushy's answers of the BMC (its HTTPError classes, its missing session token)."""
+    sushy_exc = sys.modules.get("sushy.exceptions")
+    if sushy_exc is None:
+        return None
+    if isinstance(exc, sushy_exc.AccessError):
+        return make(
+            AuthenticationFailed,
+            f"the BMC rejected the credentials (HTTP {exc.status_code}): {_device_words(exc)}",
+        )
+    if isinstance(exc, sushy_exc.MissingXAuthToken):
+        return make(ProtocolError, "the BMC created a session but returned no X-Auth-Token")
+    if isinstance(exc, sushy_exc.HTTPError):
+        return make(
+            RefusedByDevice,
+            f"the BMC refused the request (HTTP {exc.status_code}): {_device_words(exc)}",
+        )
+    return None
 
 
 def map_error(
@@ -222,28 +340,27 @@ def map_error(
 
     if isinstance(exc, ChannelError):
         return exc
-    if isinstance(exc, sushy_exc.AccessError):
-        return make(
-            AuthenticationFailed,
-            f"the BMC rejected the credentials (HTTP {exc.status_code}): {_device_words(exc)}",
-        )
-    if isinstance(exc, sushy_exc.MissingXAuthToken):
-        return make(ProtocolError, "the BMC created a session but returned no X-Auth-Token")
-    if isinstance(exc, sushy_exc.HTTPError):
-        return make(
-            RefusedByDevice,
-            f"the BMC refused the request (HTTP {exc.status_code}): {_device_words(exc)}",
-        )
+    if isinstance(exc, HTTPStatusError):
+        cls = AuthenticationFailed if exc.status_code in (401, 403) else RefusedByDevice
+        words = ("the BMC rejected the credentials" if cls is AuthenticationFailed
+                 else "the BMC refused the request")
+        return make(cls, f"{words} (HTTP {exc.status_code}): {_device_words(exc)}")
+    sushy_mapped = _sushy_status(exc, make)
+    if sushy_mapped is not None:
+        return sushy_mapped
     found = _transport(exc, verify)
     if found is not None:
         return make(*found)
-    if isinstance(exc, requests.exceptions.JSONDecodeError | json.JSONDecodeError):
+    if isinstance(exc, (json.JSONDecodeError,
+                        *_classes("requests.exceptions", "JSONDecodeError"))):
         return make(ProtocolError, "the BMC answered with a body that is not valid JSON")
     if isinstance(exc, ValueError):
         return make(ProtocolError, f"unexpected answer from the BMC: {exc}")
-    if isinstance(exc, sushy_exc.SushyError):
+    if isinstance(exc, http.client.HTTPException):
+        return make(ProtocolError, f"malformed HTTP answer from the BMC: {type(exc).__name__}")
+    if isinstance(exc, _classes("sushy.exceptions", "SushyError")):
         return make(ProtocolError, f"unexpected answer from the BMC: {exc}")
-    if isinstance(exc, requests.exceptions.RequestException):
+    if isinstance(exc, _classes("requests.exceptions", "RequestException")):
         return make(ProtocolError, f"HTTP request failed: {type(exc).__name__}")
     if isinstance(exc, OSError):
         reason = exc.strerror or type(exc).__name__
