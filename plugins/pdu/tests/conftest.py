@@ -40,6 +40,7 @@ DEVICES: dict[str, tuple[str, dict[int, str], str | None]] = {
     "batch": ("apc-rpdu2", dict.fromkeys(range(1, 9), "on"), None),
     "faulty": ("eaton-epdu", FOUR, None),
     "conformance": ("apc-rpdu2", FOUR, None),
+    "engine": ("apc-rpdu2", FOUR, None),
 }
 FAULTY = {"faulty": frozenset({2})}
 

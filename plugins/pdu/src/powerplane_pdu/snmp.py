@@ -21,6 +21,16 @@ decryption failure -> ``AuthenticationFailed``, an error status in the response 
 ``RefusedByDevice``, a bad address -> ``Unreachable``. No message carries a community or key.
 The per-request timeout is ``timeouts.read_s`` (SNMP is UDP: there is no connection, so
 ``timeouts.connect_s`` does not apply), ``retries`` retransmissions after the first.
+
+Requests go through pysnmp's command generators (``pysnmp.entity.rfc3413.cmdgen``) with
+numeric var-binds, below the high-level ``get_cmd``/``set_cmd``: those resolve every
+var-bind through a MIB view, which attaches a pysmi MIB compiler to the engine's MIB
+builder on first use (a LALR parser built per engine, about a second), although every OID
+here is numeric and no response is looked up in a MIB. Each PDU keeps an engine of its
+own: the engine's local configuration holds the credentials (pysnmp keys its v3 users by
+user name, and re-adds a user whose keys changed, so two channels with one user name and
+different keys must not share an engine), and its one UDP socket is released by
+:meth:`SnmpPdu.close`.
 """
 
 from __future__ import annotations
@@ -29,19 +39,13 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from pysnmp.entity.engine import SnmpEngine
+from pysnmp.entity.rfc3413.cmdgen import GetCommandGenerator, SetCommandGenerator
 from pysnmp.error import PySnmpError
-from pysnmp.hlapi.v3arch.asyncio import (
-    CommunityData,
-    ContextData,
-    ObjectIdentity,
-    ObjectType,
-    SnmpEngine,
-    UdpTransportTarget,
-    UsmUserData,
-    get_cmd,
-    set_cmd,
-)
-from pysnmp.proto.rfc1902 import Integer32
+from pysnmp.hlapi.v3arch.asyncio.auth import CommunityData, UsmUserData
+from pysnmp.hlapi.v3arch.asyncio.lcd import CommandGeneratorLcdConfigurator
+from pysnmp.hlapi.v3arch.asyncio.transport import UdpTransportTarget
+from pysnmp.proto.rfc1902 import Integer32, ObjectName, OctetString
 from pysnmp.proto.rfc1905 import EndOfMibView, NoSuchInstance, NoSuchObject
 
 from powerplane import (
@@ -63,10 +67,52 @@ from powerplane_pdu.errors import map_error
 from powerplane_pdu.outlets import OutletId, OutletReading
 from powerplane_pdu.profiles import PROFILES, OutletState, Profile, detect, get_profile
 
-__all__ = ["SYS_OBJECT_ID", "SnmpPdu"]
+__all__ = ["SYS_OBJECT_ID", "SnmpPdu", "configure", "send"]
 
 SYS_OBJECT_ID = "1.3.6.1.2.1.1.2.0"
 """SNMPv2-MIB::sysObjectID.0, read to detect the profile."""
+
+_LCD = CommandGeneratorLcdConfigurator()
+"""Writes one PDU's credentials and address into that PDU's own engine (cached per engine)."""
+
+
+async def configure(
+    engine: SnmpEngine, auth: CommunityData | UsmUserData, host: str, port: int,
+    timeout_s: float, retries: int, context: str = "",
+) -> str:
+    """Write ``auth`` and the agent at ``host:port`` into ``engine``'s own configuration;
+    the target address name to :func:`send` to. Raises ``PySnmpError`` for an address
+    that does not resolve."""
+    transport = await UdpTransportTarget.create((host, port), timeout=timeout_s,
+                                                retries=retries)
+    target, _ = _LCD.configure(engine, auth, transport, context)
+    return str(target)
+
+
+async def send(
+    engine: SnmpEngine, target: str, context: str, op: str,
+    var_binds: Sequence[tuple[ObjectName, Any]],
+) -> tuple[Any, Any, Any, list[tuple[Any, Any]]]:
+    """One GET or SET of numeric ``var_binds`` to ``target`` (a target address name
+    configured in ``engine``): ``(error indication, error status, error index, var-binds)``.
+
+    A GET's values are None (pysnmp sends a NULL). No MIB is consulted on the way out or
+    back: OIDs are sent as given, values returned as decoded. A caller that stops waiting
+    (cancellation) leaves the late answer unread.
+    """
+    future: asyncio.Future[tuple[Any, Any, Any, list[tuple[Any, Any]]]] = (
+        asyncio.get_running_loop().create_future()
+    )
+
+    def done(_engine: Any, _handle: Any, indication: Any, status: Any, index: Any,
+             binds: Any, _ctx: Any) -> None:
+        if not future.done():
+            future.set_result((indication, status, index, list(binds or ())))
+
+    generator = GetCommandGenerator() if op == "get" else SetCommandGenerator()
+    generator.send_varbinds(engine, target, None, OctetString(context), list(var_binds), done)
+    return await future
+
 
 class SnmpPdu:
     """One PDU driven over SNMP with one vendor profile."""
@@ -83,7 +129,7 @@ class SnmpPdu:
             None if spec.profile == "auto" else get_profile(spec.profile)
         )
         self._engine: SnmpEngine | None = None
-        self._transport: UdpTransportTarget | None = None
+        self._target: str | None = None
         self._auth: CommunityData | UsmUserData | None = None
         self._lock = asyncio.Lock()
 
@@ -109,41 +155,37 @@ class SnmpPdu:
                 )
         return self._auth
 
-    async def _setup(self) -> tuple[SnmpEngine, UdpTransportTarget]:
+    async def _setup(self) -> tuple[SnmpEngine, str]:
+        """This PDU's engine and the name of its target in it, made on first use."""
         async with self._lock:
             if self._engine is None:
                 self._engine = SnmpEngine()
-            if self._transport is None:
+            if self._target is None:
+                spec = self.spec
+                assert spec.host is not None
                 try:
-                    self._transport = await UdpTransportTarget.create(
-                        (self.spec.host, self.spec.port),
-                        timeout=self.spec.timeouts.read_s,
-                        retries=self.spec.retries,
+                    self._target = await configure(
+                        self._engine, self._auth_data(), spec.host, spec.port,
+                        spec.timeouts.read_s, spec.retries, spec.context,
                     )
                 except PySnmpError as exc:
                     raise self._error(Unreachable, "cannot resolve the address") from exc
-            return self._engine, self._transport
+            return self._engine, self._target
 
     async def _request(
         self, op: str, oids: Sequence[str], value: int | None = None
     ) -> list[Any]:
         """One GET of ``oids``, or SET of each to ``value``; the response var-binds."""
         var_binds = [
-            ObjectType(ObjectIdentity(oid))
-            if value is None
-            else ObjectType(ObjectIdentity(oid), Integer32(value))
-            for oid in oids
+            (ObjectName(oid), None if value is None else Integer32(value)) for oid in oids
         ]
-        engine, transport = await self._setup()
-        auth = self._auth_data()
-        context = ContextData(contextName=self.spec.context)
-        command = get_cmd if op == "get" else set_cmd
+        engine, target = await self._setup()
         if op == "set":
             about_to_send()  # raises (nothing sent) once the host has given up on the call
         self.requests += 1
         try:
-            indication, status, index, binds = await command(
-                engine, auth, transport, context, *var_binds, lookupMib=False
+            indication, status, index, binds = await send(
+                engine, target, self.spec.context, op, var_binds
             )
         except PySnmpError as exc:
             raise self._error(
@@ -161,7 +203,7 @@ class SnmpPdu:
             if index and 0 < int(index) <= len(oids):
                 where = f" at {oids[int(index) - 1]}"
             raise self._error(RefusedByDevice, f"SNMP {op} refused: {name}{where}")
-        return list(binds)
+        return binds
 
     def _indication(self, op: str, indication: Any) -> ChannelError:
         """The error for an error indication (its class from :func:`map_error`)."""
@@ -368,10 +410,12 @@ class SnmpPdu:
         return OutletReading(state, load, profile.load_unit.value, False, detail)
 
     async def close(self) -> None:
-        """Close the engine's sockets."""
-        engine, self._engine, self._transport = self._engine, None, None
+        """Close the engine's socket; released when this returns."""
+        engine, self._engine, self._target = self._engine, None, None
         if engine is not None:
             try:
                 engine.close_dispatcher()
             except Exception:
                 pass
+            # asyncio closes a datagram socket on the loop's next pass
+            await asyncio.sleep(0)

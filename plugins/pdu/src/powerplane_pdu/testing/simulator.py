@@ -149,29 +149,25 @@ class SnmpSim:
         """Whether it answers a v2c GET of sysObjectID on any community file."""
         import asyncio
 
-        from pysnmp.hlapi.v3arch.asyncio import (
-            CommunityData,
-            ContextData,
-            ObjectIdentity,
-            ObjectType,
-            SnmpEngine,
-            UdpTransportTarget,
-            get_cmd,
-        )
+        from pysnmp.entity.engine import SnmpEngine
+        from pysnmp.hlapi.v3arch.asyncio.auth import CommunityData
+        from pysnmp.proto.rfc1902 import ObjectName
+
+        from powerplane_pdu.snmp import SYS_OBJECT_ID, configure, send
 
         community = next(self.data_dir.glob("*.snmprec")).stem
 
         async def probe() -> bool:
+            # the driver's own request path: numeric OIDs, no MIB compiler built per poll
             engine = SnmpEngine()
-            target = await UdpTransportTarget.create(("127.0.0.1", self.port), 0.5, 0)
             try:
-                err, _, _, _ = await get_cmd(
-                    engine, CommunityData(community), target, ContextData(),
-                    ObjectType(ObjectIdentity("1.3.6.1.2.1.1.2.0")), lookupMib=False,
-                )
+                target = await configure(engine, CommunityData(community), "127.0.0.1",
+                                         self.port, 0.5, 0)
+                err, _, _, _ = await send(engine, target, "", "get",
+                                          [(ObjectName(SYS_OBJECT_ID), None)])
             finally:
                 engine.close_dispatcher()
-            return err is None
+            return not err
 
         # in a thread of its own: the caller may be inside a running event loop
         with ThreadPoolExecutor(1) as pool:
