@@ -34,6 +34,10 @@ BUILTIN: dict[str, tuple[str, str, str]] = {
 
 EXTENSION_GROUP = "powerplane.cli"
 
+OWN_PROCESS = "powerplane.own_process"
+"""Key of the root context's object set by :func:`main`: the command is the process (not a
+test's in-process call), so what it loads may be frozen for the garbage collector."""
+
 
 def hoist_config(args: list[str]) -> list[str]:
     """Move every ``--config F`` / ``--config=F`` that follows the command name to just before
@@ -153,4 +157,4 @@ def cli(ctx: click.Context, config: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point."""
-    return cli.main(args=argv, prog_name="powerplane")
+    return cli.main(args=argv, prog_name="powerplane", obj={OWN_PROCESS: True})

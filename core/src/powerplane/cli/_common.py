@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
+import gc
 import sys
 from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -72,7 +72,11 @@ def esc(text: object) -> str:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    """``data`` as ``json.dumps(data, indent=2, default=str)`` writes it, plus a newline:
+    the same bytes, encoded by the C encoder where it can be (:mod:`powerplane.cli._json`)."""
+    from powerplane.cli._json import dumps_indented
+
+    click.echo(dumps_indented(data))
 
 
 def config_path(ctx: click.Context) -> str | None:
@@ -128,10 +132,14 @@ def open_host(
     creates, discovers and imports only what it touches; the rest on first use. None (the
     default): every channel is created and discovered at start.
     """
+    from powerplane.cli import OWN_PROCESS
     from powerplane.config import load_config
     from powerplane.host import PowerHost
 
     deployment = load_config(config_path(ctx))
+    if (ctx.find_root().obj or {}).get(OWN_PROCESS):
+        # the deployment lives as long as the process: the collector need not walk it again
+        gc.freeze()
     if not guarded:
         return PowerHost(deployment, nodes=nodes)
     from powerplane.lifecycle.guard import invoke_guard

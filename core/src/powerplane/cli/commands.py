@@ -169,23 +169,46 @@ def offers_cmd(ctx: click.Context, nodes: tuple[str, ...], output: str) -> None:
     error (a PDU profile that does not fit the device); else 0.
     """
 
-    async def go() -> tuple[list[dict[str, Any]], list[int]]:
+    async def go() -> tuple[list[dict[str, Any]], list[int], list[int]]:
         # the nodes named: only what they use is discovered; none named: every node
         async with open_host(ctx, nodes=list(nodes) or None) as host:
             offers = host.offers(list(nodes) or None)
             errors = [host.discovery_error(o.node) for o in offers]
-            return [o.as_dict() for o in offers], [e.exit_code for e in errors if e is not None]
+            # nodes decided alike share one verbs mapping (the host's memo): its id
+            return ([o.as_dict() for o in offers], [e.exit_code for e in errors if e is not None],
+                    [id(o.verbs) for o in offers])
 
-    data, codes = run_async(go())
+    data, codes, decisions = run_async(go())
     failed = [(str(n["node"]), ch) for n in data for ch in n.get("channels", [])
               if not ch["discovered"]]
     if output == "json":
-        emit_json({"nodes": data})
+        emit_json({"nodes": _shared_verbs(data, decisions)})
     else:
         _offers_table(data, failed)
     code = _worst(codes)
     if code:
         sys.exit(code)
+
+
+def _shared_verbs(rows: list[dict[str, Any]], decisions: list[int]) -> list[dict[str, Any]]:
+    """``rows`` with each node's ``"verbs"`` encoded once per decision: nodes that share
+    one (``decisions``: the id of their verbs mapping) and whose entries are equal share
+    the text; the output bytes are those of encoding every row on its own."""
+    from powerplane.cli._json import Encoded, dumps_indented
+
+    done: dict[int, tuple[Any, Encoded]] = {}
+    out = []
+    for row, decision in zip(rows, decisions, strict=True):
+        verbs = row["verbs"]
+        hit = done.get(decision)
+        if hit is None:
+            # {"nodes": [{"verbs": ...}]}: the verbs sit three levels in
+            hit = done[decision] = (verbs, Encoded(dumps_indented(verbs, depth=3)))
+        elif hit[0] != verbs:  # not as the first node of this decision said: on its own
+            out.append(row)
+            continue
+        out.append({**row, "verbs": hit[1]})
+    return out
 
 
 def _offers_table(data: list[dict[str, Any]], failed: list[tuple[str, dict[str, Any]]]) -> None:
