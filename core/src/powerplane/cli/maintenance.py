@@ -9,6 +9,7 @@ nothing (exit 0 when it would be accepted, 3 when refused).
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -156,7 +157,9 @@ def request_cmd(
 
     if dry_run:
         async def look() -> tuple[dict[str, Any], int]:
-            async with open_host(ctx) as host:
+            # NODE's channels discovered at start (an unknown NODE: exit 2); the rest on
+            # first use (the quorum's members are read through their own channels)
+            async with open_host(ctx, nodes=[node]) as host:
                 lc = Lifecycle.for_host(host, create_store=False)
                 try:
                     return await lc.dry_run(
@@ -176,7 +179,7 @@ def request_cmd(
         sys.exit(code)
 
     async def go() -> dict[str, Any]:
-        async with open_host(ctx) as host:
+        async with open_host(ctx, nodes=[node]) as host:
             lc = Lifecycle.for_host(host)
             try:
                 pre, verdict = await lc.admit(node, the_intent)  # refusals never prompt
@@ -308,7 +311,7 @@ def _person_request(
     from powerplane.lifecycle.service import Lifecycle
 
     why = _ask_reason(reason)
-    lc = Lifecycle.for_host(open_host(ctx))  # records a request: no channel is touched
+    lc = Lifecycle.for_host(open_host(ctx, nodes=()))  # records a request: no channel touched
     try:
         m = act(lc, Ceremony(reason=why, actor=_actor(actor)))
     finally:
@@ -385,7 +388,7 @@ def resolve_cmd(
     if confirm_node is None and _interactive():
         confirm_node = str(click.prompt("Type the node name to confirm", default="",
                                         show_default=False))
-    lc = Lifecycle.for_host(open_host(ctx))  # records a resolution: no channel is touched
+    lc = Lifecycle.for_host(open_host(ctx, nodes=()))  # records a resolution: none touched
     try:
         m = lc.resolve(node, Ceremony(reason=why, actor=_actor(actor),
                                       confirm_node=confirm_node), applied)
@@ -409,14 +412,34 @@ def resolve_cmd(
 @handle_errors
 def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output: str) -> None:
     """Reconcile every active maintenance, printing each phase change as it happens."""
+    from powerplane.lifecycle.reconciler import Result
     from powerplane.lifecycle.service import Lifecycle
 
     seen: dict[str, str] = {}
     said: dict[tuple[str, str], tuple[str, str]] = {}
 
+    class Targeted(Lifecycle):
+        """``Lifecycle.run_pass`` that first discovers what the nodes under maintenance use
+        (one requested meanwhile included), with the one read of the store it makes: no
+        other node's channel is discovered up front."""
+
+        async def run_pass(self) -> dict[str, Result]:
+            active = self.store.active()
+            known = self.host.nodes
+            await self.host.discover([m.node for m in active if m.node in known])
+            sem = asyncio.Semaphore(self.config.concurrency)
+            results: dict[str, Result] = {}
+
+            async def one(name: str) -> None:
+                async with sem:
+                    results[name] = await self.reconciler.reconcile(name)
+
+            await asyncio.gather(*(one(m.name) for m in active))
+            return results
+
     async def go() -> list[dict[str, Any]]:
-        async with open_host(ctx) as host:
-            lc = Lifecycle.for_host(host)
+        async with open_host(ctx, nodes=()) as host:
+            lc = Targeted.for_host(host)
             names = {m.name for m in lc.store.active()}
 
             def progress(m: NodeMaintenance) -> None:
