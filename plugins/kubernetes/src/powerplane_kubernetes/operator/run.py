@@ -22,8 +22,11 @@ recorded is settled by the next holder by evidence (the dispatcher), never sent 
 
 ``--until-idle``: exit 0 once a pass finds every maintenance of this replica's sites
 parked or done (a site held by another replica with active maintenances is not idle: the
-replica waits, and takes the lease over if the holder stops renewing); ``--timeout``
-bounds that wait (exit 1).
+replica waits, and takes the lease over if the holder stops renewing). ``--timeout`` is a
+hard bound on the whole run (exit 1, the reason on stderr): at the deadline no verb is sent
+any more, the run is cancelled and the leases released (or left to lapse); a process whose
+event loop is blocked in a call is ended by a watchdog thread (:meth:`Operator.run`).
+The HTTP client's line per request is not logged (it was one per lease renewal).
 """
 
 from __future__ import annotations
@@ -31,9 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +58,7 @@ from powerplane_kubernetes.operator.health import Health, HealthServer
 from powerplane_kubernetes.operator.leases import LeaseTimings, SiteLease
 from powerplane_kubernetes.operator.metrics import OperatorMetrics, metered_deployment
 
-__all__ = ["DEFAULT_SITE", "Operator", "OperatorOptions", "main", "sites_of"]
+__all__ = ["CLEANUP_S", "DEFAULT_SITE", "Operator", "OperatorOptions", "main", "sites_of"]
 
 log = logging.getLogger("powerplane.operator")
 
@@ -60,6 +66,11 @@ DEFAULT_SITE = "default"
 """The site of a node whose ``site`` is not set."""
 
 _IDLE = frozenset({"parked", "done"})
+
+CLEANUP_S = 5.0
+"""At ``--timeout``: how long each step of the orderly stop may take (a lease release, the
+channels' close), and how long after the deadline the watchdog ends a process whose event
+loop is blocked."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,11 @@ class Operator:
         self.lifecycle: Lifecycle | None = None
         self.results: dict[str, str] = {}
         self._stop = asyncio.Event()
+        self._deadline: float | None = None
+        """``time.monotonic()`` at which ``--timeout`` expires (no verb is sent after it)."""
+        self._waiting: dict[str, int] = {}
+        """Per site, the maintenances the last pass found not parked or done."""
+        self.watchdog: _Watchdog | None = None
 
     # -- set-up ----------------------------------------------------------------------------
     def _access(self, deployment: Deployment) -> tuple[ApiAccess, Path | None, str]:
@@ -134,6 +150,9 @@ class Operator:
 
     def _before_verb(self, channel: str, method: str, args: tuple[Any, ...]) -> None:
         """The last lease check, synchronous, just before a verb reaches the plugin."""
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            log.warning("--timeout expired at %s of %s: not sent", method, channel)
+            raise asyncio.CancelledError("--timeout expired")
         key = (channel, repr(args[0]) if args else "")
         sites = self._target_sites.get(key) or set(self.sites)
         for site in sites:
@@ -216,10 +235,64 @@ class Operator:
             self.results[m.name] = outcome
             advanced |= outcome == "advanced"
             idle &= outcome in _IDLE
+        waiting: dict[str, int] = {}
+        for m in mine:
+            if self.results.get(m.name) not in _IDLE:
+                site = self.node_site.get(m.node, DEFAULT_SITE)
+                waiting[site] = waiting.get(site, 0) + 1
+        self._waiting = waiting
         self.health.tick()
         return advanced, idle
 
+    def _not_idle(self) -> str:
+        """Why ``--until-idle`` had not ended when ``--timeout`` expired."""
+        parts = []
+        for site in sorted(self.sites):
+            state = self.sites[site]
+            waiting = self._waiting.get(site, 0)
+            if state.lease.held():
+                who = "held by this replica"
+            elif state.lease.holder:
+                who = f"held by {state.lease.holder}"
+            else:
+                who = "not held" + (f" ({state.lease.last_error})"
+                                    if state.lease.last_error else "")
+            parts.append(f"site {site}: {waiting} maintenance(s) not parked or done, "
+                         f"lease {who}")
+        return "; ".join(parts) or "not started (the API server or the store did not answer)"
+
     async def run(self) -> int:
+        """Run until stopped, or (``--until-idle``) until idle; ``--timeout`` bounds it hard.
+
+        At the deadline the run is cancelled: reconciles stop (no verb is sent after it:
+        :meth:`_before_verb` refuses), the leases are released where the API server answers
+        within :data:`CLEANUP_S` (else they lapse), and the exit code is 1 with the reason
+        on stderr. A call that blocks the event loop past the deadline (a synchronous store
+        request to an API server that stopped answering, a write to a full stderr pipe)
+        cannot be cancelled: the watchdog thread ends the process :data:`CLEANUP_S` after the
+        deadline (exit 1), its leases lapsing as a dead replica's do.
+        """
+        o = self.options
+        loop = asyncio.get_running_loop()
+        if o.timeout is None:
+            return await self._run()
+        self._deadline = time.monotonic() + o.timeout
+        self.watchdog = _Watchdog(o.timeout + CLEANUP_S, lambda: (
+            f"error: not idle after {o.timeout:g} s (--timeout) and not stopped "
+            f"{CLEANUP_S:g} s later (a call is blocking the operator): exiting now; "
+            f"{self._not_idle()}; the site leases lapse\n"))
+        self.watchdog.start()
+        try:
+            async with asyncio.timeout_at(loop.time() + o.timeout) as bound:
+                return await self._run()
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            print(f"error: not idle after {o.timeout:g} s (--timeout): stopped dispatching; "
+                  f"{self._not_idle()}", file=sys.stderr)
+            return 1
+
+    async def _run(self) -> int:
         o = self.options
         deployment = load_config(o.config)
         access, config_dir, where = self._access(deployment)
@@ -254,7 +327,6 @@ class Operator:
             self.health.set_ready(True)
             lease_task = asyncio.create_task(self._lease_loop())
             sem = asyncio.Semaphore(o.max_in_flight)
-            deadline = None if o.timeout is None else loop.time() + o.timeout
             while not self._stop.is_set():
                 if lease_task.done():
                     lease_task.result()  # the lease loop failed: raise it here
@@ -268,9 +340,6 @@ class Operator:
                     self.health.set_ready(True)
                 if o.until_idle and idle:
                     return 0
-                if deadline is not None and loop.time() >= deadline:
-                    print(f"error: not idle after {o.timeout:g} s (--timeout)", file=sys.stderr)
-                    return 1
                 if not advanced:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stop.wait(), o.interval)
@@ -282,13 +351,60 @@ class Operator:
                 with contextlib.suppress(BaseException):
                     await lease_task
             for state in self.sites.values():
-                await state.lease.release()
+                await _bounded(state.lease.release(), f"releasing lease {state.lease.name}")
             if self.lifecycle is not None:
                 self.lifecycle.close()
-            await host.close()
-            await api.aclose()
+            await _bounded(host.close(), "closing the channels")
+            await _bounded(api.aclose(), "closing the API client")
             if self.server is not None:
                 self.server.stop()
+
+
+async def _bounded(work: Coroutine[Any, Any, None], what: str) -> None:
+    """Await one step of the stop for at most :data:`CLEANUP_S` (a lease left is let lapse)."""
+    try:
+        async with asyncio.timeout(CLEANUP_S):
+            await work
+    except TimeoutError:
+        log.warning("%s: no answer within %g s; left as it is", what, CLEANUP_S)
+    except Exception as exc:
+        log.warning("%s: %s", what, exc)
+
+
+class _Watchdog:
+    """Ends the process (exit 1) once ``after_s`` passed, unless cancelled first.
+
+    A thread, so that it fires while the event loop is blocked in a synchronous call. Its
+    message is written by a helper thread it does not wait on for long (stderr may be a
+    pipe nobody reads), then ``os._exit(1)``: nothing else runs, no verb is sent.
+    """
+
+    def __init__(self, after_s: float, message: Callable[[], str]) -> None:
+        self.after_s = after_s
+        self.message = message
+        self._cancelled = threading.Event()
+        self._thread = threading.Thread(target=self._wait, name="powerplane-operator-watchdog",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def _wait(self) -> None:
+        if self._cancelled.wait(self.after_s):
+            return
+        text = self.message().encode("utf-8", "replace")
+        writer = threading.Thread(target=_write_stderr, args=(text,), daemon=True)
+        writer.start()
+        writer.join(1.0)
+        os._exit(1)
+
+
+def _write_stderr(text: bytes) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, text)
 
 
 def _site_error(unknown: list[str], node_site: Mapping[str, str]) -> ConfigError:
@@ -303,8 +419,11 @@ def main(options: OperatorOptions) -> int:
     """Run one replica; the exit code (0 done, 1 failed, 2 bad input)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx2", "httpx", "httpcore"):  # a line per request: every lease renewal
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    op = Operator(options)
     try:
-        return asyncio.run(Operator(options).run())
+        return asyncio.run(op.run())
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -314,3 +433,6 @@ def main(options: OperatorOptions) -> int:
     except OSError as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if op.watchdog is not None:
+            op.watchdog.cancel()

@@ -564,6 +564,15 @@ class KubeApiServer:
         self._put(SECRETS, namespace, {"metadata": {"name": name, "namespace": namespace},
                                        "type": "Opaque", "data": encoded})
 
+    def add_lease(self, namespace: str, name: str, holder: str, *,
+                  duration_s: int = 15) -> None:
+        """A ``coordination.k8s.io/v1`` Lease held by ``holder`` (another replica)."""
+        self._put("coordination.k8s.io/v1/leases", namespace, {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s,
+                     "renewTime": _now(), "acquireTime": _now(), "leaseTransitions": 0},
+        })
+
     def add_longhorn_node(self, name: str, *, allow_scheduling: bool = True,
                           eviction_requested: bool = False,
                           namespace: str = "longhorn-system") -> None:
