@@ -22,7 +22,9 @@ from powerplane import (
     CapabilitySet,
     ChannelTimeout,
     ConfigError,
+    ConfigProblem,
     Reading,
+    SecretRef,
     Source,
     Unreachable,
     Verb,
@@ -39,7 +41,7 @@ from powerplane_talos.talosconfig import (
 )
 from powerplane_talos.talosctl_transport import TalosctlTransport
 
-__all__ = ["TalosChannel", "TalosTransport"]
+__all__ = ["TalosChannel", "TalosTransport", "inline_credentials"]
 
 DARK = "a dark Talos machine is indistinguishable from a network fault"
 
@@ -59,20 +61,58 @@ class TalosTransport(Protocol):
 
 
 def _credentials(name: str, config: TalosConfig) -> Credentials:
-    try:
-        if config.talosconfig is not None:
+    """The channel's credentials, read now: the talosconfig (checked at load), or the
+    inline references resolved and checked (see :func:`inline_credentials`)."""
+    if config.talosconfig is not None:
+        try:
             return load_talosconfig(config.talosconfig, config.context)
-        assert config.endpoint is not None and config.ca is not None
-        where = f"channels.{name}"
-        crt = decode_pem(config.crt.reveal(), f"{where}.crt") if config.crt else None
-        key = normalize_key_pem(decode_pem(config.key.reveal(), f"{where}.key")) \
-            if config.key else None
-        return Credentials(
-            (config.endpoint,), decode_pem(config.ca.reveal(), f"{where}.ca"), crt, key,
-            source=f"{where} (inline)",
-        )
-    except ValueError as exc:
-        raise ConfigError(f"channels.{name}: {exc}") from exc
+        except ValueError as exc:
+            raise ConfigError([ConfigProblem(f"channels.{name}.talosconfig", str(exc))]) from exc
+    return inline_credentials(name, config)
+
+
+def inline_credentials(name: str, config: TalosConfig) -> Credentials:
+    """Resolve the inline ``ca``, ``crt`` and ``key`` references (at use, never at load)
+    and check each is a PEM of what it claims and the key the certificate's. A reference
+    that cannot be resolved or holds something else is a :class:`ConfigError` at
+    ``channels.<name>.<field>``, naming the reference, never a value."""
+    from powerplane_talos import pem
+
+    assert config.endpoint is not None and config.ca is not None
+    where = f"channels.{name}"
+
+    def read(field: str, ref: SecretRef) -> bytes:
+        what = f"the secret {ref}"
+        try:
+            body = decode_pem(ref.reveal(), what)
+            if field == "ca":
+                pem.check_ca(body, what)
+            elif field == "crt":
+                pem.check_certificate(body, what)
+            else:
+                pem.check_key(body, what)
+        except ConfigError as exc:  # SecretError: names the reference, never a value
+            raise ConfigError([ConfigProblem(f"{where}.{field}", _text(exc))]) from None
+        except ValueError as exc:
+            raise ConfigError([ConfigProblem(f"{where}.{field}", str(exc))]) from None
+        return body
+
+    ca = read("ca", config.ca)
+    crt = read("crt", config.crt) if config.crt is not None else None
+    key = normalize_key_pem(read("key", config.key)) if config.key is not None else None
+    if crt is not None and key is not None:
+        assert config.key is not None
+        try:
+            pem.check_pair(pem.check_certificate(crt, "crt"), pem.check_key(key, "key"),
+                           f"the secret {config.key}")
+        except ValueError as exc:
+            raise ConfigError([ConfigProblem(f"{where}.key", str(exc))]) from None
+    return Credentials((config.endpoint,), ca, crt, key, source=f"{where} (inline)")
+
+
+def _text(error: ConfigError) -> str:
+    """A config error's problems, without a path of their own (the field gives it)."""
+    return "; ".join(p.message if not p.path else str(p) for p in error.problems)
 
 
 class TalosChannel:

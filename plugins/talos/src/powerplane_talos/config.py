@@ -15,10 +15,15 @@ its base64, as a talosconfig stores it)::
     key: {env: TALOS_KEY}
     timeouts: {connect_s: 10, read_s: 10}
 
-Everything that can be checked without the network is checked when the config is
-loaded, each problem at the path of its field: the talosconfig parses and has the
-context; ``ca``, ``crt`` and ``key`` (inline or in the talosconfig) are PEMs of what
-they claim and the key is the certificate's; the talosctl binary exists.
+Loading the config checks what it can without resolving a secret, each problem at the
+path of its field: the talosconfig parses, has the context, and its ``ca``, ``crt`` and
+``key`` are PEMs of what they claim with the key the certificate's; inline, ``endpoint``
+and ``ca`` are there and ``crt`` and ``key`` come together; the talosctl binary exists.
+Inline ``ca``, ``crt`` and ``key`` are secret references, resolved only when the channel
+is opened (a ``{k8s: ...}`` reference is not fetched, an ``{env: ...}`` one not read, by
+loading the file): the channel checks them then, as PEMs of what they claim and the key
+the certificate's, and a bad one is a :class:`~powerplane.ConfigError` at
+``channels.<name>.<field>`` (exit 2), naming the reference, never a value.
 """
 
 from __future__ import annotations
@@ -33,16 +38,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from powerplane import ConfigError, SecretRef, Timeouts
+from powerplane import SecretRef, Timeouts
 from powerplane_talos.talosconfig import (
     ContextNotFound,
-    decode_pem,
     load_talosconfig,
     split_endpoint,
 )
@@ -116,28 +119,6 @@ class TalosConfig(BaseModel):
                 raise ValueError(f"{name!r} is not an environment variable name")
         return value
 
-    @field_validator("ca", "crt", "key")
-    @classmethod
-    def _pem_parses(cls, value: SecretRef | None, info: ValidationInfo) -> SecretRef | None:
-        """Read the referenced PEM now (no network) and check it is what it claims."""
-        if value is None:
-            return None
-        from powerplane_talos import pem
-
-        field = info.field_name
-        what = f"the secret {value}"
-        try:
-            body = decode_pem(value.reveal(), what)
-        except ConfigError as exc:  # SecretError: names the reference, never a value
-            raise ValueError(str(exc)) from None
-        if field == "ca":
-            pem.check_ca(body, what)
-        elif field == "crt":
-            pem.check_certificate(body, what)
-        else:
-            pem.check_key(body, what)
-        return value
-
     @field_validator("talosconfig")
     @classmethod
     def _talosconfig_exists(cls, value: str | None) -> str | None:
@@ -175,16 +156,7 @@ class TalosConfig(BaseModel):
         if (self.crt is None) != (self.key is None):
             missing = "key" if self.key is None else "crt"
             raise _at(missing, "'crt' and 'key' must be given together", None)
-        if self.crt is not None and self.key is not None:
-            from powerplane_talos import pem
-
-            crt = pem.check_certificate(decode_pem(self.crt.reveal(), "crt"), "crt")
-            key = pem.check_key(decode_pem(self.key.reveal(), "key"), "key")
-            try:
-                pem.check_pair(crt, key, f"the secret {self.key}")
-            except ValueError as exc:
-                raise _at("key", str(exc), self.key) from None
-        return self
+        return self  # the PEMs behind the references: checked at use (channel.credentials)
 
     def _check_talosconfig(self, path: str) -> None:
         from powerplane_talos import pem
