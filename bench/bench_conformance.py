@@ -41,6 +41,12 @@ from powerplane_conformance.api import RunSummary, run_suite
 
 TODAY_EMULATOR_S = 172.0
 """The emulator run before the speed work (default settings, repeat 3, one node)."""
+MEAN_DELAY_S = 5.5
+"""The emulator's mean power-change delay: ``int(time.time()) + randint(1, 11)``, so 1 to
+11 s after a second's start, a mean of 6 - 0.5 s after the request."""
+MIN_CHANGES = 9
+"""The fewest power changes per machine with repeat 3: three rounds each of reboot,
+shutdown and power-on, one change per round (the idempotent verbs change nothing)."""
 TARGETS_S = {"simulated": 3.0, "redfish": 30.0, "redfish-1": 30.0, "redfish-0": 30.0,
              "pdu": 20.0,
              "talos": 15.0, "ec2": 20.0}
@@ -92,9 +98,12 @@ def _emulator(systems: int, zero_delay: bool = False) -> Callable[[Path], Starte
                   "auth": "basic"}
         def received() -> str:
             seen = emu.requests()
-            resets = sum(1 for m, p in seen if m == "POST" and p.endswith("ComputerSystem.Reset"))
+            resets = [p for m, p in seen if m == "POST" and p.endswith("ComputerSystem.Reset")]
             reads = sum(1 for m, p in seen if m == "GET" and "/Systems/" in p)
-            return f"{resets} resets (power changes asked), {reads} system reads"
+            per = ", ".join(str(sum(1 for p in resets if p.startswith(path + "/")))
+                            for path in emu.system_paths)
+            return (f"{len(resets)} resets (power verbs sent; per system: {per}), "
+                    f"{reads} system reads")
 
         return Started(config, emu.system_paths, {}, emu.stop, received)
 
@@ -164,6 +173,10 @@ def bench(name: str, work: Path) -> dict[str, Any] | None:
         line += f"; ratio to the {target:g} s target: {seconds / target:.2f}"
     if name.startswith("redfish"):
         line += f"; ratio to today's {TODAY_EMULATOR_S:g} s: {seconds / TODAY_EMULATOR_S:.2f}"
+        if name != "redfish-0":
+            bound = MIN_CHANGES * MEAN_DELAY_S
+            line += (f"; physical lower bound {MIN_CHANGES} changes x {MEAN_DELAY_S:g} s = "
+                     f"{bound:g} s (mean), ratio {seconds / bound:.2f}")
     print(line)
     if received:
         print(f"    the peer received: {received}")

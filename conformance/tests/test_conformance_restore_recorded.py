@@ -26,12 +26,15 @@ def test_a_restore_that_cannot_succeed_is_on_the_check(run: Callable[..., RunSum
 
 @pytest.mark.usefixtures("liars")
 def test_a_restore_whose_verb_fails_is_on_the_check(run: Callable[..., RunSummary]) -> None:
-    """power-on fails at the device: POWER_ON_READBACK shuts the machine down for its
-    precondition, fails, and the restore (power-on again) fails too: both are recorded."""
+    """power-on fails at the device: SHUTDOWN_READBACK's round leaves the machine off,
+    POWER_ON_READBACK fails, and the restore (power-on again) fails too: the restore is
+    recorded on the check that took the machine away."""
     summary = run(sim_target({}, machines={"m1": "on", "m2": "on"}, type_name="stuck-off"))
-    rows = [r for r in summary.data["results"] if r["id"] == "POWER_ON_READBACK"]
-    assert rows, summary.data["results"]
+    failed = [r for r in summary.data["results"] if r["id"] == "POWER_ON_READBACK"]
+    assert failed and all(r["outcome"] == "fail" for r in failed), summary.data["results"]
+    rows = [r for r in summary.data["results"] if r["id"] == "SHUTDOWN_READBACK"]
+    assert rows
     for r in rows:
-        assert r["outcome"] == "fail"
+        assert r["outcome"] == "pass"
         assert "power-on to reach on failed" in r["restore_failed"]
         assert "chassis interlock open" in r["restore_failed"]

@@ -1,18 +1,16 @@
 """The concurrency check: a verb sent to every node of one channel at once (through
 ``invoke_batch`` where the channel offers it, as the host does) is accepted for each and
-read back for each."""
+read back for each. The session's power plan makes it (:mod:`~powerplane_conformance.plan`):
+each machine's worker brings its machine to the verb's start state, the workers meet, the
+verb leaves for all of them in one call, and each reads its own machine back."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import BatchInvoker, maybe_await, verb_method
-from powerplane.errors import ChannelError
 from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
-from powerplane_conformance.session import END_STATE, START_STATE, Subject, describe_error
+from powerplane_conformance.plan import Step, concurrent_groups, plan_for
+from powerplane_conformance.session import END_STATE
 from powerplane_conformance.verbs import VERBS3
 
 __all__ = ["ConcurrencyChecks"]
@@ -24,62 +22,37 @@ class ConcurrencyChecks:
     @proves("{VERB}_CONCURRENT", verbs=VERBS3, destructive=True, per_channel=True)
     def test_verb_concurrent(self, check: CheckContext, verb: Verb) -> None:
         session = check.session
-        groups: list[list[Subject]] = []
-        advertised = False
-        for subs in session.channels().values():
-            able = [x for x in subs if isinstance(c := session.caps(x), CapabilitySet)
-                    and c.advertises(verb)]
-            advertised = advertised or bool(able)
-            if len(able) >= 2:
-                groups.append(able)
+        advertised = any(isinstance(c := session.caps(x), CapabilitySet) and c.advertises(verb)
+                         for x in session.subjects)
         if not advertised:
             check.skip(f"no channel of the target advertises {verb.value}")
+        groups = concurrent_groups(session, verb)
         if not groups:
             check.not_tested(f"the target names fewer than two nodes on one channel that "
                              f"advertises {verb.value} (list more in conformance.nodes)")
-        try:
-            for subs in groups:
-                for x in subs:
-                    check.precondition(x, START_STATE[verb])
-                self._concurrently(check, subs, verb)
-        finally:
-            for subs in groups:
-                for x in subs:
-                    check.restore(x)
-
-    def _concurrently(self, check: CheckContext, subs: list[Subject], verb: Verb) -> None:
-        session = check.session
-
-        channel = session.channel_of(subs[0])
-        method = verb_method(channel, verb)
-
-        async def all_at_once() -> list[Any]:
-            if isinstance(channel, BatchInvoker):  # what PowerHost.invoke_many uses then
-                try:
-                    return list(await maybe_await(channel.invoke_batch, verb,
-                                                  [x.target for x in subs]))
-                except Exception as exc:
-                    return [exc] * len(subs)
-            if method is None:
-                return [ChannelError(f"the channel has no method {verb.method}()",
-                                     channel=subs[0].channel)] * len(subs)
-            calls = [maybe_await(method, x.target) for x in subs]
-            return await asyncio.gather(*calls, return_exceptions=True)
-
-        results = session.loop.run(all_at_once(), session.call_timeout)
-        keys = ", ".join(x.key for x in subs)
-        if len(results) != len(subs):
-            check.fail(f"invoke_batch answers one outcome per target ({len(subs)})",
-                       f"{len(results)} outcomes")
-        errors = [f"{x.key}: {describe_error(r)}" for x, r in zip(subs, results, strict=True)
-                  if isinstance(r, BaseException)]
-        if errors:
-            check.fail(f"{verb.value} accepted for each of {keys}", "; ".join(errors))
+        plan = plan_for(check.item, session)
+        ident = check.assertion.id
         want = END_STATE[verb]
-        bad = []
-        for x in subs:
-            obs = session.wait_for(x, want)
-            if not obs.ok:
-                bad.append(f"{x.key}: {obs.describe()}")
-        if bad:
-            check.fail(f"each of {keys} reads {want.value}", "; ".join(bad))
+        for subs in groups:
+            keys = ", ".join(x.key for x in subs)
+            steps: list[tuple[str, Step | None]] = []
+            for x in subs:
+                mine = plan.steps(x, ident)
+                steps.append((x.key, mine[0].wait() if mine else None))
+            for key, step in steps:
+                if step is None:
+                    check.not_tested(f"no step was planned for {ident} on {key}")
+                if step.not_made:
+                    check.not_tested(f"{key}: {step.not_made}")
+            errors = [f"{key}: {step.round.error}" for key, step in steps
+                      if step is not None and step.round is not None and step.round.error]
+            if errors:
+                check.fail(f"{verb.value} accepted for each of {keys}", "; ".join(errors))
+            bad = [f"{key}: {step.round.describe()}" for key, step in steps
+                   if step is not None and step.round is not None and not step.round.ok]
+            if bad:
+                check.fail(f"each of {keys} reads {want.value}", "; ".join(bad))
+            latencies = [step.round.latency for _, step in steps
+                         if step is not None and step.round is not None]
+            if latencies:
+                check.latency(max(latencies))

@@ -135,19 +135,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("subject", list(subjects), ids=list(subjects))
 
 
-def _phase(item: pytest.Item) -> int:
-    """Run order within a suite class: reads and probes, refusals, reboot, power-on, then
-    shutdown (one-way on a channel that cannot power on), restoration, terminate last."""
+RANK = ("POWER_ON_IDEMPOTENT", "REBOOT_READBACK", "REBOOT_REPEATED", "REBOOT_CONCURRENT",
+        "SHUTDOWN_READBACK", "READBACK_NOT_STALE", "SHUTDOWN_IDEMPOTENT", "POWER_ON_READBACK",
+        "SHUTDOWN_REPEATED", "SHUTDOWN_CONCURRENT", "POWER_ON_REPEATED", "POWER_ON_CONCURRENT")
+"""The order the power plan makes the evidence of these checks in (a machine that starts
+on), so each one's line is shown soon after its evidence is in."""
+
+
+def _phase(item: pytest.Item) -> tuple[int, int]:
+    """Run order within a suite class: the checks that change nothing (they run while the
+    power plan's workers change the machines), the checks that judge the plan's power
+    changes in the order it makes them, then the refusals and the blind-readback check
+    (once a machine's plan is done: nothing else moves it), restoration, terminate last."""
+    from powerplane_conformance.plan import planned
+
     spec = spec_of(getattr(item, "function", None))
     assert spec is not None
     params = getattr(item, "callspec", None)
     verb = params.params.get("verb") if params is not None else None
     verb = verb or spec.verb
+    if planned(spec, verb):
+        ident = spec.assertion(verb).id
+        return 1, RANK.index(ident) if ident in RANK else len(RANK)
     if spec.template == "STATE_RESTORED":
-        return 6
-    if spec.absent or verb is None:
-        return 0 if not spec.absent else 1
-    return {"reboot": 2, "power-on": 3, "shutdown": 4, "terminate": 7}[str(verb)]
+        return 3, 0
+    if verb is not None and str(verb) == "terminate" and not spec.absent:
+        return 4, 0
+    if spec.absent or spec.template == "BLIND_NEVER_OFF":
+        return 2, 0
+    return 0, 0
 
 
 def pytest_collection_modifyitems(

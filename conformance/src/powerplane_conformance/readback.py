@@ -35,6 +35,9 @@ class ReadbackChecks:
         if not (check.settings.allow_destructive and caps.advertises(Verb.SHUTDOWN)
                 and caps.advertises(Verb.POWER_ON)):
             return  # no shutdown here: without power-on the suite could not undo it
+        from powerplane_conformance.plan import plan_for
+
+        plan_for(check.item, session).settled(s)  # no other change in flight on it
         if session.ensure(s, PowerState.ON) is not None:
             return
         try:

@@ -3,6 +3,7 @@ calls, readback waits and state restoration every check is built from."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -11,7 +12,15 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import Channel, Identifies, PowerState, Reading, maybe_await, verb_method
+from powerplane.channel import (
+    Channel,
+    HasEndpoint,
+    Identifies,
+    PowerState,
+    Reading,
+    maybe_await,
+    verb_method,
+)
 from powerplane.errors import ChannelError
 from powerplane.host import PowerHost
 from powerplane.plugins import Registry
@@ -158,6 +167,8 @@ class ConformanceSession:
         self.subjects = self._subjects()
         limit = self.settings.call_timeout_s or self.deployment.limits.timeout_s
         self.call_timeout: float = limit
+        self._slots: dict[tuple[int, str], threading.BoundedSemaphore] = {}
+        self._slots_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -186,7 +197,11 @@ class ConformanceSession:
                     pass
 
     def close(self) -> None:
-        """Put every machine back the way it was (best effort), close the channels."""
+        """Stop the power plan, put every machine back the way it was (best effort), close
+        the channels."""
+        from powerplane_conformance.plan import stop_plan
+
+        stop_plan(self)
         for subject in self.subjects:
             try:
                 self.restore(subject)
@@ -266,6 +281,21 @@ class ConformanceSession:
         """Call a channel method (sync or async) on the session loop, bounded."""
         return self.loop.run(maybe_await(fn, *args), timeout or self.call_timeout)
 
+    def slot(self, channel: Channel, target: Any) -> threading.BoundedSemaphore:
+        """What bounds the suite's concurrent calls to one endpoint (the power plan's
+        workers and the checks beside them): ``limits.per_endpoint``, as the host's."""
+        try:
+            where = channel.endpoint(target) if isinstance(channel, HasEndpoint) else ""
+        except Exception:
+            where = ""
+        key = (id(channel), str(where))
+        with self._slots_lock:
+            sem = self._slots.get(key)
+            if sem is None:
+                sem = self._slots[key] = threading.BoundedSemaphore(
+                    self.deployment.limits.per_endpoint)
+            return sem
+
     def invoke(self, subject: Subject, verb: Verb, channel: Channel | None = None) -> Any:
         """Send ``verb`` straight to the channel (the rule is not the channel's to prove)."""
         ch = channel or self.channel_of(subject)
@@ -273,11 +303,13 @@ class ConformanceSession:
         if fn is None:
             raise ChannelError(f"the channel has no method {verb.method}()",
                                channel=subject.channel)
-        return self.call(fn, subject.target)
+        with self.slot(ch, subject.target):
+            return self.call(fn, subject.target)
 
     def read(self, subject: Subject, channel: Channel | None = None) -> Reading:
         ch = channel or self.channel_of(subject)
-        reading = self.call(ch.read_power_state, subject.target)
+        with self.slot(ch, subject.target):
+            reading = self.call(ch.read_power_state, subject.target)
         if not isinstance(reading, Reading):
             raise TypeError(f"read_power_state returned {type(reading).__name__}, not a Reading")
         return reading

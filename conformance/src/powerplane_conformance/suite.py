@@ -36,15 +36,18 @@ from powerplane_conformance.checks import (
     ALL_SUBJECTS,
     CONTEXTS,
     META,
+    RESTORE_FAILED,
     SECRETS,
     XFAIL,
     CheckContext,
+    redact,
     spec_of,
 )
 from powerplane_conformance.concurrency import ConcurrencyChecks
 from powerplane_conformance.discovery import DiscoveryChecks
 from powerplane_conformance.gate import gate
 from powerplane_conformance.negatives import NegativeChecks
+from powerplane_conformance.plan import plan_for, planned
 from powerplane_conformance.readback import ReadbackChecks
 from powerplane_conformance.session import ConformanceSession, Subject
 from powerplane_conformance.settings import load_target
@@ -147,6 +150,7 @@ class ConformanceSuite(RestoreChecks, ConcurrencyChecks, VerbChecks, NegativeChe
             "verb": verb.value if verb else None,
         }
         item.stash[META] = meta
+        plan = plan_for(item, session)  # started at the first check: it runs beside the rest
         item.user_properties += [("assertion", meta["id"]), ("verb", meta["verb"] or "common"),
                                  ("channel", meta["channel"]), ("node", meta["node"] or "*")]
         reason = session.settings.xfail.get(ctx.assertion.id)
@@ -165,7 +169,18 @@ class ConformanceSuite(RestoreChecks, ConcurrencyChecks, VerbChecks, NegativeChe
                 ctx.skip(stop.reason)
             ctx.not_tested(stop.reason)
         yield ctx
-        if spec.destructive and subj is not None and not _restore_can_wait(item, session, subj):
+        if planned(spec, verb):
+            # the plan puts each machine back; a restore it could not make is recorded on
+            # the check that took the machine away last
+            for node in [plan.nodes[k] for k in sorted(plan.nodes)
+                         if subj is None or k == subj.key]:
+                why = node.restore_failure(ctx.assertion.id)
+                if why is not None:
+                    item.stash.setdefault(RESTORE_FAILED, []).append(
+                        redact(f"{node.subject.key}: {why}",
+                               item.config.stash.get(SECRETS, set())))
+        elif spec.destructive and subj is not None \
+                and not _restore_can_wait(item, session, subj):
             ctx.restore(subj)
 
 

@@ -2,128 +2,60 @@
 holds over repeated rounds, and a verb not advertised is refused before any I/O; the
 state is restored at the end; terminate (never undone) last.
 
-Every power change the verb checks make is a *round* of its verb, recorded per machine
-(:func:`rounds_of`): from the state the verb is tested from (read back first), the verb
-sent, and readback until the state it leads to, within ``settle_timeout_s``. A round is
-the same observation whichever check made it, so none is made twice: ``{VERB}_READBACK``
-is round 1 of ``{VERB}_REPEATED``; the shutdown that brings a machine off for a power-on
-round is a shutdown round, and the power-on that brings it back on is a power-on round
-(the rounds of the two verbs alternate); ``READBACK_NOT_STALE`` passes on a shutdown
-round that read off. ``{VERB}_REPEATED`` makes only the rounds still missing and reports
-every round of its verb, each with the check that made it and its readings; a check
-whose evidence could not be had is NOT TESTED with why, and a failed round is a failure
-of its own verb's checks only.
+Every power change the verb checks judge is a *round* of its verb, made by the session's
+power plan (:mod:`~powerplane_conformance.plan`): from the state the verb is tested from
+(read back first), the verb sent, and readback until the state it leads to, within
+``settle_timeout_s``. A round is the same observation whichever check it is made for, so
+none is made twice: ``{VERB}_READBACK`` is round 1 of ``{VERB}_REPEATED``; the shutdown
+and power-on rounds alternate, each the other's precondition; ``READBACK_NOT_STALE`` passes
+on a shutdown round that read off. ``{VERB}_REPEATED`` reports every round of its verb,
+each with the check it was made for and its readings; a check whose evidence could not be
+had is NOT TESTED with why, and a failed round is a failure of its own verb's checks only.
+Each check waits for its own steps only: the machines' workers make the rounds while
+pytest runs the checks that change nothing.
 """
 
 from __future__ import annotations
 
-import time
-import weakref
-from dataclasses import dataclass
-
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import Channel, PowerState, verb_method
+from powerplane.channel import PowerState, Reading, verb_method
 from powerplane.errors import ChannelTimeout, NotSupported, Unreachable
 from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
 from powerplane_conformance.iowatch import IOWatch
+from powerplane_conformance.plan import Round, Step, plan_for, wait_all
 from powerplane_conformance.session import (
     END_STATE,
-    START_STATE,
     ConformanceSession,
-    Observation,
     Subject,
     describe_error,
 )
 
-__all__ = ["VERBS3", "RestoreChecks", "Round", "VerbChecks", "accepted", "reach", "rounds_of",
-           "verb_round", "want_text"]
+__all__ = ["VERBS3", "RestoreChecks", "Round", "VerbChecks", "accepted", "want_text"]
 
 VERBS3 = (Verb.REBOOT, Verb.SHUTDOWN, Verb.POWER_ON)
 
 
-@dataclass(frozen=True)
-class Round:
-    """One round of a verb on one machine: sent from its start state, read back after."""
-
-    verb: Verb
-    by: str
-    """Which check made it, and why (``POWER_ON_READBACK``, ``the precondition of ...``)."""
-    error: str
-    """Why the verb was not accepted (empty when it was)."""
-    observation: Observation | None
-    """The readback after it (None when the verb was not accepted)."""
-    latency: float
-    """Seconds from sending the verb to the end of the readback."""
-
-    @property
-    def ok(self) -> bool:
-        return not self.error and self.observation is not None and self.observation.ok
-
-    def describe(self) -> str:
-        if self.error:
-            return f"{self.verb.value} not accepted: {self.error}"
-        assert self.observation is not None
-        return f"{self.observation.describe()}, {self.latency:.2f} s after {self.verb.value}"
+def _steps(check: CheckContext, owner: str, verb: Verb | None = None) -> list[Step]:
+    """This check's steps on its machine, once made (none: the plan has none for it)."""
+    plan = plan_for(check.item, check.session)
+    return wait_all(plan.steps(check.subject, owner, verb))
 
 
-_ROUNDS: weakref.WeakKeyDictionary[ConformanceSession, dict[tuple[str, Verb], list[Round]]] = \
-    weakref.WeakKeyDictionary()
-
-
-def rounds_of(session: ConformanceSession, subject: Subject, verb: Verb) -> list[Round]:
-    """Every round of ``verb`` made on ``subject`` in this session, oldest first."""
-    return list(_ROUNDS.get(session, {}).get((subject.key, verb), []))
-
-
-def verb_round(check: CheckContext, subject: Subject, verb: Verb, by: str) -> Round:
-    """Send ``verb`` (the machine reads the state it is tested from: the caller made sure)
-    and read back until the state it leads to, within the settle window; recorded."""
-    session = check.session
-    start = time.monotonic()
-    try:
-        session.invoke(subject, verb)
-    except Exception as exc:
-        done = Round(verb, by, describe_error(exc), None, time.monotonic() - start)
-    else:
-        obs = session.wait_for(subject, END_STATE[verb])
-        done = Round(verb, by, "", obs, time.monotonic() - start)
-    _ROUNDS.setdefault(session, {}).setdefault((subject.key, verb), []).append(done)
-    return done
-
-
-def reach(check: CheckContext, subject: Subject, want: PowerState, why: str) -> None:
-    """Bring the machine to ``want`` or end as NOT TESTED with why not (as
-    :meth:`CheckContext.precondition`). When it reads the state the verb to ``want``
-    (shutdown or power-on) is tested from, and the channel advertises that verb, the
-    change is a recorded round of it; otherwise the session's own way is taken."""
-    session = check.session
-    verb = Verb.POWER_ON if want is PowerState.ON else Verb.SHUTDOWN
-    caps = session.caps(subject)
-    if isinstance(caps, CapabilitySet) and caps.advertises(verb):
-        try:
-            reading = session.read(subject)
-        except Exception:
-            reading = None
-        if reading is not None and not session.accepts(subject, want)(reading) \
-                and session.accepts(subject, START_STATE[verb])(reading):
-            done = verb_round(check, subject, verb, why)
-            if done.ok:
-                return
-            if done.error:
-                text = f"{verb.value} to reach {want.value} failed: {done.error}"
-            else:
-                assert done.observation is not None
-                ident = "POWER_ON_READBACK" if verb is Verb.POWER_ON else "SHUTDOWN_READBACK"
-                text = (f"the machine did not read {want.value} after {verb.value} (see "
-                        f"{ident}): {done.observation.describe()}")
-            check.not_tested(f"precondition not met on {subject.key}: {text}")
-    check.precondition(subject, want)
+def _one(check: CheckContext, owner: str) -> Step:
+    steps = _steps(check, owner)
+    if not steps:
+        check.not_tested(f"no step was planned for {owner} on {check.subject.key}")
+    step = steps[0]
+    if step.not_made:
+        check.not_tested(step.not_made)
+    return step
 
 
 def _record_rounds(check: CheckContext, rounds: list[Round]) -> None:
     """What the check observed, as a JUnit property (results.json: the slowest latency)."""
-    text = "; ".join(f"round {i} ({r.by}): {r.describe()}" for i, r in enumerate(rounds, 1))
+    text = "; ".join(f"round {i} ({r.by}): from {r.start or 'unread'}, {r.describe()}"
+                     for i, r in enumerate(rounds, 1))
     check.item.user_properties.append(("rounds", text))
 
 
@@ -149,9 +81,10 @@ class VerbChecks:
     @proves("{VERB}_READBACK", verbs=VERBS3, destructive=True, start="verb")
     def test_verb_readback(self, check: CheckContext, verb: Verb) -> None:
         s, session = check.subject, check.session
-        ident = check.assertion.id
-        reach(check, s, START_STATE[verb], f"the precondition of {ident}")
-        done = verb_round(check, s, verb, ident)
+        step = _one(check, check.assertion.id)
+        done = step.round
+        assert done is not None
+        _record_rounds(check, [done])
         if done.error:
             check.fail(f"{verb.value} accepted", done.error)
         check.latency(done.latency)
@@ -164,60 +97,64 @@ class VerbChecks:
 
     @proves("POWER_ON_IDEMPOTENT", verb=Verb.POWER_ON, destructive=True, start="on")
     def test_power_on_idempotent(self, check: CheckContext) -> None:
-        s, session = check.subject, check.session
-        reach(check, s, PowerState.ON, f"the precondition of {check.assertion.id}")
-        accepted(check, s, Verb.POWER_ON, " while on")
-        obs = session.wait_for(s, PowerState.ON)
+        step = _one(check, check.assertion.id)
+        if step.error is not None:
+            check.fail("power-on accepted while on", describe_error(step.error))
+        obs = step.observation
+        assert obs is not None
         if not obs.ok or "off" in obs.states:
             check.fail("still reads on", obs.describe())
 
     @proves("SHUTDOWN_IDEMPOTENT", verb=Verb.SHUTDOWN, destructive=True, start="off")
     def test_shutdown_idempotent(self, check: CheckContext) -> None:
         s, session = check.subject, check.session
-        reach(check, s, PowerState.OFF, f"the precondition of {check.assertion.id}")
-        try:
-            session.invoke(s, Verb.SHUTDOWN)
-        except (Unreachable, ChannelTimeout) as exc:
+        step = _one(check, check.assertion.id)
+        exc = step.error
+        if isinstance(exc, Unreachable | ChannelTimeout):
             if check.caps.sees_power_off:
                 check.fail("shutdown accepted while off", describe_error(exc))
             # a channel that cannot see off cannot reach an off machine either: harmless
-        except Exception as exc:
+        elif exc is not None:
             check.fail("shutdown accepted while off", describe_error(exc))
-        obs = session.wait_for(s, PowerState.OFF)
+        obs = step.observation
+        assert obs is not None
         if not obs.ok or "on" in obs.states:
             check.fail(f"still reads {want_text(session, s, PowerState.OFF)}", obs.describe())
 
     @proves("READBACK_NOT_STALE", verb=Verb.SHUTDOWN, destructive=True, start="on")
     def test_readback_not_stale(self, check: CheckContext) -> None:
         s, session = check.subject, check.session
-        seen = [r for r in rounds_of(session, s, Verb.SHUTDOWN) if r.ok]
-        if seen:  # this session read a shutdown's change: that is the evidence
-            _record_rounds(check, seen[:1])
-            check.latency(seen[0].latency)
-            return
-        ident = check.assertion.id
-        reach(check, s, PowerState.ON, f"the precondition of {ident}")
-        done = verb_round(check, s, Verb.SHUTDOWN, ident)
-        if done.error:
+        plan = plan_for(check.item, session)
+        made: Round | None = None
+        why = ""
+        for step in plan.steps(s, verb=Verb.SHUTDOWN):
+            if step.kind != "round":
+                continue
+            step.wait()
+            if step.round is None:
+                why = why or step.not_made
+                continue
+            if step.round.ok:  # this session read a shutdown's change: that is the evidence
+                _record_rounds(check, [step.round])
+                check.latency(step.round.latency)
+                return
+            made = made or step.round
+            if made.fresh is not None:
+                break
+        if made is None:
+            check.not_tested(why or f"no shutdown round was made on {s.key}")
+        if made.error:
             check.not_tested(f"shutdown was not accepted (see SHUTDOWN_READBACK): "
-                             f"{done.error}")
-        if done.ok:
-            _record_rounds(check, [done])
-            check.latency(done.latency)
-            return
-        assert done.observation is not None
-        obs = done.observation
-        fresh: Channel = session.fresh_channel(s)
-        try:
-            reading = session.read(s, fresh)
-        except Exception as exc:
-            check.not_tested(f"inconclusive: a fresh session could not read: {describe_error(exc)}")
-        finally:
-            session.close_channel(fresh)
+                             f"{made.error}")
+        _record_rounds(check, [made])
+        assert made.observation is not None
+        reading = made.fresh
+        if not isinstance(reading, Reading):
+            check.not_tested(f"inconclusive: a fresh session could not read: {reading}")
         if session.accepts(s, PowerState.OFF)(reading):
             check.fail(f"reads {want_text(session, s, PowerState.OFF)} after shutdown, as a "
                        f"fresh session to the device does (it reads {reading.state.value})",
-                       f"this session still reads {obs.describe()}")
+                       f"this session still reads {made.observation.describe()}")
         check.not_tested("inconclusive: no session read the machine off after shutdown "
                          "(see SHUTDOWN_READBACK)")
 
@@ -225,19 +162,20 @@ class VerbChecks:
     def test_verb_repeated(self, check: CheckContext, verb: Verb) -> None:
         s, session = check.subject, check.session
         n = check.settings.repeat
-        ident = check.assertion.id
         want = END_STATE[verb]
-        rounds = rounds_of(session, s, verb)  # made earlier: its READBACK, preconditions
-        while len(rounds) < n and all(r.ok for r in rounds):
-            k = len(rounds) + 1
-            # from the start state: for power-on and shutdown, a round of the other verb
-            reach(check, s, START_STATE[verb], f"the precondition of {ident} round {k}")
-            verb_round(check, s, verb, f"{ident} round {k}")
-            rounds = rounds_of(session, s, verb)
-        _record_rounds(check, rounds)
-        check.latency(max(r.latency for r in rounds))
+        plan = plan_for(check.item, session)
+        steps = wait_all([x for x in plan.steps(s, verb=verb)
+                          if x.kind == "round" and x.counts])
+        rounds = [x.round for x in steps if x.round is not None]
+        missing = [x.not_made for x in steps if x.round is None and x.not_made]
         bad = [(i, r) for i, r in enumerate(rounds, 1) if not r.ok]
+        if rounds:
+            _record_rounds(check, rounds)
+            check.latency(max(r.latency for r in rounds))
         if not bad:
+            if len(rounds) < n:
+                check.not_tested(missing[0] if missing else
+                                 f"{len(rounds)} of {n} rounds were made on {s.key}")
             return
         every = f"every one of {max(n, len(rounds))} rounds"
         if any(r.error for _, r in bad):
@@ -251,6 +189,7 @@ class VerbChecks:
     @proves("UNADVERTISED_REFUSED", verbs=tuple(Verb), absent=True, destructive=True)
     def test_unadvertised_refused(self, check: CheckContext, verb: Verb) -> None:
         s, session = check.subject, check.session
+        plan_for(check.item, session).settled(s)  # the machine is still while it runs
         channel = session.channel_of(s)
         if verb_method(channel, verb) is None:
             return  # no method at all: nothing can be sent
@@ -290,6 +229,7 @@ class RestoreChecks:
     @proves("STATE_RESTORED", common=True)
     def test_state_restored(self, check: CheckContext) -> None:
         s, session = check.subject, check.session
+        plan_for(check.item, session).settled(s)
         original = session.original.get(s.key)
         if original is None or original is PowerState.UNKNOWN:
             check.not_tested(f"the power state of {s.node} at the start was unknown")
@@ -307,6 +247,7 @@ class RestoreChecks:
             start="verb")
     def test_terminate_readback(self, check: CheckContext, verb: Verb) -> None:
         s, session = check.subject, check.session
+        plan_for(check.item, session).settled(s)
         check.precondition(s, PowerState.ON)
         session.terminated.add(s.key)
         accepted(check, s, verb)
