@@ -63,7 +63,10 @@ def manifests_cmd(namespace: str, image: str, replicas: int) -> None:
 @click.option("--retry-period", type=click.FloatRange(min=0.01), default=2.0,
               show_default=True, help="Seconds between renewals and acquire attempts.")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
-              help="Seconds between reconcile passes when there is nothing to watch.")
+              help="Seconds before a waiting maintenance is reconciled again; the store's poll "
+                   "period when there is nothing to watch (SQLite).")
+@click.option("--resync", type=click.FloatRange(min=0.01), default=30.0, show_default=True,
+              help="Seconds between full scans beside the watch's events (parked ones too).")
 @click.option("--max-in-flight", type=click.IntRange(1), default=10, show_default=True,
               help="Maintenances driven at once per replica.")
 @click.option("--timeout", type=click.FloatRange(min=0.0), default=None,
@@ -72,8 +75,8 @@ def manifests_cmd(namespace: str, image: str, replicas: int) -> None:
 def run_cmd(ctx: click.Context, kubeconfig: str | None, kube_context: str | None,
             sites: tuple[str, ...], until_idle: bool, namespace: str, identity: str | None,
             http_port: int | None, http_host: str, lease_duration: float,
-            renew_deadline: float, retry_period: float, interval: float, max_in_flight: int,
-            timeout: float | None) -> None:
+            renew_deadline: float, retry_period: float, interval: float, resync: float,
+            max_in_flight: int, timeout: float | None) -> None:
     """Watch NodeMaintenance objects and drive each through the lifecycle's Reconciler."""
     from powerplane_kubernetes.operator.run import OperatorOptions, main
 
@@ -92,6 +95,6 @@ def run_cmd(ctx: click.Context, kubeconfig: str | None, kube_context: str | None
         identity=identity or os.environ.get("POD_NAME") or f"{os.uname().nodename}-{os.getpid()}",
         http_port=http_port, http_host=http_host, lease_duration=lease_duration,
         renew_deadline=renew_deadline, retry_period=retry_period, interval=interval,
-        max_in_flight=max_in_flight, timeout=timeout,
+        max_in_flight=max_in_flight, timeout=timeout, resync=resync,
     )
     sys.exit(main(options))

@@ -28,7 +28,7 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -82,10 +82,13 @@ class OperatorMetrics:
         return generate_latest(self.registry)
 
     # -- maintenances and dispatches -------------------------------------------------------
-    def observe(self, maintenances: Iterable[NodeMaintenance], *, count: bool = True) -> None:
-        """Phases now, and dispatch outcomes not counted before (``count=False``: only
-        remember them, as at start-up, so a restart does not count history again)."""
-        by_phase: dict[str, int] = {}
+    def observe(self, maintenances: Iterable[NodeMaintenance], *, count: bool = True,
+                phases: bool = True, terminal: Mapping[str, int] | None = None) -> None:
+        """Phases now (``maintenances`` and the ``terminal`` counts by phase beside them;
+        ``phases=False``: dispatches only), and dispatch outcomes not counted before
+        (``count=False``: only remember them, as at start-up, so a restart does not count
+        history again)."""
+        by_phase: dict[str, int] = dict(terminal or {})
         for m in maintenances:
             by_phase[m.phase.value] = by_phase.get(m.phase.value, 0) + 1
             for d in m.status.dispatches:
@@ -97,6 +100,8 @@ class OperatorMetrics:
                 self._seen.add(key)
                 if count:
                     self.dispatches.labels(d.verb, d.outcome.value).inc()
+        if not phases:
+            return
         for phase in self._phases - set(by_phase):
             self.maintenances.labels(phase).set(0)
         for phase, n in by_phase.items():

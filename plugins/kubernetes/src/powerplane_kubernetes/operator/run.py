@@ -8,10 +8,16 @@ One process:
    ``lifecycle.store`` names, the ports, the one :class:`Reconciler`);
 2. holds one :class:`~.leases.SiteLease` per site it may act for (a node's ``site``; a
    node without one is in site ``default``), tried and renewed every retry period;
-3. makes reconcile passes: the store's maintenances read once per pass, each active one
-   whose node's site lease this replica holds reconciled through
-   :meth:`powerplane.Lifecycle.reconcile`, ``--max-in-flight`` at a time; a pass that
-   advanced something is followed by another at once, else the loop sleeps ``--interval``.
+3. scans: the store's *active* maintenances read once per scan; each one of a site whose
+   lease this replica holds gets a driver task of its own, which reconciles it through
+   :meth:`powerplane.Lifecycle.reconcile` (``--max-in-flight`` reconciles at a time) until
+   it is parked or done, trying again every ``--interval`` while it waits on the world; a
+   maintenance never waits for another's reconcile. A scan runs at every NodeMaintenance
+   watch event (the ``kubernetes`` store: a list for its ``resourceVersion``, then a watch
+   from it; ``410 Gone`` lists again, other failures back off from 0.2 s to 10 s), when a
+   driver ends, when a site's lease becomes held, at every ``--resync`` (which also drives
+   parked maintenances again), and, with the SQLite store (nothing to watch), every
+   ``--interval``.
 
 A site whose lease is not held (never acquired, lost, or past its renew deadline) is not
 reconciled; its reconciles still running are cancelled at the renew deadline, and every
@@ -20,18 +26,20 @@ whose event loop stalled past its deadline does not send on waking). A cancelled
 reconcile sends nothing after the cancel (the host's send gate); a verb it had already
 recorded is settled by the next holder by evidence (the dispatcher), never sent blindly.
 
-``--until-idle``: exit 0 once a pass finds every maintenance of this replica's sites
-parked or done (a site held by another replica with active maintenances is not idle: the
-replica waits, and takes the lease over if the holder stops renewing). ``--timeout`` is a
-hard bound on the whole run (exit 1, the reason on stderr): at the deadline no verb is sent
-any more, the run is cancelled and the leases released (or left to lapse); a process whose
-event loop is blocked in a call is ended by a watchdog thread (:meth:`Operator.run`).
-The HTTP client's line per request is not logged (it was one per lease renewal).
+``--until-idle``: exit 0 once a scan, with no driver running, finds every maintenance of
+this replica's sites parked or done (a site held by another replica with active
+maintenances is not idle: the replica waits, and takes the lease over if the holder stops
+renewing). ``--timeout`` is a hard bound on the whole run (exit 1, the reason on stderr):
+at the deadline no verb is sent any more, the run is cancelled and the leases released (or
+left to lapse); a process whose event loop is blocked in a call is ended by a watchdog
+thread (:meth:`Operator.run`). The HTTP client's line per request is not logged (it was
+one per lease renewal).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -48,7 +56,6 @@ from powerplane import (
     ConfigError,
     Deployment,
     Lifecycle,
-    NodeMaintenance,
     PowerHost,
     PowerplaneError,
     load_config,
@@ -65,7 +72,13 @@ log = logging.getLogger("powerplane.operator")
 DEFAULT_SITE = "default"
 """The site of a node whose ``site`` is not set."""
 
-_IDLE = frozenset({"parked", "done"})
+
+WATCH_BACKOFF_S = 0.2
+"""The first wait before a failed watch is tried again (doubled per failure)."""
+WATCH_BACKOFF_MAX_S = 10.0
+"""The longest wait before a failed watch is tried again."""
+WATCH_SERVER_TIMEOUT_S = 300
+"""The server ends each watch after this long (lightkube resumes it from the last version)."""
 
 CLEANUP_S = 5.0
 """At ``--timeout``: how long each step of the orderly stop may take (a lease release, the
@@ -92,6 +105,7 @@ class OperatorOptions:
     interval: float = 1.0
     max_in_flight: int = 10
     timeout: float | None = None
+    resync: float = 30.0
 
 
 def sites_of(deployment: Deployment) -> dict[str, str]:
@@ -124,6 +138,18 @@ class Operator:
         self._waiting: dict[str, int] = {}
         """Per site, the maintenances the last pass found not parked or done."""
         self.watchdog: _Watchdog | None = None
+        self._wake = asyncio.Event()
+        self._cause = "start"
+        self._sem = asyncio.Semaphore(options.max_in_flight)
+        self._driving: dict[str, asyncio.Task[None]] = {}
+        """The maintenances being driven now, by name."""
+        self._parked: dict[str, int | None] = {}
+        """Parked maintenances and the version they parked at (driven again when it moves)."""
+        self._terminal: dict[str, int] = {}
+        """Terminal maintenances by phase (counted once: scans read active ones only)."""
+        self.trace: collections.deque[tuple[str, str]] = collections.deque(maxlen=10_000)
+        """What happened, in order: ``("watch", "ADDED nm-1")``, ``("scan", cause)``,
+        ``("reconcile", name)`` (for tests and debugging)."""
 
     # -- set-up ----------------------------------------------------------------------------
     def _access(self, deployment: Deployment) -> tuple[ApiAccess, Path | None, str]:
@@ -168,10 +194,14 @@ class Operator:
         loop = asyncio.get_running_loop()
         while not self._stop.is_set():
             for site, state in self.sites.items():
+                was = state.lease.held()
                 held = await state.lease.try_acquire_or_renew()
                 self.metrics.lease_held.labels(site).set(1 if held else 0)
                 if not held:
                     self._pause(site)
+                elif not was:
+                    self.trace.append(("lease", f"{site} held"))
+                    self._wake_for(f"lease of site {site} held")
             # wake at the next attempt, or earlier at a renew deadline (then pause)
             wake = loop.time() + period
             deadlines = [s.lease.valid_until for s in self.sites.values() if s.lease.held()]
@@ -192,57 +222,145 @@ class Operator:
                 log.warning("site %s: lease not held: reconcile cancelled", site)
                 task.cancel()
 
-    async def _reconcile(self, lc: Lifecycle, name: str, site: str,
-                         sem: asyncio.Semaphore) -> str | None:
-        async with sem:
-            if not self.sites[site].lease.held():
-                return None
-            task = asyncio.current_task()
-            assert task is not None
-            self.sites[site].tasks.add(task)
-            try:
-                return (await lc.reconcile(name)).value
-            finally:
-                self.sites[site].tasks.discard(task)
+    def _wake_for(self, cause: str) -> None:
+        """Ask for a scan now (the first cause since the last scan is the one recorded)."""
+        if not self._wake.is_set():
+            self._cause = cause
+            self._wake.set()
 
-    async def _pass(self, lc: Lifecycle, sem: asyncio.Semaphore) -> tuple[bool, bool]:
-        """One pass; returns (advanced something, idle)."""
-        every = lc.store.all()
-        self.metrics.observe(every)
+    async def _woken(self, seconds: float) -> None:
+        """Wait ``seconds`` at most, for a wake or the stop."""
+        waits = [asyncio.ensure_future(e.wait()) for e in (self._wake, self._stop)]
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+
+    async def _drive(self, lc: Lifecycle, name: str, site: str) -> None:
+        """One maintenance through the Reconciler until it is parked or done, or this
+        replica stops acting for its site: ``--max-in-flight`` reconciles at a time, each
+        one that waits on the world tried again after ``--interval`` (outside the limit)."""
+        state = self.sites[site]
+        task = asyncio.current_task()
+        assert task is not None
+        state.tasks.add(task)
+        try:
+            while not self._stop.is_set() and state.lease.held():
+                async with self._sem:
+                    if not state.lease.held():
+                        return
+                    self.trace.append(("reconcile", name))
+                    try:
+                        result = (await lc.reconcile(name)).value
+                    except PowerplaneError as exc:  # the store or a port failed: again later
+                        log.warning("%s: %s", name, exc)
+                        result = "error"
+                self.results[name] = result
+                if result == "done":
+                    self._finished(lc, name)
+                    return
+                if result == "parked":
+                    with contextlib.suppress(PowerplaneError):
+                        self._parked[name] = lc.store.get(name).resource_version
+                    return
+                if result != "advanced":
+                    await self._sleep(self.options.interval)
+        finally:
+            state.tasks.discard(task)
+            self._driving.pop(name, None)
+            self._wake_for(f"{name} {self.results.get(name, 'stopped')}")
+
+    def _finished(self, lc: Lifecycle, name: str) -> None:
+        """A maintenance that became terminal: read once more for the metrics, then only its
+        phase is kept (scans read active maintenances only)."""
+        try:
+            m = lc.store.get(name)
+        except PowerplaneError:
+            return
+        self.metrics.observe([m], phases=False)
+        self._terminal[m.phase.value] = self._terminal.get(m.phase.value, 0) + 1
+
+    def _scan(self, lc: Lifecycle, cause: str) -> bool:
+        """Read the active maintenances once; start a driver for each of a held site that
+        has none and is not parked unchanged. Returns whether this replica is idle (nothing
+        of its sites can advance and nothing runs)."""
+        self.trace.append(("scan", cause))
+        if cause == "resync":
+            self._parked.clear()
+        active = lc.store.active()
         self.metrics.passes.inc()
-        mine = [m for m in every if not m.phase.terminal
-                and self.node_site.get(m.node, DEFAULT_SITE) in self.sites]
-        runnable: list[tuple[NodeMaintenance, str]] = []
+        self.metrics.observe(active, terminal=self._terminal)
         idle = True
-        for m in mine:
-            site = self.node_site.get(m.node, DEFAULT_SITE)
-            if self.sites[site].lease.held():
-                runnable.append((m, site))
-            else:
-                idle = False  # another replica acts for it (or nobody yet)
-        outcomes = await asyncio.gather(
-            *(self._reconcile(lc, m.name, site, sem) for m, site in runnable),
-            return_exceptions=True)
-        advanced = False
-        for (m, _), outcome in zip(runnable, outcomes, strict=True):
-            if isinstance(outcome, asyncio.CancelledError) or outcome is None:
-                idle = False
-                continue
-            if isinstance(outcome, BaseException):
-                log.warning("%s: %s", m.name, outcome)
-                idle = False
-                continue
-            self.results[m.name] = outcome
-            advanced |= outcome == "advanced"
-            idle &= outcome in _IDLE
         waiting: dict[str, int] = {}
-        for m in mine:
-            if self.results.get(m.name) not in _IDLE:
-                site = self.node_site.get(m.node, DEFAULT_SITE)
-                waiting[site] = waiting.get(site, 0) + 1
+        for m in active:
+            site = self.node_site.get(m.node, DEFAULT_SITE)
+            state = self.sites.get(site)
+            if state is None:
+                continue  # another replica's site
+            if self._parked.get(m.name) == m.resource_version:
+                continue  # parked, and nothing changed since
+            self._parked.pop(m.name, None)
+            idle = False
+            waiting[site] = waiting.get(site, 0) + 1
+            if m.name in self._driving or not state.lease.held():
+                continue  # already driven, or another replica acts for it (or nobody yet)
+            self._driving[m.name] = asyncio.create_task(self._drive(lc, m.name, site),
+                                                        name=f"drive {m.name}")
         self._waiting = waiting
         self.health.tick()
-        return advanced, idle
+        return idle and not self._driving
+
+    async def _watch_loop(self, client: Any) -> None:
+        """Watch ``nodemaintenances`` and ask for a scan at every event: a list for its
+        ``resourceVersion``, then a watch from it (lightkube resumes a stream the server
+        ends from the last version it saw); ``410 Gone`` lists again at once, any other
+        failure after a backoff doubling from :data:`WATCH_BACKOFF_S` to
+        :data:`WATCH_BACKOFF_MAX_S`. Events only wake the scan, which reads the store."""
+        from powerplane_kubernetes.errors import map_error
+        from powerplane_kubernetes.store import NodeMaintenanceResource
+
+        backoff = WATCH_BACKOFF_S
+        version: str | None = None
+        gone = 0  # 410s in a row: a second one backs off as a failure does
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    listed = client.list(NodeMaintenanceResource)
+                    async for _ in listed:
+                        break
+                    version = listed.resourceVersion
+                    self.trace.append(("watch", f"listed at {version}"))
+                    self._wake_for("watch re-listed")
+                async for kind, obj in client.watch(NodeMaintenanceResource,
+                                                    resource_version=version,
+                                                    server_timeout=WATCH_SERVER_TIMEOUT_S):
+                    backoff, gone = WATCH_BACKOFF_S, 0
+                    meta = obj.metadata
+                    if meta is not None and meta.resourceVersion:
+                        version = meta.resourceVersion
+                    name = meta.name if meta is not None else "?"
+                    self.trace.append(("watch", f"{kind} {name}"))
+                    self._wake_for(f"watch {kind} {name}")
+            except Exception as exc:
+                if _status_code(exc) == 410:
+                    log.info("watch of nodemaintenances: 410 Gone (resourceVersion %s no "
+                             "longer kept): listing again", version)
+                    self.trace.append(("watch", "410 Gone"))
+                    version, gone = None, gone + 1
+                    if gone == 1:
+                        continue
+                else:
+                    self.trace.append(("watch", "failed"))
+                    log.warning("watch of nodemaintenances: %s; again in %g s",
+                                map_error(exc, "watch"), backoff)
+            version = None
+            await self._sleep(backoff)
+            backoff = min(2 * backoff, WATCH_BACKOFF_MAX_S)
 
     def _not_idle(self) -> str:
         """Why ``--until-idle`` had not ended when ``--timeout`` expired."""
@@ -320,36 +438,64 @@ class Operator:
                 loop.add_signal_handler(sig, self._stop.set)
         host = PowerHost(metered_deployment(deployment, self.metrics, self._before_verb))
         lease_task: asyncio.Task[None] | None = None
+        watch_task: asyncio.Task[None] | None = None
         try:
             await host.start()
             lc = self.lifecycle = Lifecycle.for_host(host)
-            self.metrics.observe(lc.store.all(), count=False)
+            every = lc.store.all()  # once: later scans read active maintenances only
+            self.metrics.observe(every, count=False)
+            for m in every:
+                if m.phase.terminal:
+                    self._terminal[m.phase.value] = self._terminal.get(m.phase.value, 0) + 1
+            del every
             self.health.set_ready(True)
+            self._sem = asyncio.Semaphore(o.max_in_flight)
             lease_task = asyncio.create_task(self._lease_loop())
-            sem = asyncio.Semaphore(o.max_in_flight)
+            from powerplane_kubernetes.store import KubernetesStore
+
+            if isinstance(lc.store, KubernetesStore):
+                watch_task = asyncio.create_task(self._watch_loop(client))
+            cause, next_resync = "start", loop.time() + o.resync
             while not self._stop.is_set():
-                if lease_task.done():
-                    lease_task.result()  # the lease loop failed: raise it here
+                for background in (lease_task, watch_task):
+                    if background is not None and background.done():
+                        background.result()  # it failed: raise it here
                 try:
-                    advanced, idle = await self._pass(lc, sem)
+                    idle = self._scan(lc, cause)
                 except PowerplaneError as exc:  # the store failed: not ready, try again
                     self.health.set_ready(False, str(exc))
                     log.warning("%s", exc)
-                    advanced, idle = False, False
+                    idle = False
                 else:
                     self.health.set_ready(True)
                 if o.until_idle and idle:
                     return 0
-                if not advanced:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stop.wait(), o.interval)
+                # the next scan: at an event (the watch, a driver ending, a lease held), at
+                # the resync, and (no watch: the SQLite store) every --interval
+                self._wake.clear()
+                wait = next_resync - loop.time()
+                if watch_task is None:
+                    wait = min(wait, o.interval)
+                await self._woken(max(0.0, wait))
+                if self._stop.is_set():
+                    break
+                if self._wake.is_set():
+                    cause = self._cause
+                elif loop.time() >= next_resync:
+                    cause, next_resync = "resync", loop.time() + o.resync
+                else:
+                    cause = "poll"
             return 0
         finally:
             self._stop.set()
-            if lease_task is not None:
-                lease_task.cancel()
+            self._wake.set()
+            running = [t for t in (lease_task, watch_task, *self._driving.values())
+                       if t is not None]
+            for task in running:
+                task.cancel()
+            for task in running:
                 with contextlib.suppress(BaseException):
-                    await lease_task
+                    await task
             for state in self.sites.values():
                 await _bounded(state.lease.release(), f"releasing lease {state.lease.name}")
             if self.lifecycle is not None:
@@ -358,6 +504,21 @@ class Operator:
             await _bounded(api.aclose(), "closing the API client")
             if self.server is not None:
                 self.server.stop()
+
+
+def _status_code(exc: BaseException) -> int | None:
+    """The HTTP status an error carries: a watch ``ERROR`` event's Status (lightkube's
+    ``ApiError``), or the answer to the watch request itself (its body is a stream, unread)."""
+    from powerplane_kubernetes.errors import answer_of
+
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    if isinstance(code, int):
+        status = getattr(exc, "status", None)
+        inner = getattr(status, "code", None)
+        return inner if isinstance(inner, int) else code
+    answer = answer_of(exc)
+    return answer.code if answer is not None else None
 
 
 async def _bounded(work: Coroutine[Any, Any, None], what: str) -> None:

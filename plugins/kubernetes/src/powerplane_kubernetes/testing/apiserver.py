@@ -48,6 +48,9 @@ every request. It does not emulate what this distribution depends on, so
   API server's wording (``422``, ``spec: Invalid value: "object": <message>``); a CRD with
   any other ``x-kubernetes-validations`` rule is refused at install, never passed silently.
 * **Secrets** (:meth:`KubeApiServer.add_secret`) and **Events** are stored objects.
+* **watches**: kmock streams them (every stored object as ``ADDED`` first, whatever the
+  ``resourceVersion``); :meth:`KubeApiServer.answer_watches` makes the next ones end at
+  once or answer ``410`` (an ``ERROR`` event in the stream, or the HTTP status).
 
 Requests the ports make are kept in :attr:`KubeApiServer.requests` (method, path, query,
 body) for tests to assert on. The server runs its own event loop in a thread, so async and
@@ -382,6 +385,7 @@ class KubeApiServer:
             crds = crd_manifests()
         for manifest in crds:
             self.install_crd(manifest)
+        self._watch_answers: list[str] = []
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._failure: BaseException | None = None
@@ -616,6 +620,34 @@ class KubeApiServer:
                     if _key(res) == resource and not obj.deleted]
         return self._call(read)
 
+    def answer_watches(self, *answers: str) -> None:
+        """How the next watch requests are answered, one each, before kmock serves the rest:
+        ``"end"``: ``200`` and the stream ends at once (the server closed the watch);
+        ``"gone"``: ``200``, then a watch ``ERROR`` event carrying a ``410 Expired`` Status,
+        as the API server answers a watch from a resourceVersion it no longer keeps;
+        ``"gone-http"``: a plain ``410 Gone`` answer."""
+        unknown = set(answers) - {"end", "gone", "gone-http"}
+        if unknown:
+            raise ValueError(f"unknown watch answers: {sorted(unknown)}")
+
+        def add() -> None:
+            self._watch_answers.extend(answers)
+        self._call(add)
+
+    def _watch_gate(self, request: kmock.Request) -> Any:
+        if not self._watch_answers:
+            return NotImplemented  # kmock's own watch stream
+        answer = self._watch_answers.pop(0)
+        expired = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "too old resource version: 1 (2)", "reason": "Expired",
+                   "code": 410}
+        if answer == "end":
+            return Response(status=200, payload=b"")
+        if answer == "gone":
+            line = json.dumps({"type": "ERROR", "object": expired}) + "\n"
+            return Response(status=200, payload=line.encode())
+        return Response(status=410, payload=expired)
+
     # -- plumbing --------------------------------------------------------------------------
     @property
     def _emulator(self) -> kmock.KubernetesEmulator:
@@ -692,6 +724,7 @@ class KubeApiServer:
             k.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
         if not self.longhorn:
             k[kmock.resource(group="longhorn.io")] << (lambda req: _page_not_found())
+        k[kmock.action.WATCH] << self._watch_gate
         k[kmock.action.LIST] << _answer(self._list)
         k[kmock.action.FETCH] << _answer(self._fetch)
         k["post", kmock.subresource("eviction")] << _answer(self._evict)

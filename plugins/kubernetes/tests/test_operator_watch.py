@@ -1,0 +1,120 @@
+"""The operator watches NodeMaintenance objects (the ``kubernetes`` store on kmock).
+
+A maintenance created while the operator runs is reconciled because of a watch event, not a
+poll or a resync (``--resync`` is an hour, and with a store to watch there is no poll); a
+watch the server ends, or answers ``410 Gone``, is taken up again. Asserted on the
+operator's own trace of events, scans and reconciles, in order, never on timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_operator import request, write_config
+
+from powerplane_kubernetes.operator.run import Operator, OperatorOptions
+from powerplane_kubernetes.testing.apiserver import KubeApiServer
+
+WATCHES = "/apis/powerplane.io/v1alpha1/nodemaintenances"
+
+
+def kube_store_config(tmp: Path, kubeconfig: Path) -> Path:
+    config = write_config(tmp)
+    raw = yaml.safe_load(config.read_text())
+    raw["lifecycle"]["store"] = {"type": "kubernetes", "kubeconfig": str(kubeconfig),
+                                 "namespace": "ops"}
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return config
+
+
+def replica(config: Path, kubeconfig: Path) -> Operator:
+    return Operator(OperatorOptions(
+        config=str(config), kubeconfig=str(kubeconfig), namespace="ops", identity="r1",
+        lease_duration=2, renew_deadline=1.5, retry_period=0.2, interval=0.05,
+        resync=3600))
+
+
+async def until(predicate: Any, what: str, timeout: float = 60) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout:g} s: {what}") from None
+
+
+def first_scan_cause(trace: list[tuple[str, str]], name: str) -> str:
+    """The cause of the scan that started ``name``'s first reconcile."""
+    first = trace.index(("reconcile", name))
+    return next(cause for kind, cause in reversed(trace[:first]) if kind == "scan")
+
+
+def settled(op: Operator, lists: int = 1) -> bool:
+    """The lease held, the watch listed (``lists`` times), and a scan after both."""
+    trace = list(op.trace)
+    marks = [i for i, (k, c) in enumerate(trace) if k == "watch" and c.startswith("listed")]
+    if ("lease", "east held") not in trace or len(marks) < lists:
+        return False
+    after = max(trace.index(("lease", "east held")), marks[-1])
+    return any(k == "scan" for k, _ in trace[after:])
+
+
+async def drive_one(op: Operator, config: Path) -> tuple[str, list[tuple[str, str]]]:
+    name = await asyncio.to_thread(request, config)
+    await until(lambda: op.results.get(name) == "done", f"{name} done")
+    return name, list(op.trace)
+
+
+@pytest.fixture
+def api() -> Any:
+    with KubeApiServer() as server:
+        yield server
+
+
+@pytest.mark.slow
+async def test_a_maintenance_created_while_running_is_picked_up_by_the_watch(
+        tmp_path: Path, api: KubeApiServer) -> None:
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    config = kube_store_config(tmp_path, kubeconfig)
+    op = replica(config, kubeconfig)
+    task = asyncio.create_task(op.run())
+    try:
+        await until(lambda: settled(op), "the lease held, the watch listed, a scan after")
+        name, trace = await drive_one(op, config)
+    finally:
+        op._stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    cause = first_scan_cause(trace, name)
+    assert cause.startswith("watch ") and cause.endswith(f" {name}"), (cause, trace[-40:])
+    scans = [c for k, c in trace if k == "scan"]
+    assert "resync" not in scans and "poll" not in scans
+    assert api.requests_to("GET", WATCHES)  # the list and the watch
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answers", [("end", "gone"), ("gone-http",)])
+async def test_a_watch_the_server_ends_or_answers_gone_is_taken_up_again(
+        tmp_path: Path, api: KubeApiServer, answers: tuple[str, ...]) -> None:
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    config = kube_store_config(tmp_path, kubeconfig)
+    api.answer_watches(*answers)
+    op = replica(config, kubeconfig)
+    task = asyncio.create_task(op.run())
+    try:
+        await until(lambda: ("watch", "410 Gone") in op.trace and settled(op, lists=2),
+                    "a 410, a second list, the lease held, a scan after")
+        name, trace = await drive_one(op, config)
+    finally:
+        op._stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    gone = trace.index(("watch", "410 Gone"))
+    assert any(k == "watch" and c.startswith("listed at") for k, c in trace[gone:])
+    cause = first_scan_cause(trace, name)
+    assert cause.startswith("watch ") and cause.endswith(f" {name}"), (cause, trace[-40:])
+    watches = [r for r in api.requests_to("GET", WATCHES) if r.query.get("watch") == "true"]
+    assert len(watches) >= len(answers) + 1
+    assert not [c for k, c in trace if k == "watch" and c == "failed"]
