@@ -25,6 +25,15 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "      - {channel: labb, target: m1}\n",
         ["nodes.n1.channels[0].channel (line 8): unknown channel 'labb'; channels: lab"],
     ),
+    "unknown and repeated channels of one node, in order": (
+        f"channels:\n{GOOD_CHANNEL}nodes:\n  n1:\n    channels:\n"
+        "      - {channel: lab, target: m1}\n"
+        "      - {channel: lbb, target: m1}\n"
+        "      - {channel: lab, target: m1}\n",
+        ["nodes.n1.channels[1].channel (line 9): unknown channel 'lbb'; channels: lab; "
+         "did you mean 'lab'?\n"
+         "  nodes.n1.channels[2].channel (line 10): channel 'lab' is listed twice for this node"],
+    ),
     "missing secret file": (
         "channels:\n  lab:\n    type: simulated\n    password: {file: /nonexistent/pw}\n",
         ["channels.lab.password (line 4): secret file '/nonexistent/pw' does not exist"],

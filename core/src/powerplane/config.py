@@ -430,6 +430,19 @@ def _limit_problems(
     return out
 
 
+def _unknown_channel(node: str, index: int, channel: str, known: set[str],
+                     lines: Mapping[Any, int]) -> ConfigProblem:
+    """``nodes.<node>.channels[<index>].channel`` names no channel of the file."""
+    path: tuple[str | int, ...] = ("nodes", node, "channels", index, "channel")
+    names = sorted(str(c) for c in known)
+    close = difflib.get_close_matches(channel, names, n=1, cutoff=0.6)
+    mean = f"; did you mean {close[0]!r}?" if close else ""
+    known_channels = ", ".join(names) or "none configured"
+    return ConfigProblem(format_path(path),
+                         f"unknown channel {channel!r}; channels: {known_channels}{mean}",
+                         lines.get(path))
+
+
 def parse_config(
     data: Any,
     registry: Registry | None = None,
@@ -535,29 +548,26 @@ def _parse_config(
                                  if c.type.target is not None}}
     nodes: dict[str, NodeSpec] = {}
     node_problems: list[ConfigProblem] = []
+    validate = NodeSpec.__pydantic_validator__.validate_python  # model_validate, one call less
     for nname, raw_node in raw_nodes.items():
         try:
-            nodes[str(nname)] = NodeSpec.model_validate(raw_node, context=context)
+            nodes[str(nname)] = validate(raw_node, context=context)
         except ValidationError as exc:
             node_problems.extend(_problems(exc, ("nodes", str(nname)), lines, NodeSpec))
     problems[node_problems_at:node_problems_at] = node_problems
     for nname, node in nodes.items():
-        for i, ref in enumerate(node.channels):
-            nbase: tuple[str | int, ...] = ("nodes", nname, "channels", i)
+        refs = node.channels
+        if not refs:
+            continue
+        if len(refs) == 1:  # the common case: nothing to compare with
+            if refs[0].channel not in channel_names:
+                problems.append(_unknown_channel(nname, 0, refs[0].channel, channel_names, lines))
+            continue
+        for i, ref in enumerate(refs):
             if ref.channel not in channel_names:
-                names = sorted(str(c) for c in channel_names)
-                close = difflib.get_close_matches(ref.channel, names, n=1, cutoff=0.6)
-                mean = f"; did you mean {close[0]!r}?" if close else ""
-                known_channels = ", ".join(names) or "none configured"
-                problems.append(
-                    ConfigProblem(
-                        format_path((*nbase, "channel")),
-                        f"unknown channel {ref.channel!r}; channels: {known_channels}{mean}",
-                        lines.get((*nbase, "channel")),
-                    )
-                )
+                problems.append(_unknown_channel(nname, i, ref.channel, channel_names, lines))
         seen: set[str] = set()
-        for i, ref in enumerate(node.channels):
+        for i, ref in enumerate(refs):
             if ref.channel in seen:
                 path = ("nodes", nname, "channels", i, "channel")
                 problems.append(
