@@ -9,6 +9,7 @@ and one channel reference (142 bytes a node). Figures:
 * where that time goes, measured inside one child: imports, plugin discovery, reading and
   parsing the YAML, validating the deployment, discovery of the channels (the host's start),
   the offers, the JSON output;
+* whether ``offers -o json`` printed the same bytes on both builds (sha256);
 * the YAML parse alone (``load_yaml``), CPU microseconds per node (median of ``--runs``
   at 10k/100k, of two at 1M), which should be flat from 10k to 1M.
 
@@ -22,6 +23,7 @@ machine wall times carry it, CPU times less so.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -35,32 +37,52 @@ from typing import Any
 TARGETS = {10_000: 1.0, 100_000: 8.0}
 
 PHASES = r"""
-import asyncio, json, sys, time
+import asyncio, gc, json, sys, time
 t0 = time.perf_counter()
 import powerplane._yaml as Y, powerplane.config as C
 if not hasattr(Y, "node_bound"):  # an older build: lift its fixed bounds for the figure
     Y.MAX_BYTES = Y.MAX_NODES = C.MAX_BYTES = 256 * 1024 * 1024  # as this build
-from powerplane.config import parse_config, read_config
+from powerplane.config import load_config, parse_config
+try:
+    from powerplane.config import read_config
+except ImportError:  # an older build: reading and validating in one call (counted as yaml)
+    read_config = None
 from powerplane.host import PowerHost
 from powerplane.plugins import registry
 import powerplane.simulated
 t1 = time.perf_counter()
 reg = registry()
 t2 = time.perf_counter()
-data, lines, source = read_config(sys.argv[1])
-t3 = time.perf_counter()
-dep = parse_config(data, registry=reg, source=source, lines=lines)
-t4 = time.perf_counter()
+if read_config is None:
+    dep = load_config(sys.argv[1], registry=reg)
+    t3 = t4 = time.perf_counter()
+else:
+    data, lines, source = read_config(sys.argv[1])
+    t3 = time.perf_counter()
+    dep = parse_config(data, registry=reg, source=source, lines=lines)
+    t4 = time.perf_counter()
 marks = {}
 async def go():
     async with PowerHost(dep) as host:
         marks["started"] = time.perf_counter()
-        rows = [o.as_dict() for o in host.offers(None)]
+        offers = host.offers(None)
+        rows = [o.as_dict() for o in offers]
         marks["offers"] = time.perf_counter()
-        return rows
-rows = asyncio.run(go())
-t7 = time.perf_counter()
-text = json.dumps({"nodes": rows}, indent=2, default=str)
+        return rows if dumps_indented is None else (rows, [id(o.verbs) for o in offers])
+try:  # the CLI's own output path where the build has it (C-encoded, verbs shared)
+    from powerplane.cli._json import dumps_indented
+    from powerplane.cli.commands import _shared_verbs
+except ImportError:  # an older build: the standard library's indented encoder
+    dumps_indented = _shared_verbs = None
+if dumps_indented is None:
+    rows = asyncio.run(go())
+    t7 = time.perf_counter()
+    text = json.dumps({"nodes": rows}, indent=2, default=str)
+else:
+    gc.freeze()  # as the CLI does after loading
+    rows, ids = asyncio.run(go())
+    t7 = time.perf_counter()
+    text = dumps_indented({"nodes": _shared_verbs(rows, ids)})
 t8 = time.perf_counter()
 print(json.dumps({"imports": t1 - t0, "plugins": t2 - t1, "yaml": t3 - t2,
                   "validate": t4 - t3, "discovery": marks["started"] - t4,
@@ -95,18 +117,22 @@ def write_config(path: Path, nodes: int) -> None:
                       f"    channels: [{{channel: lab, target: m{i:07d}}}]\n")
 
 
-def offers_wall(python: str, path: Path, runs: int) -> tuple[float, float] | None:
+def offers_wall(python: str, path: Path, runs: int,
+                digest: Path | None = None) -> tuple[float, float] | None:
     """Median wall and median CPU (user + system, of the child) seconds of ``offers -o json``;
-    ``None`` when the build refuses the file (exit 2: an older build's 4 MiB bound)."""
+    ``None`` when the build refuses the file (exit 2: an older build's 4 MiB bound).
+    ``digest``: the first run's output goes to that file (to compare builds' bytes)."""
     walls, cpus = [], []
     env = {k: v for k, v in os.environ.items() if k != "POWERPLANE_CONFIG"}
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([python, "-m", "powerplane.cli", "--config", str(path),
-                                 "offers", "-o", "json"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        walls.append(time.perf_counter() - t0)
+    for i in range(runs):
+        keep = digest is not None and i == 0
+        with open(digest if keep and digest else os.devnull, "wb") as sink:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([python, "-m", "powerplane.cli", "--config", str(path),
+                                     "offers", "-o", "json"], stdout=sink,
+                                    stderr=subprocess.DEVNULL, env=env)
+            _, status, usage = os.wait4(proc.pid, 0)
+            walls.append(time.perf_counter() - t0)
         cpus.append(usage.ru_utime + usage.ru_stime)
         code = os.waitstatus_to_exitcode(status)
         proc.returncode = code
@@ -145,7 +171,10 @@ def main() -> None:
         mib = {n: f.stat().st_size / 2**20 for n, f in files.items()}
         for n in [] if args.parse_only else TARGETS:
             for build, python in builds.items():
-                results[build][f"offers{n}"] = offers_wall(python, files[n], args.runs)
+                out = Path(tmp) / f"{build}{n}.json"
+                results[build][f"offers{n}"] = offers_wall(python, files[n], args.runs, out)
+                results[build][f"sha{n}"] = (hashlib.sha256(out.read_bytes()).hexdigest()
+                                             if out.stat().st_size else None)
                 results[build][f"phases{n}"] = child_json(python, PHASES, str(files[n]))
         for n in sizes:
             for build, python in builds.items():
@@ -170,6 +199,12 @@ def main() -> None:
             print(f"  {build:6s} {head}"
                   f"config {config:.2f} s, discovery {phases['discovery']:.2f} s, "
                   f"output {phases['offers'] + phases['json']:.2f} s   [{rest}]")
+        if len(builds) == 2:
+            shas = {results[b][f"sha{n}"] for b in builds}
+            same = "identical" if len(shas) == 1 and None not in shas else (
+                "not compared (the baseline refused the file)"
+                if results["before"][f"sha{n}"] is None else "DIFFERENT")
+            print(f"  output bytes (sha256), after vs before: {same}")
         if len(builds) == 2 and results["before"][f"offers{n}"] is not None:
             before = results["before"][f"offers{n}"][0]
             after = results["after"][f"offers{n}"][0]
