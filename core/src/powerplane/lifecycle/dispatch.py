@@ -100,7 +100,21 @@ def runner_alive(runner: str) -> bool | None:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has exited but is not yet reaped answers ``kill(pid, 0)``; it runs
+    nothing, so its dispatches are a dead runner's (Linux: state ``Z`` or ``X`` in
+    ``/proc/PID/stat``; elsewhere: cannot tell, so alive)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # The command name is in parentheses and may hold spaces or parentheses itself.
+    state = stat[stat.rfind(b")") + 2:][:1]
+    return state in (b"Z", b"X")
 
 
 def set_condition(
