@@ -21,6 +21,11 @@ Config keys (beside ``type: simulated``)::
     state_file: null                      # persist machine states and the dispatch log;
                                           #  shared by processes (locked, re-read per call)
     boot_marker: true                     # a boot counter per machine (the evidence of a boot)
+
+Latency is real waiting on the event loop's clock: a call resumes no earlier than
+``latency_ms`` after it began, and before the next millisecond after that. Calls that end
+in the same millisecond share one loop timer (a fleet call's thousands of sleeps would
+otherwise each push a timer through the loop's heap, which costs more than the call).
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import math
 import os
 import threading
 import time
+import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -135,6 +142,92 @@ def parse_target(raw: Any) -> str:
 
 
 _NOTHING: contextlib.nullcontext[None] = contextlib.nullcontext()
+_ACCEPTED = Acceptance()
+"""Every simulated acceptance (immutable, so one object serves every call)."""
+
+
+class _Ticks:
+    """One event loop's latency timers: one per millisecond in which some call is due."""
+
+    __slots__ = ("due",)
+
+    def __init__(self) -> None:
+        self.due: dict[int, list[asyncio.Future[None]]] = {}
+
+    def sleep(self, loop: asyncio.AbstractEventLoop, delay: float) -> asyncio.Future[None]:
+        """A future ``loop`` resolves no earlier than ``delay`` seconds from now (and
+        within the millisecond after)."""
+        tick = math.ceil((loop.time() + delay) * 1000)
+        waiters = self.due.get(tick)
+        if waiters is None:
+            waiters = self.due[tick] = []
+            loop.call_at(tick / 1000, self._wake, tick)
+        fut: asyncio.Future[None] = loop.create_future()
+        waiters.append(fut)
+        return fut
+
+    def _wake(self, tick: int) -> None:
+        for fut in self.due.pop(tick):
+            if not fut.done():  # a cancelled caller's future is left as it is
+                fut.set_result(None)
+
+
+_TICKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticks] = (
+    weakref.WeakKeyDictionary())
+"""Per event loop (the loop is not kept alive by its entry)."""
+
+
+def _ticks(loop: asyncio.AbstractEventLoop) -> _Ticks:
+    ticks = _TICKS.get(loop)
+    if ticks is None:
+        ticks = _TICKS[loop] = _Ticks()
+    return ticks
+
+
+def _verb_method(
+    verb: Verb, final: str, transitional: str
+) -> Callable[[SimulatedChannel, str], Coroutine[Any, Any, Acceptance]]:
+    """The channel's method for ``verb``: one coroutine per call on the short path (nothing
+    configured that needs the long one), with the same counts, session limit, latency,
+    send gate and dispatch record as the long path."""
+    method, value = verb.method, verb.value
+    first = transitional if verb is Verb.REBOOT else final
+
+    async def call(self: SimulatedChannel, target: str) -> Acceptance:
+        if verb not in self._caps.verbs:
+            require(self._caps, verb, self.name)
+        if not self._plain:
+            return await self._call(method, target, True,
+                                    lambda: self._apply(verb, target, final, transitional))
+        self._enter(method, target, verb=True)
+        try:
+            if self._latency:
+                loop = asyncio.get_running_loop()
+                if loop is not self._loop:
+                    self._loop, self._tick = loop, _ticks(loop)
+                assert self._tick is not None
+                await self._tick.sleep(loop, self._latency)
+            if target not in self._state:
+                raise RefusedByDevice(
+                    f"no such machine {target!r}", channel=self.name, target=target
+                )
+            about_to_send()
+            entries = self._entries[value]
+            entry = entries.get(target)
+            if entry is None:  # one tuple per (verb, machine): the log holds references
+                entry = entries[target] = (value, target)
+            with self._lock:
+                self.dispatches.append(entry)
+                self._become(target, first)
+                self._become(target, final)
+            return _ACCEPTED
+        finally:
+            self.active -= 1
+
+    call.__name__ = method
+    call.__qualname__ = f"SimulatedChannel.{method}"
+    call.__doc__ = f"{value}: the machine becomes {final!r} (through {transitional!r})."
+    return call
 
 
 class SimulatedChannel:
@@ -156,6 +249,9 @@ class SimulatedChannel:
         self.active = 0
         self.peak_active = 0
         self.closed = False
+        self._entries: dict[str, dict[str, tuple[str, str]]] = {v.value: {} for v in Verb}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tick: _Ticks | None = None
         self._load_state()
         sees = config.readback == "full"
         self._caps = CapabilitySet.of(
@@ -165,6 +261,19 @@ class SimulatedChannel:
             detail="simulated channel",
             sees_power_off=sees,
         )
+
+    @property
+    def config(self) -> SimulatedConfig:
+        """The channel's config (a test may replace it: what is derived from it follows)."""
+        return self._config
+
+    @config.setter
+    def config(self, config: SimulatedConfig) -> None:
+        self._config = config
+        self._latency = config.latency_ms / 1000
+        self._plain = (not config.faults and config.expect_password is None
+                       and config.state_file is None and not config.transition_ms)
+        """No fault, password, state file or transition: a verb takes the short path."""
 
     # -- persistence -------------------------------------------------------------------------
     def _shared(self) -> contextlib.AbstractContextManager[None]:
@@ -242,13 +351,22 @@ class SimulatedChannel:
                 target=target,
             )
         self.active += 1
-        self.peak_active = max(self.peak_active, self.active)
+        if self.active > self.peak_active:
+            self.peak_active = self.active
+
+    def _sleep(self) -> Awaitable[None]:
+        """The call's latency on the running loop (see the module's note on latency)."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop, self._tick = loop, _ticks(loop)
+        assert self._tick is not None
+        return self._tick.sleep(loop, self._latency)
 
     async def _call(self, method: str, target: str, verb: bool, act: Callable[[], T]) -> T:
         self._enter(method, target, verb=verb)
         try:
-            if self.config.latency_ms:
-                await asyncio.sleep(self.config.latency_ms / 1000)
+            if self._latency:
+                await self._sleep()
             fault = self._fault(target)
             if fault is not None:
                 self._check_faults(fault, target, verb=verb)
@@ -310,7 +428,7 @@ class SimulatedChannel:
 
     def _apply(self, verb: Verb, target: str, final: str, transitional: str) -> Acceptance:
         if self.config.faults and self._fault(target) is Fault.SILENT:
-            return Acceptance()
+            return _ACCEPTED
         with self._lock:
             self.dispatches.append((verb.value, target))
             delay = self.config.transition_ms / 1000
@@ -322,39 +440,17 @@ class SimulatedChannel:
                 self._become(target, transitional if verb is Verb.REBOOT else final)
                 self._become(target, final)
             self._save_state()
-        return Acceptance()
+        return _ACCEPTED
 
     # -- the channel protocol ------------------------------------------------------------------
     async def capabilities(self, target: str) -> CapabilitySet:
         await self._call("capabilities", target, False, lambda: None)
         return self._caps
 
-    async def reboot(self, target: str) -> Acceptance:
-        require(self._caps, Verb.REBOOT, self.name)
-        return await self._call(
-            "reboot", target, True, lambda: self._apply(Verb.REBOOT, target, "on", "rebooting")
-        )
-
-    async def shutdown(self, target: str) -> Acceptance:
-        require(self._caps, Verb.SHUTDOWN, self.name)
-        return await self._call(
-            "shutdown", target, True,
-            lambda: self._apply(Verb.SHUTDOWN, target, "off", "powering-off"),
-        )
-
-    async def power_on(self, target: str) -> Acceptance:
-        require(self._caps, Verb.POWER_ON, self.name)
-        return await self._call(
-            "power_on", target, True,
-            lambda: self._apply(Verb.POWER_ON, target, "on", "powering-on"),
-        )
-
-    async def terminate(self, target: str) -> Acceptance:
-        require(self._caps, Verb.TERMINATE, self.name)
-        return await self._call(
-            "terminate", target, True,
-            lambda: self._apply(Verb.TERMINATE, target, "off", "shutting-down"),
-        )
+    reboot = _verb_method(Verb.REBOOT, "on", "rebooting")
+    shutdown = _verb_method(Verb.SHUTDOWN, "off", "powering-off")
+    power_on = _verb_method(Verb.POWER_ON, "on", "powering-on")
+    terminate = _verb_method(Verb.TERMINATE, "off", "shutting-down")
 
     async def read_power_state(self, target: str) -> Reading:
         return await self._call("read_power_state", target, False, lambda: self._read(target))
