@@ -5,6 +5,9 @@ node gathered at once, :func:`drain` runs a bounded pool of workers: at most
 ``per_key`` of them on one endpoint and ``total`` in all, each taking the next item of
 its endpoint's queue when the last one finished. So the tasks alive at once are bounded by
 the limits, not by the fleet size, and no call waits on a contended semaphore.
+:class:`Limiter` is the host's bound per endpoint and in total: a counting semaphore whose
+uncontended acquire is a plain call (no coroutine), so a call that does not wait pays for
+no awaitable.
 
 :class:`SharedDeadlines` bounds each call by the same ``timeout_s`` as
 ``asyncio.timeout`` would (the call's task is cancelled at its deadline and the
@@ -14,7 +17,8 @@ their deadlines come in order, and the timer is armed for the earliest one still
 
 :func:`quiet_gc` freezes the objects alive when a fleet call starts (the deployment, the
 host, its channels) so the garbage collector does not walk them again and again while the
-call creates and drops its per-node objects; they are unfrozen when the last such call ends.
+call creates and drops its per-node objects, and collects the young generation less often
+while the call runs; both are undone when the last such call ends.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from types import TracebackType
 from typing import TypeVar
 
-__all__ = ["SharedDeadlines", "drain", "quiet_gc"]
+__all__ = ["Limiter", "SharedDeadlines", "drain", "quiet_gc", "run_workers", "slots_of"]
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -127,6 +131,65 @@ class SharedDeadlines:
         self._pending.clear()
 
 
+class Limiter:
+    """A counting bound, first come first served, like :class:`asyncio.Semaphore`.
+
+    ``if not limiter.try_acquire(): await limiter.acquire()`` takes one unit;
+    :meth:`release` gives it back (to the longest waiter first, handed over directly so no
+    newcomer overtakes it). A waiter cancelled after the unit was handed to it passes the
+    unit on, so none is lost. Loop-bound like every asyncio primitive: one event loop.
+    """
+
+    __slots__ = ("_value", "_waiters")
+
+    def __init__(self, value: int) -> None:
+        if value < 1:
+            raise ValueError("a limiter needs a bound of at least 1")
+        self._value = value
+        self._waiters: deque[asyncio.Future[None]] | None = None
+        """Made on the first wait (one limiter per endpoint: most never wait)."""
+
+    @property
+    def available(self) -> int:
+        """Units free now (0 while anyone waits)."""
+        return 0 if self._waiters else self._value
+
+    def try_acquire(self) -> bool:
+        """Take a unit if one is free and nobody waits for one; never blocks."""
+        if self._value > 0 and not self._waiters:
+            self._value -= 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        """Take a unit, waiting in line for one if none is free."""
+        if self.try_acquire():
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = deque()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self.release()  # handed to us as we were cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+            raise
+
+    def release(self) -> None:
+        """Give a unit back: to the longest waiter still waiting, else to the pool."""
+        waiters = self._waiters
+        while waiters:
+            fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self._value += 1
+
+
 async def drain(
     queues: Mapping[K, deque[T]],
     per_key: int,
@@ -140,10 +203,7 @@ async def drain(
     first slot of every key, then the second, ...), so every endpoint starts early; a
     worker drains its key's queue, then takes the next slot. ``work`` must not raise.
     """
-    depth = min(per_key, max((len(q) for q in queues.values()), default=0))
-    slots: deque[K] = deque(
-        key for rank in range(depth) for key, q in queues.items() if len(q) > rank
-    )
+    slots = slots_of(queues, per_key)
 
     async def worker() -> None:
         while slots:
@@ -152,27 +212,53 @@ async def drain(
             while queue:
                 await work(key, queue.popleft())
 
-    workers = min(total, len(slots))
-    if workers == 1:
-        await worker()
-    elif workers:
-        await asyncio.gather(*(worker() for _ in range(workers)))
+    await run_workers(min(total, len(slots)), worker)
 
+
+def slots_of(queues: Mapping[K, deque[T]], per_key: int) -> deque[K]:
+    """:func:`drain`'s worker slots: each key once per item up to ``per_key``, round-robin
+    (the first slot of every key, then the second, ...). A worker takes a slot and works
+    on its key's queue until it is empty, so no more than ``per_key`` work on one key."""
+    depth = min(per_key, max((len(q) for q in queues.values()), default=0))
+    return deque(key for rank in range(depth) for key, q in queues.items() if len(q) > rank)
+
+
+async def run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None:
+    """Run ``count`` copies of ``worker`` concurrently (one in the calling task)."""
+    if count == 1:
+        await worker()
+    elif count > 1:
+        await asyncio.gather(*(worker() for _ in range(count)))
+
+
+YOUNG_THRESHOLD = 100_000
+"""The collector's first-generation threshold while a fleet call runs (CPython's default
+is 700): a call in flight keeps a few objects alive, so with 20,000 calls in flight the
+default would run a collection every few dozen calls, each walking every call's objects
+again and pushing them towards the full collections that walk everything."""
 
 _frozen = 0
+_thresholds: tuple[int, int, int] = (0, 0, 0)
 
 
 @contextlib.contextmanager
 def quiet_gc() -> Iterator[None]:
-    """Freeze what is alive now for the garbage collector until the block (and any nested
-    or concurrent one) ends; the objects are unfrozen, and collectable again, after."""
-    global _frozen
+    """Freeze what is alive now for the garbage collector, and collect the young
+    generation every :data:`YOUNG_THRESHOLD` allocations instead of every 700, until the
+    block (and any nested or concurrent one) ends; then the objects are unfrozen, and
+    collectable again, and the thresholds are what they were. The collector keeps
+    running (a fleet call's own objects form no reference cycles, but others' may)."""
+    global _frozen, _thresholds
     if _frozen == 0:
         gc.freeze()
+        _thresholds = gc.get_threshold()
+        if 0 < _thresholds[0] < YOUNG_THRESHOLD:
+            gc.set_threshold(YOUNG_THRESHOLD, _thresholds[1], _thresholds[2])
     _frozen += 1
     try:
         yield
     finally:
         _frozen -= 1
         if _frozen == 0:
+            gc.set_threshold(*_thresholds)
             gc.unfreeze()
