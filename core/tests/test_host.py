@@ -263,3 +263,21 @@ async def test_state_file_keeps_dispatches_across_channel_instances(
         chan = host.channel("ep0")
         assert chan.dispatches == [("shutdown", "m0")]  # type: ignore[attr-defined]
         assert (await host.read_power_state("n0-0")).state is PowerState.OFF
+
+
+async def test_the_rule_at_dispatch_sees_what_discovery_found_last(host_for: HostFor) -> None:
+    # the per-node verdict is kept only until discovery records anything new
+    async with host_for(fleet(1, 3)) as host:
+        assert all(isinstance(r, InvokeResult) for r in (await host.invoke_many(
+            list(host.nodes), Verb.REBOOT, reason="before")).values())
+        chan = host.channel("ep0")
+        assert isinstance(chan, SimulatedChannel)
+        chan._caps = CapabilitySet.empty("the BMC withdrew its reset actions")
+        await host.refresh(["n0-1"])
+        results = await host.invoke_many(list(host.nodes), Verb.REBOOT, reason="after")
+        # n0-1 was discovered again: the rule withholds it; n0-0 was not, so the host
+        # still offers it and the channel's own check refuses it before any I/O
+        assert type(results["n0-1"]).__name__ == "NotOffered"
+        assert "withdrew" in str(results["n0-1"])
+        assert type(results["n0-0"]).__name__ == "NotSupported"
+        assert len(chan.dispatches) == 3  # only the first request's

@@ -19,6 +19,10 @@ conformance suite test with ``isinstance``:
 * :class:`BatchInvoker` -- ``invoke_batch(verb, targets) -> Sequence[Acceptance | None |
   PowerplaneError]``, one outcome per target, in order: the host sends a channel's nodes in
   one batch;
+* :class:`BatchDiscovery` -- ``capabilities_batch(targets) -> Sequence[CapabilitySet |
+  PowerplaneError]``, one outcome per target, in order: the host discovers all of a
+  channel's targets on one endpoint in one call (one API call per page, one ``$expand``
+  read of a collection, ...) instead of one ``capabilities`` call per target;
 * :class:`HasEndpoint` -- ``endpoint(target) -> str`` names the device a call reaches, so
   the host bounds concurrent calls per endpoint (default: one endpoint per channel);
 * :class:`Identifies` -- ``identity(target) -> Mapping[str, object]`` (vendor, model,
@@ -74,6 +78,7 @@ __all__ = [
     "Address",
     "AddressFormat",
     "AddressSource",
+    "BatchDiscovery",
     "BatchInvoker",
     "Channel",
     "ChannelFactory",
@@ -212,6 +217,28 @@ class BatchInvoker(Protocol[TargetT_contra]):
         self, verb: Verb, targets: Sequence[TargetT_contra]
     ) -> Sequence[Outcome] | Awaitable[Sequence[Outcome]]:
         """Send ``verb`` to every target; one outcome per target, in order."""
+        ...
+
+
+@runtime_checkable
+class BatchDiscovery(Protocol[TargetT_contra]):
+    """Optional: ``capabilities_batch(targets)``, discovery of many targets in one call.
+
+    Returns one outcome per target, in the order given: the target's
+    :class:`~powerplane.capabilities.CapabilitySet`, or the error that prevented one (an
+    error for one target is that target's outcome, not raised; an error raised is every
+    target's). Each target must be judged from what the device says about that target
+    alone, exactly as ``capabilities(target)`` would. The host calls it once per channel
+    and endpoint with every target it is about to discover there (two or more; one target
+    goes to ``capabilities``), as one channel call: bounded by the endpoint's and the total
+    limit and by ``limits.timeout_s`` like any other.
+    """
+
+    def capabilities_batch(
+        self, targets: Sequence[TargetT_contra]
+    ) -> (Sequence[CapabilitySet | PowerplaneError]
+          | Awaitable[Sequence[CapabilitySet | PowerplaneError]]):
+        """``capabilities`` of every target; one outcome per target, in order."""
         ...
 
 
@@ -462,17 +489,16 @@ class SendGate:
     never leave after the host reported the call as ended.
     """
 
-    __slots__ = ("_closed", "_lock", "sent")
+    __slots__ = ("_closed", "sent")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._closed = False
         self.sent = False
         """Whether a state-changing request has passed the gate (and so may have left)."""
 
     def pass_through(self) -> None:
         """Mark a request as leaving now; raise :class:`ChannelTimeout` if the gate is closed."""
-        with self._lock:
+        with _GATE_LOCK:
             if self._closed:
                 raise ChannelTimeout(
                     "the host gave up on this call before the request left; it was not sent"
@@ -481,10 +507,14 @@ class SendGate:
 
     def close(self) -> bool:
         """Close the gate; return whether a request had already passed it."""
-        with self._lock:
+        with _GATE_LOCK:
             self._closed = True
             return self.sent
 
+
+_GATE_LOCK = threading.Lock()
+"""Makes each gate's pass and close atomic (one lock for every gate: each holds it for two
+assignments, so a lock object per call would cost more than the sharing does)."""
 
 _GATE: contextvars.ContextVar[SendGate | None] = contextvars.ContextVar(
     "powerplane_send_gate", default=None

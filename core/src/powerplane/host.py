@@ -10,9 +10,11 @@
         ...   # creates and discovers only what node-1 uses; the rest on first use
 
 Every channel call is bounded per endpoint (``limits.per_endpoint``) and in total
-(``limits.total``), and times out after ``limits.timeout_s``. A verb is sent at most
-once per request: the host never retries a verb. Any exception a plugin lets escape
-unmapped becomes a :class:`~powerplane.errors.ProtocolError` naming its type.
+(``limits.total``), and times out after ``limits.timeout_s``. Discovery and fleet calls
+run a bounded pool of workers (:mod:`powerplane.scheduling`), never a task per node; a
+channel with ``capabilities_batch`` discovers its targets on one endpoint in one call.
+A verb is sent at most once per request: the host never retries a verb. Any exception a
+plugin lets escape unmapped becomes a :class:`~powerplane.errors.ProtocolError` naming its type.
 """
 
 from __future__ import annotations
@@ -36,10 +38,8 @@ from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import (
     _GATE,
     Acceptance,
-    BatchInvoker,
     Channel,
     HasBootMarker,
-    HasEndpoint,
     PowerState,
     Reading,
     SendGate,
@@ -57,7 +57,14 @@ from powerplane.errors import (
 from powerplane.plugins import Registry
 from powerplane.readback import PowerOffWatch
 from powerplane.recovery import ChannelView, NodeOffer, VerbOffer, decide
-from powerplane.scheduling import SharedDeadlines, drain, quiet_gc
+from powerplane.scheduling import (
+    Limiter,
+    SharedDeadlines,
+    drain,
+    quiet_gc,
+    run_workers,
+    slots_of,
+)
 
 __all__ = ["ChannelReading", "InvokeGuard", "InvokeResult", "NodeReading", "Plan", "PowerHost"]
 
@@ -67,6 +74,10 @@ VERB_METHODS = frozenset({"reboot", "shutdown", "power_on", "terminate", "invoke
 """The channel methods that change a machine's state (their timeouts may be unknown outcomes)."""
 
 GUARDED = frozenset({Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE})
+
+DISCOVERY_WORKERS = 2048
+"""At most this many discovery calls at once, within ``limits.total`` (each call in flight
+holds its stack until it answers: 20,000 at once for a 50,000-node start held 60 MiB)."""
 """The verbs an :class:`InvokeGuard` is asked about (they take a node out of service)."""
 
 
@@ -83,7 +94,7 @@ class InvokeGuard(Protocol):
     ) -> Mapping[str, PowerplaneError | None]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InvokeResult:
     """The outcome of one verb on one node."""
 
@@ -124,7 +135,7 @@ def _expected(verb: Verb) -> PowerState:
     return PowerState.OFF if verb in (Verb.SHUTDOWN, Verb.TERMINATE) else PowerState.ON
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Plan:
     """What ``invoke`` would send for one node, after the rule and the guard: nothing sent."""
 
@@ -209,6 +220,25 @@ class NodeReading:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class _Traits:
+    """What a channel object offers beside :class:`Channel`, looked up once at creation
+    (a ``runtime_checkable`` isinstance walks the protocol each time it is asked)."""
+
+    endpoint: Callable[[Any], Any] | None
+    batch_invoke: bool
+    batch_discovery: bool
+
+    @classmethod
+    def of(cls, channel: Channel) -> _Traits:
+        endpoint = getattr(channel, "endpoint", None)
+        return cls(
+            endpoint if callable(endpoint) else None,
+            callable(getattr(channel, "invoke_batch", None)),
+            callable(getattr(channel, "capabilities_batch", None)),
+        )
+
+
 def _target_key(target: Any) -> Any:
     try:
         hash(target)
@@ -240,8 +270,14 @@ class PowerHost:
         self._errors: dict[tuple[str, Any], PowerplaneError] = {}
         self._offers: dict[str, NodeOffer] = {}
         self._memo: dict[Any, dict[Verb, VerbOffer]] = {}
-        self._ep_sems: dict[Any, asyncio.Semaphore] = {}
-        self._total: asyncio.Semaphore | None = None
+        self._rules: dict[str, dict[Verb, VerbOffer]] = {}
+        """Per node, the rule's verdict on what discovery holds now (emptied whenever
+        discovery records anything, so it is never older than the capabilities)."""
+        self._complete = False
+        """Whether every (channel, target) of the deployment has been discovered once."""
+        self._traits: dict[str, _Traits] = {}
+        self._ep_sems: dict[Any, Limiter] = {}
+        self._total: Limiter | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._async_methods: dict[tuple[str, str], bool] = {}
         self._discovering: dict[tuple[str, Any], asyncio.Future[None]] = {}
@@ -281,7 +317,7 @@ class PowerHost:
         the deployment does not have.
         """
         if not self._started:
-            self._total = asyncio.Semaphore(self.limits.total)
+            self._total = Limiter(self.limits.total)
             self._executor = ThreadPoolExecutor(
                 max_workers=min(self.limits.total, 64), thread_name_prefix="powerplane"
             )
@@ -307,7 +343,9 @@ class PowerHost:
 
     def _create(self, name: str, configured: ConfiguredChannel) -> None:
         try:
-            self._channels[name] = configured.type.factory(name, configured.config)
+            channel = configured.type.factory(name, configured.config)
+            self._traits[name] = _Traits.of(channel)
+            self._channels[name] = channel
         except PowerplaneError as exc:
             self._broken[name] = str(exc)
         except Exception as exc:  # a plugin bug must not take the host down
@@ -332,15 +370,17 @@ class PowerHost:
         """Discover every (channel, target) capability set again, concurrently.
 
         ``nodes``: only the channels and targets those nodes use (creating each channel
-        on first use); None: every node's.
+        on first use); None: every node's. A channel with ``capabilities_batch``
+        (:class:`~powerplane.channel.BatchDiscovery`) is asked once per endpoint for all
+        of its targets there; any other is asked per target, by at most
+        ``limits.per_endpoint`` workers per endpoint and ``limits.total`` in all.
         """
         await self._discover_pairs(self._pairs(nodes), again=True)
         if nodes is None:
+            self._complete = True
             self._memo.clear()
-            self._offers = {
-                name: self._node_offer(name, spec)
-                for name, spec in self.deployment.nodes.items()
-            }
+            self._rules.clear()
+            self._offers.clear()  # each decided when first asked for (offer_for)
 
     async def discover(self, nodes: Iterable[str] | None = None) -> None:
         """Discover what ``nodes`` use (every node: None) and is not discovered yet.
@@ -350,6 +390,8 @@ class PowerHost:
         for a name the deployment does not have.
         """
         await self._discover_pairs(self._pairs(nodes), again=False)
+        if nodes is None:
+            self._complete = True
 
     def _pairs(self, nodes: Iterable[str] | None) -> dict[tuple[str, Any], Any]:
         """(channel, target key) -> target of every channel reference of ``nodes``."""
@@ -363,6 +405,8 @@ class PowerHost:
 
     async def _ensure(self, nodes: Iterable[str]) -> None:
         """Discover, on first use, what the known nodes among ``nodes`` use."""
+        if self._complete:
+            return
         known = self.deployment.nodes
         wanted = [n for n in dict.fromkeys(nodes) if n in known]
         if any((ref.channel, _target_key(ref.target)) not in self._caps
@@ -386,7 +430,8 @@ class PowerHost:
             futures = {key: loop.create_future() for key in mine}
             self._discovering.update(futures)
             try:
-                await asyncio.gather(*(self._discover_one(k, t) for k, t in mine.items()))
+                with quiet_gc():
+                    await self._discover_all(mine)
             finally:
                 for key, fut in futures.items():
                     self._discovering.pop(key, None)
@@ -396,25 +441,102 @@ class PowerHost:
             # shielded: a caller cancelled while waiting does not cancel the discovery
             await asyncio.gather(*(asyncio.shield(f) for f in running))
 
-    async def _discover_one(self, key: tuple[str, Any], target: Any) -> None:
-        name = key[0]
-        self._errors.pop(key, None)
-        self._channel_for(name)
-        if name in self._broken:
-            self._caps[key] = self._broken[name]
-            self._errors[key] = ChannelError(self._broken[name], channel=name)
+    async def _discover_all(self, mine: Mapping[tuple[str, Any], Any]) -> None:
+        """Discover ``mine``: per endpoint, one batch call where the channel has
+        ``capabilities_batch`` and two or more targets there, else one call per target;
+        run by :func:`~powerplane.scheduling.drain`'s bounded workers under one shared
+        deadline timer."""
+        groups: dict[tuple[str, Any], list[tuple[tuple[str, Any], Any]]] = {}
+        for key, target in mine.items():
+            name = key[0]
+            self._errors.pop(key, None)
+            if self._channel_for(name) is None:
+                self._record(key, ChannelError(self._broken.get(name, "no such channel"),
+                                               channel=name))
+                continue
+            groups.setdefault((name, self._endpoint(name, target)), []).append((key, target))
+        queues: dict[Any, deque[list[tuple[tuple[str, Any], Any]]]] = {}
+        for (name, endpoint), items in groups.items():
+            queue = queues.setdefault(endpoint, deque())
+            if len(items) > 1 and self._traits[name].batch_discovery:
+                queue.append(items)
+            else:
+                queue.extend([item] for item in items)
+        if not queues:
             return
+        deadlines = SharedDeadlines(self.limits.timeout_s)
+
+        async def work(endpoint: Any, job: list[tuple[tuple[str, Any], Any]]) -> None:
+            if len(job) == 1:
+                await self._discover_one(*job[0], deadlines)
+            else:
+                await self._discover_batch(job, deadlines)
+
         try:
-            caps = await self._call(name, "capabilities", target)
+            await drain(queues, self.limits.per_endpoint,
+                        min(self.limits.total, DISCOVERY_WORKERS), work)
+        finally:
+            deadlines.close()
+
+    def _record(self, key: tuple[str, Any], outcome: CapabilitySet | PowerplaneError) -> None:
+        """What discovery found for ``key``: its set, or the error (and its words)."""
+        if self._rules:
+            self._rules.clear()
+        if isinstance(outcome, CapabilitySet):
+            self._caps[key] = outcome
+            self._errors.pop(key, None)
+        else:
+            self._caps[key] = str(outcome)
+            self._errors[key] = outcome
+
+    async def _discover_one(
+        self, key: tuple[str, Any], target: Any, deadlines: SharedDeadlines | None = None
+    ) -> None:
+        name = key[0]
+        try:
+            caps = await self._call(name, "capabilities", target, deadlines=deadlines)
             if not isinstance(caps, CapabilitySet):
                 raise ProtocolError(
                     f"capabilities() returned {type(caps).__name__}, not a CapabilitySet",
                     channel=name,
                 )
-            self._caps[key] = caps
         except PowerplaneError as exc:
-            self._caps[key] = str(exc)
-            self._errors[key] = exc
+            self._record(key, exc)
+            return
+        self._record(key, caps)
+
+    async def _discover_batch(
+        self, job: Sequence[tuple[tuple[str, Any], Any]], deadlines: SharedDeadlines
+    ) -> None:
+        """One ``capabilities_batch`` call for every target of ``job`` (one channel and
+        endpoint); each target gets its own outcome, or the call's error."""
+        name = job[0][0][0]
+        targets = [target for _, target in job]
+        try:
+            outcomes = await self._call(name, "capabilities_batch", targets[0], targets,
+                                        deadlines=deadlines)
+            if (not isinstance(outcomes, Sequence) or isinstance(outcomes, str | bytes)
+                    or len(outcomes) != len(targets)):
+                count = (len(outcomes) if isinstance(outcomes, Sequence)
+                         else type(outcomes).__name__)
+                raise ProtocolError(
+                    f"capabilities_batch() returned {count} outcomes for {len(targets)} "
+                    "targets (one per target, in order, is the contract)",
+                    channel=name,
+                )
+        except PowerplaneError as exc:
+            for key, _ in job:
+                self._record(key, exc)
+            return
+        for (key, target), outcome in zip(job, outcomes, strict=True):
+            if not isinstance(outcome, CapabilitySet | PowerplaneError):
+                outcome = ProtocolError(
+                    f"capabilities_batch() returned {type(outcome).__name__} for this "
+                    "target, not a CapabilitySet or an error",
+                    channel=name,
+                    target=target,
+                )
+            self._record(key, outcome)
 
     def _node_offer(self, name: str, spec: NodeSpec) -> NodeOffer:
         channels: list[tuple[str, str | None, str]] = []
@@ -481,7 +603,7 @@ class PowerHost:
         """Per verb: offered (channel, graceful, recovery) or withheld (reason). Pure."""
         offer = self._offers.get(node)
         if offer is None:
-            offer = self._node_offer(node, self._spec(node))
+            offer = self._offers[node] = self._node_offer(node, self._spec(node))
         return offer
 
     def offers(self, nodes: Iterable[str] | None = None) -> list[NodeOffer]:
@@ -505,10 +627,14 @@ class PowerHost:
         """The rule applied now to what discovery currently holds (not the offer cache).
 
         ``decide`` is pure, so it is memoized on its inputs: the node's channel views,
-        site and classification; the memo is cleared whenever discovery runs again.
+        site and classification (the memo is cleared whenever discovery runs again), and
+        per node until discovery records anything new.
         """
         spec = self._spec(node)
-        return spec, self._decide(spec)
+        offers = self._rules.get(node)
+        if offers is None:
+            offers = self._rules[node] = self._decide(spec)
+        return spec, offers
 
     def _check(self, node: str, verb: Verb) -> tuple[NodeSpec, VerbOffer]:
         # The rule, decided again at dispatch: not the cached offer.
@@ -566,14 +692,26 @@ class PowerHost:
         """
         verb = _parse_verb(verb)
         _check_reason(reason)
+        refused, allowed, said = await self._checked(nodes, verb, reason)
+        out: dict[str, Plan | PowerplaneError] = dict(refused)
+        for node, channel, target, offer in allowed:
+            out[node] = Plan(node, verb, channel, target, offer.graceful, said, offer.recovery)
+        return {n: out[n] for n in dict.fromkeys(nodes)}
+
+    async def _checked(
+        self, nodes: Sequence[str], verb: Verb, reason: str
+    ) -> tuple[dict[str, PowerplaneError], list[tuple[str, str, Any, VerbOffer]], str]:
+        """:meth:`plan`'s checks: (refused node -> error, allowed (node, channel, target,
+        offer) in order, what the guard said). The rule first for every node, then the
+        guard once for every node the rule allowed."""
         await self._ensure(nodes)
-        out: dict[str, Plan | PowerplaneError] = {}
+        refused: dict[str, PowerplaneError] = {}
         allowed: list[tuple[str, NodeSpec, VerbOffer]] = []
         for node in dict.fromkeys(nodes):
             try:
                 spec, offer = self._check(node, verb)
             except PowerplaneError as exc:
-                out[node] = exc
+                refused[node] = exc
                 continue
             allowed.append((node, spec, offer))
         verdicts: Mapping[str, PowerplaneError | None] = {}
@@ -583,15 +721,15 @@ class PowerHost:
             said = "allowed by the lifecycle guard"
         elif self.guard is not None:
             said = f"the lifecycle guard does not restrict {verb.value}"
+        out: list[tuple[str, str, Any, VerbOffer]] = []
         for node, spec, offer in allowed:
-            refusal = verdicts.get(node)
+            refusal = verdicts.get(node) if verdicts else None
             if refusal is not None:
-                out[node] = refusal
+                refused[node] = refusal
                 continue
             assert offer.channel is not None
-            out[node] = Plan(node, verb, offer.channel, self._target(spec, offer.channel),
-                             offer.graceful, said, offer.recovery)
-        return {n: out[n] for n in dict.fromkeys(nodes)}
+            out.append((node, offer.channel, self._target(spec, offer.channel), offer))
+        return refused, out, said
 
     async def _dispatch(self, plan: Plan, reason: str, wait: float = 0.0) -> InvokeResult:
         """Send a verb the rule and the guard have just allowed (``plan`` right before)."""
@@ -630,7 +768,8 @@ class PowerHost:
         verb = _parse_verb(verb)
         _check_reason(reason)
         wait = _check_wait(wait)
-        results: dict[str, InvokeResult | PowerplaneError] = {}
+        # every node's slot made now, in the order given, so the result needs no reordering
+        results: dict[str, Any] = dict.fromkeys(nodes)
 
         def done(node: str, outcome: InvokeResult | PowerplaneError) -> None:
             results[node] = outcome
@@ -638,7 +777,7 @@ class PowerHost:
                 progress(node, outcome)
 
         await self._invoke_each(nodes, verb, reason, wait, done)
-        return {n: results[n] for n in dict.fromkeys(nodes)}
+        return results
 
     def invoke_stream(
         self, nodes: Sequence[str], verb: Verb | str, reason: str, *, wait: float = 0.0,
@@ -692,93 +831,119 @@ class PowerHost:
         (``wait`` > 0) run beside the workers so they do not hold an endpoint's slot.
         """
         with quiet_gc():
-            batches: dict[str, list[Plan]] = {}
-            queues: dict[Any, deque[Plan]] = {}
-            resolved: dict[str, tuple[Callable[..., Any], bool, bool] | None] = {}
-            batching: dict[str, bool] = {}  # protocol isinstance checks are slow: once each
-            for node, plan in (await self.plan(nodes, verb, reason)).items():
-                if isinstance(plan, PowerplaneError):
-                    done(node, plan)
+            refused, allowed, _ = await self._checked(nodes, verb, reason)
+            for node, error in refused.items():
+                done(node, error)
+            method, verb_name = verb.method, verb.value  # enum attributes cost: read once
+            batches: dict[str, list[tuple[str, Any]]] = {}
+            queues: dict[Any, deque[tuple[str, str, Any]]] = {}
+            fns: dict[str, tuple[Callable[..., Any], bool] | None] = {}
+            traits = self._traits
+            for node, name, target, _ in allowed:
+                trait = traits.get(name)  # the channel was created by discovery
+                if trait is not None and trait.batch_invoke:
+                    batches.setdefault(name, []).append((node, target))
                     continue
-                name = plan.channel
-                ch = self._channels.get(name)  # created by plan() (discovery)
-                is_batch = batching.get(name)
-                if is_batch is None:
-                    is_batch = batching[name] = isinstance(ch, BatchInvoker)
-                if is_batch:
-                    batches.setdefault(name, []).append(plan)
-                    continue
-                if name not in resolved:
-                    resolved[name] = self._resolve(name, ch, verb.method)
-                how = resolved[name]
-                endpoint = (self._endpoint_of(name, ch, plan.target)
-                            if how is not None and how[2] and ch is not None else name)
-                queues.setdefault(endpoint, deque()).append(plan)
+                if name not in fns:
+                    fns[name] = self._method(name, method)
+                queues.setdefault(self._endpoint(name, target), deque()).append(
+                    (node, name, target))
+            del allowed
             if not queues and not batches:
                 return
             deadlines = SharedDeadlines(self.limits.timeout_s)
+            limiters = {endpoint: self._endpoint_sem(endpoint) for endpoint in queues}
             readbacks: set[asyncio.Task[None]] = set()
 
-            async def read_back(plan: Plan, detail: str) -> None:
-                readback = await self._await_state(plan.node, verb, wait)
-                done(plan.node, InvokeResult(plan.node, verb, plan.channel, True, readback,
-                                             detail))
+            async def read_back(node: str, name: str, detail: str) -> None:
+                readback = await self._await_state(node, verb, wait)
+                done(node, InvokeResult(node, verb, name, True, readback, detail))
 
-            def accepted(plan: Plan, acceptance: Any) -> None:
+            def accepted(node: str, name: str, acceptance: Any) -> None:
                 detail = acceptance.detail if isinstance(acceptance, Acceptance) else ""
                 if wait > 0:
-                    task = asyncio.create_task(read_back(plan, detail))
+                    task = asyncio.create_task(read_back(node, name, detail))
                     readbacks.add(task)
                     task.add_done_callback(readbacks.discard)
                 else:
-                    done(plan.node, InvokeResult(plan.node, verb, plan.channel, True, None,
-                                                 detail))
+                    done(node, InvokeResult(node, verb, name, True, None, detail))
 
-            method, verb_name = verb.method, verb.value  # enum attributes cost: read once
             info = log.isEnabledFor(logging.INFO)
-            sems: dict[Any, asyncio.Semaphore] = {}
+            slots = slots_of(queues, self.limits.per_endpoint)
+            total = self._total
+            assert total is not None
 
-            async def work(endpoint: Any, plan: Plan) -> None:
-                how = resolved.get(plan.channel)
+            async def worker() -> None:
+                # drain()'s worker with _bounded's call written out: two coroutines fewer
+                # per call, and so less to keep for each call in flight
+                while slots:
+                    endpoint = slots.popleft()
+                    queue, sem = queues[endpoint], limiters[endpoint]
+                    while queue:
+                        node, name, target = queue.popleft()
+                        if info:
+                            log.info("invoke %s %s via %s: %s", verb_name, node, name, reason)
+                        how = fns[name]
+                        acceptance: Any = None
+                        failure: PowerplaneError | None = None
+                        if how is None:  # no such method: _call says so
+                            try:
+                                acceptance = await self._call(name, method, target)
+                            except PowerplaneError as exc:
+                                failure = exc
+                        else:
+                            fn, is_async = how
+                            gate = SendGate()
+                            token = _GATE.set(gate)
+                            try:
+                                if not sem.try_acquire():
+                                    await sem.acquire()
+                                if not total.try_acquire():
+                                    try:
+                                        await total.acquire()
+                                    except BaseException:
+                                        sem.release()
+                                        raise
+                                try:
+                                    with deadlines.bound():
+                                        acceptance = await (fn(target) if is_async else
+                                                            self._run(fn, target, is_async=False))
+                                except asyncio.CancelledError:
+                                    gate.close()  # a cancelled call never sends afterwards
+                                    raise
+                                except Exception as exc:
+                                    failure = self._mapped(exc, gate, name, method, target)
+                                finally:
+                                    total.release()
+                                    sem.release()
+                            finally:
+                                _GATE.reset(token)
+                        if failure is None:
+                            accepted(node, name, acceptance)
+                        else:
+                            done(node, failure)
+
+            async def batch(name: str, members: list[tuple[str, Any]]) -> None:
                 if info:
-                    log.info("invoke %s %s via %s: %s", verb_name, plan.node, plan.channel,
-                             reason)
-                try:
-                    if how is None:  # no such method: _call says so
-                        acceptance = await self._call(plan.channel, method, plan.target)
-                    else:
-                        sem = sems.get(endpoint)
-                        if sem is None:
-                            sem = sems[endpoint] = self._endpoint_sem(endpoint)
-                        acceptance = await self._bounded(
-                            plan.channel, method, how[0], how[1], plan.target, (), sem,
-                            deadlines)
-                except PowerplaneError as exc:
-                    done(plan.node, exc)
-                    return
-                accepted(plan, acceptance)
-
-            async def batch(channel: str, members: list[Plan]) -> None:
-                for plan in members:
-                    log.info("invoke %s %s via %s (batch): %s", verb.value, plan.node, channel,
-                             reason)
+                    for node, _ in members:
+                        log.info("invoke %s %s via %s (batch): %s", verb_name, node, name,
+                                 reason)
                 try:
                     outcomes = await self._call(
-                        channel, "invoke_batch", members[0].target, verb,
-                        [p.target for p in members])
+                        name, "invoke_batch", members[0][1], verb, [t for _, t in members])
                 except PowerplaneError as exc:
-                    for plan in members:
-                        done(plan.node, exc)
+                    for node, _ in members:
+                        done(node, exc)
                     return
-                for plan, outcome in zip(members, outcomes, strict=True):
+                for (node, _), outcome in zip(members, outcomes, strict=True):
                     if isinstance(outcome, PowerplaneError):
-                        done(plan.node, outcome)
+                        done(node, outcome)
                     else:
-                        accepted(plan, outcome)
+                        accepted(node, name, outcome)
 
             try:
                 await asyncio.gather(
-                    drain(queues, self.limits.per_endpoint, self.limits.total, work),
+                    run_workers(min(self.limits.total, len(slots)), worker),
                     *(batch(c, m) for c, m in batches.items()),
                 )
                 if readbacks:
@@ -788,25 +953,17 @@ class PowerHost:
                 for task in readbacks:
                     task.cancel()
 
-    def _endpoint_of(self, name: str, channel: Channel, target: Any) -> Any:
-        """``_endpoint`` for a channel known to name its endpoints (no protocol check)."""
-        try:
-            return (name, channel.endpoint(target))  # type: ignore[attr-defined]
-        except Exception:
-            return name
-
-    def _resolve(
-        self, name: str, channel: Channel | None, method: str
-    ) -> tuple[Callable[..., Any], bool, bool] | None:
-        """(the method, whether it is async, whether the channel names endpoints) for a
-        batch's calls, looked up once; None leaves each call to ``_call`` (an error)."""
+    def _method(self, name: str, method: str) -> tuple[Callable[..., Any], bool] | None:
+        """(channel ``name``'s ``method``, whether it is async), looked up once for a
+        batch's calls; None leaves each call to ``_call`` (which says what is missing)."""
+        channel = self._channels.get(name)
         fn = getattr(channel, method, None) if channel is not None else None
         if fn is None:
             return None
         is_async = self._async_methods.get((name, method))
         if is_async is None:
             is_async = self._async_methods[(name, method)] = inspect.iscoroutinefunction(fn)
-        return fn, is_async, isinstance(channel, HasEndpoint)
+        return fn, is_async
 
     # -- readback ----------------------------------------------------------------------------
     async def read_power_state(self, node: str, *, every_channel: bool = False) -> NodeReading:
@@ -927,11 +1084,14 @@ class PowerHost:
         )
 
     # -- plumbing ----------------------------------------------------------------------------
-    def _endpoint(self, name: str, channel: Channel, target: Any) -> Any:
-        if not isinstance(channel, HasEndpoint):
+    def _endpoint(self, name: str, target: Any) -> Any:
+        """The key calls of channel ``name`` for ``target`` are bounded by: the channel's
+        name, with the device it names (``endpoint(target)``) where it names one."""
+        traits = self._traits.get(name)
+        if traits is None or traits.endpoint is None:
             return name
         try:
-            return (name, channel.endpoint(target))
+            return (name, traits.endpoint(target))
         except Exception:
             return name
 
@@ -948,8 +1108,12 @@ class PowerHost:
             return await result
         return result
 
-    async def _call(self, name: str, method: str, target: Any, *args: Any) -> Any:
-        """One bounded, timed call of ``method`` on channel ``name`` (created on first use)."""
+    async def _call(
+        self, name: str, method: str, target: Any, *args: Any,
+        deadlines: SharedDeadlines | None = None,
+    ) -> Any:
+        """One bounded, timed call of ``method`` on channel ``name`` (created on first use;
+        ``deadlines``: a batch's shared timer, else a timer of its own)."""
         channel = self._channel_for(name)
         if channel is None:
             raise ChannelError(self._broken.get(name, "no such channel"), channel=name)
@@ -959,20 +1123,19 @@ class PowerHost:
         is_async = self._async_methods.get((name, method))
         if is_async is None:
             is_async = self._async_methods[(name, method)] = inspect.iscoroutinefunction(fn)
-        endpoint = self._endpoint(name, channel, target)
         return await self._bounded(name, method, fn, is_async, target, args,
-                                   self._endpoint_sem(endpoint))
+                                   self._endpoint_sem(self._endpoint(name, target)), deadlines)
 
-    def _endpoint_sem(self, endpoint: Any) -> asyncio.Semaphore:
-        """The semaphore that bounds concurrent calls to ``endpoint`` (limits.per_endpoint)."""
+    def _endpoint_sem(self, endpoint: Any) -> Limiter:
+        """The limiter that bounds concurrent calls to ``endpoint`` (limits.per_endpoint)."""
         sem = self._ep_sems.get(endpoint)
         if sem is None:
-            sem = self._ep_sems[endpoint] = asyncio.Semaphore(self.limits.per_endpoint)
+            sem = self._ep_sems[endpoint] = Limiter(self.limits.per_endpoint)
         return sem
 
     async def _bounded(
         self, name: str, method: str, fn: Callable[..., Any], is_async: bool, target: Any,
-        args: tuple[Any, ...], sem: asyncio.Semaphore, deadlines: SharedDeadlines | None = None,
+        args: tuple[Any, ...], sem: Limiter, deadlines: SharedDeadlines | None = None,
     ) -> Any:
         """The call itself: bounded by ``sem`` and ``limits.total``, timed by
         ``limits.timeout_s`` (``deadlines``: a batch's shared timer, else one of its own),
@@ -980,18 +1143,19 @@ class PowerHost:
         assert self._total is not None, "use 'async with PowerHost(...)' or await start()"
         timeout = self.limits.timeout_s
         call_args = args if args else (target,)
-        changes_state = method in VERB_METHODS
         gate = SendGate()
         token = _GATE.set(gate)
         total = self._total
         try:
-            # acquire/release, not ``async with``: two coroutines fewer per call
-            await sem.acquire()
-            try:
-                await total.acquire()
-            except BaseException:
-                sem.release()
-                raise
+            # a free unit is taken by a plain call: no awaitable unless the call must wait
+            if not sem.try_acquire():
+                await sem.acquire()
+            if not total.try_acquire():
+                try:
+                    await total.acquire()
+                except BaseException:
+                    sem.release()
+                    raise
             try:
                 try:
                     if deadlines is None:
@@ -1004,35 +1168,54 @@ class PowerHost:
                 except asyncio.CancelledError:
                     gate.close()  # a cancelled call never sends afterwards
                     raise
-                except ChannelTimeout as exc:
-                    # the plugin's own timeout: once its request may have left, unknown
-                    if changes_state and (gate.close() or not self._gated(name)):
-                        raise OutcomeUnknown(exc.message, channel=name, target=target) from exc
-                    raise
-                except PowerplaneError:
-                    raise
-                except TimeoutError:
-                    sent = gate.close()
-                    what = f"no answer within {timeout:g} s (limits.timeout_s)"
-                    if changes_state and (sent or not self._gated(name)):
-                        raise OutcomeUnknown(what, channel=name, target=target) from None
-                    raise ChannelTimeout(
-                        what + ("; nothing was sent" if changes_state else ""),
-                        channel=name,
-                        target=target,
-                    ) from None
                 except Exception as exc:
-                    raise ProtocolError(
-                        f"the plugin let an unmapped {type(exc).__module__}."
-                        f"{type(exc).__name__} escape from {method}()",
-                        channel=name,
-                        target=target,
-                    ) from exc
+                    error = self._mapped(exc, gate, name, method, target)
+                    if error is exc:
+                        raise
+                    raise error from error.__cause__  # None: as `from None`
             finally:
                 total.release()
                 sem.release()
         finally:
             _GATE.reset(token)
+
+    def _mapped(
+        self, exc: Exception, gate: SendGate, name: str, method: str, target: Any
+    ) -> PowerplaneError:
+        """The error a call that raised ``exc`` ends with (its gate closed where that
+        decides it): a timeout after the request may have left is
+        :class:`~powerplane.errors.OutcomeUnknown`, one before it a
+        :class:`~powerplane.errors.ChannelTimeout` saying nothing was sent; a plugin's
+        own error as it is; anything else a :class:`~powerplane.errors.ProtocolError`."""
+        changes_state = method in VERB_METHODS
+        error: PowerplaneError
+        if isinstance(exc, ChannelTimeout):
+            # the plugin's own timeout: once its request may have left, unknown
+            if changes_state and (gate.close() or not self._gated(name)):
+                error = OutcomeUnknown(exc.message, channel=name, target=target)
+                error.__cause__ = exc
+                return error
+            return exc
+        if isinstance(exc, PowerplaneError):
+            return exc
+        if isinstance(exc, TimeoutError):
+            sent = gate.close()
+            what = f"no answer within {self.limits.timeout_s:g} s (limits.timeout_s)"
+            if changes_state and (sent or not self._gated(name)):
+                error = OutcomeUnknown(what, channel=name, target=target)
+            else:
+                error = ChannelTimeout(what + ("; nothing was sent" if changes_state else ""),
+                                       channel=name, target=target)
+            error.__suppress_context__ = True  # as ``raise ... from None``
+            return error
+        error = ProtocolError(
+            f"the plugin let an unmapped {type(exc).__module__}.{type(exc).__name__} "
+            f"escape from {method}()",
+            channel=name,
+            target=target,
+        )
+        error.__cause__ = exc
+        return error
 
     def _gated(self, name: str) -> bool:
         """Whether channel ``name``'s type passes every verb request through the gate."""
