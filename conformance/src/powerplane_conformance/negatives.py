@@ -46,10 +46,12 @@ import copy
 import os
 import secrets as pysecrets
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
+import pytest
 from pydantic import ValidationError
 
 from powerplane.capabilities import CapabilitySet, Verb
@@ -63,11 +65,12 @@ from powerplane.errors import (
     PowerplaneError,
     Unreachable,
 )
-from powerplane.testing import SilentServer, free_port
-from powerplane_conformance.checks import CheckContext
+from powerplane_conformance.checks import CheckContext, CheckSpec, spec_of
 from powerplane_conformance.checks import check as proves
+from powerplane_conformance.gate import gate
 from powerplane_conformance.iowatch import IOWatch
 from powerplane_conformance.loop import OuterTimeout
+from powerplane_conformance.probes import Probes, closed_port, probes_of, silent_server
 from powerplane_conformance.session import (
     ConformanceSession,
     DerivedConfigInvalid,
@@ -87,6 +90,7 @@ __all__ = [
     "hint_problems",
     "set_path",
     "short_timeouts",
+    "start_probes",
     "wrong_secret",
 ]
 
@@ -231,7 +235,24 @@ def _remember(check: CheckContext, key: tuple[str, str], probed: Probed) -> Prob
 
 
 def _recalled(check: CheckContext, key: tuple[str, str]) -> Probed | None:
+    """The probe made for ``key``: waited for, when it is under way beside the checks."""
+    probes = probes_of(check.session)
+    pending = probes.get(key) if probes is not None else None
+    if pending is not None:
+        pending.done.wait()
     return _PROBED.get(check.session, {}).get(key)
+
+
+def _awaited(check: CheckContext, kind: str, key: str) -> Probed | None:
+    """The result of this check's probe made beside the checks (raising what the probe
+    raised: :class:`Untestable` with its reason); None when none was made for it."""
+    probes = probes_of(check.session)
+    pending = probes.get((kind, key)) if probes is not None else None
+    if pending is None or pending.owner != check.subject.key:
+        return None
+    value = pending.result()
+    assert isinstance(value, Probed)
+    return value
 
 
 class Untestable(Exception):
@@ -721,10 +742,13 @@ class NegativeChecks:
                 f"secret fields: {fields}); or name one in "
                 f"conformance.negative.{name}.secret_key")
 
-    def _try_wrong_credentials(self, check: CheckContext) -> Probed:
+    def _try_wrong_credentials(self, check: CheckContext,
+                               probes: Probes | None = None) -> Probed:
         """Build a fresh channel with every secret wrong and read through it: what
         happened, recorded (the error's text, log lines, argv, the wrong values given).
-        :class:`Untestable` when the channel has no secret or the case cannot be built."""
+        :class:`Untestable` when the channel has no secret or the case cannot be built.
+        Made beside other probes (``probes``), the wrong secrets stay in the environment
+        until every probe is done."""
         s, session = check.subject, check.session
         env, canary = self._canary(check)
         envs = [env]
@@ -770,13 +794,17 @@ class NegativeChecks:
                 by, error, observed, texts, io.logs, io.argv, wrong, reading))
         finally:
             for name in envs:
-                os.environ.pop(name, None)
+                if probes is not None:
+                    probes.keep_env(name)
+                else:
+                    os.environ.pop(name, None)
 
     @proves("WRONG_CREDENTIALS_REJECTED", common=True)
     def test_wrong_credentials_rejected(self, check: CheckContext) -> None:
         s = check.subject
         try:
-            probed = self._try_wrong_credentials(check)
+            probed = _awaited(check, "wrong-credentials", s.key) \
+                or self._try_wrong_credentials(check)
         except Untestable as why:
             check.not_tested(str(why))
         exc = probed.error
@@ -838,6 +866,14 @@ class NegativeChecks:
         key = self._probe_key(check, pointer)
         if key != check.subject.channel:
             return
+        probes = probes_of(check.session)
+        pending = probes.get((kind, key)) if probes is not None else None
+        if pending is not None:
+            if pending.owner == check.subject.key:
+                return
+            check.skip(f"the {kind} probe reaches the suite's fake, not the node, and is "
+                       f"made once per channel: made by {pending.by}, which reports what "
+                       "it observed")
         earlier = _recalled(check, (kind, key))
         if earlier is None or earlier.by.endswith(f" on {check.subject.key}"):
             return
@@ -854,9 +890,8 @@ class NegativeChecks:
         starting up and time out instead. A timeout there is probed again with twice the
         bound, and that probe is the one judged (a UDP closed port is silence: no retry)."""
         transport = self._need_transport(check, pointer)
-        port = free_port(transport, HOST)
-        overrides, target, bound = self._point(check, pointer, port)
-        with IOWatch() as io:
+        with closed_port(transport) as port, IOWatch() as io:
+            overrides, target, bound = self._point(check, pointer, port)
             exc, observed = self._probe(check, overrides, target, bound,
                                         verb_if_blind=verb_if_blind)
             if transport == "tcp" and bound is not None \
@@ -877,7 +912,8 @@ class NegativeChecks:
         try:
             pointer = self._pointer(check)
             self._made_for_channel(check, "closed-port", pointer)
-            probed = self._closed_port(check, pointer, verb_if_blind=True)
+            probed = _awaited(check, "closed-port", self._probe_key(check, pointer)) \
+                or self._closed_port(check, pointer, verb_if_blind=True)
         except Untestable as why:
             check.not_tested(str(why))
         exc, observed = probed.error, probed.observed
@@ -885,28 +921,35 @@ class NegativeChecks:
             check.fail("Unreachable within the connect timeout",
                        f"{observed}: {describe_error(exc)}" if exc else observed)
 
+    def _silent_server(self, check: CheckContext, pointer: Pointer) -> Probed:
+        """Probe a server that never answers; recorded (the error's text, log lines,
+        argv). :class:`Untestable` when no bound can be set short."""
+        name = check.subject.channel
+        transport = self._need_transport(check, pointer)
+        with silent_server(transport) as server:
+            overrides, target, bound = self._point(check, pointer, server.port)
+            if bound is None:
+                raise Untestable(f"channel {name}'s config has no Timeouts field to set "
+                                 f"short, and the target file names no "
+                                 f"conformance.negative.{name}.timeout_key")
+            with IOWatch() as io:
+                exc, observed = self._probe(check, overrides, target, bound,
+                                            verb_if_blind=True)
+        texts = [("the silent-server error", t) for t in error_texts(exc)] if exc else []
+        return _remember(check, ("silent-server", self._probe_key(check, pointer)), Probed(
+            f"SILENT_SERVER_TIMEOUT on {check.subject.key}", exc, observed, texts,
+            io.logs, io.argv))
+
     @proves("SILENT_SERVER_TIMEOUT", common=True)
     def test_silent_server_timeout(self, check: CheckContext) -> None:
-        name = check.subject.channel
         try:
             pointer = self._pointer(check)
             self._made_for_channel(check, "silent-server", pointer)
-            transport = self._need_transport(check, pointer)
-            with SilentServer(HOST, kind=transport) as server:
-                overrides, target, bound = self._point(check, pointer, server.port)
-                if bound is None:
-                    raise Untestable(f"channel {name}'s config has no Timeouts field to set "
-                                     f"short, and the target file names no "
-                                     f"conformance.negative.{name}.timeout_key")
-                with IOWatch() as io:
-                    exc, observed = self._probe(check, overrides, target, bound,
-                                                verb_if_blind=True)
-            texts = [("the silent-server error", t) for t in error_texts(exc)] if exc else []
-            _remember(check, ("silent-server", self._probe_key(check, pointer)), Probed(
-                f"SILENT_SERVER_TIMEOUT on {check.subject.key}", exc, observed, texts,
-                io.logs, io.argv))
+            probed = _awaited(check, "silent-server", self._probe_key(check, pointer)) \
+                or self._silent_server(check, pointer)
         except Untestable as why:
             check.not_tested(str(why))
+        exc, observed = probed.error, probed.observed
         if isinstance(exc, ChannelTimeout):
             return
         if isinstance(exc, OutcomeUnknown) and observed.startswith(VERB_PROBES):
@@ -969,3 +1012,71 @@ class NegativeChecks:
         if leaks:
             check.fail("no secret in any message, log line or argv",
                        "the secret appeared: " + "; ".join(leaks))
+
+
+PROBED_CHECKS = {"WRONG_CREDENTIALS_REJECTED": "wrong-credentials",
+                 "CLOSED_PORT_UNREACHABLE": "closed-port",
+                 "SILENT_SERVER_TIMEOUT": "silent-server"}
+"""The checks whose probe is made beside the other checks, and the probe's kind."""
+
+
+def _selected_negatives(
+    item: pytest.Item, session: ConformanceSession
+) -> Iterator[tuple[pytest.Item, CheckSpec, Subject]]:
+    """(item, spec, subject) of every network negative of this suite class that pytest will
+    run and the gate lets run, in the order they run."""
+    for other in item.session.items:
+        spec = spec_of(getattr(other, "function", None))
+        if spec is None or other.parent is not item.parent \
+                or spec.template not in PROBED_CHECKS:
+            continue
+        params = getattr(other, "callspec", None)
+        values: dict[str, Any] = dict(params.params) if params is not None else {}
+        try:
+            subj = session.subject(values.get("subject"))
+        except LookupError:
+            continue
+        stop = gate(spec, None, spec.assertion(None).id, channel=subj.channel, node=subj.node,
+                    caps=session.caps(subj), terminated=subj.key in session.terminated,
+                    allow_destructive=session.settings.allow_destructive,
+                    allow_terminate=session.settings.allow_terminate)
+        if stop is None:
+            yield other, spec, subj
+
+
+def start_probes(suite: NegativeChecks, item: pytest.Item, session: ConformanceSession) -> None:
+    """At the first network negative of a suite class (wrong credentials, closed port,
+    silent server): make the probe of every selected one, each in a thread of its own
+    with a channel of its own, at most :data:`~powerplane_conformance.probes.MAX_PROBES`
+    at once, and wait for them all. Each check then takes its own probe's result and
+    judges it as it always has; a probe made once per channel is made for the first of
+    its checks to run.
+
+    This check waits for the probes, rather than letting pytest go on beside them,
+    because pytest unsets ``PYTEST_CURRENT_TEST`` after each test, and a client library
+    that reads the environment whole while a key goes (botocore building a client,
+    ``urllib.request.getproxies``, a subprocess's environment) fails with a KeyError the
+    device did not cause."""
+    spec = spec_of(getattr(item, "function", None))
+    if spec is None or spec.template not in PROBED_CHECKS:
+        return
+    probes = probes_of(session, create=True)
+    if probes is None:
+        return  # made already
+    for other, spec, subj in _selected_negatives(item, session):
+        kind = PROBED_CHECKS[spec.template]
+        ctx = CheckContext(other, session, spec, subj, None)
+        by = f"{spec.template} on {subj.key}"
+        if kind == "wrong-credentials":
+            probes.start((kind, subj.key), subj.key, by,
+                         partial(suite._try_wrong_credentials, ctx, probes))
+            continue
+        try:
+            pointer = suite._pointer(ctx)
+        except Untestable:
+            continue  # the check says why when it runs
+        make: Callable[[], Probed] = (
+            partial(suite._closed_port, ctx, pointer, verb_if_blind=True)
+            if kind == "closed-port" else partial(suite._silent_server, ctx, pointer))
+        probes.start((kind, suite._probe_key(ctx, pointer)), subj.key, by, make)
+    probes.wait(session.call_timeout * 4 + 30)

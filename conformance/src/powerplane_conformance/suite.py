@@ -46,7 +46,7 @@ from powerplane_conformance.checks import (
 from powerplane_conformance.concurrency import ConcurrencyChecks
 from powerplane_conformance.discovery import DiscoveryChecks
 from powerplane_conformance.gate import gate
-from powerplane_conformance.negatives import NegativeChecks
+from powerplane_conformance.negatives import NegativeChecks, start_probes
 from powerplane_conformance.plan import plan_for, planned
 from powerplane_conformance.readback import ReadbackChecks
 from powerplane_conformance.session import ConformanceSession, Subject
@@ -151,6 +151,7 @@ class ConformanceSuite(RestoreChecks, ConcurrencyChecks, VerbChecks, NegativeChe
         }
         item.stash[META] = meta
         plan = plan_for(item, session)  # started at the first check: it runs beside the rest
+        start_probes(self, item, session)  # at the first network negative: its probes
         item.user_properties += [("assertion", meta["id"]), ("verb", meta["verb"] or "common"),
                                  ("channel", meta["channel"]), ("node", meta["node"] or "*")]
         reason = session.settings.xfail.get(ctx.assertion.id)
