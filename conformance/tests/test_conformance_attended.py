@@ -15,6 +15,7 @@ import pty
 import select
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -84,6 +85,53 @@ def test_a_person_powering_on_verifies_shutdown_and_the_verdict_is_pass(
                in r["message"] for r in noted)
     assert Person(state).rack.state_of("m1") == "on" and Person(state).rack.state_of("m2") \
         == "on"
+
+
+class SlowPerson(Person):
+    """A person who takes a moment at each machine, and records when each prompt begins
+    and ends. Asked about one machine, they wait (at most ``linger_s``) for a prompt about
+    another machine to begin: two prompts at once would show in the log."""
+
+    def __init__(self, state: Path, linger_s: float = 1.0) -> None:
+        super().__init__(state)
+        self.linger_s = linger_s
+        self.log: list[tuple[str, str]] = []
+        self.inside = 0
+        self.changed = threading.Condition()
+
+    def __call__(self, node: str, target: Any) -> None:
+        with self.changed:
+            self.log.append(("begin", node))
+            self.inside += 1
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: self.inside > 1, timeout=self.linger_s)
+        try:
+            super().__call__(node, target)
+        finally:
+            with self.changed:
+                self.inside -= 1
+                self.log.append(("end", node))
+                self.changed.notify_all()
+
+
+def test_two_machines_needing_a_person_at_once_are_asked_one_at_a_time(
+    run: Run, tmp_path: Path
+) -> None:
+    """Both machines go off together (the concurrent shutdown round, each machine's worker
+    beside the other's) and both need a person to come back: the prompts come one at a
+    time, each naming its machine, each one ended before the next begins."""
+    state = tmp_path / "lab.json"
+    person = SlowPerson(state)
+    summary = run(attended_target(state), power_on_by_hand=person,
+                  pytest_args=["-k", "test_verb_concurrent and shutdown"])
+    assert outcome(summary, "SHUTDOWN_CONCURRENT") == {"pass"}, \
+        messages(summary, "SHUTDOWN_CONCURRENT")
+    assert {n for n, _ in person.asked} == {"n-m1", "n-m2"}, person.log
+    log = person.log
+    assert len(log) == 2 * len(person.asked)
+    for i in range(0, len(log), 2):
+        assert log[i][0] == "begin" and log[i + 1] == ("end", log[i][1]), log
+    assert [n for n, _ in person.asked] == [n for what, n in log if what == "begin"]
 
 
 def test_a_person_who_does_nothing_leaves_the_check_not_tested(

@@ -30,6 +30,7 @@ from powerplane_conformance.loop import LoopThread
 from powerplane_conformance.settings import ConformanceSettings, Target
 
 __all__ = [
+    "BY_HAND",
     "ConformanceSession",
     "DerivedConfigInvalid",
     "Observation",
@@ -91,6 +92,12 @@ class Observation:
 PowerOnByHand = Callable[[str, Any], None]
 """A person at the rack, asked to power on ``(node, target)``; returns once they say it is
 done (what they say proves nothing: the suite reads the machine back)."""
+
+
+BY_HAND = threading.Lock()
+"""Held while a person is asked to power a machine on: the power plan's workers run side
+by side, and two machines may need a person at once; one person is asked one thing at a
+time (two prompts never interleave on the terminal). The readback after is not held."""
 
 
 class DerivedConfigInvalid(ValueError):
@@ -197,10 +204,12 @@ class ConformanceSession:
                     pass
 
     def close(self) -> None:
-        """Stop the power plan, put every machine back the way it was (best effort), close
-        the channels."""
+        """Wait for the network negatives' probes, stop the power plan, put every machine
+        back the way it was (best effort), close the channels."""
         from powerplane_conformance.plan import stop_plan
+        from powerplane_conformance.probes import stop_probes
 
+        stop_probes(self)
         stop_plan(self)
         for subject in self.subjects:
             try:
@@ -433,7 +442,8 @@ class ConformanceSession:
                     "`powerplane conformance` on a terminal (in this process, not "
                     "--subprocess), or pass run_suite(power_on_by_hand=...)")
         try:
-            ask(subject.node, subject.target)
+            with BY_HAND:  # one prompt at a time, each naming its machine
+                ask(subject.node, subject.target)
         except Exception as exc:
             return f"{cannot}, and asking a person to power it on failed: {describe_error(exc)}"
         obs = self.wait_for(subject, PowerState.ON)
