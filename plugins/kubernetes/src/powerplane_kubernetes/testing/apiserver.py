@@ -53,16 +53,28 @@ every request. It does not emulate what this distribution depends on, so
   once or answer ``410`` (an ``ERROR`` event in the stream, or the HTTP status).
 
 Requests the ports make are kept in :attr:`KubeApiServer.requests` (method, path, query,
-body) for tests to assert on. The server runs its own event loop in a thread, so async and
-sync tests, and other processes, reach it like any API server; world changes
-(:meth:`~KubeApiServer.add_node`, :meth:`~KubeApiServer.set_pdb_allowed`, ...) run in
-that loop. Watches of objects changed by the handlers here (``PUT``, evictions) get their
-events through kmock's internal bus; that one use of a private name is guarded.
+body, the client) for tests to assert on, and counted by client, method and resource in
+:meth:`KubeApiServer.request_counts` (``record=False`` keeps the counts only: a benchmark's
+tens of thousands of requests then cost no memory). kmock itself keeps every request it
+received and matches each new one against every reaction by walking that whole history (a
+reaction's filter is a view over it, and membership is tested by iterating it), so its
+cost per request grows with the requests before it; here its history holds only the
+requests being served (each is removed when answered), which changes no match (the
+reactions here filter by method, action and resource, never by a slice of the history).
+A client is told apart by the bearer token of the kubeconfig it was given
+(:meth:`KubeApiServer.write_kubeconfig` ``client=``); the token is never recorded.
+
+The server runs its own event loop in a thread, so async and sync tests, and other
+processes, reach it like any API server; world changes (:meth:`~KubeApiServer.add_node`,
+:meth:`~KubeApiServer.set_pdb_allowed`, ...) run in that loop. Watches of objects changed
+by the handlers here (``PUT``, evictions) get their events through kmock's internal bus;
+that use of a private name is guarded, as is the trimming of its history above.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime as dt
 import itertools
 import json
@@ -242,6 +254,8 @@ class RecordedRequest:
     path: str
     query: Mapping[str, str] = field(default_factory=dict)
     body: Any = None
+    client: str = ""
+    """Who sent it: the ``client`` of the kubeconfig it used ("" for an anonymous one)."""
 
     def __str__(self) -> str:
         query = "&".join(f"{k}={v}" for k, v in self.query.items())
@@ -338,6 +352,52 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
+          "DELETE": "delete"}
+
+_ERRORS_KEPT = 100
+"""kmock keeps every exception a request raised (for ``strict`` handlers, which these are
+not); the last ones are kept, the rest dropped."""
+
+
+class _Emulator(kmock.KubernetesEmulator):
+    """kmock's emulator whose request history holds only the requests being served.
+
+    ``on_request`` sees each request as it arrives (in arrival order); when it has been
+    answered it leaves kmock's history (``Root._requests``, which every reaction's filter
+    walks to match a request) and the reaction that served it forgets it too."""
+
+    on_request: Callable[[kmock.Request], None] | None = None
+
+    async def _handle(self, request: kmock.Request) -> Any:
+        if self.on_request is not None:
+            self.on_request(request)
+        try:
+            return await super()._handle(request)
+        finally:
+            self._forget(request)
+
+    def _forget(self, request: kmock.Request) -> None:
+        history = getattr(self, "_requests", None)  # kmock 0.8's names, each guarded
+        if isinstance(history, list):
+            for i in range(len(history) - 1, -1, -1):
+                if history[i] is request:  # by identity: requests compare by content
+                    del history[i]
+                    break
+        for reaction in getattr(self, "_payloads", ()):
+            served = getattr(reaction, "_requests", None)
+            if isinstance(served, list):
+                served.clear()  # read only by assertions on a reaction, none here
+        errors = getattr(self, "_errors", None)
+        if isinstance(errors, list) and errors and len(errors[-1]) > _ERRORS_KEPT:
+            del errors[-1][:-_ERRORS_KEPT]
+
+    def history_size(self) -> int:
+        """How many requests kmock's own history holds (those being served)."""
+        history = getattr(self, "_requests", None)
+        return len(history) if isinstance(history, list) else 0
+
+
 class KubeApiServer:
     """kmock's Kubernetes emulator on a loopback port, with the handlers listed above.
 
@@ -352,7 +412,8 @@ class KubeApiServer:
 
     def __init__(self, *, longhorn: bool = True, linger: bool = False,
                  host: str = "127.0.0.1",
-                 crds: Iterable[Mapping[str, Any]] | None = None) -> None:
+                 crds: Iterable[Mapping[str, Any]] | None = None,
+                 record: bool = True) -> None:
         self.longhorn = longhorn
         """Whether Longhorn's API group is installed (False: its CRDs are absent)."""
         self.linger = linger
@@ -375,8 +436,13 @@ class KubeApiServer:
         """The installed CustomResourceDefinitions by resource key."""
         self.pruned: list[tuple[str, str]] = []
         """``(request, field path)`` of every field a CRD's schema pruned from a write."""
+        self.record = record
+        """Keep every request (:attr:`requests`); False: only :meth:`request_counts`."""
+        self._log: list[RecordedRequest] = []
+        self._counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self._clients: dict[str, str] = {}  # "Bearer <token>" -> client name
         self._rv = itertools.count(1)
-        self._kmock: kmock.KubernetesEmulator | None = None
+        self._kmock: _Emulator | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         if crds is None:
@@ -441,35 +507,69 @@ class KubeApiServer:
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
-        async with kmock.KubernetesEmulator() as emulator, \
+        async with _Emulator() as emulator, \
                 kmock.Server(emulator, host=self.host) as server:
+            emulator.on_request = self._received
             self._kmock = emulator
             self._install(emulator)
             self.url = f"http://{server.host}:{server.port}"
             self._ready.set()
             await self._stop.wait()
 
-    def write_kubeconfig(self, path: Path, *, context: str = "kmock") -> Path:
-        """A kubeconfig file that reaches this server (no credentials: kmock asks none)."""
+    def write_kubeconfig(self, path: Path, *, context: str = "kmock",
+                         client: str | None = None) -> Path:
+        """A kubeconfig file that reaches this server (kmock checks no credentials). With
+        ``client``, its user carries a bearer token of its own, so the requests made with
+        it are recorded as that client's (:attr:`RecordedRequest.client`)."""
+        user: dict[str, Any] = {}
+        if client is not None:
+            token = uuid.uuid4().hex
+            self._clients[f"Bearer {token}"] = client
+            user["token"] = token
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": context,
             "clusters": [{"name": "kmock", "cluster": {"server": self.url}}],
-            "users": [{"name": "kmock", "user": {}}],
+            "users": [{"name": "kmock", "user": user}],
             "contexts": [{"name": context, "context": {"cluster": "kmock", "user": "kmock"}}],
         }
         path.write_text(json.dumps(config), encoding="utf-8")
         return path
 
     # -- the request log -------------------------------------------------------------------
+    def _received(self, request: kmock.Request) -> None:
+        auth = next((v for k, v in request.headers.items() if k.lower() == "authorization"),
+                    "")
+        client = self._clients.get(auth, "")
+        method = str(request.method.value)
+        what = request.url.path
+        verb = _VERBS.get(method, method.lower())
+        if request.resource is not None:
+            what = _key(request.resource) + (f"/{request.subresource}"
+                                             if request.subresource else "")
+            if verb == "get" and request.name is None:
+                watch = str(request.params.get("watch", "")).lower()
+                verb = "watch" if watch not in ("", "false", "0") else "list"
+        self._counts[client, verb, what] += 1
+        if self.record:
+            self._log.append(RecordedRequest(method, request.url.path, dict(request.params),
+                                             request.data if request.body else None, client))
+
     @property
     def requests(self) -> list[RecordedRequest]:
-        """Every request received, in order."""
+        """Every request received, in order (empty with ``record=False``)."""
+        return self._call(lambda: list(self._log))
+
+    def request_counts(self) -> collections.Counter[tuple[str, str, str]]:
+        """Requests received by ``(client, verb, resource)``: the verb as the API server
+        authorizes it (``get``, ``list``, ``watch``, ``create``, ``update``, ``patch``,
+        ``delete``), the resource key and subresource (``powerplane.io/v1alpha1/nodemaintenances/status``), or the path of a
+        request that names none (``/version``). Kept with ``record=False`` too."""
+        return self._call(lambda: collections.Counter(self._counts))
+
+    def kmock_history(self) -> int:
+        """How many requests kmock's own history holds now: only those being answered."""
         emulator = self._emulator
-        return self._call(lambda: [
-            RecordedRequest(str(r.method.value), r.url.path, dict(r.params),
-                            r.data if r.body else None)
-            for r in emulator
-        ])
+        return self._call(emulator.history_size)
 
     def requests_to(self, method: str, path_prefix: str = "") -> list[RecordedRequest]:
         """The requests of one method whose path starts with ``path_prefix``."""
@@ -650,7 +750,7 @@ class KubeApiServer:
 
     # -- plumbing --------------------------------------------------------------------------
     @property
-    def _emulator(self) -> kmock.KubernetesEmulator:
+    def _emulator(self) -> _Emulator:
         if self._kmock is None:
             raise RuntimeError("the API server is not started")
         return self._kmock
