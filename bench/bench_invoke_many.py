@@ -6,21 +6,31 @@ RSS is its own (config, host, discovery and the calls). ``limits.total`` is set 
 one and the ideal wall time is ``ceil(10 / 4) x latency``.
 
 Printed per case: the median wall time of several ``invoke_many`` runs, its ratio to the
-ideal (target <= 1.1x at 2,000, <= 1.2x at 50,000), the same calls made straight to the
-channels with no host (4 workers per endpoint: the floor any scheduler stands on, since
-the simulated channel's own cost per call is part of every wall), the time to the first result
-(``invoke_stream``, when the host has it), and the child's peak RSS (target <= 250 MiB at
-50,000). The alternative beside it: a sequential ``invoke`` loop at 2,000 nodes (timed on
+ideal (target <= 1.1x at 2,000, <= 1.2x at 50,000), the CPU time of a run, two floors
+any scheduler stands on, each with the same 4 workers per endpoint and no host: the same
+calls made straight to the channels (the simulated channel's own cost per call is part of
+every wall), and the event loop alone (one ``asyncio.sleep(latency)`` per call, no
+channel), the time to the first result (``invoke_stream``, when the host has it), and the
+child's peak RSS (target <= 250 MiB at 50,000). Both floors run under the host's collector
+settings (``powerplane.scheduling.quiet_gc``, where the build has it), so they differ
+from the host's wall only by what the host does. The ideal counts no CPU at all: every
+call's start and end cost CPU time on one thread, so a wall can be no shorter than the
+CPU time the run needs, and at 50,000 nodes the event loop alone needs more than the
+ideal. The alternative beside it: a sequential ``invoke`` loop at 2,000 nodes (timed on
 200 nodes and scaled; it is linear).
 
+``--base DIR``: every case also against the ``powerplane`` package under ``DIR`` (an older
+build's ``core/src``, e.g. from ``git archive``), in the same run, side by side.
+
     .venv/bin/python bench/bench_invoke_many.py [--sizes 2000,10000,50000]
-        [--latencies 50,20] [--runs 3]
+        [--latencies 50,20] [--runs 3] [--base /tmp/base/core/src]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -55,39 +65,68 @@ def config(nodes: int, latency_ms: int) -> dict[str, Any]:
                        "total": min(100_000, PER_ENDPOINT * endpoints), "timeout_s": 30}}
 
 
+def _quiet_gc() -> contextlib.AbstractContextManager[None]:
+    """The host's collector settings for a fleet call, where this build has them."""
+    try:
+        from powerplane.scheduling import quiet_gc
+    except ImportError:
+        return contextlib.nullcontext()
+    return quiet_gc()
+
+
+def _check(results: dict[str, Any]) -> None:
+    bad = [n for n, r in results.items() if not isinstance(r, InvokeResult)]
+    if bad:
+        raise SystemExit(f"{len(bad)} nodes failed, e.g. {bad[0]}: {results[bad[0]]}")
+
+
 async def child(nodes: int, latency_ms: int, runs: int) -> dict[str, Any]:
     ideal = math.ceil(PER_NODE_ENDPOINT / PER_ENDPOINT) * latency_ms / 1000
     async with PowerHost(parse_config(config(nodes, latency_ms))) as host:
         names = list(host.nodes)
         walls: list[float] = []
+        cpus: list[float] = []
         for _ in range(runs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             results = await host.invoke_many(names, Verb.REBOOT, reason="bench")
             walls.append(time.perf_counter() - t0)
-            bad = [n for n, r in results.items() if not isinstance(r, InvokeResult)]
-            if bad:
-                raise SystemExit(f"{len(bad)} nodes failed, e.g. {bad[0]}: {results[bad[0]]}")
-        # the floor: the same calls straight to the channels, 4 workers per endpoint, no host
+            cpus.append(time.process_time() - c0)
+            _check(results)
+            del results  # one run's results alive at a time
+        # the floors: 4 workers per endpoint, no host
         chans = [host.channel(f"bmc-{e}") for e in range(nodes // PER_NODE_ENDPOINT)]
+        shares = [[f"m{i}" for i in range(j, PER_NODE_ENDPOINT, PER_ENDPOINT)]
+                  for j in range(PER_ENDPOINT)]
+        delay = latency_ms / 1000
 
         async def worker(ch: Any, targets: list[str]) -> None:
             for t in targets:
                 await ch.reboot(t)
 
+        async def sleeper(count: int) -> None:
+            for _ in range(count):
+                await asyncio.sleep(delay)
+
         floors: list[float] = []
+        loops: list[float] = []
         for _ in range(runs):
-            t0 = time.perf_counter()
-            await asyncio.gather(*(worker(ch, [f"m{i}" for i in range(j, PER_NODE_ENDPOINT,
-                                                                        PER_ENDPOINT)])
-                                   for ch in chans for j in range(PER_ENDPOINT)))
-            floors.append(time.perf_counter() - t0)
+            with _quiet_gc():
+                t0 = time.perf_counter()
+                await asyncio.gather(*(worker(ch, targets) for ch in chans for targets in shares))
+                floors.append(time.perf_counter() - t0)
+            with _quiet_gc():
+                t0 = time.perf_counter()
+                await asyncio.gather(*(sleeper(len(targets)) for _ in chans for targets in shares))
+                loops.append(time.perf_counter() - t0)
         first: float | None = None
         stream = getattr(host, "invoke_stream", None)
         if stream is not None:
             t0 = time.perf_counter()
-            async for _node, _outcome in stream(names, Verb.REBOOT, reason="bench"):
+            async for _node, outcome in stream(names, Verb.REBOOT, reason="bench"):
                 if first is None:
                     first = time.perf_counter() - t0
+                if not isinstance(outcome, InvokeResult):
+                    raise SystemExit(f"{_node} failed in the stream: {outcome}")
         seq: float | None = None
         if nodes <= 2000:
             sample = names[:200]
@@ -100,9 +139,39 @@ async def child(nodes: int, latency_ms: int, runs: int) -> dict[str, Any]:
                    for e in range(endpoints))
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"nodes": nodes, "latency_ms": latency_ms, "wall": statistics.median(walls),
-            "walls": walls, "ideal": ideal, "floor": statistics.median(floors), "first": first,
-            "seq": seq, "peak": peak,
-            "rss_mib": rss_mib}
+            "walls": walls, "cpu": statistics.median(cpus), "ideal": ideal,
+            "floor": statistics.median(floors), "loop": statistics.median(loops),
+            "first": first, "seq": seq, "peak": peak, "rss_mib": rss_mib}
+
+
+def run_case(nodes: int, latency: int, runs: int, base: str | None) -> dict[str, Any] | str:
+    """One case in a child process (``base``: with that build's powerplane first on the path)."""
+    env = dict(os.environ)
+    if base is not None:
+        env["PYTHONPATH"] = base + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", str(nodes), str(latency), "--runs", str(runs)],
+        capture_output=True, text=True, check=False, env=env,
+    )
+    if proc.returncode != 0:
+        return proc.stderr.strip()[-400:] or f"exit {proc.returncode}"
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def describe(r: dict[str, Any]) -> str:
+    ideal = r["ideal"]
+    line = (f"wall {r['wall'] * 1000:.0f} ms = {r['wall'] / ideal:.2f}x ideal"
+            f" (CPU {r['cpu'] * 1000:.0f} ms)" if "cpu" in r else
+            f"wall {r['wall'] * 1000:.0f} ms = {r['wall'] / ideal:.2f}x ideal")
+    line += (f"; channels alone {r['floor'] * 1000:.0f} ms ({r['floor'] / ideal:.2f}x), "
+             f"host over them {r['wall'] / r['floor']:.2f}x")
+    if r.get("loop") is not None:
+        line += f"; event loop alone {r['loop'] * 1000:.0f} ms ({r['loop'] / ideal:.2f}x)"
+    line += f"; peak RSS {r['rss_mib']:.0f} MiB"
+    if r["first"] is not None:
+        line += f"; first streamed result {r['first'] * 1000:.0f} ms"
+    return line + f"; peak at one endpoint {r['peak']} (limit {PER_ENDPOINT})"
 
 
 def main() -> None:
@@ -110,6 +179,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="2000,10000,50000")
     ap.add_argument("--latencies", default="50,20")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--base", help="an older build's core/src, measured beside this one")
     ap.add_argument("--child", nargs=2, type=int, metavar=("NODES", "LATENCY_MS"))
     args = ap.parse_args()
     if args.child:
@@ -123,40 +193,39 @@ def main() -> None:
     ok = True
     for latency in (int(x) for x in args.latencies.split(",")):
         for nodes in (int(x) for x in args.sizes.split(",")):
-            proc = subprocess.run(
-                [sys.executable, __file__, "--child", str(nodes), str(latency),
-                 "--runs", str(args.runs)],
-                capture_output=True, text=True, check=False,
-            )
-            if proc.returncode != 0:
-                print(f"{nodes} nodes, {latency} ms: failed: {proc.stderr.strip()[-400:]}")
+            ideal_ms = math.ceil(PER_NODE_ENDPOINT / PER_ENDPOINT) * latency
+            print(f"{nodes:>6} nodes, {latency} ms (ideal {ideal_ms} ms), "
+                  f"load {os.getloadavg()[0]:.1f}:")
+            r = run_case(nodes, latency, args.runs, None)
+            if isinstance(r, str):
+                print(f"        this build: failed: {r}")
                 ok = False
                 continue
-            r = json.loads(proc.stdout.strip().splitlines()[-1])
             ratio = r["wall"] / r["ideal"]
+            verdicts = []
             target = TARGETS.get(nodes)
-            rss_target = RSS_TARGET_MIB.get(nodes)
-            line = (f"{nodes:>6} nodes, {latency} ms: wall {r['wall'] * 1000:.0f} ms, "
-                    f"ideal {r['ideal'] * 1000:.0f} ms, ratio {ratio:.2f}x")
             if target is not None:
                 met = ratio <= target
                 ok &= met
-                line += f" (target <= {target}x: {'met' if met else 'NOT met'})"
-            line += (f"; the channels alone (no host) {r['floor'] * 1000:.0f} ms, "
-                     f"{r['floor'] / r['ideal']:.2f}x ideal; host over them "
-                     f"{r['wall'] / r['floor']:.2f}x")
-            line += f"; peak RSS {r['rss_mib']:.0f} MiB"
+                verdicts.append(f"ratio target <= {target}x {'met' if met else 'NOT met'}")
+            rss_target = RSS_TARGET_MIB.get(nodes)
             if rss_target is not None:
                 met = r["rss_mib"] <= rss_target
                 ok &= met
-                line += f" (target <= {rss_target} MiB: {'met' if met else 'NOT met'})"
-            if r["first"] is not None:
-                line += f"; first streamed result after {r['first'] * 1000:.0f} ms"
-            line += f"; peak at one endpoint {r['peak']} (limit {PER_ENDPOINT})"
-            print(line)
+                verdicts.append(f"RSS target <= {rss_target} MiB {'met' if met else 'NOT met'}")
+            print(f"        this build: {describe(r)}"
+                  + (f" [{'; '.join(verdicts)}]" if verdicts else ""))
             if r["seq"] is not None:
-                print(f"{'':>6}        sequential invoke loop: {r['seq']:.1f} s (200 measured, "
-                      f"scaled); invoke_many is {r['seq'] / r['wall']:.0f}x faster")
+                print(f"        sequential invoke loop: {r['seq']:.1f} s (200 measured, scaled); "
+                      f"invoke_many is {r['seq'] / r['wall']:.0f}x faster")
+            if args.base:
+                b = run_case(nodes, latency, args.runs, args.base)
+                if isinstance(b, str):
+                    print(f"        baseline: failed: {b}")
+                else:
+                    print(f"        baseline:   {describe(b)}; this build is "
+                          f"{b['wall'] / r['wall']:.2f}x faster, "
+                          f"{r['rss_mib'] - b['rss_mib']:+.0f} MiB")
     print("all targets met" if ok else "some targets NOT met")
 
 
