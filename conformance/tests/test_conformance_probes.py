@@ -36,7 +36,7 @@ from powerplane import (
 from powerplane.plugins import registry
 from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
 from powerplane_conformance.api import RunSummary
-from powerplane_conformance.iowatch import IOWatch
+from powerplane_conformance.iowatch import IOWatch, unwatched
 from powerplane_conformance.loop import LoopThread
 from powerplane_conformance.probes import MAX_PROBES
 
@@ -260,3 +260,32 @@ def test_watches_open_at_once_each_see_their_own_calls() -> None:
         assert f"{mine} in its thread" in text and f"{mine} on the loop" in text, text
         assert f"{other} in its thread" not in text and f"{other} on the loop" not in text
         assert "in no watch" in text
+
+
+def test_a_thread_that_is_unwatched_is_in_no_watch() -> None:
+    """The power plan's workers change machines while a check watches its own call (no
+    I/O before refusing): what such a thread does, on the event loop too, is in no
+    watch; a thread that says nothing is in every open watch."""
+    loop = LoopThread()
+    log = logging.getLogger("powerplane-conformance-test-unwatched")
+
+    async def on_loop() -> None:
+        log.warning("the plan on the loop")
+
+    def worker() -> None:
+        unwatched()
+        log.warning("the plan in its thread")
+        loop.run(on_loop(), 30)
+
+    try:
+        with IOWatch() as io:
+            thread = threading.Thread(target=worker)
+            thread.start()
+            thread.join(30)
+            other = threading.Thread(target=log.warning, args=("a library's thread",))
+            other.start()
+            other.join(30)
+    finally:
+        loop.close()
+    assert not any("the plan" in line for line in io.logs), io.logs
+    assert any("a library's thread" in line for line in io.logs), io.logs

@@ -7,8 +7,11 @@ in a thread of its own). What a call does is laid at the watch of the context it
 in: the watch opened in the calling thread is set in a :class:`contextvars.ContextVar`,
 which follows the call onto the session's event loop (a task copies the context of
 whoever scheduled it) and into ``asyncio.to_thread`` workers. What happens in no watch's
-context (a thread a library started, the power plan's workers) is given to every watch
-open at the time, as a single watch had it before: a secret in it is never missed.
+context (a thread a library started) is given to every watch open at the time, as a
+single watch had it before: a secret in it is never missed. A thread that works for no
+call being watched (the power plan's workers) says so with :func:`unwatched`: its I/O
+goes to no watch (a machine's power change is not another check's "I/O before
+refusing").
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import threading
 from types import TracebackType
 from typing import Any
 
-__all__ = ["IOWatch"]
+__all__ = ["IOWatch", "unwatched"]
 
 _lock = threading.Lock()
 """Guards :data:`_open` and the patches (installed while any watch is open)."""
@@ -31,10 +34,17 @@ _current: contextvars.ContextVar[IOWatch | None] = contextvars.ContextVar(
     "powerplane_conformance_iowatch", default=None)
 
 
+def unwatched() -> None:
+    """What this thread (and the calls it schedules) does from now on belongs to no watch."""
+    _current.set(_NOBODY)
+
+
 def _owners() -> list[IOWatch]:
     """The watches an event in the current context belongs to: its own watch, when it is
-    open; else every open watch."""
+    open; none, in an :func:`unwatched` context; else every open watch."""
     mine = _current.get()
+    if mine is _NOBODY:
+        return []
     with _lock:
         if mine is not None and mine in _open:
             return [mine]
@@ -134,3 +144,7 @@ class IOWatch:
                 _open.remove(self)
             if not _open and _saved:
                 _uninstall()
+
+
+_NOBODY = IOWatch()
+"""The watch of :func:`unwatched` contexts: never opened, it records nothing."""

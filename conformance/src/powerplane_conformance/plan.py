@@ -51,6 +51,7 @@ from powerplane.channel import BatchInvoker, PowerState, Reading, maybe_await, v
 from powerplane.errors import ChannelError
 from powerplane_conformance.checks import CheckSpec, spec_of
 from powerplane_conformance.gate import gate
+from powerplane_conformance.iowatch import unwatched
 from powerplane_conformance.session import (
     END_STATE,
     START_STATE,
@@ -296,6 +297,7 @@ class NodePlan:
     # -- the worker --------------------------------------------------------------------------
     def _run(self) -> None:
         session, s = self.plan.session, self.subject
+        unwatched()  # its power changes are no watched call's I/O
         try:
             for step in self.steps:
                 try:
