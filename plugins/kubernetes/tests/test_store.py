@@ -21,7 +21,14 @@ import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
-from powerplane import AlreadyActive, AuditRecord, NotFound, StoreConflict, StoreError
+from powerplane import (
+    AlreadyActive,
+    AuditRecord,
+    ConcurrentChange,
+    NotFound,
+    StoreConflict,
+    StoreError,
+)
 from powerplane.lifecycle.audit import Action
 from powerplane.lifecycle.model import (
     AbandonRequest,
@@ -354,6 +361,80 @@ def test_a_finished_or_deleted_holder_is_replaced(api: KubeApiServer,
     store.create(third)
     assert store.active_for("n1") is not None
     assert store.active_for("n1").name == "n1-reboot-third"  # type: ignore[union-attr]
+
+
+def _pending_holder(store: KubernetesStore, name: str, *, at: dt.datetime) -> None:
+    """A creator that took the lock of ``n1`` at ``at`` and stopped before its status."""
+    first = maintenance("n1", name)
+    store._send({k: v for k, v in to_object(first).items() if k != "status"}, create=True)
+    clock = store.clock
+    store.clock = lambda: at
+    try:
+        store._lock("n1", first.name)
+    finally:
+        store.clock = clock
+
+
+def test_a_pending_holder_whose_lock_expired_is_taken_over(
+        api: KubeApiServer, kubeconfig: Path) -> None:
+    """A creator that stopped between the lock and its status (its lock older than its
+    duration) no longer blocks the node: the next creator supersedes the pending object,
+    takes the lock and deletes it; within the duration it still blocks."""
+    now = dt.datetime.now(dt.UTC)
+    first = open_store(kubeconfig)
+    second = open_store(kubeconfig)
+    try:
+        _pending_holder(first, "n1-reboot-dead", at=now - dt.timedelta(seconds=10))
+        lease = api.object(LEASES, NS, lock_name("n1"))
+        assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 30
+        with pytest.raises(AlreadyActive, match="n1-reboot-dead"):  # 10 s of 30: live
+            second.create(maintenance("n1", "n1-reboot-early"))
+        second.clock = lambda: now + dt.timedelta(seconds=25)  # 35 s since: expired
+        made = second.create(maintenance("n1", "n1-reboot-next"))
+        assert second.active_for("n1").name == made.name  # type: ignore[union-attr]
+        lease = api.object(LEASES, NS, lock_name("n1"))
+        assert lease is not None and lease["spec"]["holderIdentity"] == "n1-reboot-next"
+        assert lease["spec"]["leaseTransitions"] == 1
+        assert api.object("powerplane.io/v1alpha1/nodemaintenances", None,
+                          "n1-reboot-dead") is None
+        marked = [r for r in api.requests_to("PUT", f"{NM}/n1-reboot-dead")]
+        assert [r.body["metadata"]["annotations"]["powerplane.io/superseded-by"]
+                for r in marked] == ["n1-reboot-next"]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_slow_creator_whose_lock_was_taken_over_gives_up_without_showing(
+        api: KubeApiServer, kubeconfig: Path) -> None:
+    """The takeover is decided by the version, not the clocks: a creator still alive when
+    its expired lock is taken over gets a 409 on its status and shows nothing."""
+    slow = open_store(kubeconfig)
+    taker = open_store(kubeconfig)
+    try:
+        slow.clock = lambda: dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+        taken: list[str] = []
+
+        def take_over(name: str) -> None:
+            if name == "store:locked" and not taken:
+                taken.append("")  # the taker passes this point too
+                taken[0] = taker.create(maintenance("n1", "n1-reboot-taker")).name
+
+        from powerplane.lifecycle import crash
+
+        crash.set_hook(take_over)
+        try:
+            with pytest.raises(ConcurrentChange, match="taken over"):
+                slow.create(maintenance("n1", "n1-reboot-slow"))
+        finally:
+            crash.set_hook(None)
+        assert taken == ["n1-reboot-taker"]
+        assert [m.name for m in taker.all()] == ["n1-reboot-taker"]
+        assert api.object("powerplane.io/v1alpha1/nodemaintenances", None,
+                          "n1-reboot-slow") is None
+    finally:
+        slow.close()
+        taker.close()
 
 
 def test_a_name_taken_is_a_concurrent_change_or_already_active(store: KubernetesStore) -> None:

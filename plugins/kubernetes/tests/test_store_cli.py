@@ -7,6 +7,11 @@ store."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +23,7 @@ from powerplane.cli import cli
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 
 NM = "/apis/powerplane.io/v1alpha1/nodemaintenances"
+RUN = "import sys; from powerplane.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @pytest.fixture
@@ -126,3 +132,40 @@ def test_a_store_without_its_crd_fails_naming_the_api_server(tmp_path: Path,
     assert "lifecycle store kubernetes http://127.0.0.1:" in res.output
     assert "nodemaintenances.powerplane.io" in res.output
     assert "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_a_request_killed_holding_the_lock_stops_blocking_the_node_once_it_expires(
+        api: KubeApiServer, workdir: Path) -> None:
+    """``maintenance request`` SIGKILLed between taking the node's lock Lease and writing
+    the status: its pending object holds the node until the lock's duration (1 s here)
+    has passed with nobody renewing it; then a second request supersedes it and succeeds."""
+    config = workdir / "powerplane.yaml"
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["lifecycle"]["store"]["lock_duration_s"] = 1
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    argv = ["maintenance", "request", "node-1", "--intent", "cordon", "--reason",
+            "rack move today", "--confirm-node", "node-1", "--ack-preflight"]
+    env = {**os.environ, "POWERPLANE_CRASH_AT": "store:locked", "POWERPLANE_ACTOR": "alice"}
+    proc = subprocess.run([sys.executable, "-c", RUN, *argv], env=env, cwd=workdir,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    (dead,) = api.objects("powerplane.io/v1alpha1/nodemaintenances")
+    assert "status" not in dead  # pending: the creator died before its status
+    lease = api.object("coordination.k8s.io/v1/leases", "powerplane-system",
+                       "nodemaintenance.node-1")
+    assert lease is not None and lease["spec"]["holderIdentity"] == dead["metadata"]["name"]
+    attempts: list[Result] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        attempts.append(run(*argv))
+        if attempts[-1].exit_code != 2:
+            break
+        time.sleep(0.2)
+    *blocked, last = attempts
+    assert last.exit_code == 0, last.output
+    for b in blocked:  # until it expired, the dead creator's lock held the node
+        assert f"already has an active maintenance: {dead['metadata']['name']}" in b.output
+    (obj,) = api.objects("powerplane.io/v1alpha1/nodemaintenances")
+    assert obj["metadata"]["name"] != dead["metadata"]["name"]
+    assert obj["status"]["phase"] == "Requested"

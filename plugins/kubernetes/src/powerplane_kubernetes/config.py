@@ -16,6 +16,8 @@
       store:
         type: kubernetes             # NodeMaintenance custom resources (.store)
         namespace: powerplane-system # its per-node lock Leases and its Events
+        lock_duration_s: 30          # a creator's lock older than this, status unwritten,
+                                     # is taken over (the creator stopped)
         # kubeconfig / context / timeouts: absent means the cluster port's when it is
         # ``kubernetes``, else the pod's service account (in-cluster)
 
@@ -109,6 +111,9 @@ class KubernetesStoreConfig(_Strict):
     namespace: str = Field(STORE_NAMESPACE, min_length=1, max_length=63,
                            pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     """Where the per-node lock Leases and the audit Events are kept (it must exist)."""
+    lock_duration_s: int = Field(30, ge=1, le=3600)
+    """How long a creator holds a node's lock Lease before the maintenance's status is
+    written; a pending holder's lock older than this is taken over (its creator stopped)."""
     kubeconfig: str | None = None
     """Absent: the ``kubernetes`` cluster port's kubeconfig (in-cluster when it has none)."""
     context: str | None = Field(None, min_length=1)

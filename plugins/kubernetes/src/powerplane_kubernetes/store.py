@@ -31,18 +31,29 @@ One active maintenance per node (``AlreadyActive``)
 
     1. ``POST`` the ``NodeMaintenance`` without a status (a *pending* object: every read
        skips it);
-    2. take the node's lock: ``POST`` the Lease; if it exists, read its holder: a holder
-       that exists and is pending or active means ``AlreadyActive`` (the pending object is
-       deleted); a holder that is gone or terminal is replaced by a ``PUT`` naming the
-       Lease's ``resourceVersion`` (two takers of one stale lock: one gets ``409`` and
-       looks again);
-    3. ``PUT …/status`` with the phase ``Requested``: now it is visible.
+    2. take the node's lock: ``POST`` the Lease (``holderIdentity`` the maintenance,
+       ``renewTime`` now, ``leaseDurationSeconds`` :attr:`KubernetesStore.lock_duration_s`);
+       if it exists, read its holder: an active holder means ``AlreadyActive``, and so does
+       a pending one whose lock is within its duration (a creator between 2 and 3); a
+       holder that is gone or terminal is replaced by a ``PUT`` naming the Lease's
+       ``resourceVersion`` (two takers of one stale lock: one gets ``409`` and looks
+       again); so is a pending holder whose lock has outlived its duration (its creator
+       died between 2 and 3, or is far too slow), after the pending object is *superseded*
+       (see below);
+    3. ``PUT …/status`` with the phase ``Requested``, naming the version made in 1: now it
+       is visible.
 
     The holder always names an object created before the lock was written, so "holder
-    gone" never means "holder not created yet". A creator killed between 2 and 3 leaves a
-    pending holder that blocks its node, named in the ``AlreadyActive`` message; ``kubectl
-    delete nodemaintenance <name>`` frees the node (nothing was done for it). No lock is
-    ever released: a finished holder is simply replaced.
+    gone" never means "holder not created yet". Taking over a pending holder is safe
+    whatever the clocks say: the taker first writes the annotation
+    ``powerplane.io/superseded-by`` onto the pending object by a ``PUT`` naming the version
+    it read, which succeeds only if its creator has not written the status yet, and makes
+    that creator's step 3 a ``409`` (it gives up, ``ConcurrentChange``); a creator that
+    wrote its status first makes the taker's ``PUT`` the ``409`` (it looks again and finds
+    an active holder). The clocks (``renewTime`` against the taker's wall clock) decide only
+    *when* a pending holder counts as gone. The superseded object is then deleted (best
+    effort: readers skip it anyway). No lock is ever released: a finished holder is simply
+    replaced.
 
 Errors
     An API server that cannot be reached, refuses (403), lacks the CRDs (404 on the
@@ -54,6 +65,7 @@ Errors
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -80,6 +92,7 @@ from powerplane import (
     StoreConflict,
     StoreError,
 )
+from powerplane.lifecycle.crash import crashpoint
 from powerplane_kubernetes.audit import audit_object, event_object, label_value, record_of
 from powerplane_kubernetes.client import FIELD_MANAGER, KubeApi
 from powerplane_kubernetes.config import ApiAccess
@@ -120,6 +133,10 @@ MaintenanceAuditResource: type[GenericGlobalResource] = create_global_resource(
 
 LOCK_PREFIX = "nodemaintenance."
 """The per-node lock Lease is ``nodemaintenance.<node>``."""
+LOCK_DURATION_S = 30
+"""How long a creator may hold a node's lock before its status is written (step 2 to 3)."""
+SUPERSEDED_ANNOTATION = f"{GROUP}/superseded-by"
+"""On a pending object whose expired lock another creator took over: that creator's name."""
 
 _TRIES = 5
 _TERMINAL = frozenset(p.value for p in Phase if p.terminal)
@@ -236,8 +253,12 @@ class KubernetesStore:
 
     def __init__(self, access: ApiAccess, config_dir: Path | None = None, *,
                  namespace: str, create: bool = True, where: str = "lifecycle.store",
-                 client: Client | None = None) -> None:
+                 client: Client | None = None, lock_duration_s: int = LOCK_DURATION_S,
+                 clock: Callable[[], dt.datetime] | None = None) -> None:
         self.access = access
+        self.lock_duration_s = lock_duration_s
+        """A pending holder's lock older than this (by its ``renewTime``) is taken over."""
+        self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         self.namespace = namespace
         """Where the node locks (Leases) and the Events are written."""
         self.create_missing = create
@@ -418,10 +439,19 @@ class KubernetesStore:
             try:
                 if not m.phase.terminal:
                     self._lock(m.node, m.name)
+                    crashpoint("store:locked")
                 body = {**wire, "metadata": {**wire["metadata"],
                                              "resourceVersion": made["metadata"]
                                              ["resourceVersion"]}}
-                done = self._send(body, status=True)
+                try:
+                    done = self._send(body, status=True)
+                except httpx2.HTTPStatusError as exc:
+                    if self._code(exc) not in (404, 409):
+                        raise
+                    raise ConcurrentChange(
+                        f"maintenance {m.name}: its lock on node {m.node} outlived "
+                        f"{self.lock_duration_s} s before its status was written and was "
+                        "taken over; try again") from None
             except BaseException:
                 self._discard(m.name)
                 raise
@@ -445,7 +475,7 @@ class KubernetesStore:
         for _ in range(_TRIES):
             lease = Lease(metadata=ObjectMeta(name=lease_name, namespace=self.namespace,
                                               labels={NODE_LABEL: label_value(node)}),
-                          spec=LeaseSpec(holderIdentity=name))
+                          spec=self._lock_spec(name, None))
             try:
                 self.client.create(lease)
                 return
@@ -461,19 +491,61 @@ class KubernetesStore:
             holder = held.spec.holderIdentity if held.spec is not None else None
             if holder == name:
                 return
+            stale: dict[str, Any] | None = None
             if holder:
                 obj = self._read(holder)
                 if obj is not None and _phase(obj) not in _TERMINAL:
-                    raise AlreadyActive(node, holder)
+                    if not _pending(obj) or not self._expired(held):
+                        raise AlreadyActive(node, holder)
+                    stale = obj  # its creator stopped between the lock and the status
+                    if not self._supersede(obj, name):
+                        continue  # its creator wrote the status first: look again
             assert held.metadata is not None
-            held.spec = LeaseSpec(holderIdentity=name)
+            held.spec = self._lock_spec(name, held.spec)
             try:
                 self.client.replace(held)  # names the resourceVersion read: one taker wins
-                return
             except httpx2.HTTPStatusError as exc:
                 if self._code(exc) != 409:
                     raise
+                continue
+            if stale is not None:
+                log.warning("node %s: the lock of %s %s outlived %s s before its status was "
+                            "written (its creator stopped); taken over by %s", node, KIND,
+                            holder, self.lock_duration_s, name)
+                self._discard(str(holder))
+            return
         raise ConcurrentChange(f"the lock of node {node} kept changing; try again")
+
+    def _lock_spec(self, name: str, old: LeaseSpec | None) -> LeaseSpec:
+        now = self.clock()
+        transitions = (old.leaseTransitions or 0) + 1 if old is not None else 0
+        return LeaseSpec(holderIdentity=name, leaseDurationSeconds=self.lock_duration_s,
+                         acquireTime=now, renewTime=now, leaseTransitions=transitions)
+
+    def _expired(self, held: Lease) -> bool:
+        """Whether a lock's holder stopped renewing it for its whole duration, by this
+        store's wall clock (a lock without times, from an older store, has expired)."""
+        spec = held.spec
+        last = (spec.renewTime or spec.acquireTime) if spec is not None else None
+        if spec is None or last is None or spec.leaseDurationSeconds is None:
+            return True
+        if last.tzinfo is None:
+            last = last.replace(tzinfo=dt.UTC)
+        return self.clock() - last > dt.timedelta(seconds=spec.leaseDurationSeconds)
+
+    def _supersede(self, obj: dict[str, Any], by: str) -> bool:
+        """Mark a pending object superseded by ``by``, naming the version read: True when
+        written (its creator can no longer write its status), False on a 409."""
+        meta = dict(obj.get("metadata") or {})
+        meta["annotations"] = {**(meta.get("annotations") or {}), SUPERSEDED_ANNOTATION: by}
+        meta.pop("managedFields", None)
+        try:
+            self._send({**obj, "metadata": meta})
+        except httpx2.HTTPStatusError as exc:
+            if self._code(exc) != 409:
+                raise
+            return False
+        return True
 
     def _current(self, m: NodeMaintenance) -> dict[str, Any]:
         """The object as last read at ``m``'s version (read again when not at hand)."""
