@@ -90,17 +90,35 @@ def stored(tmp: Path, name: str) -> Any:
         store.close()
 
 
+def operator_argv(config: Path, kubeconfig: Path, identity: str, *args: str,
+                  timeout_s: float = 180) -> list[str]:
+    """``operator run --until-idle`` with the fast lease timings and one ``--timeout``."""
+    if "--timeout" in args:
+        raise ValueError("pass the timeout as timeout_s, not in args")
+    return [sys.executable, "-c", RUN, "--config", str(config), "operator", "run",
+            "--kubeconfig", str(kubeconfig), "--namespace", "ops", "--identity", identity,
+            "--until-idle", "--timeout", f"{timeout_s:g}", *FAST, *args]
+
+
 def operator(config: Path, kubeconfig: Path, identity: str, *args: str,
-             crash_at: str | None = None) -> subprocess.Popen[str]:
+             crash_at: str | None = None, timeout_s: float = 180) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k != "POWERPLANE_CRASH_AT"}
     if crash_at:
         env["POWERPLANE_CRASH_AT"] = crash_at
     return subprocess.Popen(
-        [sys.executable, "-c", RUN, "--config", str(config), "operator", "run",
-         "--kubeconfig", str(kubeconfig), "--namespace", "ops", "--identity", identity,
-         "--until-idle", "--timeout", "180", *FAST, *args],
+        operator_argv(config, kubeconfig, identity, *args, timeout_s=timeout_s),
         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
+
+
+def test_the_operator_helper_passes_one_timeout(tmp_path: Path) -> None:
+    argv = operator_argv(tmp_path / "c.yaml", tmp_path / "kc", "r", "--site", "east",
+                         timeout_s=3)
+    assert argv.count("--timeout") == 1
+    assert argv[argv.index("--timeout") + 1] == "3"
+    assert argv[-2:] == ["--site", "east"]
+    with pytest.raises(ValueError, match="timeout_s"):
+        operator_argv(tmp_path / "c.yaml", tmp_path / "kc", "r", "--timeout", "3")
 
 
 def finish(procs: dict[str, subprocess.Popen[str]],
@@ -186,8 +204,7 @@ def test_a_replica_whose_stderr_is_not_read_exits_by_its_timeout(tmp_path: Path,
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     request(config)
     api.add_lease("ops", lease_name("east"), "elsewhere", duration_s=3600)
-    proc = operator(config, kubeconfig, "replica-a", "--timeout", "3",
-                    "--retry-period", "0.01")
+    proc = operator(config, kubeconfig, "replica-a", "--retry-period", "0.01", timeout_s=3)
     assert proc.stderr is not None
     fcntl.fcntl(proc.stderr.fileno(), fcntl.F_SETPIPE_SZ, 4096)
     try:
@@ -224,7 +241,7 @@ def test_a_replica_whose_api_server_stops_answering_exits_by_its_timeout(
                                      "namespace": "ops",
                                      "timeouts": {"connect_s": 5, "read_s": 600}}
         config.write_text(yaml.safe_dump(raw), encoding="utf-8")
-        proc = operator(config, kubeconfig, "replica-a", "--timeout", "2")
+        proc = operator(config, kubeconfig, "replica-a", timeout_s=2)
         results = finish({"replica-a": proc}, timeout=120)
     code, (_, err) = results["replica-a"]
     assert code == 1, err[-2000:]
