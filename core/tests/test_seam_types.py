@@ -333,10 +333,14 @@ def test_a_malformed_address_is_refused_when_declared(kwargs: dict[str, Any]) ->
 
 
 def test_the_vendor_names_are_public() -> None:
-    for name in ("Address", "BatchInvoker", "Channel", "ChannelType", "HasBootMarker",
-                 "HasEndpoint", "Identifies", "Outcome", "Terminates", "Timeouts"):
+    import powerplane.channel as channel
+
+    for name in ("Address", "BatchDiscovery", "BatchInvoker", "Channel", "ChannelType",
+                 "HasBootMarker", "HasEndpoint", "Identifies", "Outcome", "Terminates",
+                 "Timeouts"):
         assert name in powerplane.__all__
     assert powerplane.__all__ == sorted(powerplane.__all__)
+    assert powerplane.BatchDiscovery is channel.BatchDiscovery
 
 
 def test_the_channel_docstring_lists_every_optional_part() -> None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from powerplane.channel import (
         Acceptance,
         Address,
+        BatchDiscovery,
         BatchInvoker,
         Channel,
         ChannelType,
@@ -88,6 +89,7 @@ __all__ = [
     "AlreadyActive",
     "AuditRecord",
     "AuthenticationFailed",
+    "BatchDiscovery",
     "BatchInvoker",
     "CapabilitySet",
     "Channel",
@@ -166,6 +168,7 @@ __getattr__, __dir__ = lazy_exports(
         "Verb": ".capabilities",
         "Acceptance": ".channel",
         "Address": ".channel",
+        "BatchDiscovery": ".channel",
         "BatchInvoker": ".channel",
         "Channel": ".channel",
         "ChannelType": ".channel",
