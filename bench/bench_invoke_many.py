@@ -22,8 +22,13 @@ ideal. The alternative beside it: a sequential ``invoke`` loop at 2,000 nodes (t
 ``--base DIR``: every case also against the ``powerplane`` package under ``DIR`` (an older
 build's ``core/src``, e.g. from ``git archive``), in the same run, side by side.
 
+``--loops asyncio,uvloop`` (the default when uvloop is installed, else ``asyncio``): every
+case, host and both floors, once on each event loop, in a child process of its own, side
+by side in the same run. The host is loop-agnostic (its embedder chooses the loop); the
+uvloop child runs the same coroutine in ``asyncio.Runner(loop_factory=uvloop.new_event_loop)``.
+
     .venv/bin/python bench/bench_invoke_many.py [--sizes 2000,10000,50000]
-        [--latencies 50,20] [--runs 3] [--base /tmp/base/core/src]
+        [--latencies 50,20] [--runs 3] [--loops asyncio,uvloop] [--base /tmp/base/core/src]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -46,6 +52,22 @@ from powerplane import InvokeResult, PowerHost, Verb, parse_config
 PER_NODE_ENDPOINT, PER_ENDPOINT = 10, 4
 TARGETS = {2000: 1.1, 10000: 1.2, 50000: 1.2}
 RSS_TARGET_MIB = {50000: 250}
+LOOPS = ("asyncio", "uvloop")
+
+
+def default_loops() -> str:
+    """Both loops where uvloop is installed, else the default loop alone."""
+    return "asyncio,uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+
+
+def run_on(loop_name: str, coro: Any) -> Any:
+    """Run ``coro`` to completion on a fresh event loop of the named kind."""
+    if loop_name == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(coro)
+    return asyncio.run(coro)
 
 
 def config(nodes: int, latency_ms: int) -> dict[str, Any]:
@@ -80,7 +102,7 @@ def _check(results: dict[str, Any]) -> None:
         raise SystemExit(f"{len(bad)} nodes failed, e.g. {bad[0]}: {results[bad[0]]}")
 
 
-async def child(nodes: int, latency_ms: int, runs: int) -> dict[str, Any]:
+async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True) -> dict[str, Any]:
     ideal = math.ceil(PER_NODE_ENDPOINT / PER_ENDPOINT) * latency_ms / 1000
     async with PowerHost(parse_config(config(nodes, latency_ms))) as host:
         names = list(host.nodes)
@@ -109,15 +131,17 @@ async def child(nodes: int, latency_ms: int, runs: int) -> dict[str, Any]:
 
         floors: list[float] = []
         loops: list[float] = []
+        loop_cpus: list[float] = []
         for _ in range(runs):
             with _quiet_gc():
                 t0 = time.perf_counter()
                 await asyncio.gather(*(worker(ch, targets) for ch in chans for targets in shares))
                 floors.append(time.perf_counter() - t0)
             with _quiet_gc():
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 await asyncio.gather(*(sleeper(len(targets)) for _ in chans for targets in shares))
                 loops.append(time.perf_counter() - t0)
+                loop_cpus.append(time.process_time() - c0)
         first: float | None = None
         stream = getattr(host, "invoke_stream", None)
         if stream is not None:
@@ -128,7 +152,7 @@ async def child(nodes: int, latency_ms: int, runs: int) -> dict[str, Any]:
                 if not isinstance(outcome, InvokeResult):
                     raise SystemExit(f"{_node} failed in the stream: {outcome}")
         seq: float | None = None
-        if nodes <= 2000:
+        if nodes <= 2000 and seq_loop:
             sample = names[:200]
             t0 = time.perf_counter()
             for n in sample:
@@ -137,20 +161,26 @@ async def child(nodes: int, latency_ms: int, runs: int) -> dict[str, Any]:
         endpoints = nodes // PER_NODE_ENDPOINT
         peak = max(host.channel(f"bmc-{e}").peak_active  # type: ignore[attr-defined]
                    for e in range(endpoints))
+        loop_type = type(asyncio.get_running_loop())
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"nodes": nodes, "latency_ms": latency_ms, "wall": statistics.median(walls),
+    return {"loop": f"{loop_type.__module__}.{loop_type.__qualname__}",
+            "nodes": nodes, "latency_ms": latency_ms, "wall": statistics.median(walls),
             "walls": walls, "cpu": statistics.median(cpus), "ideal": ideal,
-            "floor": statistics.median(floors), "loop": statistics.median(loops),
+            "floor": statistics.median(floors), "alone": statistics.median(loops),
+            "alone_cpu": statistics.median(loop_cpus),
             "first": first, "seq": seq, "peak": peak, "rss_mib": rss_mib}
 
 
-def run_case(nodes: int, latency: int, runs: int, base: str | None) -> dict[str, Any] | str:
-    """One case in a child process (``base``: with that build's powerplane first on the path)."""
+def run_case(nodes: int, latency: int, runs: int, base: str | None,
+             loop_name: str = "asyncio", seq_loop: bool = True) -> dict[str, Any] | str:
+    """One case in a child process on the named event loop (``base``: with that build's
+    powerplane first on the path)."""
     env = dict(os.environ)
     if base is not None:
         env["PYTHONPATH"] = base + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", str(nodes), str(latency), "--runs", str(runs)],
+        [sys.executable, __file__, "--child", str(nodes), str(latency), "--runs", str(runs),
+         "--loop", loop_name, *(() if seq_loop else ("--no-seq",))],
         capture_output=True, text=True, check=False, env=env,
     )
     if proc.returncode != 0:
@@ -166,8 +196,12 @@ def describe(r: dict[str, Any]) -> str:
             f"wall {r['wall'] * 1000:.0f} ms = {r['wall'] / ideal:.2f}x ideal")
     line += (f"; channels alone {r['floor'] * 1000:.0f} ms ({r['floor'] / ideal:.2f}x), "
              f"host over them {r['wall'] / r['floor']:.2f}x")
-    if r.get("loop") is not None:
-        line += f"; event loop alone {r['loop'] * 1000:.0f} ms ({r['loop'] / ideal:.2f}x)"
+    alone = r.get("alone", r.get("loop"))  # "loop" in builds before --loops
+    if isinstance(alone, float):
+        line += f"; event loop alone {alone * 1000:.0f} ms ({alone / ideal:.2f}x"
+        if "alone_cpu" in r:
+            line += f", CPU {r['alone_cpu'] * 1000:.0f} ms"
+        line += ")"
     line += f"; peak RSS {r['rss_mib']:.0f} MiB"
     if r["first"] is not None:
         line += f"; first streamed result {r['first'] * 1000:.0f} ms"
@@ -180,54 +214,77 @@ def main() -> None:
     ap.add_argument("--latencies", default="50,20")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--base", help="an older build's core/src, measured beside this one")
+    ap.add_argument("--loops", default=default_loops(),
+                    help="event loops to measure each case on, side by side: asyncio,uvloop")
+    ap.add_argument("--loop", choices=LOOPS, default="asyncio", help=argparse.SUPPRESS)
+    ap.add_argument("--no-seq", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=2, type=int, metavar=("NODES", "LATENCY_MS"))
     args = ap.parse_args()
     if args.child:
-        out = asyncio.run(child(args.child[0], args.child[1], args.runs))
+        out = run_on(args.loop, child(args.child[0], args.child[1], args.runs,
+                                        not args.no_seq))
         print(json.dumps(out))
         return
+    loops = [x.strip() for x in args.loops.split(",") if x.strip()]
+    for name in loops:
+        if name not in LOOPS:
+            ap.error(f"--loops: unknown event loop {name!r} (one of {', '.join(LOOPS)})")
+        if name == "uvloop" and importlib.util.find_spec("uvloop") is None:
+            ap.error("--loops: uvloop is not installed in this Python")
     print(f"invoke_many: {PER_NODE_ENDPOINT} nodes per endpoint, per_endpoint {PER_ENDPOINT}, "
           f"total = per_endpoint x endpoints; median of {args.runs} runs; one process per case")
     print(f"load average before the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           "(wall times on a loaded machine are upper bounds)")
-    ok = True
+    met_on = {name: True for name in loops}
     for latency in (int(x) for x in args.latencies.split(",")):
         for nodes in (int(x) for x in args.sizes.split(",")):
             ideal_ms = math.ceil(PER_NODE_ENDPOINT / PER_ENDPOINT) * latency
             print(f"{nodes:>6} nodes, {latency} ms (ideal {ideal_ms} ms), "
                   f"load {os.getloadavg()[0]:.1f}:")
-            r = run_case(nodes, latency, args.runs, None)
-            if isinstance(r, str):
-                print(f"        this build: failed: {r}")
-                ok = False
-                continue
-            ratio = r["wall"] / r["ideal"]
-            verdicts = []
-            target = TARGETS.get(nodes)
-            if target is not None:
-                met = ratio <= target
-                ok &= met
-                verdicts.append(f"ratio target <= {target}x {'met' if met else 'NOT met'}")
-            rss_target = RSS_TARGET_MIB.get(nodes)
-            if rss_target is not None:
-                met = r["rss_mib"] <= rss_target
-                ok &= met
-                verdicts.append(f"RSS target <= {rss_target} MiB {'met' if met else 'NOT met'}")
-            print(f"        this build: {describe(r)}"
-                  + (f" [{'; '.join(verdicts)}]" if verdicts else ""))
-            if r["seq"] is not None:
-                print(f"        sequential invoke loop: {r['seq']:.1f} s (200 measured, scaled); "
-                      f"invoke_many is {r['seq'] / r['wall']:.0f}x faster")
-            if args.base:
-                b = run_case(nodes, latency, args.runs, args.base)
-                if isinstance(b, str):
-                    print(f"        baseline: failed: {b}")
-                else:
-                    print(f"        baseline:   {describe(b)}; this build is "
-                          f"{b['wall'] / r['wall']:.2f}x faster, "
-                          f"{r['rss_mib'] - b['rss_mib']:+.0f} MiB")
-    print("all targets met" if ok else "some targets NOT met")
-
+            walls: dict[str, float] = {}
+            for name in loops:
+                label = f"{name:<7}"
+                # the sequential alternative once per case, on the first loop
+                r = run_case(nodes, latency, args.runs, None, name, name == loops[0])
+                if not isinstance(r, str) and not r["loop"].startswith(f"{name}."):
+                    r = f"ran on {r['loop']}, not {name}"
+                if isinstance(r, str):
+                    print(f"        {label} this build: failed: {r}")
+                    met_on[name] = False
+                    continue
+                walls[name] = r["wall"]
+                ratio = r["wall"] / r["ideal"]
+                verdicts = []
+                target = TARGETS.get(nodes)
+                if target is not None:
+                    met = ratio <= target
+                    met_on[name] &= met
+                    verdicts.append(f"ratio target <= {target}x {'met' if met else 'NOT met'}")
+                rss_target = RSS_TARGET_MIB.get(nodes)
+                if rss_target is not None:
+                    met = r["rss_mib"] <= rss_target
+                    met_on[name] &= met
+                    verdicts.append(
+                        f"RSS target <= {rss_target} MiB {'met' if met else 'NOT met'}")
+                print(f"        {label} this build: {describe(r)}"
+                      + (f" [{'; '.join(verdicts)}]" if verdicts else ""))
+                if r["seq"] is not None:
+                    print(f"        {label} sequential invoke loop: {r['seq']:.1f} s "
+                          f"(200 measured, scaled); invoke_many is {r['seq'] / r['wall']:.0f}x "
+                          "faster")
+                if args.base:
+                    b = run_case(nodes, latency, args.runs, args.base, name, name == loops[0])
+                    if isinstance(b, str):
+                        print(f"        {label} baseline: failed: {b}")
+                    else:
+                        print(f"        {label} baseline:   {describe(b)}; this build is "
+                              f"{b['wall'] / r['wall']:.2f}x faster, "
+                              f"{r['rss_mib'] - b['rss_mib']:+.0f} MiB")
+            if "asyncio" in walls and "uvloop" in walls:
+                print(f"        uvloop wall / asyncio wall: "
+                      f"{walls['uvloop'] / walls['asyncio']:.2f}")
+    for name, met in met_on.items():
+        print(f"{name}: {'all targets met' if met else 'some targets NOT met'}")
 
 if __name__ == "__main__":
     main()
