@@ -65,7 +65,15 @@ _LOST = ("error reading from server", "transport is closing", "connection reset 
 def child_env(extra: Iterable[str] = ()) -> dict[str, str]:
     """The environment of a talosctl child: :data:`KEPT_ENV`, the locale, and ``extra``."""
     wanted = {*KEPT_ENV, *extra}
-    return {k: v for k, v in os.environ.items() if k in wanted or k.startswith("LC_")}
+    env: dict[str, str] = {}
+    # Each variable read once with get(): another thread may unset one meanwhile (pytest
+    # removes PYTEST_CURRENT_TEST between tests), which items() turns into a KeyError.
+    for k in list(os.environ):
+        if k in wanted or k.startswith("LC_"):
+            v = os.environ.get(k)
+            if v is not None:
+                env[k] = v
+    return env
 
 
 def resolve_binary(binary: str, channel: str) -> str:
