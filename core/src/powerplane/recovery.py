@@ -20,14 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.config import Recovery
+
+if TYPE_CHECKING:
+    from powerplane.config import Recovery
 
 __all__ = ["NodeOffer", "VerbOffer", "decide"]
 
 VERBS: tuple[Verb, ...] = tuple(Verb)
+_KEYED: tuple[tuple[str, Verb], ...] = tuple((v.value, v) for v in VERBS)
+"""Each verb with its JSON key, read once: ``Verb.value`` is a descriptor call per read,
+which a fleet's ``as_dict`` (four verbs a node) would pay for every node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +89,11 @@ class NodeOffer:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``powerplane offers -o json``, for one node."""
+        verbs = self.verbs
         out: dict[str, Any] = {
             "node": self.node,
             "site": self.site,
-            "verbs": {v.value: self.verbs[v].as_dict() for v in VERBS},
+            "verbs": {key: verbs[v].as_dict() for key, v in _KEYED},
         }
         if any(error is not None for _, error, _ in self.channels):
             out["channels"] = [
