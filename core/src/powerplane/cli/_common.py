@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import os
+import re
 import sys
 from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from powerplane.host import PowerHost
 
 __all__ = [
+    "Printer",
     "config_path",
     "console",
     "emit_json",
@@ -24,6 +27,7 @@ __all__ = [
     "handle_errors",
     "open_host",
     "output_option",
+    "printer",
     "run_async",
 ]
 
@@ -62,6 +66,65 @@ def console(stderr: bool = False) -> Console:
         no_color=plain,
         emoji=False,
     )
+
+
+_TAGS = re.compile(r"\[/?(?:red|green|yellow)\]")
+"""The style tags a :class:`Printer` template may hold (nothing else in it is markup)."""
+
+_RICH_ONLY = frozenset("\t\a\b\v\f\r\x1b")
+"""Characters Rich would change (tabs expanded by cell width, control codes removed): a line
+holding one, or a backslash (:func:`esc` doubles a value's trailing one, which Rich then
+prints), is printed by Rich itself, so the bytes never depend on which path printed it."""
+
+
+class Printer:
+    """One-line output of a command: a trusted template with ``{}`` for untrusted values.
+
+    Where Rich would print the line as plain text (the stream is not a terminal and neither
+    ``FORCE_COLOR`` nor ``TTY_COMPATIBLE`` makes Rich treat it as one), the line is written
+    with :func:`click.echo` and Rich is not imported: the bytes are those :func:`console`
+    would print (the template's style tags dropped, every value as written). Otherwise, or
+    where a value holds a character Rich changes (a tab, a control code), through
+    :func:`console`, every value escaped with :func:`esc`.
+
+    Plain where every value is printable text without a backslash: what a state line, an
+    accepted verb or an error line holds. Anything else takes Rich's path, byte for byte
+    what it printed before.
+    """
+
+    def __init__(self, stderr: bool = False) -> None:
+        self.stderr = stderr
+        stream = sys.stderr if stderr else sys.stdout
+        env = os.environ
+        self.plain = ("FORCE_COLOR" not in env and "TTY_COMPATIBLE" not in env
+                      and not _isatty(stream))
+        self._console: Console | None = None
+
+    def print(self, template: str, *values: object) -> None:
+        """Print ``template`` with ``values`` in its ``{}`` (each escaped for Rich)."""
+        if self.plain:
+            bare = _TAGS.sub("", template)
+            if "[" not in bare and "\\" not in bare:
+                text = bare.format(*values)
+                if _RICH_ONLY.isdisjoint(text) and "\\" not in text:
+                    click.echo(text, err=self.stderr, color=True)  # color: no ANSI stripped
+                    return
+        if self._console is None:
+            self._console = console(stderr=self.stderr)
+        self._console.print(template.format(*(esc(v) for v in values)))
+
+
+def printer(stderr: bool = False) -> Printer:
+    """A :class:`Printer` on stdout (or stderr)."""
+    return Printer(stderr)
+
+
+def _isatty(stream: Any) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except ValueError:  # a closed stream: not a terminal, as Rich says
+        return False
 
 
 def esc(text: object) -> str:
@@ -140,7 +203,8 @@ def open_host(
     if (ctx.find_root().obj or {}).get(OWN_PROCESS):
         # the deployment lives as long as the process: the collector need not walk it again
         gc.freeze()
-    if not guarded:
+    if not guarded or (not deployment.lifecycle and "lifecycle" not in (deployment.raw or {})):
+        # no lifecycle: section, no guard (as invoke_guard says): the lifecycle stays unloaded
         return PowerHost(deployment, nodes=nodes)
     from powerplane.lifecycle.guard import invoke_guard
 

@@ -26,6 +26,7 @@ from powerplane.cli._common import (
     handle_errors,
     open_host,
     output_option,
+    printer,
     run_async,
 )
 
@@ -360,31 +361,34 @@ def _result_code(result: InvokeResult) -> int:
 
 
 def _print_invoke(rows: list[dict[str, Any]], dry_run: bool) -> None:
-    out = console()
-    err = console(stderr=True)
+    out = printer()
+    err = printer(stderr=True)
     for row in rows:
         if "error" in row:
-            err.print(f"error: {esc(row['node'])}: {esc(row['message'])}")
+            err.print("error: {}: {}", row["node"], row["message"])
             continue
         if dry_run:
             mode = "graceful" if row["graceful"] else "hard"
-            line = (f"dry run: would send {esc(row['verb'])} ({mode}) to {esc(row['node'])} "
-                    f"via channel {esc(row['channel'])}, target {esc(row['target'])}; "
-                    f"guard: {esc(row['guard'])}")
+            line = "dry run: would send {} ({}) to {} via channel {}, target {}; guard: {}"
+            values: list[object] = [row["verb"], mode, row["node"], row["channel"],
+                                    row["target"], row["guard"]]
             if row.get("recovery"):
-                line += f"; recoverable: {esc(row['recovery'])}"
-            out.print(line + "; nothing sent")
+                line += "; recoverable: {}"
+                values.append(row["recovery"])
+            out.print(line + "; nothing sent", *values)
             continue
-        line = (f"{esc(row['verb'])} accepted for {esc(row['node'])} via channel "
-                f"{esc(row['channel'])}")
+        line = "{} accepted for {} via channel {}"
+        values = [row["verb"], row["node"], row["channel"]]
         if row.get("readback") is not None:
-            line += f"; reads {esc(row['readback'])}"
+            line += "; reads {}"
+            values.append(row["readback"])
         if row.get("detail"):
-            line += f" ({esc(row['detail'])})"
-        out.print(line)
+            line += " ({})"
+            values.append(row["detail"])
+        out.print(line, *values)
         if row.get("reached") is False:
-            err.print(f"error: {esc(row['node'])} did not read {esc(row['expected'])} before "
-                      f"--wait ended; last reading: {esc(row['readback'])}")
+            err.print("error: {} did not read {} before --wait ended; last reading: {}",
+                      row["node"], row["expected"], row["readback"])
 
 
 def _confirm(nodes: list[str], verb: str, channel: str) -> None:
@@ -438,24 +442,28 @@ def state_cmd(ctx: click.Context, nodes: tuple[str, ...], selectors: list[tuple[
         emit_json(data[0] if single else {"nodes": data})
     else:
         _print_state(data, single)
-    err = console(stderr=True)
+    err = printer(stderr=True)
     for d in blind:
         failures = "; ".join(f"{r['channel']} ({r.get('error', 'no reading')}): {r['detail']}"
                              for r in d["readings"]) or "the node has no channel configured"
-        err.print(f"error: no reading of {esc(d['node'])}: {esc(failures)}")
+        err.print("error: no reading of {}: {}", d["node"], failures)
     if blind:
         sys.exit(1)
 
 
 def _print_state(data: list[dict[str, Any]], single: bool) -> None:
-    out = console()
+    out = printer()
     for d in data:
-        detail = f" ({esc(d['detail'])})" if d.get("detail") else ""
-        out.print(f"{esc(d['node'])}: {esc(d['state'])} via {esc(d['channel'])}{detail}")
+        if d.get("detail"):
+            out.print("{}: {} via {} ({})", d["node"], d["state"], d["channel"], d["detail"])
+        else:
+            out.print("{}: {} via {}", d["node"], d["state"], d["channel"])
         if d["disagreement"]:
-            out.print(f"[yellow]warning[/yellow]: the channels of {esc(d['node'])} disagree")
+            out.print("[yellow]warning[/yellow]: the channels of {} disagree", d["node"])
         if len(d["readings"]) > 1 or d["disagreement"]:
             for r in d["readings"]:
                 what = r["state"] if "error" not in r else f"{r['state']} ({r['error']})"
-                note = f": {esc(r['detail'])}" if r["detail"] else ""
-                out.print(f"  {esc(r['channel'])}: {esc(what)}{note}")
+                if r["detail"]:
+                    out.print("  {}: {}: {}", r["channel"], what, r["detail"])
+                else:
+                    out.print("  {}: {}", r["channel"], what)
