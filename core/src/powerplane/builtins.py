@@ -3,8 +3,10 @@
 ``simulated`` and ``none`` clusters, ``none`` and ``simulated`` storage, the ``sqlite``
 store, and the ``env`` and ``file`` secret kinds. :func:`powerplane.plugins.load_plugins`
 adds this module before any entry point, whatever ``POWERPLANE_LOAD_PLUGINS`` says: these
-are part of core's config language, not device plugins. The factories import their
-adapters on first use, so discovery stays cheap.
+are part of core's config language, not device plugins. :data:`REGISTERS` names them, so
+the hooks run (importing :mod:`powerplane.lifecycle.ports` and the settings models) only
+when a config or a command looks one of them up, and the factories import their adapters
+on first use: a power command on a deployment without ``lifecycle:`` imports neither.
 """
 
 from __future__ import annotations
@@ -13,29 +15,30 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from powerplane.hookspecs import hookimpl
-from powerplane.lifecycle.ports import (
-    ClusterType,
-    MaintenanceStore,
-    PortContext,
-    StorageType,
-    StoreContext,
-    StoreType,
-)
-from powerplane.lifecycle.settings import (
-    NoneClusterConfig,
-    NoneStorageConfig,
-    SimulatedClusterConfig,
-    SimulatedStorageConfig,
-    SqliteStoreConfig,
-)
-from powerplane.secrets import CORE_KINDS, SecretKind
 
-if TYPE_CHECKING:  # the adapters are imported inside the factories
+if TYPE_CHECKING:  # imported inside the hooks; the adapters inside the factories
     from powerplane.lifecycle.cluster import ClusterPort
+    from powerplane.lifecycle.ports import (
+        ClusterType,
+        MaintenanceStore,
+        PortContext,
+        StorageType,
+        StoreContext,
+        StoreType,
+    )
+    from powerplane.lifecycle.settings import (
+        NoneClusterConfig,
+        NoneStorageConfig,
+        SimulatedClusterConfig,
+        SimulatedStorageConfig,
+        SqliteStoreConfig,
+    )
     from powerplane.lifecycle.storage import StoragePort
+    from powerplane.secrets import SecretKind
 
 __all__ = [
     "NAME",
+    "REGISTERS",
     "register_cluster_types",
     "register_secret_kinds",
     "register_storage_types",
@@ -44,6 +47,10 @@ __all__ = [
 
 NAME = "powerplane"
 """The plugin name core's own registrations go under (owners in duplicate messages)."""
+
+REGISTERS = {"cluster": ("simulated", "none"), "storage": ("none", "simulated"),
+             "store": ("sqlite",), "secret": ("env", "file")}
+"""What the hooks below register, read by the registry without calling them."""
 
 
 def _simulated_cluster(config: SimulatedClusterConfig, context: PortContext) -> ClusterPort:
@@ -97,6 +104,9 @@ def _sqlite_store(config: SqliteStoreConfig, context: StoreContext) -> Maintenan
 @hookimpl
 def register_cluster_types(register: Callable[[ClusterType[Any]], None]) -> None:
     """Core's cluster types: ``simulated`` and ``none``."""
+    from powerplane.lifecycle.ports import ClusterType
+    from powerplane.lifecycle.settings import NoneClusterConfig, SimulatedClusterConfig
+
     register(ClusterType("simulated", SimulatedClusterConfig, _simulated_cluster,
                          description="in-memory nodes, pods and PDBs; readiness follows power"))
     register(ClusterType("none", NoneClusterConfig, _no_cluster,
@@ -106,6 +116,9 @@ def register_cluster_types(register: Callable[[ClusterType[Any]], None]) -> None
 @hookimpl
 def register_storage_types(register: Callable[[StorageType[Any]], None]) -> None:
     """Core's storage types: ``none`` and ``simulated``."""
+    from powerplane.lifecycle.ports import StorageType
+    from powerplane.lifecycle.settings import NoneStorageConfig, SimulatedStorageConfig
+
     register(StorageType("none", NoneStorageConfig, _no_storage,
                          description="no storage system: nothing to evacuate"))
     register(StorageType("simulated", SimulatedStorageConfig, _simulated_storage,
@@ -115,6 +128,9 @@ def register_storage_types(register: Callable[[StorageType[Any]], None]) -> None
 @hookimpl
 def register_store_types(register: Callable[[StoreType[Any]], None]) -> None:
     """Core's store type: ``sqlite`` (``lifecycle.store: PATH`` is this one)."""
+    from powerplane.lifecycle.ports import StoreType
+    from powerplane.lifecycle.settings import SqliteStoreConfig
+
     register(StoreType("sqlite", SqliteStoreConfig, _sqlite_store,
                        description="one SQLite file with the maintenances and the audit"))
 
@@ -122,5 +138,7 @@ def register_store_types(register: Callable[[StoreType[Any]], None]) -> None:
 @hookimpl
 def register_secret_kinds(register: Callable[[SecretKind], None]) -> None:
     """Core's secret kinds: ``env`` and ``file``."""
+    from powerplane.secrets import CORE_KINDS
+
     for kind in CORE_KINDS.values():
         register(kind)

@@ -26,13 +26,14 @@ same holds for a port type or secret kind name already registered in its hook.
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pluggy
 
@@ -97,22 +98,91 @@ class PluginFailure:
         return PluginLoadError(self.name, self.error)
 
 
+REGISTERS = "REGISTERS"
+"""The module attribute a plugin declares what its hooks register in, by kind, so the
+registry can defer calling them: ``REGISTERS = {"channel": ("redfish",)}``."""
+
+V = TypeVar("V")
+
+
+class _Table(MutableMapping[str, V]):
+    """One kind's names -> registered items; a name a plugin declared (:data:`REGISTERS`)
+    whose hooks have not run yet runs them (that plugin's only) when it is looked up.
+    Iterating or sizing the table first runs the hooks of every plugin that declared a name
+    in it."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+        self._items: dict[str, V] = {}
+        self.pending: dict[str, str] = {}
+        """Declared name -> the plugin whose hooks will register it."""
+
+    def __getitem__(self, key: str) -> V:
+        owner = self.pending.get(key)
+        if owner is not None:
+            self._registry._resolve(owner)
+        return self._items[key]
+
+    def __contains__(self, key: object) -> bool:
+        owner = self.pending.get(key) if isinstance(key, str) else None
+        if owner is not None:
+            self._registry._resolve(owner)
+        return key in self._items
+
+    def __setitem__(self, key: str, value: V) -> None:
+        self.pending.pop(key, None)
+        self._items[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if self.pending.pop(key, None) is None:
+            del self._items[key]
+        else:
+            self._items.pop(key, None)
+
+    def __iter__(self) -> Iterator[str]:
+        self._settle()
+        return iter(list(self._items))
+
+    def __len__(self) -> int:
+        self._settle()
+        return len(self._items)
+
+    def _settle(self) -> None:
+        for owner in dict.fromkeys(self.pending.values()):
+            self._registry._resolve(owner)
+
+    def taken(self, key: str) -> bool:
+        """``key`` registered or declared, without running a hook."""
+        return key in self._items or key in self.pending
+
+    def __repr__(self) -> str:
+        return f"_Table({sorted({*self._items, *self.pending})!r})"
+
+
 @dataclass
 class Registry:
-    """The loaded plugins, their failures, and what they registered, by name."""
+    """The loaded plugins, their failures, and what they registered, by name.
 
-    plugins: list[PluginInfo] = field(default_factory=list)
-    failures: list[PluginFailure] = field(default_factory=list)
-    channel_types: dict[str, ChannelType] = field(default_factory=dict)
+    A plugin module that declares its names (:data:`REGISTERS`) has its hooks called when
+    one of them is first looked up, not at load: a command imports only the config models
+    of the types its deployment names. Duplicate names are found from the declaration at
+    load; :attr:`plugins` and :attr:`failures` run every pending hook first, so they read
+    as if every hook had run at load (a hook that raises, or registers other names than it
+    declares, is a failure of its plugin either way).
+    """
+
+    _infos: list[PluginInfo] = field(default_factory=list)
+    _failures: list[PluginFailure] = field(default_factory=list)
+    channel_types: _Table[ChannelType] = field(init=False)
     owners: dict[str, str] = field(default_factory=dict)
-    """Channel type name -> the plugin that registered it."""
-    cluster_types: dict[str, ClusterType[Any]] = field(default_factory=dict)
+    """Channel type name -> the plugin that registered (or declared) it."""
+    cluster_types: _Table[ClusterType[Any]] = field(init=False)
     """``lifecycle.cluster.type`` name -> its port type."""
-    storage_types: dict[str, StorageType[Any]] = field(default_factory=dict)
+    storage_types: _Table[StorageType[Any]] = field(init=False)
     """``lifecycle.storage.type`` name -> its port type."""
-    store_types: dict[str, StoreType[Any]] = field(default_factory=dict)
+    store_types: _Table[StoreType[Any]] = field(init=False)
     """``lifecycle.store.type`` name -> its store type."""
-    secret_kinds: dict[str, SecretKind] = field(default_factory=dict)
+    secret_kinds: _Table[SecretKind] = field(init=False)
     """Secret reference kind -> its resolver."""
     port_owners: dict[tuple[str, str], str] = field(default_factory=dict)
     """``(kind, name)`` -> the plugin that registered it, for cluster, storage, store and
@@ -120,9 +190,34 @@ class Registry:
     builtins: list[PluginInfo] = field(default_factory=list)
     """Core's own registrations (:mod:`powerplane.builtins`), not listed as plugins."""
     _demo_peers: dict[str, Peer] | None = field(default=None, repr=False)
+    _pending: dict[str, tuple[PluginInfo, bool]] = field(default_factory=dict, repr=False)
+    """Plugin name -> (its info from the declaration, builtin) while its hooks have not run."""
     manager: pluggy.PluginManager = field(
         default_factory=lambda: _new_manager(),
     )
+
+    def __post_init__(self) -> None:
+        self.channel_types = _Table(self)
+        self.cluster_types = _Table(self)
+        self.storage_types = _Table(self)
+        self.store_types = _Table(self)
+        self.secret_kinds = _Table(self)
+
+    @property
+    def plugins(self) -> list[PluginInfo]:
+        """Every plugin loaded, in load order (every pending hook run first)."""
+        self._resolve_all()
+        return self._infos
+
+    @plugins.setter
+    def plugins(self, value: list[PluginInfo]) -> None:
+        self._infos = value
+
+    @property
+    def failures(self) -> list[PluginFailure]:
+        """Every plugin that failed, and why (every pending hook run first)."""
+        self._resolve_all()
+        return self._failures
 
     @property
     def demo_peers(self) -> dict[str, Peer]:
@@ -159,8 +254,8 @@ class Registry:
         }
         return tables[kind]
 
-    def _table(self, kind: str) -> dict[str, Any]:
-        tables: dict[str, dict[str, Any]] = {
+    def _table(self, kind: str) -> _Table[Any]:
+        tables: dict[str, _Table[Any]] = {
             "channel": self.channel_types, "cluster": self.cluster_types,
             "storage": self.storage_types, "store": self.store_types,
             "secret": self.secret_kinds,
@@ -186,47 +281,69 @@ class Registry:
         registers through each hook.
 
         Used for entry points, and by tests to register a plugin for one test. ``builtin``:
-        core's own registrations, kept out of :attr:`plugins`.
+        core's own registrations, kept out of :attr:`plugins`. A module that declares its
+        names (:data:`REGISTERS`) has its hooks called on first lookup of one of them.
         """
-        found: dict[str, list[Any]] = {kind: [] for kind in _KINDS}
-        if self.manager.has_plugin(name) or any(p.name == name for p in self.plugins):
-            first = next((p for p in self.plugins if p.name == name), None)
+        if self.manager.has_plugin(name) or any(p.name == name for p in self._infos):
+            first = next((p for p in self._infos if p.name == name), None)
             by = f" by distribution {first.distribution!r}" if first and first.distribution else ""
             msg = (f"plugin name {name!r} is already taken{by}; the first one is kept "
                    "(rename this plugin's entry point)")
-            self.failures.append(PluginFailure(name, distribution, version, msg))
+            self._failures.append(PluginFailure(name, distribution, version, msg))
+            return
+        declared = getattr(module, REGISTERS, None) if isinstance(module, ModuleType) else None
+        if declared is not None:
+            self._declare(name, module, declared, distribution, version, builtin)
             return
         try:
             self.manager.register(module, name=name)
-            hooks = self.manager.hook
-            for hook, sink in (
-                (hooks.register_channel_types, _sink("channel", found["channel"])),
-                (hooks.register_cluster_types, _sink("cluster", found["cluster"])),
-                (hooks.register_storage_types, _sink("storage", found["storage"])),
-                (hooks.register_store_types, _sink("store", found["store"])),
-                (hooks.register_secret_kinds, _sink("secret", found["secret"])),
-            ):
-                for impl in hook.get_hookimpls():
-                    if impl.plugin_name == name:
-                        impl.function(register=sink)
+            found = self._collect(name)
         except Exception as exc:  # a plugin's own bug: isolate it
             self._unregister(name)
-            self.failures.append(PluginFailure(name, distribution, version, _describe(exc)))
+            self._failures.append(PluginFailure(name, distribution, version, _describe(exc)))
             return
+        names = {kind: [t.name for t in found[kind]] for kind in _KINDS}
+        clash = self._clash(names)
+        if clash is not None:
+            self._unregister(name)
+            self._failures.append(PluginFailure(name, distribution, version, clash))
+            return
+        self._install(name, found)
+        self._demo_peers = None  # collected again on next use
+        info = PluginInfo(name, distribution, version, *(tuple(names[k]) for k in _KINDS))
+        (self.builtins if builtin else self._infos).append(info)
+
+    def _collect(self, name: str) -> dict[str, list[Any]]:
+        """Call plugin ``name``'s registration hooks; what each registered, by kind."""
+        found: dict[str, list[Any]] = {kind: [] for kind in _KINDS}
+        hooks = self.manager.hook
+        for hook, sink in (
+            (hooks.register_channel_types, _sink("channel", found["channel"])),
+            (hooks.register_cluster_types, _sink("cluster", found["cluster"])),
+            (hooks.register_storage_types, _sink("storage", found["storage"])),
+            (hooks.register_store_types, _sink("store", found["store"])),
+            (hooks.register_secret_kinds, _sink("secret", found["secret"])),
+        ):
+            for impl in hook.get_hookimpls():
+                if impl.plugin_name == name:
+                    impl.function(register=sink)
+        return found
+
+    def _clash(self, names: Mapping[str, Sequence[str]]) -> str | None:
+        """Why these names cannot be registered (taken, or twice), or ``None``."""
         for kind in _KINDS:
-            names = [t.name for t in found[kind]]
             table = self._table(kind)
-            clash = [n for n in names if n in table]
-            twice = sorted({n for n in names if names.count(n) > 1})
-            if clash or twice:
-                self._unregister(name)
-                if clash:
-                    msg = (f"{_WHAT[kind]} {clash[0]!r} is already registered by plugin "
-                           f"{self._owner(kind, clash[0])!r}")
-                else:
-                    msg = f"registers {_WHAT[kind]} {twice[0]!r} more than once"
-                self.failures.append(PluginFailure(name, distribution, version, msg))
-                return
+            listed = list(names.get(kind, ()))
+            clash = [n for n in listed if table.taken(n)]
+            twice = sorted({n for n in listed if listed.count(n) > 1})
+            if clash:
+                return (f"{_WHAT[kind]} {clash[0]!r} is already registered by plugin "
+                        f"{self._owner(kind, clash[0])!r}")
+            if twice:
+                return f"registers {_WHAT[kind]} {twice[0]!r} more than once"
+        return None
+
+    def _install(self, name: str, found: Mapping[str, list[Any]]) -> None:
         for kind in _KINDS:
             table = self._table(kind)
             for item in found[kind]:
@@ -235,18 +352,82 @@ class Registry:
                     self.owners[item.name] = name
                 else:
                     self.port_owners[(kind, item.name)] = name
-        self._demo_peers = None  # collected again on next use
-        info = PluginInfo(
-            name, distribution, version,
-            *(tuple(t.name for t in found[kind]) for kind in _KINDS),
-        )
-        (self.builtins if builtin else self.plugins).append(info)
+
+    def _declare(self, name: str, module: object, declared: object, distribution: str,
+                 version: str, builtin: bool) -> None:
+        """Register ``module`` by its declared names; its hooks run on first lookup."""
+        names = _declared_names(declared)
+        if names is None:
+            self._failures.append(PluginFailure(
+                name, distribution, version,
+                f"{REGISTERS} must map kinds ({', '.join(_KINDS)}) to lists of names"))
+            return
+        clash = self._clash(names)
+        if clash is not None:
+            self._failures.append(PluginFailure(name, distribution, version, clash))
+            return
+        try:
+            self.manager.register(module, name=name)
+        except Exception as exc:  # a malformed hook implementation: isolate it
+            self._unregister(name)
+            self._failures.append(PluginFailure(name, distribution, version, _describe(exc)))
+            return
+        for kind in _KINDS:
+            table = self._table(kind)
+            for item in names[kind]:
+                table.pending[item] = name
+                if kind == "channel":
+                    self.owners[item] = name
+                else:
+                    self.port_owners[(kind, item)] = name
+        self._demo_peers = None
+        info = PluginInfo(name, distribution, version, *(names[k] for k in _KINDS))
+        (self.builtins if builtin else self._infos).append(info)
+        self._pending[name] = (info, builtin)
+
+    def _resolve(self, name: str) -> None:
+        """Run pending plugin ``name``'s hooks: what they register must be what it declared."""
+        entry = self._pending.pop(name, None)
+        if entry is None:
+            return
+        info, builtin = entry
+        declared = dict(zip(_KINDS, (info.channel_types, info.cluster_types,
+                                     info.storage_types, info.store_types,
+                                     info.secret_kinds), strict=True))
+        try:
+            found = self._collect(name)
+        except Exception as exc:  # a plugin's own bug: isolate it
+            self._drop(name, info, builtin, _describe(exc))
+            return
+        for kind in _KINDS:
+            got = tuple(t.name for t in found[kind])
+            if sorted(got) != sorted(declared[kind]):
+                self._drop(name, info, builtin,
+                           f"registers {_WHAT[kind]}s {list(got)!r} but declares "
+                           f"{list(declared[kind])!r} in {REGISTERS}")
+                return
+        self._install(name, found)
+
+    def _resolve_all(self) -> None:
+        for name in list(self._pending):
+            self._resolve(name)
+
+    def _drop(self, name: str, info: PluginInfo, builtin: bool, error: str) -> None:
+        """A pending plugin whose hooks failed: out of every table, a failure of its own."""
+        self._forget(name)
+        if builtin:
+            self.builtins = [p for p in self.builtins if p.name != name]
+        self._failures.append(PluginFailure(name, info.distribution, info.version, error))
 
     def remove(self, name: str) -> None:
         """Unregister a plugin added with :meth:`add_module` (tests)."""
+        self._pending.pop(name, None)
+        self._forget(name)
+
+    def _forget(self, name: str) -> None:
         self._unregister(name)
         self._demo_peers = None
-        self.plugins = [p for p in self.plugins if p.name != name]
+        self._infos = [p for p in self._infos if p.name != name]
         for tname, owner in list(self.owners.items()):
             if owner == name:
                 del self.owners[tname]
@@ -265,17 +446,36 @@ class Registry:
         return self.channel_types.get(type_name)
 
 
+def _declared_names(declared: object) -> dict[str, tuple[str, ...]] | None:
+    """A :data:`REGISTERS` value as names by kind (every kind present), or ``None``."""
+    if not isinstance(declared, Mapping) or not set(declared) <= set(_KINDS):
+        return None
+    out: dict[str, tuple[str, ...]] = {}
+    for kind in _KINDS:
+        names = declared.get(kind, ())
+        if isinstance(names, str) or not isinstance(names, (list, tuple)):
+            return None
+        if not all(isinstance(n, str) for n in names):
+            return None
+        out[kind] = tuple(names)
+    return out
+
+
+_TYPES = {"channel": ("powerplane.channel", "ChannelType"),
+          "cluster": ("powerplane.lifecycle.ports", "ClusterType"),
+          "storage": ("powerplane.lifecycle.ports", "StorageType"),
+          "store": ("powerplane.lifecycle.ports", "StoreType"),
+          "secret": ("powerplane.secrets", "SecretKind")}
+"""The type each hook's ``register`` takes, by kind: imported when a hook registers one
+(a channel type's registration never imports the lifecycle's ports)."""
+
+
 def _sink(kind: str, into: list[Any]) -> Callable[[Any], None]:
     """The ``register`` a hook of ``kind`` is given: it takes only that hook's type."""
-    from powerplane.channel import ChannelType
-    from powerplane.lifecycle.ports import ClusterType, StorageType, StoreType
-    from powerplane.secrets import SecretKind
-
-    want: type[Any] = {"channel": ChannelType, "cluster": ClusterType,
-                       "storage": StorageType, "store": StoreType,
-                       "secret": SecretKind}[kind]
 
     def register(item: Any) -> None:
+        module, attr = _TYPES[kind]
+        want: type[Any] = getattr(importlib.import_module(module), attr)
         if not isinstance(item, want):
             raise TypeError(f"register_{kind}{'_kinds' if kind == 'secret' else '_types'} "
                             f"takes a {want.__name__}, not {type(item).__name__}")
@@ -332,7 +532,7 @@ def load_plugins() -> Registry:
         if ep.name in taken:  # the first stays; this one is a failure of its own
             first = taken[ep.name]
             by = f" by distribution {first!r}" if first else ""
-            reg.failures.append(PluginFailure(
+            reg._failures.append(PluginFailure(
                 ep.name, dist, version,
                 f"plugin name {ep.name!r} is already taken{by}; the first one is kept "
                 "(rename this plugin's entry point)"))
@@ -343,7 +543,7 @@ def load_plugins() -> Registry:
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            reg.failures.append(PluginFailure(ep.name, dist, version, _describe(exc)))
+            reg._failures.append(PluginFailure(ep.name, dist, version, _describe(exc)))
             continue
         reg.add_module(ep.name, module, dist, version)
     return reg

@@ -1,69 +1,113 @@
 """The plugin module of powerplane-cloud: registers the ``ec2`` and ``openstack`` types.
 
-Exposed as the entry point ``cloud`` of the group ``powerplane``. It imports only the
-config models and the factories: boto3 and httpx load when a channel is created.
+Exposed as the entry point ``cloud`` of the group ``powerplane``. It imports neither the
+config models nor the factories: :data:`REGISTERS` names the types, so both are imported
+(and :data:`EC2` / :data:`OPENSTACK` built) when a deployment names one of them; boto3 and
+httpx load when a channel is created.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from powerplane import Address, ChannelType, hookimpl
-from powerplane.testing import Peer
-from powerplane_cloud.channel import make_ec2_channel, make_openstack_channel
-from powerplane_cloud.config import (
-    EC2Config,
-    OpenStackConfig,
-    parse_instance_id,
-    parse_server_id,
-)
+from powerplane import hookimpl
+
+if TYPE_CHECKING:
+    from powerplane import Address, ChannelType
+    from powerplane.testing import Peer
+    from powerplane_cloud.config import EC2Config, OpenStackConfig
+
+    EC2: ChannelType[EC2Config, str]
+    EC2_ADDRESS: Address
+    OPENSTACK: ChannelType[OpenStackConfig, str]
+    OPENSTACK_ADDRESS: Address
 
 __all__ = [
     "EC2",
     "EC2_ADDRESS",
     "OPENSTACK",
     "OPENSTACK_ADDRESS",
+    "REGISTERS",
     "register_channel_types",
     "register_demo_peers",
 ]
 
-EC2_ADDRESS = Address("endpoint_url", scheme="http")
-"""``endpoint_url`` (a VPC endpoint, an emulator; unset: AWS's own for the region) is where
-every call goes."""
+REGISTERS = {"channel": ("ec2", "openstack")}
+"""What the hooks register, read by the registry without calling them."""
 
-OPENSTACK_ADDRESS = Address("auth_url", scheme="http")
-"""Keystone's ``auth_url`` is the first address every channel reaches."""
+def _ec2_address() -> Address:
+    """``endpoint_url`` (a VPC endpoint, an emulator; unset: AWS's own for the region) is
+    where every call goes."""
+    from powerplane import Address
+
+    return Address("endpoint_url", scheme="http")
 
 
-EC2: ChannelType[EC2Config, str] = ChannelType(
-    name="ec2",
-    config=EC2Config,
-    factory=make_ec2_channel,
-    target=parse_instance_id,
-    description="Amazon EC2 instances through boto3 (reboot, stop, start, terminate)",
-    # every Reboot/Stop/Start/TerminateInstances attempt passes about_to_send() (ec2._api)
-    gated_sends=True,
-    address=EC2_ADDRESS,
-)
+def _openstack_address() -> Address:
+    """Keystone's ``auth_url`` is the first address every channel reaches."""
+    from powerplane import Address
 
-OPENSTACK: ChannelType[OpenStackConfig, str] = ChannelType(
-    name="openstack",
-    config=OpenStackConfig,
-    factory=make_openstack_channel,
-    target=parse_server_id,
-    description="OpenStack Compute servers through httpx, Keystone v3 authentication",
-    # every action POST and DELETE passes about_to_send() (openstack._request)
-    gated_sends=True,
-    address=OPENSTACK_ADDRESS,
-)
+    return Address("auth_url", scheme="http")
+
+
+def _ec2() -> ChannelType[EC2Config, str]:
+    from powerplane import ChannelType
+    from powerplane_cloud.channel import make_ec2_channel
+    from powerplane_cloud.config import EC2Config, parse_instance_id
+
+    return ChannelType(
+        name="ec2",
+        config=EC2Config,
+        factory=make_ec2_channel,
+        target=parse_instance_id,
+        description="Amazon EC2 instances through boto3 (reboot, stop, start, terminate)",
+        # every Reboot/Stop/Start/TerminateInstances attempt passes about_to_send() (ec2._api)
+        gated_sends=True,
+        address=__getattr__("EC2_ADDRESS"),
+    )
+
+
+def _openstack() -> ChannelType[OpenStackConfig, str]:
+    from powerplane import ChannelType
+    from powerplane_cloud.channel import make_openstack_channel
+    from powerplane_cloud.config import OpenStackConfig, parse_server_id
+
+    return ChannelType(
+        name="openstack",
+        config=OpenStackConfig,
+        factory=make_openstack_channel,
+        target=parse_server_id,
+        description="OpenStack Compute servers through httpx, Keystone v3 authentication",
+        # every action POST and DELETE passes about_to_send() (openstack._request)
+        gated_sends=True,
+        address=__getattr__("OPENSTACK_ADDRESS"),
+    )
+
+
+_BUILD: dict[str, Callable[[], Any]] = {
+    "EC2": _ec2, "EC2_ADDRESS": _ec2_address,
+    "OPENSTACK": _openstack, "OPENSTACK_ADDRESS": _openstack_address,
+}
+"""How each constant is built: on first use, once (the hooks register the same objects)."""
+
+
+def __getattr__(name: str) -> Any:
+    """A constant of :data:`_BUILD`, built on first use (the hooks call this too)."""
+    namespace = globals()
+    if name not in namespace:
+        build = _BUILD.get(name)
+        if build is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        namespace[name] = build()
+    return namespace[name]
 
 
 @hookimpl
 def register_channel_types(register: Callable[[ChannelType[Any, Any]], None]) -> None:
     """Register the ``ec2`` and ``openstack`` channel types."""
-    register(EC2)
-    register(OPENSTACK)
+    register(__getattr__("EC2"))
+    register(__getattr__("OPENSTACK"))
 
 
 @hookimpl

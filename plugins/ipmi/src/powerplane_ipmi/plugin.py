@@ -5,8 +5,10 @@ Entry point (in this distribution's ``pyproject.toml``)::
     [project.entry-points.powerplane]
     ipmi = "powerplane_ipmi.plugin"
 
-It imports only the config model; the channel module is imported when the first ``ipmi``
-channel is created (and pyghmi when it opens its first session).
+It imports neither the config model nor the channel: :data:`REGISTERS` names the type, so
+the config model is imported (and :data:`IPMI` built) when a deployment names an ``ipmi``
+channel, the channel module when the first one is created (and pyghmi when it opens its
+first session).
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from powerplane import Address, ChannelType, hookimpl
-from powerplane.testing import Peer
-from powerplane_ipmi.config import BmcAddress, IpmiConfig, parse_target
+from powerplane import hookimpl
 
 if TYPE_CHECKING:
+    from powerplane import Address, ChannelType
+    from powerplane.testing import Peer
     from powerplane_ipmi.channel import IpmiChannel
+    from powerplane_ipmi.config import BmcAddress, IpmiConfig
 
-__all__ = ["ADDRESS", "IPMI", "make_channel", "register_channel_types", "register_demo_peers"]
+    ADDRESS: Address
+    IPMI: ChannelType[IpmiConfig, BmcAddress]
+
+__all__ = ["ADDRESS", "IPMI", "REGISTERS", "make_channel", "register_channel_types",
+           "register_demo_peers"]
+
+REGISTERS = {"channel": ("ipmi",)}
+"""What the hooks register, read by the registry without calling them."""
 
 
 def make_channel(name: str, config: IpmiConfig) -> IpmiChannel:
@@ -31,25 +41,48 @@ def make_channel(name: str, config: IpmiConfig) -> IpmiChannel:
     return IpmiChannel(name, config)
 
 
-ADDRESS = Address(None, source="target", format="host:port", transport="udp")
-"""Each node's target is its BMC's ``HOST:PORT``: one channel holds a fleet's credentials."""
+def _address() -> Address:
+    """Each node's target is its BMC's ``HOST:PORT``: one channel holds a fleet's credentials."""
+    from powerplane import Address
 
-IPMI: ChannelType[IpmiConfig, BmcAddress] = ChannelType(
-    name="ipmi",
-    config=IpmiConfig,
-    factory=make_channel,
-    target=parse_target,
-    description="BMC chassis power over IPMI 2.0 / RMCP+ (pyghmi, in process): privilege "
-                "read back, cipher suite 17 then 3, never suite 0",
-    gated_sends=True,  # every chassis control command passes about_to_send() (_send_control)
-    address=ADDRESS,
-)
+    return Address(None, source="target", format="host:port", transport="udp")
+
+
+def _build() -> ChannelType[IpmiConfig, BmcAddress]:
+    from powerplane import ChannelType
+    from powerplane_ipmi.config import IpmiConfig, parse_target
+
+    return ChannelType(
+        name="ipmi",
+        config=IpmiConfig,
+        factory=make_channel,
+        target=parse_target,
+        description="BMC chassis power over IPMI 2.0 / RMCP+ (pyghmi, in process): privilege "
+                    "read back, cipher suite 17 then 3, never suite 0",
+        gated_sends=True,  # every chassis control command passes about_to_send() (_send_control)
+        address=__getattr__("ADDRESS"),
+    )
+
+
+_BUILD: dict[str, Callable[[], Any]] = {"ADDRESS": _address, "IPMI": _build}
+"""How each constant is built: on first use, once (the hooks register the same objects)."""
+
+
+def __getattr__(name: str) -> Any:
+    """A constant of :data:`_BUILD`, built on first use (the hooks call this too)."""
+    namespace = globals()
+    if name not in namespace:
+        build = _BUILD.get(name)
+        if build is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        namespace[name] = build()
+    return namespace[name]
 
 
 @hookimpl
 def register_channel_types(register: Callable[[ChannelType[Any, Any]], None]) -> None:
     """Register the ``ipmi`` channel type."""
-    register(IPMI)
+    register(__getattr__("IPMI"))
 
 
 @hookimpl

@@ -6,45 +6,57 @@ Entry point (in this distribution's ``pyproject.toml``)::
     [project.entry-points.powerplane]
     kubernetes = "powerplane_kubernetes.plugin"
 
-The factories import the client (lightkube, httpx2) only when a deployment names the
-type (or a secret reference of kind ``k8s`` is resolved), so plugin discovery imports
-neither.
+:data:`REGISTERS` names what the hooks register, so the registry calls a hook (importing
+the config models and building :data:`KUBERNETES` and its siblings) only when a deployment
+names one of its types or a ``k8s`` secret kind is looked up; the factories import the
+client (lightkube, httpx2) only when a port is made, so plugin discovery imports neither.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from powerplane import (
-    ClusterPort,
-    ClusterType,
-    MaintenanceStore,
-    PortContext,
-    SecretKind,
-    StoragePort,
-    StorageType,
-    StoreContext,
-    StoreType,
-    hookimpl,
-)
-from powerplane_kubernetes.config import (
-    KubernetesClusterConfig,
-    KubernetesStoreConfig,
-    LonghornConfig,
-)
-from powerplane_kubernetes.secrets import K8S
+from powerplane import hookimpl
+
+if TYPE_CHECKING:
+    from powerplane import (
+        ClusterPort,
+        ClusterType,
+        MaintenanceStore,
+        PortContext,
+        SecretKind,
+        StoragePort,
+        StorageType,
+        StoreContext,
+        StoreType,
+    )
+    from powerplane_kubernetes.config import (
+        KubernetesClusterConfig,
+        KubernetesStoreConfig,
+        LonghornConfig,
+    )
+
+    K8S: SecretKind
+    KUBERNETES: ClusterType[KubernetesClusterConfig]
+    KUBERNETES_STORE: StoreType[KubernetesStoreConfig]
+    LONGHORN: StorageType[LonghornConfig]
 
 __all__ = [
     "K8S",
     "KUBERNETES",
     "KUBERNETES_STORE",
     "LONGHORN",
+    "REGISTERS",
     "register_cluster_types",
     "register_secret_kinds",
     "register_storage_types",
     "register_store_types",
 ]
+
+REGISTERS = {"cluster": ("kubernetes",), "storage": ("longhorn",), "store": ("kubernetes",),
+             "secret": ("k8s",)}
+"""What the hooks register, read by the registry without calling them."""
 
 
 def _cluster(config: KubernetesClusterConfig, context: PortContext) -> ClusterPort:
@@ -54,6 +66,7 @@ def _cluster(config: KubernetesClusterConfig, context: PortContext) -> ClusterPo
 
 
 def _longhorn(config: LonghornConfig, context: PortContext) -> StoragePort:
+    from powerplane_kubernetes.config import KubernetesClusterConfig
     from powerplane_kubernetes.longhorn import LonghornStorage
 
     cluster = context.lifecycle.cluster
@@ -62,6 +75,7 @@ def _longhorn(config: LonghornConfig, context: PortContext) -> StoragePort:
 
 
 def _store(config: KubernetesStoreConfig, context: StoreContext) -> MaintenanceStore:
+    from powerplane_kubernetes.config import KubernetesClusterConfig
     from powerplane_kubernetes.store import KubernetesStore
 
     cluster = context.lifecycle.cluster
@@ -70,49 +84,87 @@ def _store(config: KubernetesStoreConfig, context: StoreContext) -> MaintenanceS
                            create=context.create, lock_duration_s=config.lock_duration_s)
 
 
-KUBERNETES: ClusterType[KubernetesClusterConfig] = ClusterType(
-    name="kubernetes",
-    config=KubernetesClusterConfig,
-    factory=_cluster,
-    description="a Kubernetes cluster: cordon by spec.unschedulable, drain by the "
-    "Eviction API (PDBs honoured), readiness and boot id from the Node",
-)
+def _kubernetes() -> ClusterType[KubernetesClusterConfig]:
+    from powerplane import ClusterType
+    from powerplane_kubernetes.config import KubernetesClusterConfig
 
-LONGHORN: StorageType[LonghornConfig] = StorageType(
-    name="longhorn",
-    config=LonghornConfig,
-    factory=_longhorn,
-    description="Longhorn (nodes.longhorn.io / replicas.longhorn.io, ADR 0025 write order)",
-)
+    return ClusterType(
+        name="kubernetes",
+        config=KubernetesClusterConfig,
+        factory=_cluster,
+        description="a Kubernetes cluster: cordon by spec.unschedulable, drain by the "
+        "Eviction API (PDBs honoured), readiness and boot id from the Node",
+    )
 
-KUBERNETES_STORE: StoreType[KubernetesStoreConfig] = StoreType(
-    name="kubernetes",
-    config=KubernetesStoreConfig,
-    factory=_store,
-    description="NodeMaintenance custom resources on the API server (resourceVersion "
-    "concurrency, one lock Lease per node, audit as MaintenanceAudit objects and Events)",
-)
+
+def _longhorn_type() -> StorageType[LonghornConfig]:
+    from powerplane import StorageType
+    from powerplane_kubernetes.config import LonghornConfig
+
+    return StorageType(
+        name="longhorn",
+        config=LonghornConfig,
+        factory=_longhorn,
+        description="Longhorn (nodes.longhorn.io / replicas.longhorn.io, ADR 0025 write order)",
+    )
+
+
+def _store_type() -> StoreType[KubernetesStoreConfig]:
+    from powerplane import StoreType
+    from powerplane_kubernetes.config import KubernetesStoreConfig
+
+    return StoreType(
+        name="kubernetes",
+        config=KubernetesStoreConfig,
+        factory=_store,
+        description="NodeMaintenance custom resources on the API server (resourceVersion "
+        "concurrency, one lock Lease per node, audit as MaintenanceAudit objects and Events)",
+    )
+
+
+def _k8s() -> SecretKind:
+    from powerplane_kubernetes.secrets import K8S
+
+    return K8S
+
+
+_BUILD: dict[str, Callable[[], Any]] = {
+    "K8S": _k8s, "KUBERNETES": _kubernetes, "KUBERNETES_STORE": _store_type,
+    "LONGHORN": _longhorn_type,
+}
+"""How each constant is built: on first use, once (the hooks register the same objects)."""
+
+
+def __getattr__(name: str) -> Any:
+    """A constant of :data:`_BUILD`, built on first use (the hooks call this too)."""
+    namespace = globals()
+    if name not in namespace:
+        build = _BUILD.get(name)
+        if build is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        namespace[name] = build()
+    return namespace[name]
 
 
 @hookimpl
 def register_cluster_types(register: Callable[[ClusterType[Any]], None]) -> None:
     """Register the ``kubernetes`` cluster port type."""
-    register(KUBERNETES)
+    register(__getattr__("KUBERNETES"))
 
 
 @hookimpl
 def register_storage_types(register: Callable[[StorageType[Any]], None]) -> None:
     """Register the ``longhorn`` storage port type."""
-    register(LONGHORN)
+    register(__getattr__("LONGHORN"))
 
 
 @hookimpl
 def register_store_types(register: Callable[[StoreType[Any]], None]) -> None:
     """Register the ``kubernetes`` store type."""
-    register(KUBERNETES_STORE)
+    register(__getattr__("KUBERNETES_STORE"))
 
 
 @hookimpl
 def register_secret_kinds(register: Callable[[SecretKind], None]) -> None:
     """Register the ``k8s`` secret reference kind (``{k8s: NAMESPACE/NAME/KEY}``)."""
-    register(K8S)
+    register(__getattr__("K8S"))

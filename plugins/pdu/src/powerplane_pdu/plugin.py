@@ -5,24 +5,31 @@ Entry point (in this distribution's ``pyproject.toml``)::
     [project.entry-points.powerplane]
     pdu = "powerplane_pdu.plugin"
 
-Discovery stays light: the channel (and with it pysnmp and httpx) is imported only when a
-``pdu`` channel is created.
+Discovery stays light: :data:`REGISTERS` names the type, so the config model is imported
+(and :data:`PDU` built) only when a deployment names a ``pdu`` channel, and the channel (and
+with it pysnmp and httpx) only when a ``pdu`` channel is created.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from powerplane import Address, ChannelType, hookimpl
-from powerplane.testing import Peer
-from powerplane_pdu.config import PduChannelConfig
-from powerplane_pdu.outlets import OutletTarget, parse_target
+from powerplane import hookimpl
 
 if TYPE_CHECKING:
+    from powerplane import Address, ChannelType
+    from powerplane.testing import Peer
     from powerplane_pdu.channel import PduChannel
+    from powerplane_pdu.config import PduChannelConfig
+    from powerplane_pdu.outlets import OutletTarget
 
-__all__ = ["PDU", "address", "register_channel_types", "register_demo_peers"]
+    PDU: ChannelType[PduChannelConfig, OutletTarget]
+
+__all__ = ["PDU", "REGISTERS", "address", "register_channel_types", "register_demo_peers"]
+
+REGISTERS = {"channel": ("pdu",)}
+"""What the hooks register, read by the registry without calling them."""
 
 
 def _factory(name: str, config: PduChannelConfig) -> PduChannel:
@@ -34,26 +41,49 @@ def _factory(name: str, config: PduChannelConfig) -> PduChannel:
 
 def address(config: PduChannelConfig) -> Address:
     """Where the channel's own PDU is: SNMP ``host`` and ``port``, or the Redfish ``endpoint``."""
+    from powerplane import Address
+
     if config.protocol == "snmp":
         return Address("host", format="host", port_field="port", transport="udp")
     return Address("endpoint")
 
 
-PDU: ChannelType[PduChannelConfig, OutletTarget] = ChannelType(
-    name="pdu",
-    config=PduChannelConfig,
-    factory=_factory,
-    target=parse_target,
-    description="switched PDU outlets over SNMP (vendor profiles) or Redfish PowerDistribution",
-    gated_sends=True,  # every SET and switching POST passes powerplane.about_to_send()
-    address=address,  # timeouts: the config's ``timeouts`` (read_s: per SNMP request)
-)
+def _build() -> ChannelType[PduChannelConfig, OutletTarget]:
+    from powerplane import ChannelType
+    from powerplane_pdu.config import PduChannelConfig
+    from powerplane_pdu.outlets import parse_target
+
+    return ChannelType(
+        name="pdu",
+        config=PduChannelConfig,
+        factory=_factory,
+        target=parse_target,
+        description="switched PDU outlets over SNMP (vendor profiles) or Redfish "
+        "PowerDistribution",
+        gated_sends=True,  # every SET and switching POST passes powerplane.about_to_send()
+        address=address,  # timeouts: the config's ``timeouts`` (read_s: per SNMP request)
+    )
+
+
+_BUILD: dict[str, Callable[[], Any]] = {"PDU": _build}
+"""How each constant is built: on first use, once (the hooks register the same objects)."""
+
+
+def __getattr__(name: str) -> Any:
+    """A constant of :data:`_BUILD`, built on first use (the hooks call this too)."""
+    namespace = globals()
+    if name not in namespace:
+        build = _BUILD.get(name)
+        if build is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        namespace[name] = build()
+    return namespace[name]
 
 
 @hookimpl
 def register_channel_types(register: Callable[[ChannelType], None]) -> None:
     """Register the ``pdu`` channel type."""
-    register(PDU)
+    register(__getattr__("PDU"))
 
 
 @hookimpl

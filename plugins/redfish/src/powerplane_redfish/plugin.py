@@ -4,21 +4,32 @@ Entry point (in this distribution's ``pyproject.toml``)::
 
     [project.entry-points.powerplane]
     redfish = "powerplane_redfish.plugin"
+
+Importing it imports neither the config model nor the channel: :data:`REGISTERS` names the
+type, so the registry calls the hook (and :data:`REDFISH` is built, with the config model)
+only when a deployment names a ``redfish`` channel; the channel module (and sushy, for
+session or auto authentication) when the first channel is created.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from powerplane import Address, ChannelType, hookimpl
-from powerplane.testing import Peer
-from powerplane_redfish.config import RedfishConfig, parse_target
+from powerplane import hookimpl
 
 if TYPE_CHECKING:
+    from powerplane import ChannelType
+    from powerplane.testing import Peer
     from powerplane_redfish.channel import RedfishChannel
+    from powerplane_redfish.config import RedfishConfig
 
-__all__ = ["REDFISH", "register_channel_types", "register_demo_peers"]
+    REDFISH: ChannelType[RedfishConfig, str | None]
+
+__all__ = ["REDFISH", "REGISTERS", "register_channel_types", "register_demo_peers"]
+
+REGISTERS = {"channel": ("redfish",)}
+"""What the hooks register, read by the registry without calling them."""
 
 
 def _factory(name: str, config: RedfishConfig) -> RedfishChannel:
@@ -28,21 +39,40 @@ def _factory(name: str, config: RedfishConfig) -> RedfishChannel:
     return RedfishChannel(name, config)
 
 
-REDFISH: ChannelType[RedfishConfig, str | None] = ChannelType(
-    name="redfish",
-    config=RedfishConfig,
-    factory=_factory,
-    target=parse_target,
-    description="BMC power through Redfish (sushy): capabilities read from the BMC",
-    gated_sends=True,  # every reset POST passes about_to_send() (connection.post_reset)
-    address=Address("endpoint"),  # a URL; timeouts: the config's ``timeouts``
-)
+def _build() -> ChannelType[RedfishConfig, str | None]:
+    from powerplane import Address, ChannelType
+    from powerplane_redfish.config import RedfishConfig, parse_target
+
+    return ChannelType(
+        name="redfish",
+        config=RedfishConfig,
+        factory=_factory,
+        target=parse_target,
+        description="BMC power through Redfish (sushy): capabilities read from the BMC",
+        gated_sends=True,  # every reset POST passes about_to_send() (connection.post_reset)
+        address=Address("endpoint"),  # a URL; timeouts: the config's ``timeouts``
+    )
+
+
+_BUILD: dict[str, Callable[[], Any]] = {"REDFISH": _build}
+"""How each constant is built: on first use, once (the hooks register the same objects)."""
+
+
+def __getattr__(name: str) -> Any:
+    """A constant of :data:`_BUILD`, built on first use (the hooks call this too)."""
+    namespace = globals()
+    if name not in namespace:
+        build = _BUILD.get(name)
+        if build is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        namespace[name] = build()
+    return namespace[name]
 
 
 @hookimpl
 def register_channel_types(register: Callable[[ChannelType], None]) -> None:
     """Register the ``redfish`` channel type."""
-    register(REDFISH)
+    register(__getattr__("REDFISH"))
 
 
 @hookimpl

@@ -1,7 +1,8 @@
 """The plugin module the ``powerplane`` entry point ``talos`` names: registers the type.
 
-It imports only the config model; the channel (grpclib, protobuf) is imported when
-the first ``talos`` channel is created, so plugin discovery stays cheap.
+It imports neither the config model nor the channel: :data:`REGISTERS` names the type, so
+the config model is imported (and :data:`TALOS` built) when a deployment names a ``talos``
+channel, and the channel (grpclib, protobuf) when the first one is created.
 """
 
 from __future__ import annotations
@@ -9,15 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from powerplane import Address, ChannelType, hookimpl
-from powerplane.testing import Peer
-from powerplane_talos.config import TalosConfig, parse_target
+from powerplane import hookimpl
 
 if TYPE_CHECKING:
+    from powerplane import Address, ChannelType
+    from powerplane.testing import Peer
     from powerplane_talos.channel import TalosChannel
+    from powerplane_talos.config import TalosConfig
 
-__all__ = ["TALOS", "address_of", "make_channel", "register_channel_types",
-           "register_demo_peers"]
+    ENDPOINT: Address
+    TALOS: ChannelType[TalosConfig, str]
+
+__all__ = ["ENDPOINT", "REGISTERS", "TALOS", "address_of", "make_channel",
+           "register_channel_types", "register_demo_peers"]
+
+REGISTERS = {"channel": ("talos",)}
+"""What the hooks register, read by the registry without calling them."""
 
 
 def make_channel(name: str, config: TalosConfig) -> TalosChannel:
@@ -27,32 +35,54 @@ def make_channel(name: str, config: TalosConfig) -> TalosChannel:
     return TalosChannel(name, config)
 
 
-ENDPOINT = Address("endpoint", format="host:port")
-"""An inline ``endpoint`` is the Talos API's ``host:port``."""
+def _endpoint() -> Address:
+    """An inline ``endpoint`` is the Talos API's ``host:port``."""
+    from powerplane import Address
+
+    return Address("endpoint", format="host:port")
 
 
 def address_of(config: TalosConfig) -> Address | None:
     """The inline ``endpoint``; ``None`` when the endpoints are in a talosconfig file."""
-    return ENDPOINT if config.endpoint is not None else None
+    return __getattr__("ENDPOINT") if config.endpoint is not None else None
 
 
-TALOS: ChannelType[TalosConfig, str] = ChannelType(
-    name="talos",
-    config=TalosConfig,
-    factory=make_channel,
-    target=parse_target,
-    # both transports pass powerplane.about_to_send() right before Reboot/Shutdown leaves
-    gated_sends=True,
-    address=address_of,
-    description="Talos machine API (gRPC over mutual TLS, or talosctl): reboot and "
-    "graceful shutdown, never power-on",
-)
+def _build() -> ChannelType[TalosConfig, str]:
+    from powerplane import ChannelType
+    from powerplane_talos.config import TalosConfig, parse_target
+
+    return ChannelType(
+        name="talos",
+        config=TalosConfig,
+        factory=make_channel,
+        target=parse_target,
+        # both transports pass powerplane.about_to_send() right before Reboot/Shutdown leaves
+        gated_sends=True,
+        address=address_of,
+        description="Talos machine API (gRPC over mutual TLS, or talosctl): reboot and "
+        "graceful shutdown, never power-on",
+    )
+
+
+_BUILD: dict[str, Callable[[], Any]] = {"ENDPOINT": _endpoint, "TALOS": _build}
+"""How each constant is built: on first use, once (the hooks register the same objects)."""
+
+
+def __getattr__(name: str) -> Any:
+    """A constant of :data:`_BUILD`, built on first use (the hooks call this too)."""
+    namespace = globals()
+    if name not in namespace:
+        build = _BUILD.get(name)
+        if build is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        namespace[name] = build()
+    return namespace[name]
 
 
 @hookimpl
 def register_channel_types(register: Callable[[ChannelType[Any, Any]], None]) -> None:
     """Register the ``talos`` channel type."""
-    register(TALOS)
+    register(__getattr__("TALOS"))
 
 
 @hookimpl
