@@ -26,8 +26,13 @@ def operator_group() -> None:
 @click.option("--image", default="powerplane:0.1.0", show_default=True,
               help="The operator's container image.")
 @click.option("--replicas", type=click.IntRange(1), default=2, show_default=True)
-def manifests_cmd(namespace: str, image: str, replicas: int) -> None:
-    """Print the CRD, ServiceAccount, RBAC and Deployment as one multi-document YAML."""
+@click.option("--store-namespace", default=None,
+              help="lifecycle.store.namespace (the node locks and Events of `maintenance "
+              "request`); absent: --namespace.")
+def manifests_cmd(namespace: str, image: str, replicas: int,
+                  store_namespace: str | None) -> None:
+    """Print the CRD, ServiceAccount, RBAC and Deployment as one multi-document YAML, and
+    the roles of who runs `powerplane maintenance request` (unbound)."""
     import yaml
 
     from powerplane_kubernetes.operator.manifests import crd_missing, manifests
@@ -35,7 +40,7 @@ def manifests_cmd(namespace: str, image: str, replicas: int) -> None:
     missing = crd_missing()
     if missing is not None:
         click.echo(f"note: {missing}", err=True)
-    docs = manifests(namespace, image, replicas=replicas)
+    docs = manifests(namespace, image, replicas=replicas, store_namespace=store_namespace)
     click.echo(yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True), nl=False)
 
 

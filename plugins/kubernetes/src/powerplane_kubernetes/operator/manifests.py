@@ -7,12 +7,20 @@ ClusterRole (:func:`cluster_role`), its ClusterRoleBinding, a namespaced Role fo
 site leases and its RoleBinding, and a two-replica Deployment with ``/healthz`` and
 ``/readyz`` probes and the metrics port.
 
-The ClusterRole grants exactly the verbs the operator's ports call and nothing else
-(the least-privilege test checks every request of the lifecycle tests against it):
-nodes get/list/watch/patch; pods list; pods/eviction create; poddisruptionbudgets list;
-the ``powerplane.io`` resources get/list/watch/create/update/patch and their status
-update/patch; events create; Longhorn nodes get/update and replicas list. Leases are
+The ClusterRole grants exactly the verbs the operator's run uses and nothing else (the
+least-privilege tests check every request of the lifecycle tests and of a real ``operator
+run`` against it, and that each verb granted is used): nodes get/list/patch; pods list;
+pods/eviction create; poddisruptionbudgets list; nodemaintenances get/list/watch/update and
+their status update; Longhorn nodes get/update and replicas list. The site Leases are
 granted by a Role in the operator's own namespace only (get/create/update).
+
+The operator creates no maintenance: the node's lock Lease, the ``MaintenanceAudit``
+record and its Event are written by whoever runs ``powerplane maintenance request`` (and
+return, abandon, resolve), a person or a pipeline. :func:`maintainer_role` (ClusterRole
+:data:`MAINTAINER`) and :func:`maintainer_lock_role` (a Role in
+``lifecycle.store.namespace``, ``--store-namespace``) are what that identity needs; they are
+printed unbound (bind them to your people or groups). ``powerplane maintenance run`` acts as
+the operator does and needs the operator's roles.
 
 The Deployment reads its deployment file from a ConfigMap the operator's user writes
 (:data:`CONFIG_MAP`, key ``powerplane.yaml``); it is not generated here because it names
@@ -28,11 +36,15 @@ __all__ = [
     "CONFIG_MAP",
     "HTTP_PORT",
     "LEASE_ROLE",
+    "MAINTAINER",
+    "MAINTAINER_LOCKS",
     "NAME",
     "cluster_role",
     "crd_missing",
     "crd_objects",
     "lease_role",
+    "maintainer_lock_role",
+    "maintainer_role",
     "manifests",
 ]
 
@@ -40,6 +52,10 @@ NAME = "powerplane-operator"
 """The name of the ServiceAccount, ClusterRole, bindings and Deployment."""
 LEASE_ROLE = "powerplane-operator-leases"
 """The namespaced Role (and RoleBinding) for the site leases."""
+MAINTAINER = "powerplane-maintainer"
+"""The ClusterRole of ``powerplane maintenance request/status/list/return/abandon/resolve``."""
+MAINTAINER_LOCKS = "powerplane-maintainer-locks"
+"""The Role of the node locks and Events in ``lifecycle.store.namespace``."""
 CONFIG_MAP = "powerplane-config"
 """The ConfigMap holding the deployment file (key ``powerplane.yaml``), written by the user."""
 APP = "powerplane-operator"
@@ -83,32 +99,72 @@ def crd_objects() -> list[dict[str, Any]]:
     return docs
 
 
-def _own_resources() -> list[str]:
-    """The plural names of the ``powerplane.io`` resources the operator reads and writes."""
-    plurals = [str(doc["spec"]["names"]["plural"]) for doc in crd_objects()]
-    return plurals or ["nodemaintenances"]
+def _plurals() -> tuple[str, str | None]:
+    """The plural names of the maintenance resource and of the audit one (None: absent)."""
+    names = [str(doc["spec"]["names"]["plural"]) for doc in crd_objects()]
+    return (names[0] if names else "nodemaintenances"), (names[1] if len(names) > 1
+                                                         else None)
 
 
 def cluster_role() -> dict[str, Any]:
-    """The ClusterRole: exactly the verbs the operator uses, nothing else."""
-    own = _own_resources()
+    """The operator's ClusterRole: exactly the verbs its run uses, nothing else."""
+    maintenances, _ = _plurals()
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": NAME, "labels": _labels()},
         "rules": [
-            {"apiGroups": [""], "resources": ["nodes"],
-             "verbs": ["get", "list", "watch", "patch"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
             {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
             {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
-            {"apiGroups": [GROUP], "resources": own,
-             "verbs": ["get", "list", "watch", "create", "update", "patch"]},
-            {"apiGroups": [GROUP], "resources": [f"{r}/status" for r in own],
-             "verbs": ["update", "patch"]},
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+            {"apiGroups": [GROUP], "resources": [maintenances],
+             "verbs": ["get", "list", "watch", "update"]},
+            {"apiGroups": [GROUP], "resources": [f"{maintenances}/status"],
+             "verbs": ["update"]},
             {"apiGroups": ["longhorn.io"], "resources": ["nodes"], "verbs": ["get", "update"]},
             {"apiGroups": ["longhorn.io"], "resources": ["replicas"], "verbs": ["list"]},
+        ],
+    }
+
+
+def maintainer_role() -> dict[str, Any]:
+    """The ClusterRole of whoever requests, returns, abandons and resolves maintenances
+    (``powerplane maintenance ...`` with the kubernetes store): the preflight's reads, the
+    maintenances (``delete`` only of a pending object its own request could not finish),
+    their status, and the audit records."""
+    maintenances, audits = _plurals()
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
+        {"apiGroups": [GROUP], "resources": [maintenances],
+         "verbs": ["get", "list", "create", "update", "delete"]},
+        {"apiGroups": [GROUP], "resources": [f"{maintenances}/status"], "verbs": ["update"]},
+    ]
+    if audits is not None:
+        rules.append({"apiGroups": [GROUP], "resources": [audits],
+                      "verbs": ["list", "create"]})
+    rules += [
+        {"apiGroups": ["longhorn.io"], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": ["longhorn.io"], "resources": ["replicas"], "verbs": ["list"]},
+    ]
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": MAINTAINER, "labels": _labels()}, "rules": rules}
+
+
+def maintainer_lock_role(store_namespace: str) -> dict[str, Any]:
+    """The Role of the per-node lock Leases and the audit Events, in
+    ``lifecycle.store.namespace``."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": MAINTAINER_LOCKS, "namespace": store_namespace,
+                     "labels": _labels()},
+        "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "verbs": ["get", "create", "update"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         ],
     }
 
@@ -186,8 +242,10 @@ def _deployment(namespace: str, image: str, replicas: int) -> dict[str, Any]:
     }
 
 
-def manifests(namespace: str, image: str, *, replicas: int = 2) -> list[dict[str, Any]]:
-    """Every object that installs the operator into ``namespace``, in apply order."""
+def manifests(namespace: str, image: str, *, replicas: int = 2,
+              store_namespace: str | None = None) -> list[dict[str, Any]]:
+    """Every object that installs the operator into ``namespace``, in apply order, then the
+    maintainer's roles (unbound; their Role in ``store_namespace``, default ``namespace``)."""
     return [
         *crd_objects(),
         {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -205,4 +263,6 @@ def manifests(namespace: str, image: str, *, replicas: int = 2) -> list[dict[str
                      "name": LEASE_ROLE},
          "subjects": _subject(namespace)},
         _deployment(namespace, image, replicas),
+        maintainer_role(),
+        maintainer_lock_role(store_namespace or namespace),
     ]

@@ -562,8 +562,9 @@ class KubeApiServer:
     def request_counts(self) -> collections.Counter[tuple[str, str, str]]:
         """Requests received by ``(client, verb, resource)``: the verb as the API server
         authorizes it (``get``, ``list``, ``watch``, ``create``, ``update``, ``patch``,
-        ``delete``), the resource key and subresource (``powerplane.io/v1alpha1/nodemaintenances/status``), or the path of a
-        request that names none (``/version``). Kept with ``record=False`` too."""
+        ``delete``), the resource key and subresource
+        (``powerplane.io/v1alpha1/nodemaintenances/status``), or the path of a request that
+        names none (``/version``). Kept with ``record=False`` too."""
         return self._call(lambda: collections.Counter(self._counts))
 
     def kmock_history(self) -> int:
