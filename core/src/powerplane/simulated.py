@@ -22,6 +22,10 @@ Config keys (beside ``type: simulated``)::
                                           #  shared by processes (locked, re-read per call)
     boot_marker: true                     # a boot counter per machine (the evidence of a boot)
 
+Discovery of many machines is one ``capabilities_batch`` call (one session, one latency,
+the password checked once; each machine's faults its own outcome), as the host asks a
+channel with :class:`~powerplane.channel.BatchDiscovery`.
+
 Latency is real waiting on the event loop's clock: a call resumes no earlier than
 ``latency_ms`` after it began, and before the next millisecond after that. Calls that end
 in the same millisecond share one loop timer (a fleet call's thousands of sleeps would
@@ -40,7 +44,7 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -60,6 +64,7 @@ from powerplane.errors import (
     AuthenticationFailed,
     ChannelTimeout,
     OutcomeUnknown,
+    PowerplaneError,
     RefusedByDevice,
     Unreachable,
 )
@@ -232,6 +237,14 @@ def _verb_method(
 
 class SimulatedChannel:
     """In-memory machines behind one simulated endpoint."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass with a ``capabilities`` of its own and no ``capabilities_batch`` of
+        its own has none (a batch must judge each target as ``capabilities`` would; the
+        inherited one cannot know the override): the host asks it per target."""
+        super().__init_subclass__(**kwargs)
+        if "capabilities" in vars(cls) and "capabilities_batch" not in vars(cls):
+            cls.capabilities_batch = None  # type: ignore[assignment]
 
     def __init__(self, name: str, config: SimulatedConfig) -> None:
         self.name = name
@@ -446,6 +459,51 @@ class SimulatedChannel:
     async def capabilities(self, target: str) -> CapabilitySet:
         await self._call("capabilities", target, False, lambda: None)
         return self._caps
+
+    async def capabilities_batch(
+        self, targets: Sequence[str]
+    ) -> list[CapabilitySet | PowerplaneError]:
+        """``capabilities`` of every target in one call: one session (``session_limit``
+        counts it once), one latency, the password checked once. Each target's outcome
+        is what ``capabilities(target)`` would end with, in the same order of checks: its
+        ``unreachable``/``auth`` fault, a rejected password, an unknown machine, its
+        ``timeout`` fault (the one answer held ``timeout_s`` first), else the set."""
+        first = targets[0] if targets else ""
+        self._enter("capabilities_batch", first, verb=False)
+        try:
+            if self._latency:
+                await self._sleep()
+            rejected = False
+            if self.config.expect_password is not None:
+                given = self.config.password.reveal() if self.config.password else None
+                rejected = given != self.config.expect_password.reveal()
+            with self._shared():
+                machines = self._state
+                known = [t in machines for t in targets]
+            out: list[CapabilitySet | PowerplaneError] = []
+            slow = False
+            for target, present in zip(targets, known, strict=True):
+                fault = self._fault(target)
+                outcome: CapabilitySet | PowerplaneError = self._caps
+                if fault is Fault.UNREACHABLE:
+                    outcome = Unreachable("connection refused", channel=self.name,
+                                          target=target)
+                elif fault is Fault.AUTH or rejected:
+                    outcome = AuthenticationFailed("credentials rejected", channel=self.name,
+                                                   target=target)
+                elif not present:
+                    outcome = RefusedByDevice(f"no such machine {target!r}",
+                                              channel=self.name, target=target)
+                elif fault is Fault.TIMEOUT:
+                    slow = True
+                    outcome = ChannelTimeout(f"no answer within {self.config.timeout_s:g} s",
+                                             channel=self.name, target=target)
+                out.append(outcome)
+            if slow:
+                await asyncio.sleep(self.config.timeout_s)
+            return out
+        finally:
+            self.active -= 1
 
     reboot = _verb_method(Verb.REBOOT, "on", "rebooting")
     shutdown = _verb_method(Verb.SHUTDOWN, "off", "powering-off")
