@@ -48,6 +48,7 @@ from powerplane.config import ConfiguredChannel, Deployment, NodeSpec, load_conf
 from powerplane.errors import (
     ChannelError,
     ChannelTimeout,
+    ConfigError,
     NotOffered,
     OutcomeUnknown,
     PowerplaneError,
@@ -265,7 +266,8 @@ class PowerHost:
         self.guard = guard
         """Asked before every reboot, shutdown and terminate (the lifecycle's guard)."""
         self._channels: dict[str, Channel] = {}
-        self._broken: dict[str, str] = {}
+        self._broken: dict[str, PowerplaneError] = {}
+        """Channel name -> why it could not be created (the factory's own error)."""
         self._caps: dict[tuple[str, Any], CapabilitySet | str] = {}
         self._errors: dict[tuple[str, Any], PowerplaneError] = {}
         self._offers: dict[str, NodeOffer] = {}
@@ -347,10 +349,20 @@ class PowerHost:
             self._traits[name] = _Traits.of(channel)
             self._channels[name] = channel
         except PowerplaneError as exc:
-            self._broken[name] = str(exc)
+            self._broken[name] = exc.with_traceback(None)
         except Exception as exc:  # a plugin bug must not take the host down
-            self._broken[name] = f"channel could not be created: {type(exc).__name__}"
+            self._broken[name] = ChannelError(
+                f"channel could not be created: {type(exc).__name__}")
             log.warning("channel %s: factory raised %s", name, type(exc).__name__)
+
+    def _unopened(self, name: str) -> PowerplaneError:
+        """Why channel ``name`` cannot be called: a config error its factory raised
+        (e.g. a secret that holds no PEM) as it was raised, so it stays bad input (exit 2);
+        any other failure to create it, or no such channel, a :class:`ChannelError`."""
+        err = self._broken.get(name)
+        if isinstance(err, ConfigError):
+            return err.with_traceback(None)  # raised again: no traceback piles up on it
+        return ChannelError(str(err) if err is not None else "no such channel", channel=name)
 
     async def close(self) -> None:
         """Close every channel (each plugin logs out its sessions)."""
@@ -451,8 +463,7 @@ class PowerHost:
             name = key[0]
             self._errors.pop(key, None)
             if self._channel_for(name) is None:
-                self._record(key, ChannelError(self._broken.get(name, "no such channel"),
-                                               channel=name))
+                self._record(key, self._unopened(name))
                 continue
             groups.setdefault((name, self._endpoint(name, target)), []).append((key, target))
         queues: dict[Any, deque[list[tuple[tuple[str, Any], Any]]]] = {}
@@ -746,7 +757,9 @@ class PowerHost:
         deadline = loop.time() + wait
         delay = 0.2
         while True:
-            state = (await self.read_power_state(node)).state
+            # the verb was sent: a config error of another channel is that channel's
+            # unknown reading here, never this call's error
+            state = (await self._read_state(node, False, config_errors=False)).state
             remaining = deadline - loop.time()
             if state is want or remaining <= 0:
                 return state
@@ -973,12 +986,28 @@ class PowerHost:
         is ``unknown`` with what each channel said. A channel that declares it cannot
         see power off is never believed when it reads off. ``every_channel`` reads every
         channel (concurrently) so ``readings`` shows each one and any disagreement.
+
+        A :class:`~powerplane.errors.ConfigError` a channel raises (its config cannot be
+        opened, e.g. a secret that holds no PEM, or the device shows the config does not
+        fit it) is raised, not read: the deployment is bad input (exit 2). With
+        ``every_channel`` it is raised once every channel has answered.
         """
+        return await self._read_state(node, every_channel, config_errors=True)
+
+    async def _read_state(
+        self, node: str, every_channel: bool, *, config_errors: bool
+    ) -> NodeReading:
+        """:meth:`read_power_state`; ``config_errors`` False: a channel's config error is
+        its unknown reading (error ``ConfigError``), as any other failure."""
         spec = self._spec(node)
 
         async def one(channel: str, target: Any) -> ChannelReading:
             try:
                 reading = await self._call(channel, "read_power_state", target)
+            except ConfigError as exc:
+                if config_errors:
+                    raise
+                return ChannelReading(channel, PowerState.UNKNOWN, str(exc), type(exc).__name__)
             except PowerplaneError as exc:
                 return ChannelReading(channel, PowerState.UNKNOWN, str(exc), type(exc).__name__)
             if not isinstance(reading, Reading):
@@ -1001,8 +1030,13 @@ class PowerHost:
 
         readings: list[ChannelReading] = []
         if every_channel:
-            readings = list(await asyncio.gather(*(one(r.channel, r.target)
-                                                   for r in spec.channels)))
+            # every channel answers before a config error is raised (no read left running)
+            answers = await asyncio.gather(*(one(r.channel, r.target) for r in spec.channels),
+                                           return_exceptions=True)
+            for answer in answers:
+                if isinstance(answer, BaseException):
+                    raise answer
+                readings.append(answer)
         else:
             for ref in spec.channels:
                 readings.append(await one(ref.channel, ref.target))
@@ -1027,16 +1061,29 @@ class PowerHost:
         self, nodes: Sequence[str], *, every_channel: bool = True,
         progress: Callable[[str, NodeReading], None] | None = None,
     ) -> dict[str, NodeReading]:
-        """``read_power_state`` for many nodes concurrently (bounded like every call)."""
+        """``read_power_state`` for many nodes concurrently (bounded like every call).
+
+        A config error a channel raises is raised once every node has been read (the
+        first in the order given): the deployment is bad input.
+        """
         out: dict[str, NodeReading] = {}
+        failed: dict[str, ConfigError] = {}
 
         async def one(node: str) -> None:
-            out[node] = await self.read_power_state(node, every_channel=every_channel)
+            try:
+                out[node] = await self.read_power_state(node, every_channel=every_channel)
+            except ConfigError as exc:
+                failed[node] = exc
+                return
             if progress is not None:
                 progress(node, out[node])
 
-        await asyncio.gather(*(one(n) for n in dict.fromkeys(nodes)))
-        return {n: out[n] for n in dict.fromkeys(nodes)}
+        order = list(dict.fromkeys(nodes))
+        await asyncio.gather(*(one(n) for n in order))
+        for node in order:
+            if node in failed:
+                raise failed[node]
+        return {n: out[n] for n in order}
 
     async def boot_marker(self, node: str) -> tuple[str, str] | None:
         """``(channel, marker)`` from the first channel of ``node`` that publishes one.
@@ -1116,7 +1163,7 @@ class PowerHost:
         ``deadlines``: a batch's shared timer, else a timer of its own)."""
         channel = self._channel_for(name)
         if channel is None:
-            raise ChannelError(self._broken.get(name, "no such channel"), channel=name)
+            raise self._unopened(name)
         fn = getattr(channel, method, None)
         if fn is None:
             raise ProtocolError(f"the channel has no method {method}()", channel=name)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from powerplane.capabilities import Verb
-from powerplane.errors import ChannelError, NotOffered, PowerplaneError, UnknownNode
+from powerplane.errors import ChannelError, ConfigError, NotOffered, PowerplaneError, UnknownNode
 from powerplane.host import PowerHost
 from powerplane.lifecycle import guard
 from powerplane.lifecycle.audit import Action, AuditRecord
@@ -129,6 +129,7 @@ class Lifecycle:
         intent = Intent(intent)
         if node not in self.host.nodes:
             raise UnknownNode(node, list(self.host.nodes))
+        await self.host.discover([node])  # what it uses, where not discovered yet
         others = [(n, phase) for _, n, phase in self.store.active_phases() if n != node]
         verdict = await guard.check(self.ports, self.config, node, others, count_requested=True)
         pods = await self.ports.cluster.pods_on(node)
@@ -168,7 +169,8 @@ class Lifecycle:
         if intent.powers and not pre.power.get("offered"):
             if pre.power.get("cause") == "channel":  # undiscoverable: a channel failure (1)
                 failed = self.host.discovery_error(node)
-                if isinstance(failed, ChannelError):
+                # a channel whose config is bad (e.g. at its open) is bad input (2)
+                if isinstance(failed, ChannelError | ConfigError):
                     return pre, verdict, failed
             return pre, verdict, NotOffered(node, str(pre.power.get("verb")),
                                             str(pre.power.get("reason", "")))
@@ -180,7 +182,8 @@ class Lifecycle:
         """The pre-flight and verdict of a request the rules admit; else raises why not.
 
         What :meth:`request` checks before the ceremony: an active maintenance (exit 2),
-        the guard (3), the power offer (3 withheld by the rule, 1 undiscoverable channel).
+        the guard (3), the power offer (3 withheld by the rule, 1 undiscoverable channel, 2
+        a channel whose config is bad).
         """
         pre, verdict, error = await self._decide(node, Intent(intent))
         if error is not None:
@@ -196,7 +199,8 @@ class Lifecycle:
         Returns the document (``maintenance request --dry-run -o json``) and the exit
         code: 0 when the request would be accepted once its ceremony is complete, else
         the code of the error it would be rejected with (3 refused, 2 already active,
-        1 when the channel that would carry the verb could not be discovered).
+        1 when the channel that would carry the verb could not be discovered, 2 when its
+        config is bad).
         Unknown nodes raise as for a request.
         """
         intent = Intent(intent)
@@ -381,16 +385,24 @@ class Lifecycle:
         return await self.reconciler.reconcile(name)
 
     async def run_pass(self) -> dict[str, Result]:
-        """Reconcile every active maintenance once, ``concurrency`` at a time."""
+        """Reconcile every active maintenance once, ``concurrency`` at a time.
+
+        What the nodes under maintenance use and is not discovered yet is discovered
+        first, together (one ``capabilities_batch`` per channel and endpoint where the
+        channel has one), from the pass's one read of the store: a host started for no
+        node (``PowerHost(..., nodes=())``) discovers those nodes only, never the fleet.
+        """
+        active = self.store.active()
+        known = self.host.nodes
+        await self.host.discover([m.node for m in active if m.node in known])
         sem = asyncio.Semaphore(self.config.concurrency)
-        names = [m.name for m in self.store.active()]
         results: dict[str, Result] = {}
 
         async def one(name: str) -> None:
             async with sem:
                 results[name] = await self.reconciler.reconcile(name)
 
-        await asyncio.gather(*(one(n) for n in names))
+        await asyncio.gather(*(one(m.name) for m in active))
         return results
 
     async def run(self, until_idle: bool = True, max_passes: int | None = None) -> int:
