@@ -29,6 +29,12 @@ emulator's certificate against its CA; redfishtool never verifies (``verify=Fals
 transport). Credentials reach every tool through the environment, stdin or a 0600 file,
 never argv. Needs ``/usr/sbin/fence_redfish`` (fence-agents) and ``redfishtool`` (PyPI) in
 this venv; a missing tool is reported and skipped.
+
+Each figure is the wall time with the process's CPU time (user + system) beside it: on a
+shared machine the CPU time bends less. Bytecode is cached for every tool in a tree of the
+run's own (``PYTHONPYCACHEPREFIX``; ``PYTHONDONTWRITEBYTECODE`` dropped), as an installed
+copy has it; ``--no-pyc`` keeps the environment's setting, under which an editable install
+compiles every project module again in every run.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -65,6 +72,9 @@ class Tool:
     argv: list[str]
     stdin: str = ""
     times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    """User plus system CPU seconds of the process (and its children): less bent by a
+    loaded machine than the wall time."""
     requests: list[int] = field(default_factory=list)
     system_requests: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -135,8 +145,14 @@ def loaded_libraries(exe: str, path: Path) -> str:
     return lines[-1] if proc.returncode == 0 and lines else f"(exit {proc.returncode})"
 
 
+_DROP: set[str] = set()
+
+
 def _env() -> dict[str, str]:
-    return {**os.environ, **_ENV}
+    env = {**os.environ, **_ENV}
+    for name in _DROP:
+        env.pop(name, None)
+    return env
 
 
 def ours(builds: list[tuple[str, str]], config: Path, *cmd: str) -> list[Tool]:
@@ -148,10 +164,13 @@ def ours(builds: list[tuple[str, str]], config: Path, *cmd: str) -> list[Tool]:
 def run_round(emu: SushyEmulator, tools: list[Tool]) -> None:
     for tool in tools:
         emu.reset_count()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         proc = subprocess.run(tool.argv, input=tool.stdin, capture_output=True, text=True,
                               check=False, env=_env())
         tool.times.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        tool.cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         seen = emu.requests()
         tool.requests.append(len(seen))
         tool.system_requests.append(sum(1 for _, p in seen if p.startswith(SYSTEMS_PREFIX)))
@@ -168,11 +187,15 @@ def report(title: str, tools: list[Tool], reference: str, target: float | None) 
     print(f"  {title}")
     ref = next((t for t in tools if t.name == reference), None)
     ref_s = med(ref.times) if ref is not None else float("nan")
+    ref_cpu = med(ref.cpu) if ref is not None else float("nan")
     for tool in tools:
         s = med(tool.times)
         ratio = f"{s / ref_s:5.2f}x {reference}" if ref is not None else ""
-        print(f"    {tool.name:<34} {s * 1000:7.0f} ms  {ratio}  requests "
-              f"{med(tool.requests):.0f} (systems {med(tool.system_requests):.0f})")
+        cpu = med(tool.cpu)
+        cpu_ratio = f" ({cpu / ref_cpu:4.2f}x)" if ref is not None else ""
+        print(f"    {tool.name:<34} {s * 1000:7.0f} ms  {ratio}  cpu {cpu * 1000:5.0f} ms"
+              f"{cpu_ratio}  requests {med(tool.requests):.0f} "
+              f"(systems {med(tool.system_requests):.0f})")
         if tool.failures:
             print(f"      {len(tool.failures)} of {len(tool.times)} runs failed; first: "
                   f"{tool.failures[0]}")
@@ -189,6 +212,10 @@ def main() -> int:
     parser.add_argument("--simulated", type=int, default=10_000)
     parser.add_argument("--baseline", default=os.environ.get("POWERPLANE_BASELINE"),
                         help="another build's powerplane executable, run in the same rounds")
+    parser.add_argument("--no-pyc", action="store_true",
+                        help="keep PYTHONDONTWRITEBYTECODE as the environment has it (every "
+                        "run compiles the project's sources again) instead of a bytecode "
+                        "cache in the temporary directory")
     args = parser.parse_args()
     exe = shutil.which("powerplane", path=os.path.dirname(sys.executable)) or "powerplane"
     rft = shutil.which("redfishtool", path=os.path.dirname(sys.executable))
@@ -207,6 +234,13 @@ def _bench(args: argparse.Namespace, emu: SushyEmulator, tmp: Path, exe: str,
            rft: str | None, fence: str | None) -> int:
     _ENV.update({PASSWORD_ENV: emu.password, "NO_COLOR": "1",
                  "REQUESTS_CA_BUNDLE": str(emu.tls.ca)})  # fence_redfish verifies with it
+    if not args.no_pyc:
+        # as installed: a wheel's modules have their bytecode; an editable install under
+        # PYTHONDONTWRITEBYTECODE compiles every project module again in every run. The
+        # cache is a tree of its own (nothing written beside the sources), filled by the
+        # warm-up round for every tool alike.
+        _ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        _DROP.add("PYTHONDONTWRITEBYTECODE")
     path0 = emu.system_paths[0]
     rft_cfg = tmp / "redfishtool.json"
     rft_cfg.touch(mode=0o600)
@@ -223,11 +257,16 @@ def _bench(args: argparse.Namespace, emu: SushyEmulator, tmp: Path, exe: str,
 
     print(f"one-node commands; sushy-tools emulator with {SYSTEMS} systems (zero delay, TLS, "
           f"basic auth); medians of {args.runs} rounds, each tool once per round; load "
-          f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+          f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (cpu: user + system "
+          "time of the process, beside the wall time and its ratio); bytecode "
+          + ("compiled again in every run (--no-pyc)" if args.no_pyc
+             else "cached (PYTHONPYCACHEPREFIX in the temporary directory)"))
     print("before targeted discovery (issue 18's figures): state 5.0x fence_redfish -o status "
           "at 50 nodes, 29x at 10,050; power cycle 1.9x; 52 requests per state read")
     print("after targeted discovery, before the direct client (sushy): state 4.14x at 50 "
           "nodes, 6.70x at 10,050; invoke reboot 3.67x / 4.57x; 3 requests per state read")
+    print("after the direct client, before lazy plugin hooks and Rich-free lines: state 2.29x "
+          "at 50 nodes, power cycle 2.48x")
     for size, path in sizes.items():
         print(f"\nconfig of {size:,} nodes ({path.stat().st_size / 1e6:.1f} MB)")
         for label, build in builds:
@@ -253,6 +292,7 @@ def _bench(args: argparse.Namespace, emu: SushyEmulator, tmp: Path, exe: str,
             run_round(emu, tools)  # warm-up: page cache, first imports; not counted
             for tool in tools:
                 tool.times.clear()
+                tool.cpu.clear()
                 tool.requests.clear()
                 tool.system_requests.clear()
                 tool.failures.clear()
@@ -266,6 +306,7 @@ def _bench(args: argparse.Namespace, emu: SushyEmulator, tmp: Path, exe: str,
               f"(target <= 2: {'met' if reads <= 2 else 'NOT met'}); under "
               f"{SYSTEMS_PREFIX}: {med(mine.system_requests):.0f}")
         print(f"  libraries a state run imports: {loaded_libraries(exe, path)}")
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 
 
