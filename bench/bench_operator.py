@@ -11,12 +11,16 @@ plane left alone.
 Figures:
 * wall time against the ideal (100 waves x one 50 ms reboot call = 5.0 s), from the moment
   the operator holds the site's lease (its start-up is printed apart),
-* API requests per maintenance (every request kmock received during the run, by kind),
+* API requests per maintenance: the operator's (every request kmock received from the
+  operator's kubeconfig during the run, by kind) and, apart, the requester's (the
+  ``maintenance request`` path this process runs); this process watches each maintenance
+  finish by reading kmock's stored object in-process, which is no API request,
 * peak memory of the operator process (its VmHWM from /proc, read before it stops).
 
-The store is the SQLite file (``--store sqlite``, the default) until the ``kubernetes``
-store type is registered by powerplane-kubernetes; ``--store kubernetes`` then keeps the
-NodeMaintenance objects on kmock as well (and the API request figure includes them).
+The store is the SQLite file (``--store sqlite``, the default) or, with ``--store
+kubernetes``, NodeMaintenance objects on kmock (the request figures then include them).
+kmock keeps counts only (``record=False``), so its memory and its time per request stay
+flat over the run.
 
 Usage: python bench/bench_operator.py [--nodes N] [--parallel K] [--latency-ms L]
        [--store sqlite|kubernetes]
@@ -38,13 +42,15 @@ from typing import Any
 
 import yaml
 
-from powerplane import Lifecycle, PowerHost, load_config
+from powerplane import Lifecycle, Phase, PowerHost, load_config
 from powerplane.lifecycle.ceremony import Ceremony
 from powerplane_kubernetes.operator.leases import lease_name
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 
 RACKS = 10
 LEASES = "coordination.k8s.io/v1/leases"
+NM = "powerplane.io/v1alpha1/nodemaintenances"
+TERMINAL = {p.value for p in Phase if p.terminal}
 RUN = "import sys; from powerplane.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
@@ -109,13 +115,26 @@ def peak_rss_mib(pid: int) -> float:
 
 async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None:
     with tempfile.TemporaryDirectory(prefix="pp-bench-op-") as tmpdir, \
-            KubeApiServer() as api:
+            KubeApiServer(record=False) as api:
         tmp = Path(tmpdir)
-        kubeconfig = api.write_kubeconfig(tmp / "kubeconfig")
+        # the operator's kubeconfig and the requester's (this process) are told apart
+        kubeconfig = api.write_kubeconfig(tmp / "kubeconfig", client="operator")
+        api.write_kubeconfig(tmp / "requester-kubeconfig", client="requester")
         config, names = deployment(tmp, nodes, latency_ms, store)
-        host = PowerHost(load_config(config))
+        mine = tmp / "requester.yaml"
+        mine.write_text(config.read_text(encoding="utf-8").replace(
+            "kubeconfig: kubeconfig", "kubeconfig: requester-kubeconfig"), encoding="utf-8")
+        host = PowerHost(load_config(mine))
         await host.start()
         lc = Lifecycle.for_host(host)
+
+        def finished(name: str) -> bool:
+            """Whether the maintenance is terminal (kubernetes store: kmock's stored
+            object, read in-process, no API request)."""
+            if store == "sqlite":
+                return lc.store.get(name).phase.terminal
+            obj = api.object(NM, None, name) or {}
+            return str((obj.get("status") or {}).get("phase")) in TERMINAL
         # the operator's log goes to a file: a pipe read only at the end fills (64 KiB) and
         # blocks the operator in its next log write (what stopped the 1,000-node run before)
         log_path = tmp / "operator.log"
@@ -136,7 +155,7 @@ async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None
                                      f"{log_path.read_text()[-2000:]}")
                 await asyncio.sleep(0.02)
             startup = time.perf_counter() - launched
-            before = len(api.requests)
+            before = api.request_counts()
             slots = asyncio.Semaphore(parallel)
 
             async def one(node: str) -> None:
@@ -144,7 +163,7 @@ async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None
                     m = await lc.request(node, "reboot", Ceremony(
                         reason="rolling kernel update", actor="bench", confirm_node=node,
                         ack_preflight=True))
-                    while not lc.store.get(m.name).phase.terminal:
+                    while not finished(m.name):
                         if op.poll() is not None:
                             raise SystemExit(f"the operator exited {op.returncode}: "
                                              f"{log_path.read_text()[-2000:]}")
@@ -154,7 +173,7 @@ async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None
             await asyncio.gather(*(one(n) for n in names))
             wall = time.perf_counter() - start
             peak = peak_rss_mib(op.pid)
-            requests = api.requests[before:]
+            counts = api.request_counts() - before
         finally:
             op.terminate()
             try:
@@ -173,14 +192,23 @@ async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None
     if complete != nodes or reboots != nodes:
         raise SystemExit(f"benchmark invalid: {complete} complete, {reboots} reboots accepted")
     ideal = math.ceil(nodes / parallel) * latency_ms / 1000
-    kinds = collections.Counter(f"{r.method} {_kind(r.path)}" for r in requests)
+    by: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for (client, verb, what), n in counts.items():
+        by[client][f"{verb} {_kind(what)}"] += n
     print(f"operator: {nodes} reboots, {parallel} in flight, {latency_ms:g} ms channel latency, "
           f"store {store}, kmock API server")
     print(f"  complete: {complete}/{nodes}; reboots accepted: {reboots}")
     print(f"  wall time: {wall:.2f} s; ideal: {ideal:.2f} s; ratio to ideal: {wall / ideal:.2f}x "
           f"(operator start-up to its lease held, not counted: {startup:.2f} s)")
-    print(f"  API requests: {len(requests)} in all, {len(requests) / nodes:.3f} per maintenance "
-          f"({', '.join(f'{k}: {v}' for k, v in kinds.most_common(6))})")
+    for client in ("operator", "requester"):
+        kinds = by.get(client, collections.Counter())
+        total = sum(kinds.values())
+        print(f"  API requests of the {client}: {total} in all, {total / nodes:.3f} per "
+              f"maintenance ({', '.join(f'{k}: {v}' for k, v in kinds.most_common(8))})")
+    others = sum(n for c, kinds in by.items() if c not in ("operator", "requester")
+                 for n in kinds.values())
+    if others:
+        print(f"  API requests of no known client: {others}")
     print(f"  peak memory of the operator (VmHWM): {peak:.1f} MiB")
 
 
