@@ -4,8 +4,10 @@
   print it as plain text; its bytes are Rich's own, for markup-like values, backslashes,
   tabs and control codes alike.
 - ``state NODE`` and ``invoke NODE`` (in a fresh interpreter, stdout a pipe) import no Rich,
-  no config model of a plugin the deployment does not name, and none of the lifecycle's
-  settings; they print the same lines as before.
+  no config model of a plugin the deployment does not name, none of the lifecycle's
+  settings (no guard without a ``lifecycle:`` section), not the CLI's extension scanner, and
+  build no validator of the whole document (a file with channels and nodes only); they print
+  the same lines as before.
 - The registry calls a plugin's hooks when one of its declared names (``REGISTERS``) is
   first looked up: what every in-tree plugin declares is what its hooks register, and a
   plugin whose hooks fail or disagree with its declaration is a failure of its own, with
@@ -92,7 +94,11 @@ _PROBE = (
     "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'rich' or m in (\n"
     "    'powerplane.lifecycle.settings', 'powerplane.lifecycle.ports',\n"
     "    'powerplane_redfish.config', 'powerplane_pdu.config', 'powerplane_talos.config',\n"
-    "    'powerplane_ipmi.config', 'powerplane_cloud.config', 'powerplane_kubernetes.config'))\n"
+    "    'powerplane_ipmi.config', 'powerplane_cloud.config', 'powerplane_kubernetes.config',\n"
+    "    'powerplane.lifecycle.guard', 'powerplane.cli._extensions'))\n"
+    "from powerplane.config import _Document\n"
+    "if _Document.__pydantic_complete__:\n"
+    "    heavy.append('_Document validator')\n"
     "print('LOADED', ' '.join(heavy), file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
@@ -137,6 +143,16 @@ def test_invoke_of_one_node_imports_no_rich_and_no_unused_plugin_config(
     assert res.returncode == 0, res.stderr
     assert res.stdout == "power-on accepted for n1 via channel sim\n"
     assert _loaded(res) == []
+
+
+def test_a_top_level_section_still_gets_every_problem_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("limits:\n  total: 0\nrecovery:\n  attendedRak: true\nnodes: {}\n")
+    res = _run(path, "state", "n0")
+    assert res.returncode == 2
+    assert "limits.total (line 2): Input should be greater than or equal to 1" in res.stderr
+    assert "recovery.attendedRak (line 4): unknown key; did you mean 'attendedRack'?" in (
+        res.stderr)
 
 
 def test_an_unknown_node_is_still_exit_2_without_rich(sim_config: Path) -> None:

@@ -204,6 +204,10 @@ def timeouts_field(model: type[BaseModel]) -> str | None:
 
 
 class _Document(_Strict):
+    # validated only for a top-level section beside channels and nodes (recovery, limits,
+    # lifecycle): a file without one never builds its validator
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
     nodes: dict[str, NodeSpec] = Field(default_factory=dict)
     recovery: Recovery = Field(default_factory=Recovery)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from powerplane.cli._extensions import Extension, scan
+if TYPE_CHECKING:
+    from powerplane.cli._extensions import Extension
 
 __all__ = ["cli", "main"]
 
@@ -92,6 +93,9 @@ class LazyGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def _extensions(self) -> dict[str, Extension]:
+        # read only for a command that is not built in, and for --help
+        from powerplane.cli._extensions import scan
+
         return scan(EXTENSION_GROUP)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
