@@ -55,10 +55,18 @@ def kubernetes_store_available() -> bool:
 
 
 def operator_roles() -> list[dict[str, Any]]:
-    """The operator's ClusterRole and its leases Role, from its own manifests."""
-    from powerplane_kubernetes.operator.manifests import cluster_role, lease_role
+    """The roles this world's one kubeconfig acts under, from the operator's own manifests:
+    the operator's ClusterRole and site-leases Role, and the person's (``maintenance
+    request``: the store's create, node locks, audit records and events)."""
+    from powerplane_kubernetes.operator.manifests import (
+        cluster_role,
+        lease_role,
+        maintainer_lock_role,
+        maintainer_role,
+    )
 
-    return [cluster_role(), lease_role(OPERATOR_NAMESPACE)]
+    return [cluster_role(), lease_role(OPERATOR_NAMESPACE), maintainer_role(),
+            maintainer_lock_role(OPERATOR_NAMESPACE)]
 
 
 class SimulatedWorld:
