@@ -480,11 +480,14 @@ class SimulatedChannel:
             with self._shared():
                 machines = self._state
                 known = [t in machines for t in targets]
+            caps = self._caps
+            if not rejected and not self.config.faults and all(known):
+                return [caps] * len(targets)  # every machine known, nothing injected
             out: list[CapabilitySet | PowerplaneError] = []
             slow = False
             for target, present in zip(targets, known, strict=True):
                 fault = self._fault(target)
-                outcome: CapabilitySet | PowerplaneError = self._caps
+                outcome: CapabilitySet | PowerplaneError = caps
                 if fault is Fault.UNREACHABLE:
                     outcome = Unreachable("connection refused", channel=self.name,
                                           target=target)
