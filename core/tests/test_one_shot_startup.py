@@ -49,6 +49,9 @@ TEMPLATES: list[tuple[str, tuple[object, ...]]] = [
     ("{}: {} via {}", ("bell\a", "cr\r", "esc\x1b[31mred")),  # control codes: Rich prints
     ("{}: {} via {}", ("multi\nline", "on", "[/]")),
     ("{}: {} via {}", ("trailing space ", "", "\\")),
+    ("requested {}: {} of {} [bold red](hazard)[/bold red]; run `powerplane maintenance run`",
+     ("m-1", "shutdown", "n0")),
+    ("{}: {} ({})", ("n0", "requested", "m-[1]")),
 ]
 
 

@@ -68,7 +68,7 @@ def console(stderr: bool = False) -> Console:
     )
 
 
-_TAGS = re.compile(r"\[/?(?:red|green|yellow)\]")
+_TAGS = re.compile(r"\[/?(?:bold red|red|green|yellow)\]")
 """The style tags a :class:`Printer` template may hold (nothing else in it is markup)."""
 
 _RICH_ONLY = frozenset("\t\a\b\v\f\r\x1b")

@@ -24,6 +24,7 @@ from powerplane.cli._common import (
     handle_errors,
     open_host,
     output_option,
+    printer,
     run_async,
 )
 
@@ -215,9 +216,8 @@ def request_cmd(
         emit_json(data)
         return
     hazard = " [bold red](hazard)[/bold red]" if data["hazard"] else ""
-    console().print(f"requested {esc(data['name'])}: {esc(data['intent'])} of "
-                    f"{esc(data['node'])}{hazard}; run `powerplane maintenance run` to carry it "
-                    "out")
+    printer().print("requested {}: {} of {}" + hazard + "; run `powerplane maintenance run` to "
+                    "carry it out", data["name"], data["intent"], data["node"])
 
 
 def _show(m: dict[str, Any]) -> None:
@@ -320,8 +320,8 @@ def _person_request(
     if output == "json":
         emit_json(data)
     else:
-        console().print(f"{esc(data['name'])}: recorded; `powerplane maintenance run` carries "
-                        "it out")
+        printer().print("{}: recorded; `powerplane maintenance run` carries it out",
+                        data["name"])
 
 
 @maintenance_group.command("return")
@@ -399,8 +399,8 @@ def resolve_cmd(
         emit_json(data)
     else:
         what = "applied" if applied else "not applied (it is sent once more)"
-        console().print(f"{esc(data['name'])}: resolved as {what}; `powerplane maintenance "
-                        "run` carries it out")
+        printer().print("{}: resolved as {}; `powerplane maintenance run` carries it out",
+                        data["name"], what)
 
 
 @maintenance_group.command("run")
@@ -472,5 +472,6 @@ def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output
     if output == "json":
         emit_json({"maintenances": rows})
         return
+    out = printer()
     for r in rows:
-        console().print(f"{esc(r['node'])}: {r['phase']} ({esc(r['name'])})")
+        out.print("{}: {} ({})", r["node"], r["phase"], r["name"])
