@@ -37,8 +37,11 @@ async def test_calls_are_timed_by_channel_type_and_method() -> None:
                    method="reboot")
     assert count == 1
     assert total >= 0.02  # the channel's own latency is inside the measured call
+    # Discovery is measured too: the two machines of one endpoint in one batch call.
     assert sample(m, "powerplane_channel_call_seconds_count", channel_type="simulated",
-                  method="capabilities") == 2
+                  method="capabilities_batch") == 1
+    assert sample(m, "powerplane_channel_call_seconds_count", channel_type="simulated",
+                  method="capabilities") == 0
     assert sample(m, "powerplane_channel_calls_in_flight", channel_type="simulated") == 0
 
 

@@ -40,8 +40,8 @@ __all__ = ["CHANNEL_METHODS", "OperatorMetrics", "metered_deployment"]
 log = logging.getLogger("powerplane.operator")
 
 CHANNEL_METHODS = frozenset({
-    "capabilities", "reboot", "shutdown", "power_on", "terminate", "read_power_state",
-    "boot_marker", "invoke_many", "read_many",
+    "capabilities", "capabilities_batch", "reboot", "shutdown", "power_on", "terminate",
+    "read_power_state", "boot_marker", "invoke_many", "read_many",
 })
 """The channel methods the host calls that are measured."""
 
