@@ -102,8 +102,13 @@ class Reconciler:
     async def reconcile(self, name: str, max_steps: int = 32) -> Result:
         """Advance ``name`` as far as the world allows now."""
         result = Result.WAITING
+        m: NodeMaintenance | None = None
         for _ in range(max_steps):
-            m = self.store.get(name)
+            # Read at the start and after a conflict; after this runner's own write, ``m`` is
+            # the store's current version (a write names the version it read, so anyone's
+            # change in between makes the next write, and a dispatch's record, a conflict).
+            if m is None:
+                m = self.store.get(name)
             if m.phase.terminal:
                 self._drop_watch(name)
                 return Result.DONE
@@ -113,6 +118,7 @@ class Reconciler:
                 if m.model_dump_json() != before:
                     self._save(m)
             except Conflict:
+                m = None
                 continue  # another runner moved it: read again
             except StoreError:
                 raise  # the store itself failed: nothing can be recorded, stop here
