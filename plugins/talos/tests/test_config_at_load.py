@@ -248,9 +248,9 @@ def test_offers_exits_2_naming_the_field_without_a_traceback(
 def test_offers_with_an_inline_pem_mistake_names_the_field_without_a_traceback(
     pems: dict[str, Path], tmp_path: Path, make: Any, path: str, words: str
 ) -> None:
-    """The channel cannot be opened: no verb offered, the field named. (The exit status
-    is the host's for a channel whose factory raised: 1 today.)"""
+    """The channel cannot be opened: no verb offered, the field named, exit 2 (bad input,
+    not a device's failure)."""
     code, text = _offers(tmp_path, make(pems))
-    assert code in (1, 2), text
+    assert code == 2, text
     assert f"{path}: " in text and words in text
     assert "Traceback" not in text
