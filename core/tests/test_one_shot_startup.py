@@ -240,6 +240,31 @@ def test_a_declared_plugin_runs_its_hook_on_first_lookup_only() -> None:
     assert calls == ["hook"]
 
 
+def test_a_second_thread_waits_for_the_hook_the_first_one_runs() -> None:
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    def hook(register: Callable[[Any], None]) -> None:
+        entered.set()
+        assert release.wait(timeout=30)
+        register(_type("slow-a"))
+
+    reg = load_plugins()
+    reg.add_module("slow", _declared("slow_mod", {"channel": ("slow-a",)}, hook))
+    got: dict[str, object] = {}
+    first = threading.Thread(target=lambda: got.__setitem__("first", reg.get("slow-a")))
+    second = threading.Thread(target=lambda: got.__setitem__("second", reg.get("slow-a")))
+    first.start()
+    assert entered.wait(timeout=30)
+    second.start()
+    second.join(timeout=0.5)  # a lookup that does not wait would be done by now
+    release.set()
+    first.join(timeout=30)
+    second.join(timeout=30)
+    assert got["first"] is not None and got["second"] is got["first"]
+
+
 def test_a_declared_name_already_taken_is_a_failure_at_load_without_its_hook() -> None:
     calls: list[str] = []
 

@@ -195,6 +195,7 @@ class Registry:
     manager: pluggy.PluginManager = field(
         default_factory=lambda: _new_manager(),
     )
+    _resolving: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def __post_init__(self) -> None:
         self.channel_types = _Table(self)
@@ -386,7 +387,14 @@ class Registry:
         self._pending[name] = (info, builtin)
 
     def _resolve(self, name: str) -> None:
-        """Run pending plugin ``name``'s hooks: what they register must be what it declared."""
+        """Run pending plugin ``name``'s hooks: what they register must be what it declared.
+
+        Under the registry's lock: a second thread looking up the same name waits for the
+        first one's hooks rather than finding the name neither pending nor registered."""
+        with self._resolving:
+            self._resolve_locked(name)
+
+    def _resolve_locked(self, name: str) -> None:
         entry = self._pending.pop(name, None)
         if entry is None:
             return
