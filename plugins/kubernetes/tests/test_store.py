@@ -85,7 +85,10 @@ def kubeconfig(api: KubeApiServer, tmp_path: Path) -> Path:
 
 def open_store(kubeconfig: Path, *, create: bool = True) -> KubernetesStore:
     access = ApiAccess(kubeconfig=kubeconfig.name, timeouts={"connect_s": 2, "read_s": 10})
-    return KubernetesStore(access, kubeconfig.parent, namespace=NS, create=create)
+    from powerplane.lifecycle.crash import crashpoint
+
+    return KubernetesStore(access, kubeconfig.parent, namespace=NS, create=create,
+                           crashpoint=crashpoint)
 
 
 @pytest.fixture

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from powerplane.errors import LifecycleError, PowerplaneError
+from powerplane.lifecycle.crash import crashpoint as _crashpoint
 
 if TYPE_CHECKING:
     from powerplane.host import PowerHost
@@ -104,6 +105,10 @@ class StoreContext:
     create: bool = True
     """False for a dry run: a store that does not exist yet must not be created (read it as
     empty instead)."""
+    crashpoint: Callable[[str], None] = field(default=_crashpoint)
+    """Call it, with a name, at each point of the store's own writes where a crash must be
+    survivable: the crash test kills the process there (``POWERPLANE_CRASH_AT``); a no-op
+    otherwise."""
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,8 @@ def _store(config: KubernetesStoreConfig, context: StoreContext) -> MaintenanceS
     cluster = context.lifecycle.cluster
     access = config.access(cluster if isinstance(cluster, KubernetesClusterConfig) else None)
     return KubernetesStore(access, context.config_dir, namespace=config.namespace,
-                           create=context.create, lock_duration_s=config.lock_duration_s)
+                           create=context.create, lock_duration_s=config.lock_duration_s,
+                           crashpoint=context.crashpoint)
 
 
 def _kubernetes() -> ClusterType[KubernetesClusterConfig]:

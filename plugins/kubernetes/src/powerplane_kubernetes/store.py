@@ -92,7 +92,6 @@ from powerplane import (
     StoreConflict,
     StoreError,
 )
-from powerplane.lifecycle.crash import crashpoint
 from powerplane_kubernetes.audit import audit_object, event_object, label_value, record_of
 from powerplane_kubernetes.client import FIELD_MANAGER, KubeApi
 from powerplane_kubernetes.config import ApiAccess
@@ -248,14 +247,20 @@ def _meta(old: dict[str, Any], new: dict[str, Any], labels: dict[str, str],
     return meta
 
 
+def _no_crash(name: str) -> None:
+    """No crash points (a store built outside ``open_store``)."""
+
+
 class KubernetesStore:
     """Maintenances and their audit trail on a Kubernetes API server."""
 
     def __init__(self, access: ApiAccess, config_dir: Path | None = None, *,
                  namespace: str, create: bool = True, where: str = "lifecycle.store",
                  client: Client | None = None, lock_duration_s: int = LOCK_DURATION_S,
-                 clock: Callable[[], dt.datetime] | None = None) -> None:
+                 clock: Callable[[], dt.datetime] | None = None,
+                 crashpoint: Callable[[str], None] | None = None) -> None:
         self.access = access
+        self._crashpoint = crashpoint if crashpoint is not None else _no_crash
         self.lock_duration_s = lock_duration_s
         """A pending holder's lock older than this (by its ``renewTime``) is taken over."""
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
@@ -439,7 +444,7 @@ class KubernetesStore:
             try:
                 if not m.phase.terminal:
                     self._lock(m.node, m.name)
-                    crashpoint("store:locked")
+                    self._crashpoint("store:locked")
                 body = {**wire, "metadata": {**wire["metadata"],
                                              "resourceVersion": made["metadata"]
                                              ["resourceVersion"]}}
