@@ -9,7 +9,6 @@ nothing (exit 0 when it would be accepted, 3 when refused).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -412,34 +411,14 @@ def resolve_cmd(
 @handle_errors
 def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output: str) -> None:
     """Reconcile every active maintenance, printing each phase change as it happens."""
-    from powerplane.lifecycle.reconciler import Result
     from powerplane.lifecycle.service import Lifecycle
 
     seen: dict[str, str] = {}
     said: dict[tuple[str, str], tuple[str, str]] = {}
 
-    class Targeted(Lifecycle):
-        """``Lifecycle.run_pass`` that first discovers what the nodes under maintenance use
-        (one requested meanwhile included), with the one read of the store it makes: no
-        other node's channel is discovered up front."""
-
-        async def run_pass(self) -> dict[str, Result]:
-            active = self.store.active()
-            known = self.host.nodes
-            await self.host.discover([m.node for m in active if m.node in known])
-            sem = asyncio.Semaphore(self.config.concurrency)
-            results: dict[str, Result] = {}
-
-            async def one(name: str) -> None:
-                async with sem:
-                    results[name] = await self.reconciler.reconcile(name)
-
-            await asyncio.gather(*(one(m.name) for m in active))
-            return results
-
     async def go() -> list[dict[str, Any]]:
         async with open_host(ctx, nodes=()) as host:
-            lc = Targeted.for_host(host)
+            lc = Lifecycle.for_host(host)
             names = {m.name for m in lc.store.active()}
 
             def progress(m: NodeMaintenance) -> None:
