@@ -339,3 +339,19 @@ def test_offer_as_dict_keys_every_verb_by_its_value_in_verb_order() -> None:
     assert list(out["verbs"]) == [v.value for v in Verb]
     assert out == {"node": "n0", "site": "site-a", "verbs": {
         v.value: verbs[v].as_dict() for v in Verb}}
+
+
+def test_a_plugin_secret_kind_is_looked_up_by_name_loading_no_other_plugin() -> None:
+    """A config using ``{k8s: ...}`` runs the kubernetes plugin's hooks only: other plugins'
+    configs stay unimported (looking the kind up must not build the table of every kind)."""
+    pytest.importorskip("powerplane_kubernetes")
+    code = (
+        "import sys\n"
+        "from powerplane.secrets import SecretRef\n"
+        "ref = SecretRef.model_validate({'k8s': 'ns/name/key'})\n"
+        "print(ref.kind, sorted(m for m in sys.modules if m.endswith('.config') "
+        "and m.startswith('powerplane_') and not m.startswith('powerplane_kubernetes')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()
+    assert out == ["k8s []"]

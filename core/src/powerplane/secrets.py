@@ -94,7 +94,13 @@ def secret_kinds() -> Mapping[str, SecretKind]:
 
 
 def _kind(name: str) -> SecretKind | None:
-    return CORE_KINDS.get(name) or secret_kinds().get(name)
+    """The kind named ``name``: looked up by name, so only the plugin declaring it loads."""
+    found = CORE_KINDS.get(name)
+    if found is not None:
+        return found
+    from powerplane.plugins import registry
+
+    return registry().secret_kinds.get(name)
 
 
 class SecretRef(BaseModel):

@@ -430,6 +430,7 @@ def test_an_unknown_secret_kind_is_a_config_error_naming_the_path(
 
     # only core's kinds, as where powerplane-kubernetes is not installed
     monkeypatch.setattr(powerplane.secrets, "secret_kinds", lambda: powerplane.secrets.CORE_KINDS)
+    monkeypatch.setattr(powerplane.secrets, "_kind", powerplane.secrets.CORE_KINDS.get)
     with pytest.raises(ConfigError) as err:
         parse_config(_channel({"k8s": "ns/name/key"}))
     (problem,) = err.value.problems
