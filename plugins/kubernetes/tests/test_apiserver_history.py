@@ -58,3 +58,21 @@ def test_record_false_keeps_the_counts_only(tmp_path: Path) -> None:
         assert api.requests == []
         assert api.request_counts() == {("", "get", NODES): 1, ("", "patch", NODES): 1}
         assert api.object(NODES, None, "n1")["spec"] == {"unschedulable": True}  # type: ignore[index]
+
+
+def test_a_list_walks_only_the_objects_of_its_resource(tmp_path: Path) -> None:
+    from lightkube.resources.core_v1 import Pod
+
+    with KubeApiServer() as api:
+        api.add_node("n1")
+        for i in range(40):
+            api.add_pod("default", f"p{i}", "n1")
+        with _client(api, tmp_path / "kc") as k:
+            k.create(Node(metadata={"name": "n2"}))  # created by kmock's own handler
+            k.delete(Pod, "p0", namespace="default")
+            before = api.list_walked
+            names = [n.metadata.name for n in k.list(Node)]  # type: ignore[union-attr]
+            assert api.list_walked - before == 2  # before: every stored object (43)
+            assert names == ["n1", "n2"]
+            pods = [p.metadata.name for p in k.list(Pod, namespace="default")]  # type: ignore[union-attr]
+        assert pods == [f"p{i}" for i in range(1, 40)]

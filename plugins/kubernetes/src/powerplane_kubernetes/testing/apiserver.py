@@ -17,6 +17,8 @@ every request. It does not emulate what this distribution depends on, so
   ``metadata.namespace``, ``status.phase``; ``=``, ``==``, ``!=``) and ``labelSelector``
   (``=``, ``==``, ``!=``, ``key``, ``!key``, ``in``, ``notin``); an unsupported field is
   ``400 BadRequest`` ("field label not supported"). Lists carry ``kind`` and ``apiVersion``.
+  A list walks only the objects of its resource (kmock's object dict is replaced by one
+  that keeps each resource's keys apart; :attr:`KubeApiServer.list_walked` counts them).
 * **reads**: a missing object is ``404 NotFound`` (``nodes "n1" not found``).
 * **the Eviction subresource** (``POST /api/v1/namespaces/{ns}/pods/{name}/eviction``,
   ``policy/v1``): the PodDisruptionBudgets of the pod's namespace whose selector matches
@@ -360,6 +362,56 @@ _ERRORS_KEPT = 100
 not); the last ones are kept, the rest dropped."""
 
 
+class _ByResource(dict[Any, Any]):
+    """kmock's object dict (``ObjectsArray._objects``, keyed ``(resource, namespace,
+    name)``) that also keeps the keys of each resource apart (by resource key, in insertion
+    order, as the dict iterates), so a list walks only its own resource's objects."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index: dict[str, dict[Any, None]] = {}
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.index.setdefault(_key(key[0]), {})[key] = None
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        keys = self.index.get(_key(key[0]))
+        if keys is not None:
+            keys.pop(key, None)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        if key in self:
+            value = self[key]
+            del self[key]
+            return value
+        if default:
+            return default[0]
+        raise KeyError(key)
+
+    def popitem(self) -> tuple[Any, Any]:
+        key = next(reversed(self))
+        return key, self.pop(key)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def clear(self) -> None:
+        super().clear()
+        self.index.clear()
+
+    def of(self, resource: str) -> list[tuple[Any, Any]]:
+        """``(key, object)`` of one resource, in insertion order."""
+        return [(key, self[key]) for key in self.index.get(resource, ())]
+
+
 class _Emulator(kmock.KubernetesEmulator):
     """kmock's emulator whose request history holds only the requests being served.
 
@@ -391,6 +443,18 @@ class _Emulator(kmock.KubernetesEmulator):
         errors = getattr(self, "_errors", None)
         if isinstance(errors, list) and errors and len(errors[-1]) > _ERRORS_KEPT:
             del errors[-1][:-_ERRORS_KEPT]
+
+    def index_objects(self) -> _ByResource | None:
+        """Put :class:`_ByResource` in place of kmock's object dict (kmock 0.8's names,
+        guarded: None, and lists walk every object, if they are not there)."""
+        array = getattr(self, "_objects", None)
+        stored = getattr(array, "_objects", None)
+        if not isinstance(stored, dict):
+            return None
+        indexed = _ByResource()
+        indexed.update(stored)
+        object.__setattr__(array, "_objects", indexed)  # a frozen attrs class
+        return indexed
 
     def history_size(self) -> int:
         """How many requests kmock's own history holds (those being served)."""
@@ -443,6 +507,9 @@ class KubeApiServer:
         self._clients: dict[str, str] = {}  # "Bearer <token>" -> client name
         self._rv = itertools.count(1)
         self._kmock: _Emulator | None = None
+        self._index: _ByResource | None = None
+        self.list_walked = 0
+        """Stored objects the list handler has looked at (each list: its resource's own)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         if crds is None:
@@ -511,6 +578,7 @@ class KubeApiServer:
                 kmock.Server(emulator, host=self.host) as server:
             emulator.on_request = self._received
             self._kmock = emulator
+            self._index = emulator.index_objects()
             self._install(emulator)
             self.url = f"http://{server.host}:{server.port}"
             self._ready.set()
@@ -813,10 +881,17 @@ class KubeApiServer:
             return objs[key]
         return None
 
+    def _of(self, resource: str) -> list[tuple[Any, Any]]:
+        """``(key, object)`` of one resource: its own objects only (the index), or, where
+        kmock's names were not found, every stored object filtered."""
+        if self._index is not None:
+            return self._index.of(resource)
+        return [(key, obj) for key, obj in list(self._emulator.objects.items())
+                if _key(key[0]) == resource]
+
     def _iter(self, resource: str, namespace: str | None) -> Iterator[tuple[str | None, Any]]:
-        for (res, ns, _), obj in list(self._emulator.objects.items()):
-            if _key(res) == resource and not obj.deleted and (namespace is None
-                                                               or ns == namespace):
+        for (_, ns, _), obj in self._of(resource):
+            if not obj.deleted and (namespace is None or ns == namespace):
                 yield ns, obj
 
     # -- the handlers ----------------------------------------------------------------------
@@ -856,6 +931,7 @@ class KubeApiServer:
         labels = _label_query(request.params.get("labelSelector", ""))
         items = []
         for _, obj in self._iter(resource, request.namespace):
+            self.list_walked += 1
             raw = obj.raw
             if not labels(raw.get("metadata", {}).get("labels") or {}):
                 continue
