@@ -118,3 +118,54 @@ async def test_a_watch_the_server_ends_or_answers_gone_is_taken_up_again(
     watches = [r for r in api.requests_to("GET", WATCHES) if r.query.get("watch") == "true"]
     assert len(watches) >= len(answers) + 1
     assert not [c for k, c in trace if k == "watch" and c == "failed"]
+
+
+@pytest.mark.slow
+async def test_watch_events_cost_no_list_the_scans_read_the_watch_cache(
+        tmp_path: Path, api: KubeApiServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from powerplane_kubernetes.store import KubernetesStore
+
+    safety_reads = []  # the Reconciler's own list: the active phases its quorum rule counts
+    active_phases = KubernetesStore.active_phases
+
+    def counted(self: KubernetesStore) -> Any:
+        if op.lifecycle is not None and self is op.lifecycle.store:  # not the requester's
+            safety_reads.append(1)
+        return active_phases(self)
+    monkeypatch.setattr(KubernetesStore, "active_phases", counted)
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", client="operator")
+    config = kube_store_config(tmp_path, kubeconfig)
+    requester = tmp_path / "requester.yaml"  # the requests counted apart from the operator's
+    requester.write_text(config.read_text().replace(
+        str(kubeconfig), str(api.write_kubeconfig(tmp_path / "requester-kc",
+                                                  client="requester"))))
+    op = replica(config, kubeconfig)
+    task = asyncio.create_task(op.run())
+    try:
+        await until(lambda: settled(op), "the lease held, the watch listed, a scan after")
+        before, mark = api.request_counts(), len(op.trace)
+        safety_reads.clear()
+        names = []
+        for _ in range(3):
+            name = await asyncio.to_thread(request, requester)
+            await until(lambda n=name: op.results.get(n) == "done",  # type: ignore[misc]
+                        f"{name} done")
+            names.append(name)
+        counts = api.request_counts() - before
+        trace = list(op.trace)[mark:]
+    finally:
+        op._stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    events = [c for k, c in trace if k == "watch"]
+    scans = [c for k, c in trace if k == "scan"]
+    assert len(events) >= 3 * len(names) and len(scans) >= len(names), trace
+    assert "resync" not in scans
+    lists = counts["operator", "list", "powerplane.io/v1alpha1/nodemaintenances"]
+    # every list is the Reconciler's safety read; no scan lists (before: one per scan, a
+    # scan at every event)
+    assert lists == len(safety_reads), (lists, len(safety_reads), len(scans))
+    for name in names:  # each still reconciled through the store (reads and writes)
+        assert api.object("powerplane.io/v1alpha1/nodemaintenances", None, name)[
+            "status"]["phase"] == "Complete"  # type: ignore[index]
+    assert counts["operator", "get", "powerplane.io/v1alpha1/nodemaintenances"] > 0
+    assert counts["operator", "update", "powerplane.io/v1alpha1/nodemaintenances/status"] > 0

@@ -8,16 +8,21 @@ One process:
    ``lifecycle.store`` names, the ports, the one :class:`Reconciler`);
 2. holds one :class:`~.leases.SiteLease` per site it may act for (a node's ``site``; a
    node without one is in site ``default``), tried and renewed every retry period;
-3. scans: the store's *active* maintenances read once per scan; each one of a site whose
+3. scans: the active maintenances, each one of a site whose
    lease this replica holds gets a driver task of its own, which reconciles it through
    :meth:`powerplane.Lifecycle.reconcile` (``--max-in-flight`` reconciles at a time) until
    it is parked or done, trying again every ``--interval`` while it waits on the world; a
    maintenance never waits for another's reconcile. A scan runs at every NodeMaintenance
-   watch event (the ``kubernetes`` store: a list for its ``resourceVersion``, then a watch
-   from it; ``410 Gone`` lists again, other failures back off from 0.2 s to 10 s), when a
-   driver ends, when a site's lease becomes held, at every ``--resync`` (which also drives
-   parked maintenances again), and, with the SQLite store (nothing to watch), every
-   ``--interval``.
+   watch event (the ``kubernetes`` store: a list, then a watch from its
+   ``resourceVersion``; ``410 Gone`` lists again, other failures back off from 0.2 s to
+   10 s), when a driver ends, when a site's lease becomes held, at every ``--resync``
+   (which also drives parked maintenances again), and, with the SQLite store (nothing to
+   watch), every ``--interval``. With the ``kubernetes`` store, a scan reads the watch's
+   own cache (the active maintenances the list and the watch delivered, by name, each at
+   its ``resourceVersion``; rebuilt by every list), so a watch event costs no request;
+   the first scan, every ``--resync`` and any scan while the watch has not listed read
+   the store. The cache only decides what to reconcile: the Reconciler reads and writes
+   each maintenance through the store, with ``resourceVersion`` checks.
 
 A site whose lease is not held (never acquired, lost, or past its renew deadline) is not
 reconciled; its reconciles still running are cancelled at the renew deadline, and every
@@ -56,6 +61,7 @@ from powerplane import (
     ConfigError,
     Deployment,
     Lifecycle,
+    NodeMaintenance,
     PowerHost,
     PowerplaneError,
     load_config,
@@ -147,6 +153,13 @@ class Operator:
         """Parked maintenances and the version they parked at (driven again when it moves)."""
         self._terminal: dict[str, int] = {}
         """Terminal maintenances by phase (counted once: scans read active ones only)."""
+        self._cache: dict[str, NodeMaintenance] | None = None
+        """The watch's cache: the active maintenances by name, as the last list and the
+        events after it delivered them (None: the watch has not listed since it started
+        or failed)."""
+        self._ended: dict[str, int] = {}
+        """Maintenances a driver here saw terminal, at that version, until the watch
+        delivers it (a cached version at or below it is not driven again)."""
         self.trace: collections.deque[tuple[str, str]] = collections.deque(maxlen=10_000)
         """What happened, in order: ``("watch", "ADDED nm-1")``, ``("scan", cause)``,
         ``("reconcile", name)`` (for tests and debugging)."""
@@ -282,6 +295,8 @@ class Operator:
             m = lc.store.get(name)
         except PowerplaneError:
             return
+        if self._cache is not None and name in self._cache:
+            self._ended[name] = m.resource_version
         self.metrics.observe([m], phases=False)
         self._terminal[m.phase.value] = self._terminal.get(m.phase.value, 0) + 1
 
@@ -292,7 +307,12 @@ class Operator:
         self.trace.append(("scan", cause))
         if cause == "resync":
             self._parked.clear()
-        active = lc.store.active()
+        if self._cache is None or cause in ("start", "resync"):
+            active = lc.store.active()
+        else:
+            active = sorted((m for m in self._cache.values()
+                             if not _at_or_below(m, self._ended.get(m.name))),
+                            key=lambda m: (m.created_at, m.name))
         self.metrics.passes.inc()
         self.metrics.observe(active, terminal=self._terminal)
         idle = True
@@ -302,8 +322,8 @@ class Operator:
             state = self.sites.get(site)
             if state is None:
                 continue  # another replica's site
-            if self._parked.get(m.name) == m.resource_version:
-                continue  # parked, and nothing changed since
+            if m.name in self._parked and _at_or_below(m, self._parked[m.name]):
+                continue  # parked, and nothing changed since (or the cache is behind)
             self._parked.pop(m.name, None)
             idle = False
             waiting[site] = waiting.get(site, 0) + 1
@@ -315,12 +335,33 @@ class Operator:
         self.health.tick()
         return idle and not self._driving
 
+    def _cached(self, kind: str, obj: Any) -> None:
+        """One object the list or the watch delivered, into the cache: an active
+        maintenance kept at its version, a terminal, deleted or unreadable one dropped."""
+        from powerplane_kubernetes.store import from_object
+
+        assert self._cache is not None
+        raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+        name = str((raw.get("metadata") or {}).get("name") or "")
+        m: NodeMaintenance | None = None
+        if kind != "DELETED" and raw.get("status"):  # no status yet: being created
+            try:
+                m = from_object(raw)
+            except ValueError as exc:
+                log.warning("nodemaintenance %s does not read as a maintenance: %s", name, exc)
+        if m is None or m.phase.terminal:
+            self._cache.pop(name, None)
+            self._ended.pop(name, None)
+        else:
+            self._cache[name] = m
+
     async def _watch_loop(self, client: Any) -> None:
-        """Watch ``nodemaintenances`` and ask for a scan at every event: a list for its
-        ``resourceVersion``, then a watch from it (lightkube resumes a stream the server
-        ends from the last version it saw); ``410 Gone`` lists again at once, any other
-        failure after a backoff doubling from :data:`WATCH_BACKOFF_S` to
-        :data:`WATCH_BACKOFF_MAX_S`. Events only wake the scan, which reads the store."""
+        """Watch ``nodemaintenances`` into the cache and ask for a scan at every event: a
+        list (the cache rebuilt from it), then a watch from its ``resourceVersion``
+        (lightkube resumes a stream the server ends from the last version it saw); ``410
+        Gone`` lists again at once, any other failure after a backoff doubling from
+        :data:`WATCH_BACKOFF_S` to :data:`WATCH_BACKOFF_MAX_S` (scans read the store until
+        the list)."""
         from powerplane_kubernetes.errors import map_error
         from powerplane_kubernetes.store import NodeMaintenanceResource
 
@@ -330,10 +371,14 @@ class Operator:
         while not self._stop.is_set():
             try:
                 if version is None:
+                    self._cache = None
                     listed = client.list(NodeMaintenanceResource)
-                    async for _ in listed:
-                        break
+                    found = [obj async for obj in listed]
                     version = listed.resourceVersion
+                    self._cache, self._ended = {}, {}
+                    for obj in found:
+                        self._cached("ADDED", obj)
+                    del found
                     self.trace.append(("watch", f"listed at {version}"))
                     self._wake_for("watch re-listed")
                 async for kind, obj in client.watch(NodeMaintenanceResource,
@@ -344,6 +389,8 @@ class Operator:
                     if meta is not None and meta.resourceVersion:
                         version = meta.resourceVersion
                     name = meta.name if meta is not None else "?"
+                    if self._cache is not None:
+                        self._cached(kind, obj)
                     self.trace.append(("watch", f"{kind} {name}"))
                     self._wake_for(f"watch {kind} {name}")
             except Exception as exc:
@@ -358,7 +405,7 @@ class Operator:
                     self.trace.append(("watch", "failed"))
                     log.warning("watch of nodemaintenances: %s; again in %g s",
                                 map_error(exc, "watch"), backoff)
-            version = None
+            version, self._cache = None, None
             await self._sleep(backoff)
             backoff = min(2 * backoff, WATCH_BACKOFF_MAX_S)
 
@@ -504,6 +551,11 @@ class Operator:
             await _bounded(api.aclose(), "closing the API client")
             if self.server is not None:
                 self.server.stop()
+
+
+def _at_or_below(m: NodeMaintenance, version: int | None) -> bool:
+    """Whether ``m`` is at ``version`` or older (a cache behind what a driver saw)."""
+    return version is not None and m.resource_version <= version
 
 
 def _status_code(exc: BaseException) -> int | None:
