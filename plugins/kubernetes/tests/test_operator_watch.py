@@ -169,3 +169,25 @@ async def test_watch_events_cost_no_list_the_scans_read_the_watch_cache(
             "status"]["phase"] == "Complete"  # type: ignore[index]
     assert counts["operator", "get", "powerplane.io/v1alpha1/nodemaintenances"] > 0
     assert counts["operator", "update", "powerplane.io/v1alpha1/nodemaintenances/status"] > 0
+
+
+@pytest.mark.slow
+async def test_a_resync_still_lists_the_store(tmp_path: Path, api: KubeApiServer) -> None:
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", client="operator")
+    config = kube_store_config(tmp_path, kubeconfig)
+    op = Operator(OperatorOptions(
+        config=str(config), kubeconfig=str(kubeconfig), namespace="ops", identity="r1",
+        lease_duration=2, renew_deadline=1.5, retry_period=0.2, interval=0.05, resync=0.3))
+    task = asyncio.create_task(op.run())
+    try:
+        await until(lambda: settled(op), "the lease held, the watch listed, a scan after")
+        before, mark = api.request_counts(), len(op.trace)
+        await until(lambda: [c for k, c in list(op.trace)[mark:] if k == "scan"].count(
+            "resync") >= 2, "two resyncs")
+    finally:
+        op._stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    counts = api.request_counts() - before
+    resyncs = [c for k, c in list(op.trace)[mark:] if k == "scan" and c == "resync"]
+    # no maintenance, so no Reconciler read: each list is a resync's (one each)
+    assert counts["operator", "list", "powerplane.io/v1alpha1/nodemaintenances"] == len(resyncs)
