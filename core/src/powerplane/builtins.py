@@ -55,15 +55,21 @@ REGISTERS = {"cluster": ("simulated", "none"), "storage": ("none", "simulated"),
 
 def _simulated_cluster(config: SimulatedClusterConfig, context: PortContext) -> ClusterPort:
     from powerplane.lifecycle.cluster import SimulatedCluster
-    from powerplane.lifecycle.ports import machine_boots
+    from powerplane.lifecycle.ports import machine_boots, machine_model_state
 
     host = context.host
+
+    async def ready_of(node: str) -> str:
+        # the node's own machine, as a kubelet's Ready condition comes from the node itself
+        # (no channel request); a node on another channel type: the ordinary readback
+        state = machine_model_state(host, node)
+        return await context.power_of(node) if state is None else state
 
     async def boot_of(node: str) -> str | None:
         boots = machine_boots(host, node)
         return None if boots is None else str(boots)
 
-    return SimulatedCluster(config, context.labels, context.power_of,
+    return SimulatedCluster(config, context.labels, ready_of,
                             boot_of if config.boot_id else None)
 
 

@@ -4,9 +4,10 @@ Two embedded adapters:
 
 * ``SimulatedCluster``: in-memory nodes (the deployment's), pods and PodDisruptionBudgets.
   A node's readiness follows its simulated machine's power state, so a reboot really takes
-  the node away and brings it back. Drain evicts; a PDB refusal (HTTP 429 in Kubernetes)
-  is reported as "blocked by PDB <name>", never dropped; evicted pods take
-  ``eviction_ticks`` drain rounds to leave.
+  the node away and brings it back; core's factory reads that state from the machine's
+  own model (``power_of``, no channel request, as a kubelet's Ready condition comes from
+  its node). Drain evicts; a PDB refusal (HTTP 429 in Kubernetes) is reported as "blocked
+  by PDB <name>", never dropped; evicted pods take ``eviction_ticks`` drain rounds to leave.
   Each node has a boot id (``status.nodeInfo.bootID`` in Kubernetes) that changes when its
   machine reboots: the simulated cluster models it from the simulated machine's own boot
   count (``boot_of``, no channel request, as a kubelet reports its own boot), whatever the
@@ -79,7 +80,11 @@ class ClusterPort(Protocol):
     """False for bare machines: cordon and drain are recorded as not applicable."""
 
     async def labels(self) -> Mapping[str, Mapping[str, str]]:
-        """Every node and its labels (control-plane membership is derived from these)."""
+        """Every node and its labels (control-plane membership is derived from these).
+
+        A mapping once returned is not changed in place: when labels change, return a new
+        one (membership is derived once per mapping, :func:`~powerplane.lifecycle.quorum.
+        derive_membership`)."""
         ...
 
     async def is_ready(self, node: str) -> bool | None:

@@ -32,6 +32,7 @@ reconciler has run :func:`check` for it just before) and still judges every othe
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -92,12 +93,21 @@ class ClusterView:
 
 
 async def observe(cluster: ClusterPort, config: LifecycleConfig) -> ClusterView:
-    """Read labels, derive membership and read each member's readiness."""
+    """Read labels, derive membership and read the members' readiness, all in one round.
+
+    The readiness reads run concurrently; every one is waited for, and when any fails the
+    first failure in member order is raised (as reading them one after another would),
+    so nothing is decided on a partial view.
+    """
     labels = await cluster.labels()
     members = derive_membership(labels, config.control_plane_label)
+    found = await asyncio.gather(*(cluster.is_ready(m) for m in members or []),
+                                 return_exceptions=True)
     ready: dict[str, bool | None] = {}
-    for member in members or []:
-        ready[member] = await cluster.is_ready(member)
+    for member, value in zip(members or [], found, strict=True):
+        if isinstance(value, BaseException):
+            raise value
+        ready[member] = value
     return ClusterView(labels, members, ready)
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "TemporaryPortError",
     "build_ports",
     "machine_boots",
+    "machine_model_state",
     "machine_state",
     "open_store",
 ]
@@ -246,6 +247,30 @@ async def machine_state(host: PowerHost, node: str) -> str:
         return (await host.read_power_state(node)).state.value
     except PowerplaneError:
         return "unknown"
+
+
+def machine_model_state(host: PowerHost, node: str) -> str | None:
+    """A node's simulated machine's own state (None: no simulated machine carries it).
+
+    The simulated cluster stands for a kubelet, whose Ready condition comes from the node
+    itself, not from a power readback: it reads the state of the simulated machine that
+    carries the node (a :class:`~powerplane.simulated.SimulatedChannel`, by type) from
+    that machine's model, never through a channel request, whatever readback the channel
+    offers: ``on``, ``off`` or a transition word (``rebooting``, ``powering-on``, ...).
+    """
+    from powerplane.simulated import SimulatedChannel
+
+    for ref in host.nodes[node].channels:
+        try:
+            ch = host.channel(ref.channel)
+        except KeyError:
+            continue
+        if isinstance(ch, SimulatedChannel):
+            try:
+                return ch.state_of(ref.target)
+            except KeyError:
+                continue
+    return None
 
 
 def machine_boots(host: PowerHost, node: str) -> int | None:

@@ -16,6 +16,7 @@ A node whose readiness cannot be told counts as not ready.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -24,10 +25,33 @@ from powerplane.lifecycle.model import QuorumNumbers
 __all__ = ["QuorumVerdict", "assess", "derive_membership", "quorum_size"]
 
 
+_DERIVED: dict[tuple[int, str], tuple[Mapping[str, Mapping[str, str]], tuple[str, ...]]] = {}
+"""(id of a labels mapping, label) -> (that mapping, its members): the few most recent."""
+_DERIVED_MAX = 4
+_DERIVED_LOCK = threading.Lock()
+
+
 def derive_membership(labels: Mapping[str, Mapping[str, str]], label: str) -> list[str] | None:
-    """The control-plane members: nodes carrying ``label``; None when no node carries it."""
-    members = sorted(node for node, lab in labels.items() if label in lab)
-    return members or None
+    """The control-plane members: nodes carrying ``label``; None when no node carries it.
+
+    Derived once per labels mapping: a cluster port that hands out the same mapping on
+    every call (a simulated cluster's labels do not change) is walked once, not on every
+    decision of a rolling reboot. The cache holds the mapping itself, so its identity
+    cannot be reused by another object while cached; a port whose labels change returns
+    a new mapping (:meth:`~powerplane.lifecycle.cluster.ClusterPort.labels`).
+    """
+    key = (id(labels), label)
+    with _DERIVED_LOCK:
+        hit = _DERIVED.get(key)
+    if hit is not None and hit[0] is labels:
+        members = hit[1]
+    else:
+        members = tuple(sorted(node for node, lab in labels.items() if label in lab))
+        with _DERIVED_LOCK:
+            while len(_DERIVED) >= _DERIVED_MAX:
+                del _DERIVED[next(iter(_DERIVED))]  # the oldest entry
+            _DERIVED[key] = (labels, members)
+    return list(members) or None
 
 
 def quorum_size(members: int) -> int:
