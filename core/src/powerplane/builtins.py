@@ -59,18 +59,17 @@ def _simulated_cluster(config: SimulatedClusterConfig, context: PortContext) -> 
 
     host = context.host
 
-    async def ready_of(node: str) -> str:
+    def model_of(node: str) -> str | None:
         # the node's own machine, as a kubelet's Ready condition comes from the node itself
-        # (no channel request); a node on another channel type: the ordinary readback
-        state = machine_model_state(host, node)
-        return await context.power_of(node) if state is None else state
+        # (no channel request); None (another channel type): the ordinary readback
+        return machine_model_state(host, node)
 
     async def boot_of(node: str) -> str | None:
         boots = machine_boots(host, node)
         return None if boots is None else str(boots)
 
-    return SimulatedCluster(config, context.labels, ready_of,
-                            boot_of if config.boot_id else None)
+    return SimulatedCluster(config, context.labels, context.power_of,
+                            boot_of if config.boot_id else None, model_of)
 
 
 def _no_cluster(config: NoneClusterConfig, context: PortContext) -> ClusterPort:

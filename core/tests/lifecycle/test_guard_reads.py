@@ -5,7 +5,7 @@ control-plane membership derived once per labels mapping."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,10 @@ from lifecycle_support import CP_LABEL, ceremony, make_config
 from powerplane.config import parse_config
 from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle, MaintenanceRefused, Phase
-from powerplane.lifecycle.cluster import DrainProgress
+from powerplane.lifecycle.cluster import DrainProgress, SimulatedCluster
 from powerplane.lifecycle.guard import observe
 from powerplane.lifecycle.quorum import derive_membership
-from powerplane.lifecycle.settings import lifecycle_config
+from powerplane.lifecycle.settings import SimulatedClusterConfig, lifecycle_config
 
 CPS = ("cp1", "cp2", "cp3")
 
@@ -193,3 +193,56 @@ def test_membership_is_derived_once_per_labels_mapping() -> None:
     assert derive_membership(other, "x") == ["a"]
     assert derive_membership(labels, "x") is None
     assert derive_membership({"w1": {}, "w2": {"x": "y"}}, CP_LABEL) is None
+
+
+# -- the simulated cluster reads every member in one call ----------------------------------------
+async def test_ready_many_agrees_with_is_ready_node_by_node() -> None:
+    """Forced not ready, off, in transition, modelled on, not modelled (the readback answers,
+    ``none`` counts as ready), the readback failing: the same answer either way."""
+    models = {"on": "on", "off": "off", "moving": "rebooting", "forced": "on"}
+    power = {"rb-on": "on", "rb-off": "off", "rb-unknown": "unknown", "bare": "none"}
+    asked: list[str] = []
+
+    async def power_of(node: str) -> str:
+        asked.append(node)
+        return power[node]
+
+    names = [*models, *power]
+    cluster = SimulatedCluster(SimulatedClusterConfig(type="simulated"),
+                               {n: {} for n in names}, power_of, None, models.get)
+    cluster.set_ready("forced", False)
+    single = {n: await cluster.is_ready(n) for n in names}
+    assert single == {"on": True, "off": False, "moving": False, "forced": False,
+                      "rb-on": True, "rb-off": False, "rb-unknown": False, "bare": True}
+    asked.clear()
+    assert dict(await cluster.ready_many(names)) == single
+    assert sorted(asked) == sorted(power)  # only nodes the model does not carry are read back
+
+    async def failing(node: str) -> str:
+        raise RuntimeError(f"cannot read {node}")
+
+    broken = SimulatedCluster(SimulatedClusterConfig(type="simulated"),
+                              {n: {} for n in names}, failing, None, models.get)
+    with pytest.raises(RuntimeError, match="cannot read rb-on"):
+        await broken.ready_many(names)
+
+
+async def test_observe_of_a_simulated_cluster_uses_one_call(tmp_path: Path) -> None:
+    host, lc = await _started(_split_config(tmp_path))
+    try:
+        cluster = lc.ports.cluster
+        assert isinstance(cluster, SimulatedCluster)
+        calls: list[tuple[str, ...]] = []
+        many = cluster.ready_many
+
+        async def counted(nodes: Sequence[str]) -> Mapping[str, bool | None]:
+            calls.append(tuple(nodes))
+            return await many(nodes)
+
+        cluster.ready_many = counted  # type: ignore[method-assign]
+        view = await observe(cluster, lc.config)
+        assert calls == [CPS]
+        assert view.ready == dict.fromkeys(CPS, True)
+    finally:
+        lc.close()
+        await host.close()

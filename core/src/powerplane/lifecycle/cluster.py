@@ -18,9 +18,10 @@ Two embedded adapters:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +32,7 @@ __all__ = [
     "BootOf",
     "ClusterPort",
     "DrainProgress",
+    "ModelOf",
     "NoCluster",
     "PowerOf",
     "SimulatedCluster",
@@ -41,6 +43,10 @@ PowerOf = Callable[[str], Awaitable[str]]
 
 BootOf = Callable[[str], Awaitable[str | None]]
 """Reads a node's machine boot count (None: no machine modelled for it)."""
+
+ModelOf = Callable[[str], str | None]
+"""Reads a node's machine state from the machine's own model, without a request (None:
+no machine modelled for it: ``power_of`` is asked instead)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,12 @@ class ClusterPort(Protocol):
         ...
 
     async def is_ready(self, node: str) -> bool | None:
-        """Whether the node is ready (None: cannot tell)."""
+        """Whether the node is ready (None: cannot tell).
+
+        A port may also define ``async ready_many(nodes) -> Mapping[str, bool | None]``,
+        every node's readiness in one call (one list instead of a read per node, or no
+        await at all for a model in memory); the guard uses it when present and otherwise
+        reads :meth:`is_ready` of every member concurrently."""
         ...
 
     async def boot_id(self, node: str) -> str | None:
@@ -121,9 +132,11 @@ class SimulatedCluster:
         node_labels: Mapping[str, Mapping[str, str]],
         power_of: PowerOf | None = None,
         boot_of: BootOf | None = None,
+        model_of: ModelOf | None = None,
     ) -> None:
         self.config = config
         self._power_of = power_of
+        self._model_of = model_of
         self._boot_of = boot_of
         self._labels: dict[str, dict[str, str]] = {n: dict(v) for n, v in node_labels.items()}
         for node, extra in config.labels.items():
@@ -179,16 +192,49 @@ class SimulatedCluster:
     async def labels(self) -> Mapping[str, Mapping[str, str]]:
         return self._labels
 
-    async def is_ready(self, node: str) -> bool | None:
-        self._load()
+    def _ready_now(self, node: str) -> bool | None:
+        """Readiness known without an await (forced not ready, no reader, or the machine's
+        own model answers); None: it takes ``power_of``."""
         if node in self.not_ready:
             return False
-        if self._power_of is None:
+        if self._power_of is None and self._model_of is None:
             return True
+        state = self._model_of(node) if self._model_of is not None else None
+        if state is None:
+            return None if self._power_of is not None else True
+        return state == "on"
+
+    async def is_ready(self, node: str) -> bool | None:
+        self._load()
+        now = self._ready_now(node)
+        if now is not None:
+            return now
+        assert self._power_of is not None
         state = await self._power_of(node)
         if state == "none":  # no machine modelled for this node
             return True
         return state == "on"
+
+    async def ready_many(self, nodes: Sequence[str]) -> Mapping[str, bool | None]:
+        """Every node's readiness at once: what the machine model answers without an
+        await, the rest through ``power_of`` concurrently (the first failure in the order
+        given is raised, after every read ended)."""
+        self._load()
+        out: dict[str, bool | None] = {}
+        slow: list[str] = []
+        for node in nodes:
+            now = self._ready_now(node)
+            if now is None:
+                slow.append(node)
+            out[node] = now
+        if slow:
+            found = await asyncio.gather(*(self.is_ready(n) for n in slow),
+                                         return_exceptions=True)
+            for node, value in zip(slow, found, strict=True):
+                if isinstance(value, BaseException):
+                    raise value
+                out[node] = value
+        return out
 
     async def boot_id(self, node: str) -> str | None:
         if self._boot_of is None:

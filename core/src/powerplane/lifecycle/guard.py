@@ -95,15 +95,20 @@ class ClusterView:
 async def observe(cluster: ClusterPort, config: LifecycleConfig) -> ClusterView:
     """Read labels, derive membership and read the members' readiness, all in one round.
 
-    The readiness reads run concurrently; every one is waited for, and when any fails the
+    A port with ``ready_many`` reads them in that one call; otherwise the ``is_ready``
+    reads run concurrently; every one is waited for, and when any fails the
     first failure in member order is raised (as reading them one after another would),
     so nothing is decided on a partial view.
     """
     labels = await cluster.labels()
     members = derive_membership(labels, config.control_plane_label)
+    ready: dict[str, bool | None] = {}
+    many = getattr(cluster, "ready_many", None)
+    if many is not None and members:  # the port reads them all in one call
+        got = await many(members)
+        return ClusterView(labels, members, {m: got.get(m) for m in members})
     found = await asyncio.gather(*(cluster.is_ready(m) for m in members or []),
                                  return_exceptions=True)
-    ready: dict[str, bool | None] = {}
     for member, value in zip(members or [], found, strict=True):
         if isinstance(value, BaseException):
             raise value
