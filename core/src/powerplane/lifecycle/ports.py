@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from powerplane.lifecycle.settings import LifecycleConfig
     from powerplane.lifecycle.storage import StoragePort
     from powerplane.plugins import Registry
+    from powerplane.simulated import SimulatedChannel
 
 __all__ = [
     "ClusterType",
@@ -61,6 +62,7 @@ __all__ = [
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 PortT = TypeVar("PortT")
+T = TypeVar("T")
 
 
 class PortError(LifecycleError):
@@ -258,19 +260,7 @@ def machine_model_state(host: PowerHost, node: str) -> str | None:
     that machine's model, never through a channel request, whatever readback the channel
     offers: ``on``, ``off`` or a transition word (``rebooting``, ``powering-on``, ...).
     """
-    from powerplane.simulated import SimulatedChannel
-
-    for ref in host.nodes[node].channels:
-        try:
-            ch = host.channel(ref.channel)
-        except KeyError:
-            continue
-        if isinstance(ch, SimulatedChannel):
-            try:
-                return ch.state_of(ref.target)
-            except KeyError:
-                continue
-    return None
+    return _of_simulated_machine(host, node, lambda ch, target: ch.state_of(target))
 
 
 def machine_boots(host: PowerHost, node: str) -> int | None:
@@ -281,6 +271,12 @@ def machine_boots(host: PowerHost, node: str) -> int | None:
     the node (a :class:`~powerplane.simulated.SimulatedChannel`, by type), never through a
     channel request.
     """
+    return _of_simulated_machine(host, node, lambda ch, target: ch.boots_of(target))
+
+
+def _of_simulated_machine(host: PowerHost, node: str,
+                          read: Callable[[SimulatedChannel, str], T]) -> T | None:
+    """``read`` of the first simulated machine that carries ``node`` (None: none does)."""
     from powerplane.simulated import SimulatedChannel
 
     for ref in host.nodes[node].channels:
@@ -290,7 +286,7 @@ def machine_boots(host: PowerHost, node: str) -> int | None:
             continue
         if isinstance(ch, SimulatedChannel):
             try:
-                return ch.boots_of(ref.target)
+                return read(ch, ref.target)
             except KeyError:
                 continue
     return None
