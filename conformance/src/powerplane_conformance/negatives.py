@@ -67,7 +67,6 @@ from powerplane.errors import (
 )
 from powerplane_conformance.checks import CheckContext, CheckSpec, spec_of
 from powerplane_conformance.checks import check as proves
-from powerplane_conformance.gate import gate
 from powerplane_conformance.iowatch import IOWatch
 from powerplane_conformance.loop import OuterTimeout
 from powerplane_conformance.probes import Probes, closed_port, probes_of, silent_server
@@ -1036,11 +1035,7 @@ def _selected_negatives(
             subj = session.subject(values.get("subject"))
         except LookupError:
             continue
-        stop = gate(spec, None, spec.assertion(None).id, channel=subj.channel, node=subj.node,
-                    caps=session.caps(subj), terminated=subj.key in session.terminated,
-                    allow_destructive=session.settings.allow_destructive,
-                    allow_terminate=session.settings.allow_terminate)
-        if stop is None:
+        if session.gate(spec, None, subj) is None:
             yield other, spec, subj
 
 

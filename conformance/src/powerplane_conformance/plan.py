@@ -50,7 +50,6 @@ from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import BatchInvoker, PowerState, Reading, maybe_await, verb_method
 from powerplane.errors import ChannelError
 from powerplane_conformance.checks import CheckSpec, spec_of
-from powerplane_conformance.gate import gate
 from powerplane_conformance.iowatch import unwatched
 from powerplane_conformance.session import (
     END_STATE,
@@ -594,11 +593,7 @@ def _selected(item: pytest.Item, session: ConformanceSession) -> Iterator[tuple[
             subj = session.subject(values.get("subject"))
         except LookupError:
             continue
-        stop = gate(spec, verb, spec.assertion(verb).id, channel=subj.channel, node=subj.node,
-                    caps=session.caps(subj), terminated=subj.key in session.terminated,
-                    allow_destructive=session.settings.allow_destructive,
-                    allow_terminate=session.settings.allow_terminate)
-        if stop is None:
+        if session.gate(spec, verb, subj) is None:
             yield spec, verb, subj
 
 

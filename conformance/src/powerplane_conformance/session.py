@@ -26,6 +26,8 @@ from powerplane.host import PowerHost
 from powerplane.plugins import Registry
 from powerplane.plugins import registry as default_registry
 from powerplane.secrets import SecretRef
+from powerplane_conformance.checks import CheckSpec
+from powerplane_conformance.gate import Gate, gate
 from powerplane_conformance.loop import LoopThread
 from powerplane_conformance.settings import ConformanceSettings, Target
 
@@ -252,6 +254,20 @@ class ConformanceSession:
         for s in self.subjects:
             out.setdefault(s.channel, []).append(s)
         return out
+
+    def gate(self, spec: CheckSpec, verb: Verb | None, subject: Subject | None,
+             assertion: str | None = None) -> Gate | None:
+        """:func:`~powerplane_conformance.gate.gate` for a check on ``subject`` (None: one
+        spanning a channel), with what this session knows and its target file allows."""
+        return gate(
+            spec, verb, assertion if assertion is not None else spec.assertion(verb).id,
+            channel=subject.channel if subject else None,
+            node=subject.node if subject else None,
+            caps=self.caps(subject) if subject is not None else None,
+            terminated=subject is not None and subject.key in self.terminated,
+            allow_destructive=self.settings.allow_destructive,
+            allow_terminate=self.settings.allow_terminate,
+        )
 
     # -- facts -------------------------------------------------------------------------------
     def caps(self, subject: Subject) -> CapabilitySet | str:

@@ -45,7 +45,6 @@ from powerplane_conformance.checks import (
 )
 from powerplane_conformance.concurrency import ConcurrencyChecks
 from powerplane_conformance.discovery import DiscoveryChecks
-from powerplane_conformance.gate import gate
 from powerplane_conformance.negatives import NegativeChecks, start_probes
 from powerplane_conformance.plan import plan_for, planned
 from powerplane_conformance.readback import ReadbackChecks
@@ -157,14 +156,7 @@ class ConformanceSuite(RestoreChecks, ConcurrencyChecks, VerbChecks, NegativeChe
         reason = session.settings.xfail.get(ctx.assertion.id)
         if reason is not None:
             item.stash[XFAIL] = reason
-        stop = gate(
-            spec, verb, ctx.assertion.id,
-            channel=subj.channel if subj else None, node=subj.node if subj else None,
-            caps=session.caps(subj) if subj is not None else None,
-            terminated=subj is not None and subj.key in session.terminated,
-            allow_destructive=session.settings.allow_destructive,
-            allow_terminate=session.settings.allow_terminate,
-        )
+        stop = session.gate(spec, verb, subj, ctx.assertion.id)
         if stop is not None:
             if stop.outcome == "skip":
                 ctx.skip(stop.reason)
@@ -209,11 +201,7 @@ def _next_start(item: pytest.Item, session: ConformanceSession, subj: Subject) -
         if other != subj:
             continue
         verb: Verb | None = values.get("verb") or spec.verb
-        stop = gate(spec, verb, spec.assertion(verb).id, channel=subj.channel, node=subj.node,
-                    caps=session.caps(subj), terminated=subj.key in session.terminated,
-                    allow_destructive=session.settings.allow_destructive,
-                    allow_terminate=session.settings.allow_terminate)
-        if stop is not None:
+        if session.gate(spec, verb, subj) is not None:
             continue
         return spec.start_state(verb)
     return None
