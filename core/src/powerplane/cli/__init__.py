@@ -161,4 +161,7 @@ def cli(ctx: click.Context, config: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point."""
+    from powerplane.cli._pydantic_plugins import answer_without_scan
+
+    answer_without_scan()
     return cli.main(args=argv, prog_name="powerplane", obj={OWN_PROCESS: True})
