@@ -10,6 +10,10 @@ would start it:
   ``On``: fence_redfish has no one-request cycle, its ``--method cycle`` is not wired to a
   reset) / ``redfishtool Systems reset ForceRestart`` (one POST)
 
+and, beside them at 50 nodes, ``floor: libraries alone``: a child that only imports what
+this design needs (asyncio and ssl, click, PyYAML, pluggy, pydantic with one model built
+and validated, see ``FLOOR``), the lower bound no change inside powerplane goes under;
+
 with two deployment files: 50 nodes (one per emulated system, all on the one BMC) and
 10,050 nodes (the same 50 plus 10,000 simulated nodes on 100 simulated channels). Targets:
 powerplane ``state`` <= 1.0x ``fence_redfish -o status`` at 50 nodes, <= 1.5x at 10,050,
@@ -62,6 +66,15 @@ PASSWORD_ENV = "PP_BENCH_ONE_NODE_PASSWORD"
 SYSTEMS_PREFIX = "/redfish/v1/Systems/"
 FENCE = "/usr/sbin/fence_redfish"
 TARGET_STATE = {50: 1.0, 10_050: 1.5}
+FLOOR = ("import asyncio, ssl, http.client, json, click, yaml, pluggy\n"
+         "from pydantic import BaseModel\n"
+         "class Config(BaseModel):\n    endpoint: str\n    verify: bool | str = True\n"
+         "Config.model_validate({'endpoint': 'https://bmc'})\n")
+"""What any one-node command of this design imports before it does anything: the event loop
+and TLS (the host's API is async), click (the CLI), PyYAML (the config format) and pluggy
+(the plugins), and pydantic with one model built and used (the contract validates every
+channel type's keys with its pydantic model). Timed in the same rounds as the tools: a lower
+bound for ``powerplane state`` that no change inside powerplane can go under."""
 
 
 @dataclass
@@ -282,6 +295,8 @@ def _bench(args: argparse.Namespace, emu: SushyEmulator, tmp: Path, exe: str,
         if fence is not None:
             state.append(Tool("fence_redfish -o status", [fence], fence_in + "action=status\n"))
             cycle.append(Tool("fence_redfish -o reboot", [fence], fence_in + "action=reboot\n"))
+        if size == SYSTEMS:
+            state.append(Tool("floor: libraries alone", [sys.executable, "-c", FLOOR]))
         if rft is not None:
             base = [rft, "-r", host, "-S", "Always", "-A", "Basic", "-c", str(rft_cfg),
                     "Systems", "-L", path0]
