@@ -323,3 +323,25 @@ def test_a_node_on_another_channel_is_read_as_ever(site: Path, config_file: Path
     code, out, err = _cli(site, config_file, "state", "n2")
     assert code == 0, out + err
     assert out.strip() == "n2: on via lab"
+
+
+@pytest.mark.slow
+def test_the_offers_table_calls_it_a_config_error(site: Path, config_file: Path) -> None:
+    code, out, err = _cli(site, config_file, "offers")
+    assert code == 2, out + err
+    assert "(config error)" in out, out
+    assert "(channel failure)" not in out, out
+
+
+def test_the_offers_table_calls_an_unreachable_channel_a_channel_failure(tmp_path: Path) -> None:
+    config = tmp_path / "powerplane.yaml"
+    config.write_text("channels:\n  lab:\n    type: simulated\n    machines: {m1: 'on'}\n"
+                      "    faults: {'*': unreachable}\nnodes:\n"
+                      "  n1:\n    channels: [{channel: lab, target: m1}]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POWERPLANE_")}
+    out = subprocess.run([sys.executable, "-m", "powerplane.cli", "--config", str(config),
+                          "offers"], capture_output=True, text=True, timeout=TIMEOUT, env=env,
+                         check=False)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "(channel failure)" in out.stdout, out.stdout
+    assert "(config error)" not in out.stdout, out.stdout

@@ -220,12 +220,18 @@ def _offers_table(data: list[dict[str, Any]], failed: list[tuple[str, dict[str, 
         table.add_column(col, overflow="fold")
     for node in data:
         first = True
+        # a channel that could not be opened for a mistake in the config is bad input, not a
+        # failure of the channel: the label says which it was
+        errors = {ch.get("channel"): ch.get("error") for ch in node.get("channels", ())}
         for verb, o in node["verbs"].items():
             offered = o["offered"]
             mode = ("graceful" if o.get("graceful") else "hard") if offered else ""
             why = o.get("recovery", "") if offered else o.get("reason", "")
             if not offered and o.get("cause") == "channel":
-                why = f"{why} (channel failure)"
+                named = errors.get(o.get("channel")) if o.get("channel") in errors else None
+                config = (named == "ConfigError" if named is not None
+                          else "ConfigError" in errors.values())
+                why = f"{why} ({'config error' if config else 'channel failure'})"
             table.add_row(
                 esc(node["node"]) if first else "",
                 esc(node["site"] or "") if first else "",
