@@ -265,3 +265,37 @@ def test_the_command_off_a_terminal_asks_nobody(
     assert PROMPT not in result.output
     assert result.stdout.startswith("not verified:")
     assert "there is no person to ask" in result.stdout
+
+
+def test_a_progress_line_never_cuts_into_an_open_prompt() -> None:
+    """pytest's report writes hold the terminal: while one is being written no prompt can
+    open, and while a prompt is open the write waits (the same lock)."""
+    from powerplane_conformance import plugin
+    from powerplane_conformance.terminal import BY_HAND
+
+    for wrapper in (lambda: plugin.pytest_runtest_logreport(None),  # type: ignore[arg-type]
+                    lambda: plugin.pytest_runtest_logstart("x", ("x", None, "x")),
+                    lambda: plugin.pytest_runtest_logfinish("x", ("x", None, "x"))):
+        gen = wrapper()
+        next(gen)  # pytest's own writers run here
+        assert not BY_HAND.acquire(blocking=False)  # a prompt would wait for the line
+        with pytest.raises(StopIteration):
+            gen.send(None)
+        assert BY_HAND.acquire(blocking=False)  # released once the line is written
+        BY_HAND.release()
+
+
+def test_the_prompt_holds_the_terminal(run: Run, tmp_path: Path) -> None:
+    from powerplane_conformance.terminal import BY_HAND
+
+    state = tmp_path / "lab.json"
+    person = Person(state)
+    held: list[bool] = []
+
+    def asked(node: str, target: Any) -> None:
+        held.append(not BY_HAND.acquire(blocking=False))
+        person(node, target)
+
+    summary = run(attended_target(state), power_on_by_hand=asked)
+    assert held and all(held)
+    assert summary.data["verdict"] == "pass", summary.data["headline"]

@@ -44,6 +44,7 @@ from powerplane_conformance.checks import (
     spec_of,
 )
 from powerplane_conformance.outcomes import Outcome, Result
+from powerplane_conformance.terminal import BY_HAND
 
 if TYPE_CHECKING:
     from powerplane_conformance.session import ConformanceSession
@@ -54,6 +55,9 @@ __all__ = [
     "pytest_collection_modifyitems",
     "pytest_generate_tests",
     "pytest_report_teststatus",
+    "pytest_runtest_logfinish",
+    "pytest_runtest_logreport",
+    "pytest_runtest_logstart",
     "pytest_runtest_makereport",
     "pytest_sessionfinish",
     "pytest_terminal_summary",
@@ -338,6 +342,30 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     if result.outcome is Outcome.NOT_TESTED:
         return category, "N", ("NOT TESTED", markup)
     return None
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]
+                            ) -> Generator[None, None, None]:
+    """pytest's ``-v`` test id waits while a person is asked at the terminal."""
+    with BY_HAND:
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> Generator[None, None, None]:
+    """A check's progress line waits while a person is asked at the terminal: it never cuts
+    into the open prompt (:mod:`powerplane_conformance.terminal`)."""
+    with BY_HAND:
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]
+                             ) -> Generator[None, None, None]:
+    """pytest's percentage waits while a person is asked at the terminal."""
+    with BY_HAND:
+        return (yield)
 
 
 def results_of(config: pytest.Config) -> list[Result]:

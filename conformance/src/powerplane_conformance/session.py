@@ -30,6 +30,7 @@ from powerplane_conformance.checks import CheckSpec
 from powerplane_conformance.gate import Gate, gate
 from powerplane_conformance.loop import LoopThread
 from powerplane_conformance.settings import ConformanceSettings, Target
+from powerplane_conformance.terminal import BY_HAND
 
 __all__ = [
     "BY_HAND",
@@ -96,10 +97,6 @@ PowerOnByHand = Callable[[str, Any], None]
 done (what they say proves nothing: the suite reads the machine back)."""
 
 
-BY_HAND = threading.Lock()
-"""Held while a person is asked to power a machine on: the power plan's workers run side
-by side, and two machines may need a person at once; one person is asked one thing at a
-time (two prompts never interleave on the terminal). The readback after is not held."""
 
 
 class DerivedConfigInvalid(ValueError):
