@@ -103,20 +103,27 @@ class Reconciler:
         """Advance ``name`` as far as the world allows now."""
         result = Result.WAITING
         m: NodeMaintenance | None = None
+        before = ""
         for _ in range(max_steps):
             # Read at the start and after a conflict; after this runner's own write, ``m`` is
             # the store's current version (a write names the version it read, so anyone's
             # change in between makes the next write, and a dispatch's record, a conflict).
             if m is None:
                 m = self.store.get(name)
+                before = m.status.model_dump_json()
             if m.phase.terminal:
                 self._drop_watch(name)
                 return Result.DONE
-            before = m.model_dump_json()
+            # A step writes the status only (the spec is a person's, the name, creation
+            # time and version the store's), so the status alone tells whether it changed
+            # anything; after a write it is what was written (the store changes only the
+            # version), so the next step compares against it without dumping it again.
             try:
                 result = await self._step(m)
-                if m.model_dump_json() != before:
+                after = m.status.model_dump_json()
+                if after != before:
                     self._save(m)
+                    before = after
             except Conflict:
                 m = None
                 continue  # another runner moved it: read again
