@@ -7,6 +7,11 @@ reaches a person (one that retrying does not settle is :class:`ConcurrentChange`
 A partial unique index keeps one active maintenance per node.
 The database runs in WAL mode, so a process killed at any point loses nothing committed.
 
+:meth:`Store.active_phases` (which the guard asks before every step) answers from the rows
+it last read, with this connection's own committed writes applied, while SQLite's
+``PRAGMA data_version`` says no other connection (of this process or another) has
+committed since; otherwise it reads them again.
+
 A store that cannot be used (not an SQLite file, a directory, read-only, under a regular
 file, locked by another process past ``lifecycle.busy_timeout_s``) raises
 :class:`StoreError`, naming the file and the cause (exit 1).
@@ -52,6 +57,21 @@ CREATE TABLE IF NOT EXISTS audit (
     detail TEXT NOT NULL
 );
 """
+
+
+_PHASE_OF: dict[str, Phase] = {p.value: p for p in Phase}
+"""A phase by its stored value (one dict lookup per row, not an enum call)."""
+
+
+def _phase(value: str) -> Phase:
+    """The phase stored as ``value``; a value no phase has raises ``ValueError`` (a
+    damaged row, which the store reports as such)."""
+    found = _PHASE_OF.get(value)
+    return found if found is not None else Phase(value)
+
+
+_UPDATE = ("UPDATE maintenance SET phase = ?, active = ?, resource_version = ?, updated_at = ?, "
+           "body = ? WHERE name = ? AND resource_version = ?")
 
 
 class _Conflict(Exception):
@@ -157,6 +177,10 @@ class Store:
             raise
         self.writes = 0
         """Maintenance rows written by this process (created or updated)."""
+        self._phases: tuple[int, dict[str, tuple[str, Phase]]] | None = None
+        """``(data_version, {name: (node, phase)})``: the active rows as of that data
+        version, with this connection's own committed writes applied since (None: not
+        read yet, or a write of this connection failed in a way that leaves it unsure)."""
         self.after_write: Callable[[NodeMaintenance], None] | None = None
         """Called after every committed maintenance write (progress output, tests)."""
 
@@ -185,6 +209,7 @@ class Store:
         """Insert a new maintenance (version 1) and, in the same transaction, its audit record."""
         m.resource_version = 1
         now = dt.datetime.now(dt.UTC).isoformat()
+        phases, self._phases = self._phases, None
         with self._errors():
             try:
                 self.db.execute("BEGIN IMMEDIATE")
@@ -203,7 +228,7 @@ class Store:
                     raise AlreadyActive(m.node, active.name) from exc
                 raise ConcurrentChange(f"maintenance {m.name} already exists; try again") \
                     from exc
-        self._written(m)
+        self._written(m, phases)
         return m
 
     def update(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
@@ -214,33 +239,55 @@ class Store:
         expected = m.resource_version
         m.resource_version = expected + 1
         now = dt.datetime.now(dt.UTC).isoformat()
+        phases, self._phases = self._phases, None
+        row = (m.phase.value, int(m.phase not in TERMINAL_PHASES), m.resource_version, now,
+               m.model_dump_json(by_alias=True), m.name, expected)
         try:
             with self._errors():
                 try:
-                    self.db.execute("BEGIN IMMEDIATE")
-                    cur = self.db.execute(
-                        "UPDATE maintenance SET phase = ?, active = ?, resource_version = ?, "
-                        "updated_at = ?, body = ? WHERE name = ? AND resource_version = ?",
-                        (m.phase.value, int(m.phase not in TERMINAL_PHASES),
-                         m.resource_version, now, m.model_dump_json(by_alias=True), m.name,
-                         expected),
-                    )
-                    if cur.rowcount != 1:
-                        self.db.execute("ROLLBACK")
-                        raise _Conflict(f"maintenance {m.name} changed since version {expected}")
-                    if audit is not None:
+                    if audit is None:
+                        # one statement is its own transaction (autocommit): it takes the
+                        # write lock (waiting up to busy_timeout_s) and commits or changes
+                        # nothing, as BEGIN IMMEDIATE ... COMMIT around it would
+                        cur = self.db.execute(_UPDATE, row)
+                        if cur.rowcount != 1:
+                            raise _Conflict(
+                                f"maintenance {m.name} changed since version {expected}")
+                    else:
+                        self.db.execute("BEGIN IMMEDIATE")
+                        cur = self.db.execute(_UPDATE, row)
+                        if cur.rowcount != 1:
+                            self.db.execute("ROLLBACK")
+                            raise _Conflict(
+                                f"maintenance {m.name} changed since version {expected}")
                         self._insert_audit(audit)
-                    self.db.execute("COMMIT")
+                        self.db.execute("COMMIT")
                 except sqlite3.IntegrityError as exc:
-                    self.db.execute("ROLLBACK")
+                    if self.db.in_transaction:
+                        self.db.execute("ROLLBACK")
                     raise _Conflict(f"maintenance {m.name} could not be written: {exc}") from exc
-        except (_Conflict, StoreError):
+        except _Conflict:
+            m.resource_version = expected
+            self._phases = phases  # nothing was written
+            raise
+        except StoreError:
             m.resource_version = expected
             raise
-        self._written(m)
+        self._written(m, phases)
         return m
 
-    def _written(self, m: NodeMaintenance) -> None:
+    def _written(
+        self, m: NodeMaintenance, phases: tuple[int, dict[str, tuple[str, Phase]]] | None
+    ) -> None:
+        """After a committed write of ``m``: count it, carry it into the active rows read
+        before it (still those of their data version: this connection's own commit does
+        not change it, anyone else's commit does), tell ``after_write``."""
+        if phases is not None:
+            if m.phase in TERMINAL_PHASES:
+                phases[1].pop(m.name, None)
+            else:
+                phases[1][m.name] = (m.node, m.phase)
+            self._phases = phases
         self.writes += 1
         if self.after_write is not None:
             self.after_write(m)
@@ -293,10 +340,23 @@ class Store:
         return self.all(active_only=True)
 
     def active_phases(self) -> list[tuple[str, str, Phase]]:
-        """``(name, node, phase)`` of every active maintenance, without reading the bodies."""
+        """``(name, node, phase)`` of every active maintenance, without reading the bodies.
+
+        The rows as last read, with this connection's own committed writes applied since,
+        while ``PRAGMA data_version`` is what it was at that read (it is unchanged by this
+        connection's own commits and changed by any other connection's): a commit by
+        anyone else, in this process or another, makes it read them again.
+        """
         with self._errors():
-            rows = self.db.execute("SELECT name, node, phase FROM maintenance WHERE active = 1")
-            return [(r[0], r[1], Phase(r[2])) for r in rows]
+            version = self.db.execute("PRAGMA data_version").fetchone()[0]
+            cached = self._phases
+            if cached is None or cached[0] != version:
+                rows = {
+                    name: (node, _phase(phase)) for name, node, phase in
+                    self.db.execute("SELECT name, node, phase FROM maintenance WHERE active = 1")
+                }
+                cached = self._phases = (version, rows)
+            return [(name, node, phase) for name, (node, phase) in cached[1].items()]
 
     # -- audit -------------------------------------------------------------------------------
     def _insert_audit(self, rec: AuditRecord) -> None:
