@@ -98,3 +98,35 @@ def test_powerplane_exports_every_name_lazily() -> None:
     assert out == ["['powerplane._lazy']", "[]"]
     for name in powerplane.__all__:
         assert getattr(powerplane, name) is not None, name
+
+
+def test_a_builder_runs_on_first_use_and_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    module = types.ModuleType("pp_lazy_builder_probe")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    calls: list[int] = []
+
+    def build() -> object:
+        calls.append(1)
+        return object()
+
+    getattr_, dir_ = lazy_exports(module.__name__, {"THING": build})
+    module.__getattr__ = getattr_  # type: ignore[attr-defined]
+    assert "THING" in dir_() and calls == []
+    first = module.THING  # type: ignore[attr-defined]
+    assert getattr_("THING") is first and module.THING is first  # type: ignore[attr-defined]
+    assert calls == [1]
+    with pytest.raises(AttributeError):
+        getattr_("OTHER")
+
+
+@pytest.mark.parametrize("plugin", ["cloud", "ipmi", "kubernetes", "pdu", "redfish", "talos"])
+def test_every_plugin_builds_its_constants_through_the_one_helper(plugin: str) -> None:
+    module = importlib.import_module(f"powerplane_{plugin}.plugin")
+    source = Path(module.__file__ or "").read_text()
+    assert "lazy_exports(__name__" in source and "def __getattr__" not in source
+    registered = [n for n in module.__all__ if n.isupper() and n != "REGISTERS"]
+    assert registered
+    for name in registered:
+        assert getattr(module, name) is getattr(module, name)

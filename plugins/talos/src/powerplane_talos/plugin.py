@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from powerplane import hookimpl
+from powerplane import hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from powerplane import Address, ChannelType
@@ -64,19 +64,8 @@ def _build() -> ChannelType[TalosConfig, str]:
     )
 
 
-_BUILD: dict[str, Callable[[], Any]] = {"ENDPOINT": _endpoint, "TALOS": _build}
-"""How each constant is built: on first use, once (the hooks register the same objects)."""
-
-
-def __getattr__(name: str) -> Any:
-    """A constant of :data:`_BUILD`, built on first use (the hooks call this too)."""
-    namespace = globals()
-    if name not in namespace:
-        build = _BUILD.get(name)
-        if build is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        namespace[name] = build()
-    return namespace[name]
+__getattr__, __dir__ = lazy_exports(__name__, {"ENDPOINT": _endpoint, "TALOS": _build})
+"""Each constant built on first use, once (the hooks register the same objects)."""
 
 
 @hookimpl
