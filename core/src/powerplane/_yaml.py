@@ -21,6 +21,14 @@ The cost is linear in the size of the file: the line of each value is found only
 problem is reported (a second pass, :class:`Lines`), and the garbage collector is off
 while one document is built (it would walk every container made so far, again and again).
 
+A first pass comes before all this: :func:`powerplane._yaml_block.read_block` reads the
+plain block YAML big generated files are made of (``key: value`` lines, plain and quoted
+scalars, one-line flow collections, comments) line by line, several times faster, with this
+module's resolver and bounds, and builds exactly what the events would. It declines
+anything else or doubtful (anchors, aliases, merge keys, tags, block or multi-line scalars,
+tabs, carriage returns, a duplicate key, a second document, a value the resolver refuses, a
+crossed bound); the text is then read as above, which reports every problem and its line.
+
 Booleans follow YAML 1.2: only true/false; ``on``, ``off``, ``yes``, ``no`` stay strings (so
 ``machines: {m1: on}`` means the power state, not a boolean).
 """
@@ -35,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from powerplane._yaml_block import DECLINE, read_block
 from powerplane.errors import ConfigError, ConfigProblem
 
 __all__ = [
@@ -594,17 +603,40 @@ def _line_at(text: str, offset: int) -> int:
     return text[:offset].count("\n") + 1  # pragma: no cover
 
 
-def load_yaml(text: str, source: str) -> tuple[Any, Lines]:
-    """Parse ``text``; return the data and a map from each value's path to its line (1-based).
+class _Unmarked:
+    """What the resolver reads of an event for a scalar the first pass found: no marks
+    (a value it cannot construct is a problem, and the text is read again the full way)."""
 
-    Raises :class:`ConfigError` naming ``source`` and the line for a syntax error, a
-    refused tag, a duplicate key or any crossed bound (see the module's docstring).
-    """
-    size = len(text.encode("utf-8", "replace")) if len(text) <= MAX_BYTES else len(text)
-    if size > MAX_BYTES:
-        raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
-                          source=source)
-    bound = node_bound(size)
+    start_mark = None
+    end_mark = None
+    implicit = (True, False)
+
+
+_UNMARKED = _Unmarked()
+# The first characters of the plain scalars a resolver may read as something other than
+# a string (``None``: any, when a resolver takes every first character).
+_RESOLVED_FIRST = None if _WILDCARD else frozenset(c for c, rs in _RESOLVERS.items() if rs)
+
+
+def _first_pass(text: str, bound: int) -> Any:
+    """The document by :func:`~powerplane._yaml_block.read_block` with this module's
+    resolver and bounds, or ``DECLINE`` (outside its subset, or a problem found)."""
+    builder = _Builder(max_nodes=bound)
+    plain = builder.plain
+
+    def resolve(value: str) -> Any:
+        return plain(_UNMARKED, value, 0)
+
+    try:
+        with without_gc():
+            root = read_block(text, resolve, _RESOLVED_FIRST, bound, MAX_DEPTH)
+    except _Enough:
+        return DECLINE
+    return DECLINE if builder.problems else root
+
+
+def _full_pass(text: str, source: str, bound: int) -> Any:
+    """The document from libyaml's events; :class:`ConfigError` for every problem."""
     builder = _Builder(max_nodes=bound)
     events, dispose = _events(text)
     try:
@@ -640,6 +672,23 @@ def load_yaml(text: str, source: str) -> tuple[Any, Lines]:
             problems = [*problems[:MAX_PROBLEMS],
                         ConfigProblem("", "more problems not shown; fix these first")]
         raise ConfigError(problems, source=source)
+    return root
+
+
+def load_yaml(text: str, source: str) -> tuple[Any, Lines]:
+    """Parse ``text``; return the data and a map from each value's path to its line (1-based).
+
+    Raises :class:`ConfigError` naming ``source`` and the line for a syntax error, a
+    refused tag, a duplicate key or any crossed bound (see the module's docstring).
+    """
+    size = len(text.encode("utf-8", "replace")) if len(text) <= MAX_BYTES else len(text)
+    if size > MAX_BYTES:
+        raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
+                          source=source)
+    bound = node_bound(size)
+    root = _first_pass(text, bound)
+    if root is DECLINE:
+        root = _full_pass(text, source, bound)
     if root is None:
         return {}, Lines(None)
     return root, Lines(text=text, max_nodes=bound)
