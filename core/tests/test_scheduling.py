@@ -8,7 +8,14 @@ from collections import deque
 
 import pytest
 
-from powerplane.scheduling import YOUNG_THRESHOLD, Limiter, quiet_gc, slots_of
+from powerplane.scheduling import (
+    YOUNG_THRESHOLD,
+    Limiter,
+    acquire_both,
+    quiet_gc,
+    slots_of,
+    try_both,
+)
 
 TIMEOUT = 10.0
 """An explicit bound on each operation of a test (never a timing threshold)."""
@@ -87,3 +94,29 @@ def test_quiet_gc_freezes_and_collects_young_objects_less_often_then_restores() 
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
     assert gc.isenabled()
+
+
+async def test_try_both_takes_both_units_or_neither() -> None:
+    first, second = Limiter(1), Limiter(1)
+    assert try_both(first, second)
+    assert (first.available, second.available) == (0, 0)
+    first.release()
+    assert not try_both(first, second)  # the second is taken: the first is not kept
+    assert (first.available, second.available) == (1, 0)
+    second.release()
+    assert try_both(first, second)
+
+
+async def test_acquire_both_waits_for_each_and_gives_the_first_back_when_cancelled() -> None:
+    first, second = Limiter(1), Limiter(1)
+    assert second.try_acquire()  # the second bound is full
+    waiter = asyncio.create_task(acquire_both(first, second))
+    await asyncio.sleep(0)
+    assert first.available == 0  # it holds the first and waits in line for the second
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert first.available == 1  # given back: no unit lost
+    second.release()
+    await asyncio.wait_for(acquire_both(first, second), timeout=5)
+    assert (first.available, second.available) == (0, 0)

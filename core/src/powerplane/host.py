@@ -61,10 +61,12 @@ from powerplane.recovery import ChannelView, NodeOffer, VerbOffer, decide
 from powerplane.scheduling import (
     Limiter,
     SharedDeadlines,
+    acquire_both,
     drain,
     quiet_gc,
     run_workers,
     slots_of,
+    try_both,
 )
 
 __all__ = ["ChannelReading", "InvokeGuard", "InvokeResult", "NodeReading", "Plan", "PowerHost"]
@@ -925,14 +927,8 @@ class PowerHost:
                             gate = SendGate()
                             token = _GATE.set(gate)
                             try:
-                                if not sem.try_acquire():
-                                    await sem.acquire()
-                                if not total.try_acquire():
-                                    try:
-                                        await total.acquire()
-                                    except BaseException:
-                                        sem.release()
-                                        raise
+                                if not try_both(sem, total):
+                                    await acquire_both(sem, total)
                                 try:
                                     with deadlines.bound():
                                         acceptance = await (fn(target) if is_async else
@@ -1210,15 +1206,9 @@ class PowerHost:
         token = _GATE.set(gate)
         total = self._total
         try:
-            # a free unit is taken by a plain call: no awaitable unless the call must wait
-            if not sem.try_acquire():
-                await sem.acquire()
-            if not total.try_acquire():
-                try:
-                    await total.acquire()
-                except BaseException:
-                    sem.release()
-                    raise
+            # free units are taken by a plain call: no awaitable unless the call must wait
+            if not try_both(sem, total):
+                await acquire_both(sem, total)
             try:
                 try:
                     if deadlines is None:

@@ -31,7 +31,8 @@ from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from types import TracebackType
 from typing import TypeVar
 
-__all__ = ["Limiter", "SharedDeadlines", "drain", "quiet_gc", "run_workers", "slots_of"]
+__all__ = ["Limiter", "SharedDeadlines", "acquire_both", "drain", "quiet_gc", "run_workers",
+           "slots_of", "try_both"]
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -188,6 +189,39 @@ class Limiter:
                 fut.set_result(None)
                 return
         self._value += 1
+
+
+def try_both(first: Limiter, second: Limiter) -> bool:
+    """Take a unit of each if both are free now (and nobody waits for either); else take
+    neither. Never blocks: a call in flight with room at both bounds awaits nothing."""
+    if first.try_acquire():
+        if second.try_acquire():
+            return True
+        first.release()
+    return False
+
+
+async def acquire_both(first: Limiter, second: Limiter) -> None:
+    """Take a unit of ``first`` then one of ``second``, waiting in line for each; if the wait
+    for ``second`` ends in an error (a cancellation) the unit of ``first`` is given back.
+    The slow path of :func:`try_both`::
+
+        if not try_both(endpoint, total):
+            await acquire_both(endpoint, total)
+        try:
+            ...  # the call
+        finally:
+            total.release()
+            endpoint.release()
+    """
+    if not first.try_acquire():
+        await first.acquire()
+    if not second.try_acquire():
+        try:
+            await second.acquire()
+        except BaseException:
+            first.release()
+            raise
 
 
 async def drain(
