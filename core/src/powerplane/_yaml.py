@@ -21,10 +21,11 @@ The cost is linear in the size of the file: the line of each value is found only
 problem is reported (a second pass, :class:`Lines`), and the garbage collector is off
 while one document is built (it would walk every container made so far, again and again).
 
-A first pass comes before all this: :func:`powerplane._yaml_block.read_block` reads the
-plain block YAML big generated files are made of (``key: value`` lines, plain and quoted
-scalars, one-line flow collections, comments) line by line, several times faster, with this
-module's resolver and bounds, and builds exactly what the events would. It declines
+A first pass comes before all this for a file of :data:`FIRST_PASS_BYTES` or more:
+:func:`powerplane._yaml_block.read_block` reads the plain block YAML big generated files
+are made of (``key: value`` lines, plain and quoted scalars, one-line flow collections,
+comments) line by line, several times faster, with this module's resolver and bounds,
+and builds exactly what the events would, with the collector off too. It declines
 anything else or doubtful (anchors, aliases, merge keys, tags, block or multi-line scalars,
 tabs, carriage returns, a duplicate key, a second document, a value the resolver refuses, a
 crossed bound); the text is then read as above, which reports every problem and its line.
@@ -48,6 +49,7 @@ from powerplane.errors import ConfigError, ConfigProblem
 
 __all__ = [
     "BYTES_PER_NODE",
+    "FIRST_PASS_BYTES",
     "MAX_ALIASES",
     "MAX_BYTES",
     "MAX_DEPTH",
@@ -79,6 +81,9 @@ BYTES_PER_NODE = 3
 file past a few times its own size (block YAML takes 7 to 8 bytes a node)."""
 MAX_PROBLEMS = 100
 """Most problems listed for one file; the rest are counted."""
+FIRST_PASS_BYTES = 64 * 1024
+"""Smallest document read by the fast first pass (a smaller one costs the full path a few
+milliseconds, about what compiling the first pass's patterns does)."""
 MAX_NUMBER_CHARS = 1000
 """Longest scalar that may be read as a number (longer ones are refused, not converted)."""
 
@@ -686,7 +691,7 @@ def load_yaml(text: str, source: str) -> tuple[Any, Lines]:
         raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
                           source=source)
     bound = node_bound(size)
-    root = _first_pass(text, bound)
+    root = _first_pass(text, bound) if size >= FIRST_PASS_BYTES else DECLINE
     if root is DECLINE:
         root = _full_pass(text, source, bound)
     if root is None:

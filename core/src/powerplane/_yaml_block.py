@@ -28,8 +28,10 @@ deep as ``max_depth``.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterator
+from itertools import chain
 from typing import Any
 
 __all__ = ["DECLINE", "read_block"]
@@ -52,11 +54,10 @@ _PENDING_ITEM = _Marker("<a sequence item pending>")
 _KEY_TYPES = (str, int, float, bool)
 _LONGEST_KEY = 1000  # libyaml refuses a simple key over 1024 characters
 
-# Characters the subset reads as themselves: no tab, no carriage return, no NEL, line or
-# paragraph separator (libyaml's other line breaks), no byte-order mark, no control
-# character, nothing libyaml refuses as unprintable.
-_OUTSIDE = re.compile(
-    "[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+# Characters the subset does not read as themselves: tab, carriage return, NEL, line and
+# paragraph separators (libyaml's other line breaks), byte-order mark, control characters,
+# surrogates and the rest libyaml refuses as unprintable.
+_OUTSIDE = "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]"
 
 # A plain scalar: not starting with an indicator (``-`` only before a character that
 # keeps it a scalar), no ``: `` and no `` #`` inside, no trailing spaces; in flow context
@@ -78,22 +79,56 @@ _MAPS = rf"\[ *+(?:{_PAIRS}(?: *+, *+{_PAIRS})*+)? *+\]"
 _VALUE_GROUPS = (rf"(?:({_PLAIN})|{_SINGLE}|{_DOUBLE}|({_PAIRS})|({_ITEMS})|({_MAPS})"
                  rf"|([\[{{].*))?{_TAIL}")
 # groups: indentation, key (plain, single, double), the value's
-_KEY_LINE = re.compile(rf"( *)(?:({_PLAIN})|{_SINGLE}|{_DOUBLE}) *:(?: +|$){_VALUE_GROUPS}")
-_VALUE = re.compile(_VALUE_GROUPS)
-_DASH = re.compile(r"( *)-(?: +|$)")
-_DOCUMENT_START = re.compile(r"---(?: +(?:#.*)?)?$")
+_KEY_LINE = rf"( *)(?:({_PLAIN})|{_SINGLE}|{_DOUBLE}) *:(?: +|$){_VALUE_GROUPS}"
+_DASH = r"( *)-(?: +|$)"
+_DOCUMENT_START = r"---(?: +(?:#.*)?)?$"
 # groups: punctuation, ': ', single, double, plain
-_TOKEN = re.compile(rf" *(?:([\[\]{{}},])|(: )|{_SINGLE}|{_DOUBLE}|({_FLOW_PLAIN}))")
-_FLOW_TAIL = re.compile(_TAIL)
-_PAIR = re.compile(rf"({_WORD}): ++({_WORD})")
-_PAIR_OR_OPEN = re.compile(rf"(\{{)|({_WORD}): ++({_WORD})")
-_ITEM = re.compile(_WORD)
+_TOKEN = rf" *(?:([\[\]{{}},])|(: )|{_SINGLE}|{_DOUBLE}|({_FLOW_PLAIN}))"
+_PAIR = rf"({_WORD}): ++({_WORD})"
+_PAIR_OR_OPEN = rf"(\{{)|({_WORD}): ++({_WORD})"
+# The commonest lines, one regex with no alternatives tried in vain: a key (no space in it)
+# and a value that is a plain word, a single-quoted scalar with no quote in it, a flow
+# mapping of up to four pairs of words, a flow sequence of one such mapping, or nothing.
+# groups: indentation, key, plain, single, four pairs, four pairs in a sequence
+_KEY_WORD = r"[^ \-?:,\[\]{}#&*!|>'\"%@`][^ :#]{0,998}+"
+_VALUE_WORD = r"[^ \-?:,\[\]{}#&*!|>'\"%@`][^ :#]*+"
+_FLOW_KEY = r"[^ \-?:,\[\]{}#&*!|>'\"%@`][^ :#,\[\]{}]{0,998}+"
+_PAIRS4 = (rf"\{{ *+({_FLOW_KEY}): ++({_WORD})"
+           + rf"(?: *+, *+({_FLOW_KEY}): ++({_WORD}))?+" * 3 + r" *+\}")
+_COMMON = (
+    rf"( *)({_KEY_WORD}):(?: (?:({_VALUE_WORD})|'([^']*+)'|{_PAIRS4}|\[ *+{_PAIRS4} *+\])|)$"
+)
 _CACHED_FLOWS = 4096  # flow mappings of plain scalars kept by their text (labels repeat)
+_CACHED_KEYS = 65536  # resolved plain keys kept by their text (field names repeat)
+_CHUNK = 1 << 20  # characters split into lines at a time (not a list of every line)
 
-_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))")
+_ESCAPE = r"\\(?:x([0-9A-Fa-f]{2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))"
 _ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "n": "\n", "v": "\v", "f": "\f",
             "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85",
             "_": "\xa0", "L": "\u2028", "P": "\u2029"}
+
+
+class _Patterns:
+    """The regexes, compiled on first use (it takes milliseconds: a small file never pays)."""
+
+    def __init__(self) -> None:
+        self.outside = re.compile(_OUTSIDE)
+        self.key_line = re.compile(_KEY_LINE)
+        self.value = re.compile(_VALUE_GROUPS)
+        self.dash = re.compile(_DASH)
+        self.document_start = re.compile(_DOCUMENT_START)
+        self.token = re.compile(_TOKEN)
+        self.flow_tail = re.compile(_TAIL)
+        self.pair = re.compile(_PAIR)
+        self.pair_or_open = re.compile(_PAIR_OR_OPEN)
+        self.item = re.compile(_WORD)
+        self.common = re.compile(_COMMON)
+        self.escape = re.compile(_ESCAPE)
+
+
+@functools.cache
+def _patterns() -> _Patterns:
+    return _Patterns()
 
 
 def _unescape(text: str) -> str | None:
@@ -103,7 +138,7 @@ def _unescape(text: str) -> str | None:
         return text
     out: list[str] = []
     end = 0
-    for m in _ESCAPE.finditer(text):
+    for m in _patterns().escape.finditer(text):
         out.append(text[end:m.start()])
         end = m.end()
         short, middle, wide, char = m.groups()
@@ -121,7 +156,6 @@ def _unescape(text: str) -> str | None:
     return "".join(out)
 
 
-
 class _Everything:
     """Every first character: each plain scalar goes through the resolver."""
 
@@ -132,7 +166,7 @@ class _Everything:
 class _Reader:
     """What one reading shares: the resolver, the keys met so far, the bounds."""
 
-    __slots__ = ("flats", "keys", "max_depth", "needs", "plain")
+    __slots__ = ("flats", "keys", "max_depth", "needs", "plain", "rx")
 
     def __init__(self, plain: Callable[[str], Any], needs: Container[str] | None,
                  max_depth: int) -> None:
@@ -141,15 +175,18 @@ class _Reader:
         self.keys: dict[str, Any] = {}
         self.flats: dict[str, dict[Any, Any]] = {}
         self.max_depth = max_depth
+        self.rx = _patterns()
 
     def key(self, text: str) -> Any:
-        """A plain key's value (a string, number or boolean), or :data:`DECLINE`."""
+        """A plain key's value (a string, number or boolean), or :data:`DECLINE`; for one
+        whose first character is in :attr:`needs` (others are strings)."""
         key = self.keys.get(text, DECLINE)
         if key is DECLINE:
-            key = self.plain(text) if text[:1] in self.needs else text
+            key = self.plain(text)
             if type(key) not in _KEY_TYPES:
                 return DECLINE  # null, a timestamp, the merge key
-            self.keys[text] = key
+            if len(self.keys) < _CACHED_KEYS:
+                self.keys[text] = key
         return key
 
     def scalar(self, unquoted: str | None, single: str | None, double: str | None) -> Any:
@@ -167,15 +204,16 @@ class _Reader:
         a duplicate key or a key that is not a string, number or boolean."""
         got = self.flats.get(text)
         if got is None:
-            keys, key, plain, needs = self.keys, self.key, self.plain, self.needs
-            found = _PAIR.findall(text)
+            key, plain, needs = self.key, self.plain, self.needs
+            found = self.rx.pair.findall(text)
             if len(text) > _LONGEST_KEY and any(len(k) > _LONGEST_KEY for k, _ in found):
                 return None
             got = {}
             for k, v in found:
-                k = keys.get(k) or key(k)
-                if k is DECLINE:
-                    return None
+                if k[:1] in needs:
+                    k = key(k)
+                    if k is DECLINE:
+                        return None
                 got[k] = plain(v) if v[:1] in needs else v
             if len(got) != len(found):
                 return None
@@ -183,15 +221,32 @@ class _Reader:
                 self.flats[text] = got
         return got.copy()
 
+    def four(self, texts: tuple[str | None, ...]) -> dict[Any, Any] | None:
+        """A flow mapping from the up to four ``(key, value)`` texts of :data:`_COMMON`;
+        ``None`` as :meth:`pairs`."""
+        key, plain, needs = self.key, self.plain, self.needs
+        out: dict[Any, Any] = {}
+        count = 0
+        for k, v in zip(texts[::2], texts[1::2], strict=True):
+            if k is None or v is None:
+                break
+            if k[:1] in needs:
+                k = key(k)
+                if k is DECLINE:
+                    return None
+            out[k] = plain(v) if v[:1] in needs else v
+            count += 1
+        return out if len(out) == count else None
+
     def maps(self, text: str) -> tuple[list[Any], int] | None:
         """A flow sequence of flow mappings of plain scalars from its text (:data:`_MAPS`)
         and its count of nodes; ``None`` as :meth:`pairs`."""
-        keys, key, plain, needs = self.keys, self.key, self.plain, self.needs
+        key, plain, needs = self.key, self.plain, self.needs
         out: list[Any] = []
         here: dict[Any, Any] = {}
         count = 0
         nodes = 1
-        found = _PAIR_OR_OPEN.findall(text, 1)
+        found = self.rx.pair_or_open.findall(text, 1)
         if len(text) > _LONGEST_KEY and any(len(k) > _LONGEST_KEY for _, k, _ in found):
             return None
         for opening, k, v in found:
@@ -203,9 +258,10 @@ class _Reader:
                 out.append(here)
                 nodes += 1
                 continue
-            k = keys.get(k) or key(k)
-            if k is DECLINE:
-                return None
+            if k[:1] in needs:
+                k = key(k)
+                if k is DECLINE:
+                    return None
             here[k] = plain(v) if v[:1] in needs else v
             count += 1
             nodes += 2
@@ -225,7 +281,7 @@ class _Reader:
             return (DECLINE, 0) if got is None else (got, 1 + 2 * len(got))
         if items is not None:
             plain, needs = self.plain, self.needs
-            out = [plain(v) if v[:1] in needs else v for v in _ITEM.findall(items, 1)]
+            out = [plain(v) if v[:1] in needs else v for v in self.rx.item.findall(items, 1)]
             return out, 1 + len(out)
         if maps is not None:
             return self.maps(maps) or (DECLINE, 0)
@@ -233,7 +289,7 @@ class _Reader:
 
     def tokens(self, line: str, pos: int, depth: int) -> tuple[Any, int]:
         """:meth:`flow` token by token, for any other flow collection on one line."""
-        token = _TOKEN.match
+        token = self.rx.token.match
         parents: list[tuple[Any, bool]] = []
         root: Any = None
         here: Any = None
@@ -305,9 +361,32 @@ class _Reader:
             else:
                 here.append(value)
             state = 1
-        if _FLOW_TAIL.match(line, pos) is None:
+        if self.rx.flow_tail.match(line, pos) is None:
             return DECLINE, 0
         return root, nodes
+
+
+class _Outside(Exception):
+    """A character the subset does not read as itself (:data:`_OUTSIDE`)."""
+
+
+def _lines(text: str, outside: re.Pattern[str]) -> Iterator[list[str]]:
+    """The lines of ``text`` (without their line breaks), a mebibyte of text at a time; a
+    final empty line is left out. Raises :class:`_Outside` at a chunk with a character
+    ``outside`` finds."""
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start + _CHUNK)
+        if end < 0:
+            end = size
+        chunk = text[start:end]
+        if chunk.isascii():  # printable ASCII and line feeds: the quickest check there is
+            if not chunk.replace("\n", " ").isprintable():
+                raise _Outside
+        elif outside.search(chunk) is not None:
+            raise _Outside
+        yield chunk.split("\n")
+        start = end + 1
 
 
 def read_block(text: str, plain: Callable[[str], Any], needs: Container[str] | None,
@@ -320,16 +399,27 @@ def read_block(text: str, plain: Callable[[str], Any], needs: Container[str] | N
     itself (``None``: any). ``max_nodes`` and ``max_depth``: the full path's bounds,
     declined at (that path reports them).
     """
-    if _OUTSIDE.search(text) is not None:
+    rx = _patterns()
+    try:
+        return _read(text, rx, plain, needs, max_nodes, max_depth)
+    except _Outside:
         return DECLINE
+
+
+def _read(text: str, rx: _Patterns, plain: Callable[[str], Any], needs: Container[str] | None,
+          max_nodes: int, max_depth: int) -> Any:
+    """:func:`read_block`, which see; :class:`_Outside` from :func:`_lines`."""
     reader = _Reader(plain, needs, max_depth)
-    key_line = _KEY_LINE.match
-    value_match = _VALUE.match
-    dash = _DASH.match
+    common = rx.common.match
+    key_line = rx.key_line.match
+    value_match = rx.value.match
+    dash = rx.dash.match
+    document_start = rx.document_start.match
+    four = reader.four
     flow = reader.flow
     flat = reader.pairs
+    flats = reader.flats
     maps_of = reader.maps
-    keys = reader.keys
     key_of = reader.key
     scalar = reader.scalar
     needs_of = reader.needs
@@ -344,93 +434,142 @@ def read_block(text: str, plain: Callable[[str], Any], needs: Container[str] | N
     indent, is_map, flush = -1, False, False
     nodes = 0
     started = False
-    for line in text.split("\n"):
-        m = key_line(line)
-        if m is None:
-            d = dash(line)
-            if d is None:
-                stripped = line.lstrip(" ")
-                if not stripped or stripped[0] == "#":
-                    continue
-                if started or _DOCUMENT_START.match(line) is None:
-                    return DECLINE  # a scalar line, a continuation, a marker, a directive
-                started = True
-                continue
-            started = True
-            at = len(d.group(1))
-            while at < indent:
-                if pending is not _NOTHING:
-                    if is_map:
-                        here[pending] = null
-                    else:
-                        here.append(null)
-                    nodes += 1
-                indent, here, is_map, pending, flush = stack.pop()
-            if at == indent and not is_map:
-                if pending is not _NOTHING:
-                    here.append(null)
-                    nodes += 1
-                    pending = _NOTHING
-            elif pending is _NOTHING or len(stack) >= max_depth:
-                return DECLINE
-            else:  # a new sequence: the pending value, maybe at its key's indentation
-                new: Any = []
-                nodes += 1
-                if is_map:
-                    here[pending] = new
-                else:
-                    here.append(new)
-                stack.append((indent, here, is_map, _NOTHING, flush))
-                indent, here, is_map, pending, flush = at, new, False, _NOTHING, at == indent
-            # the item: its value, or a nested sequence or mapping opened on this line
-            pos = d.end()
-            while True:
-                if line.startswith("-", pos) and (len(line) == pos + 1 or line[pos + 1] == " "):
-                    if len(stack) >= max_depth:
+    for line in chain.from_iterable(_lines(text, rx.outside)):
+        c = common(line)
+        if c is not None:
+            last = c.lastindex or 0
+            if c.end(1) == indent and is_map and pending is _NOTHING and indent:
+                # the commonest case: one more key of the mapping being read
+                key = c[2]
+                if key[:1] in needs_of:
+                    key = key_of(key)
+                    if key is DECLINE:
                         return DECLINE
-                    new = []
-                    nodes += 1
-                    here.append(new)
-                    stack.append((indent, here, False, _NOTHING, flush))
-                    indent, here, is_map, pending, flush = pos, new, False, _NOTHING, False
-                    d = dash(line, pos)
-                    assert d is not None
-                    pos = d.end()
-                    continue
-                m = key_line(line, pos)
-                if m is not None:
-                    if len(stack) >= max_depth:
-                        return DECLINE
-                    new = {}
-                    nodes += 1
-                    here.append(new)
-                    stack.append((indent, here, False, _NOTHING, flush))
-                    indent, here, is_map, pending, flush = pos, new, True, _NOTHING, False
-                    break
-                v = value_match(line, pos)
-                if v is None:
+                if key in here:
                     return DECLINE
-                unquoted, single, double, pairs, items, maps, other = v.groups()
-                if unquoted is not None or single is not None or double is not None:
-                    value = scalar(unquoted, single, double)
+                if last == 3:
+                    value = c[3]
+                    here[key] = plain(value) if value[:1] in needs_of else value
+                    nodes += 2
+                elif last == 4:
+                    here[key] = c[4]
+                    nodes += 2
+                elif last == 2:
+                    pending = key
                     nodes += 1
-                elif pairs is None and items is None and maps is None and other is None:
-                    pending = _PENDING_ITEM
-                    break
+                elif len(stack) + 2 >= max_depth:
+                    return DECLINE
+                elif last <= 12:
+                    value = line[c.end(2) + 2:]
+                    got = flats.get(value)
+                    if got is None:
+                        got = four(c.group(5, 6, 7, 8, 9, 10, 11, 12))
+                        if got is None:
+                            return DECLINE
+                        if len(flats) < _CACHED_FLOWS:
+                            flats[value] = got
+                    here[key] = got.copy()
+                    nodes += 2 + 2 * len(got)
                 else:
-                    value, count = flow(pairs, items, maps, line, v.start(7), len(stack))
-                    nodes += count
-                if value is DECLINE:
-                    return DECLINE
-                here.append(value)
-                break
-            if m is None:
+                    got = four(c.group(13, 14, 15, 16, 17, 18, 19, 20))
+                    if got is None:
+                        return DECLINE
+                    here[key] = [got]
+                    nodes += 3 + 2 * len(got)
                 continue
-            (_, key_plain, key_single, key_double, unquoted, single, double, pairs, items,
-             maps, other) = m.groups()
+        place = True
+        if c is not None and last <= 4:  # the same line, where the structure changes
+            space, key_plain, unquoted, single = c.group(1, 2, 3, 4)
+            key_single = key_double = double = pairs = items = maps = other = None
+            m = None
         else:
+            m = key_line(line)
+            if m is None:
+                d = dash(line)
+                if d is None:
+                    stripped = line.lstrip(" ")
+                    if not stripped or stripped[0] == "#":
+                        continue
+                    if started or document_start(line) is None:
+                        return DECLINE  # a scalar line, a continuation, a marker, a directive
+                    started = True
+                    continue
+                started = True
+                at = len(d.group(1))
+                while at < indent:
+                    if pending is not _NOTHING:
+                        if is_map:
+                            here[pending] = null
+                        else:
+                            here.append(null)
+                        nodes += 1
+                    indent, here, is_map, pending, flush = stack.pop()
+                if at == indent and not is_map:
+                    if pending is not _NOTHING:
+                        here.append(null)
+                        nodes += 1
+                        pending = _NOTHING
+                elif pending is _NOTHING or len(stack) >= max_depth:
+                    return DECLINE
+                else:  # a new sequence: the pending value, maybe at its key's indentation
+                    new: Any = []
+                    nodes += 1
+                    if is_map:
+                        here[pending] = new
+                    else:
+                        here.append(new)
+                    stack.append((indent, here, is_map, _NOTHING, flush))
+                    indent, here, is_map, pending, flush = (at, new, False, _NOTHING,
+                                                            at == indent)
+                # the item: its value, or a nested sequence or mapping opened on this line
+                pos = d.end()
+                while True:
+                    if line.startswith("-", pos) and (len(line) == pos + 1
+                                                      or line[pos + 1] == " "):
+                        if len(stack) >= max_depth:
+                            return DECLINE
+                        new = []
+                        nodes += 1
+                        here.append(new)
+                        stack.append((indent, here, False, _NOTHING, flush))
+                        indent, here, is_map, pending, flush = pos, new, False, _NOTHING, False
+                        d = dash(line, pos)
+                        assert d is not None
+                        pos = d.end()
+                        continue
+                    m = key_line(line, pos)
+                    if m is not None:
+                        if len(stack) >= max_depth:
+                            return DECLINE
+                        new = {}
+                        nodes += 1
+                        here.append(new)
+                        stack.append((indent, here, False, _NOTHING, flush))
+                        indent, here, is_map, pending, flush = pos, new, True, _NOTHING, False
+                        break
+                    v = value_match(line, pos)
+                    if v is None:
+                        return DECLINE
+                    unquoted, single, double, pairs, items, maps, other = v.groups()
+                    if unquoted is not None or single is not None or double is not None:
+                        value = scalar(unquoted, single, double)
+                        nodes += 1
+                    elif pairs is None and items is None and maps is None and other is None:
+                        pending = _PENDING_ITEM
+                        break
+                    else:
+                        value, count = flow(pairs, items, maps, line, v.start(7), len(stack))
+                        nodes += count
+                    if value is DECLINE:
+                        return DECLINE
+                    here.append(value)
+                    break
+                if m is None:
+                    continue
+                place = False
             (space, key_plain, key_single, key_double, unquoted, single, double, pairs, items,
              maps, other) = m.groups()
+        if place:  # a key line: find its mapping, close what it ends, open what it starts
             at = len(space)
             if not at and key_plain is not None and key_plain[:3] in ("---", "..."):
                 return DECLINE  # a document marker, not a key
@@ -469,18 +608,19 @@ def read_block(text: str, plain: Callable[[str], Any], needs: Container[str] | N
                 started = True
         # the key and its value into ``here``, a mapping
         if key_plain is not None:
-            key = keys.get(key_plain, DECLINE)
-            if key is DECLINE:
+            if key_plain[:1] in needs_of:
                 key = key_of(key_plain)
                 if key is DECLINE:
                     return DECLINE
+            else:
+                key = key_plain
         else:
             key = scalar(None, key_single, key_double)
             if key is DECLINE:
                 return DECLINE
         if key in here:
             return DECLINE
-        if len(line) > longest and (
+        if m is not None and len(line) > longest and (
                 line.index(":", max(m.end(2), m.end(3), m.end(4))) - m.end(1) > longest):
             return DECLINE  # libyaml's bound on a simple key, from its start to its ':'
         if unquoted is not None:
@@ -515,6 +655,7 @@ def read_block(text: str, plain: Callable[[str], Any], needs: Container[str] | N
             pending = key
             nodes += 1
         else:
+            assert m is not None
             value, count = flow(None, items, None, line, m.start(11), len(stack))
             if value is DECLINE:
                 return DECLINE
