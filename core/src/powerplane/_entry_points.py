@@ -17,8 +17,8 @@ per distribution). The installed metadata is plain text, so :func:`read` reads i
   an entry point of a group asked for.
 
 A ``sys.path`` entry that is not a directory (a zip, an egg file) is the case this reader does
-not cover: then it asks :mod:`importlib.metadata` itself (or, with ``standard=False``, says it
-could not answer), so the answer never differs from the standard one.
+not cover: then :func:`read` asks :mod:`importlib.metadata` itself (and :func:`read_here` says
+it could not answer), so the answer never differs from the standard one.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EntryPoint", "load", "read"]
+__all__ = ["EntryPoint", "load", "read", "read_here"]
 
 _META_SUFFIXES = (".dist-info", ".egg-info")
 
@@ -117,15 +117,18 @@ def _standard(groups: Collection[str]) -> dict[str, list[EntryPoint]]:
     return found
 
 
-def read(groups: Collection[str], path: list[str] | None = None, *,
-         standard: bool = True) -> dict[str, list[EntryPoint]] | None:
+def read(groups: Collection[str], path: list[str] | None = None) -> dict[str, list[EntryPoint]]:
     """Every entry point of each of ``groups`` on ``path`` (default ``sys.path``), by group,
     distributions in path order and each one's entries in file order (a name may repeat
-    across distributions: the caller decides which one stays).
+    across distributions: the caller decides which one stays). Where this reader cannot
+    answer (a zip or an egg file on the path) the standard reader does."""
+    found = read_here(groups, path)
+    return _standard(groups) if found is None else found
 
-    Where this reader cannot answer (a zip or an egg file on the path) the standard reader
-    does, or with ``standard=False`` the result is ``None``.
-    """
+
+def read_here(groups: Collection[str], path: list[str] | None = None
+              ) -> dict[str, list[EntryPoint]] | None:
+    """:func:`read` without the standard reader: ``None`` where it would be needed."""
     entries = sys.path if path is None else path
     seen: set[str] = set()
     found: dict[str, list[EntryPoint]] = {g: [] for g in groups}
@@ -133,7 +136,7 @@ def read(groups: Collection[str], path: list[str] | None = None, *,
         where = entry or "."
         if not os.path.isdir(where):
             if os.path.exists(where):  # a zip or an egg: the standard reader handles those
-                return _standard(groups) if standard else None
+                return None
             continue
         try:
             names = sorted(os.listdir(where))

@@ -34,9 +34,7 @@ def scan(group: str, path: list[str] | None = None) -> dict[str, Extension]:
     """Every entry point of ``group`` in the distributions on ``path`` (default ``sys.path``),
     the first of a name kept."""
     found: dict[str, Extension] = {}
-    read = _entry_points.read((group,), path)
-    assert read is not None  # the standard reader answers where this one cannot
-    for ep in read[group]:
+    for ep in _entry_points.read((group,), path)[group]:
         found.setdefault(ep.name, Extension(ep.name, ep.value, ep.dist or
                                             "an installed distribution"))
     return found

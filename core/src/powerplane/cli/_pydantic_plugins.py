@@ -39,7 +39,7 @@ def answer_without_scan() -> bool:
     it did."""
     if LOADER in sys.modules:
         return False
-    found = _entry_points.read((GROUP,), standard=False)
+    found = _entry_points.read_here((GROUP,))
     if found is None or found[GROUP]:
         return False
     loader = types.ModuleType(LOADER, "pydantic's plugin loader: no distribution on sys.path "
