@@ -55,21 +55,19 @@ REGISTERS = {"cluster": ("simulated", "none"), "storage": ("none", "simulated"),
 
 def _simulated_cluster(config: SimulatedClusterConfig, context: PortContext) -> ClusterPort:
     from powerplane.lifecycle.cluster import SimulatedCluster
-    from powerplane.lifecycle.ports import machine_boots, machine_model_state
+    from powerplane.lifecycle.ports import SimulatedMachines
 
-    host = context.host
-
-    def model_of(node: str) -> str | None:
-        # the node's own machine, as a kubelet's Ready condition comes from the node itself
-        # (no channel request); None (another channel type): the ordinary readback
-        return machine_model_state(host, node)
+    # the node's own machine, as a kubelet's Ready condition and boot id come from the node
+    # itself (no channel request), found once per node while the host's channels stay the
+    # same objects; None (another channel type): the ordinary readback
+    machines = SimulatedMachines(context.host)
 
     async def boot_of(node: str) -> str | None:
-        boots = machine_boots(host, node)
+        boots = machines.boots(node)
         return None if boots is None else str(boots)
 
     return SimulatedCluster(config, context.labels, context.power_of,
-                            boot_of if config.boot_id else None, model_of)
+                            boot_of if config.boot_id else None, machines.state)
 
 
 def _no_cluster(config: NoneClusterConfig, context: PortContext) -> ClusterPort:
