@@ -1,9 +1,11 @@
 """What a maintenance costs the reconciler and the store, counted (never timed).
 
 * The reconciler tells whether a step changed anything from the status alone (a step
-  never touches the spec, the name or the creation time), dumped once when the
-  maintenance is read and once after each step; what it wrote is the next step's
-  starting point, not dumped again. Every change is still written, none twice.
+  never touches the spec, the name or the creation time), taken as plain values (equal
+  exactly when its JSON is, at every step of every flow; sharing nothing with the
+  maintenance) once when the maintenance is read and once after each step; what it wrote
+  is the next step's starting point, not taken again. Every change is still written, none
+  twice.
 * The store's ``active_phases`` (asked before every step) reads its rows once and then
   carries this connection's own writes into them; a commit by any other connection
   (``PRAGMA data_version``) makes it read them again.
@@ -30,19 +32,25 @@ from powerplane.lifecycle.store import Conflict, Store, StoreError
 
 
 def _count_dumps(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    counts = {"status": 0, "whole": 0}
-    status_dump = MaintenanceStatus.model_dump_json
+    counts = {"status": 0, "status_json": 0, "whole": 0}
+    status_dump = MaintenanceStatus.model_dump
+    status_json = MaintenanceStatus.model_dump_json
     whole_dump = NodeMaintenance.model_dump_json
 
-    def status(self: Any, *a: Any, **k: Any) -> str:
+    def status(self: Any, *a: Any, **k: Any) -> Any:
         counts["status"] += 1
         return status_dump(self, *a, **k)
+
+    def json_of_status(self: Any, *a: Any, **k: Any) -> str:
+        counts["status_json"] += 1
+        return status_json(self, *a, **k)
 
     def whole(self: Any, *a: Any, **k: Any) -> str:
         counts["whole"] += 1
         return whole_dump(self, *a, **k)
 
-    monkeypatch.setattr(MaintenanceStatus, "model_dump_json", status)
+    monkeypatch.setattr(MaintenanceStatus, "model_dump", status)
+    monkeypatch.setattr(MaintenanceStatus, "model_dump_json", json_of_status)
     monkeypatch.setattr(NodeMaintenance, "model_dump_json", whole)
     return counts
 
@@ -68,10 +76,11 @@ async def test_a_reconcile_dumps_the_status_once_per_step_and_the_store_once_per
     writes = lc.store.writes - writes_before
     assert lc.store.get(m.name).phase is Phase.COMPLETE
     assert steps["n"] >= 6 and writes >= 7  # a write per phase and the dispatch's record
-    # once as read (each reconcile reads it once: no conflict here), once after each step;
-    # the whole maintenance only as the store writes it
-    assert counts == {"status": steps["n"] + reconciles, "whole": writes}, (
-        counts, steps, reconciles, writes)
+    # taken once as read (each reconcile reads it once: no conflict here) and once after
+    # each step, as plain values, never as JSON; the whole maintenance dumped to JSON only
+    # as the store writes it
+    assert counts == {"status": steps["n"] + reconciles, "status_json": 0,
+                      "whole": writes}, (counts, steps, reconciles, writes)
 
 
 @pytest.mark.parametrize(("intent", "then"), [
@@ -80,19 +89,25 @@ async def test_a_reconcile_dumps_the_status_once_per_step_and_the_store_once_per
 async def test_a_step_changes_only_the_status_and_every_change_is_written_once(
         open_lifecycle: Any, monkeypatch: pytest.MonkeyPatch, intent: str,
         then: str | None) -> None:
-    """The premise of dumping the status alone: across each flow, no step changes the
-    spec, the name or the creation time (the store moves the version); every status a step leaves is
-    written, and no write repeats the one before it."""
+    """The premises of comparing snapshots of the status alone: across each flow, no step
+    changes the spec, the name or the creation time (the store moves the version); at
+    every step the snapshots before and after are equal exactly when the status's JSON is;
+    every status a step leaves is written, and no write repeats the one before it."""
     lc = await open_lifecycle(cluster={"type": "simulated", "pods": {"w1": ["a", "b"]}})
     step = lc.reconciler._step
     exclude = {"status", "resource_version"}  # the version is the store's to move
+    compared = {"same": 0, "changed": 0}
 
     async def checked_step(mm: Any) -> Any:
         outside = mm.model_dump_json(exclude=exclude)
+        snap, body = mm.status.model_dump(), mm.status.model_dump_json()
         try:
             return await step(mm)
         finally:
             assert mm.model_dump_json(exclude=exclude) == outside
+            same = mm.status.model_dump_json() == body
+            assert (mm.status.model_dump() == snap) is same, (snap, body)
+            compared["same" if same else "changed"] += 1
 
     monkeypatch.setattr(lc.reconciler, "_step", checked_step)
     written: list[tuple[Phase, str]] = []
@@ -115,6 +130,28 @@ async def test_a_step_changes_only_the_status_and_every_change_is_written_once(
     phases = [phase for phase, _ in written]
     reached = [p for i, p in enumerate(phases) if i == 0 or p is not phases[i - 1]]
     assert [t.to for t in done.status.history] == reached[1:]
+    assert compared["changed"] >= len(done.status.history), compared
+
+
+async def test_a_snapshot_of_the_status_shares_nothing_with_it(open_lifecycle: Any) -> None:
+    """What the reconciler compares against cannot move with the maintenance: a step's
+    change in place (a condition's message, a dispatch's outcome, a history entry) shows."""
+    lc = await open_lifecycle()
+    m = await lc.request("w1", "reboot", ceremony("w1"))
+    await lc.run(until_idle=True)
+    done = lc.store.get(m.name)
+    snap = done.status.model_dump()
+    assert done.status.model_dump() == snap
+    done.status.conditions["Cordoned"].message = "changed in place"
+    assert done.status.model_dump() != snap
+    done = lc.store.get(m.name)
+    snap = done.status.model_dump()
+    done.status.dispatches[0].detail = "changed in place"
+    assert done.status.model_dump() != snap
+    done = lc.store.get(m.name)
+    snap = done.status.model_dump()
+    done.status.history[-1].why = "changed in place"
+    assert done.status.model_dump() != snap
 
 
 def _maintenance(name: str, node: str) -> NodeMaintenance:
