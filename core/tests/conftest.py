@@ -40,3 +40,31 @@ async def lab_host() -> AsyncIterator[PowerHost]:
     }
     async with PowerHost(parse_config(cfg)) as host:
         yield host
+
+
+class LoopTimers:
+    """How many timers the running loop armed (``loop.call_at``) while counting."""
+
+    def __init__(self) -> None:
+        self.armed = 0
+
+
+@pytest.fixture
+async def loop_timers() -> AsyncIterator[LoopTimers]:
+    """Count the running loop's ``call_at`` (every timer ``asyncio.sleep`` or
+    ``asyncio.timeout`` arms goes through it) for the rest of the test."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    timers = LoopTimers()
+    call_at = loop.call_at
+
+    def counting(when: float, callback: Any, *args: Any, **kw: Any) -> Any:
+        timers.armed += 1
+        return call_at(when, callback, *args, **kw)
+
+    loop.call_at = counting  # type: ignore[method-assign,assignment]
+    try:
+        yield timers
+    finally:
+        loop.call_at = call_at  # type: ignore[method-assign]

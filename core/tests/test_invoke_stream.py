@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
@@ -30,6 +30,9 @@ from powerplane import (
     parse_config,
 )
 from powerplane.plugins import Registry, load_plugins
+
+if TYPE_CHECKING:
+    from conftest import LoopTimers
 
 TIMEOUT = 10.0
 """An explicit bound on each operation of a test (never a timing threshold)."""
@@ -161,23 +164,12 @@ async def test_the_total_limit_bounds_the_workers_across_endpoints() -> None:
         assert max(GateChannel.tasks_seen) - baseline <= 3 + 2
 
 
-async def test_one_loop_timer_bounds_every_call_of_a_batch() -> None:
+async def test_one_loop_timer_bounds_every_call_of_a_batch(loop_timers: LoopTimers) -> None:
     async with _host(5, 40, per_endpoint=4, total=1000) as host:
-        loop = asyncio.get_running_loop()
-        armed = 0
-        call_at = loop.call_at
-
-        def counting(when: float, callback: Any, *args: Any, **kw: Any) -> Any:
-            nonlocal armed
-            armed += 1
-            return call_at(when, callback, *args, **kw)
-
-        loop.call_at = counting  # type: ignore[method-assign,assignment]
-        try:
-            async with asyncio.timeout(TIMEOUT):
-                results = await host.invoke_many(list(host.nodes), Verb.REBOOT, reason="x")
-        finally:
-            loop.call_at = call_at  # type: ignore[method-assign]
+        before = loop_timers.armed
+        async with asyncio.timeout(TIMEOUT):
+            results = await host.invoke_many(list(host.nodes), Verb.REBOOT, reason="x")
+        armed = loop_timers.armed - before
         assert len(results) == 200 and len(GateChannel.sent) == 200
         # asyncio.timeout per call arms 200 timers; the batch's shared deadline, one
         assert armed <= 2

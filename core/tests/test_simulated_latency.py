@@ -7,10 +7,13 @@ not end before its latency has passed), and the loop's timers are counted.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from powerplane import RefusedByDevice
 from powerplane.simulated import SimulatedChannel, SimulatedConfig
+
+if TYPE_CHECKING:
+    from conftest import LoopTimers
 
 TIMEOUT = 10.0
 """An explicit bound on each operation of a test (never a timing threshold)."""
@@ -40,25 +43,16 @@ async def test_no_call_ends_before_its_latency_has_passed() -> None:
     assert len(ch.dispatches) == 51
 
 
-async def test_calls_due_in_the_same_millisecond_share_one_loop_timer() -> None:
+async def test_calls_due_in_the_same_millisecond_share_one_loop_timer(
+        loop_timers: LoopTimers) -> None:
     ch = _channel(latency_ms=20)
     loop = asyncio.get_running_loop()
-    armed = 0
-    call_at = loop.call_at
-
-    def counting(when: float, callback: Any, *args: Any, **kw: Any) -> Any:
-        nonlocal armed
-        armed += 1
-        return call_at(when, callback, *args, **kw)
-
-    loop.call_at = counting  # type: ignore[method-assign,assignment]
-    try:
-        start = loop.time()
-        async with asyncio.timeout(TIMEOUT):
-            await asyncio.gather(*(ch.reboot(f"m{i}") for i in range(50)))
-        spread_ms = int((loop.time() - start) * 1000) + 2
-    finally:
-        loop.call_at = call_at  # type: ignore[method-assign]
+    start = loop.time()
+    before = loop_timers.armed
+    async with asyncio.timeout(TIMEOUT):
+        await asyncio.gather(*(ch.reboot(f"m{i}") for i in range(50)))
+    armed = loop_timers.armed - before
+    spread_ms = int((loop.time() - start) * 1000) + 2
     # asyncio.sleep per call arms 50 timers; here one per millisecond the calls end in
     assert armed <= min(50, spread_ms)
     assert armed < 50
