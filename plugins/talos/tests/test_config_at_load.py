@@ -20,8 +20,9 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
 
-from powerplane import ConfigError, SecretError, SecretKind, load_config
+from powerplane import ConfigError, SecretError, SecretKind, SecretRef, load_config
 from powerplane.plugins import registry
+from powerplane_talos.config import RebootMode, TalosConfig, Transport
 from powerplane_talos.talosconfig import dump_talosconfig, normalize_key_pem
 from powerplane_talos.testing import pki
 
@@ -217,10 +218,46 @@ def test_an_env_secret_is_read_when_the_channel_opens_not_at_load(
     assert _open(deployment).creds.key is not None
 
 
+def _talos(tmp_path: Path, channel: dict[str, Any]) -> TalosConfig:
+    """The validated config of channel ``t`` of a file holding ``channel``."""
+    deployment = load_config(write(tmp_path, channel))
+    configured = deployment.channels["t"]
+    assert configured.type.name == "talos"
+    assert isinstance(configured.config, TalosConfig)
+    assert deployment.nodes["n1"].channels[0].target == "10.0.0.11"
+    return configured.config
+
+
 def test_good_inline_and_talosconfig_channels_load(pems: dict[str, Path], tmp_path: Path) -> None:
-    load_config(write(tmp_path, inline(pems)))  # Talos's ED25519 PRIVATE KEY header included
-    load_config(write(tmp_path, inline(pems, crt=None, key=None)))  # no client certificate
-    load_config(write(tmp_path, {"type": "talos", "talosconfig": str(pems["tc"])}))
+    """What loading produced: the channel's values as written, its defaults where unset,
+    and each secret kept as the reference it was (never resolved at load)."""
+    # Talos's ED25519 PRIVATE KEY header included
+    full = _talos(tmp_path, inline(pems))
+    assert full.endpoint == "127.0.0.1:50000"
+    assert full.talosconfig is None and full.context is None
+    assert (full.ca, full.crt, full.key) == (
+        SecretRef(kind="file", ref=str(pems["ca"])),
+        SecretRef(kind="file", ref=str(pems["crt"])),
+        SecretRef(kind="file", ref=str(pems["key"])),
+    )
+    assert full.transport is Transport.GRPC and full.reboot_mode is RebootMode.DEFAULT
+    assert full.shutdown_force is False
+    assert (full.timeouts.connect_s, full.timeouts.read_s) == (10, 10)
+
+    # no client certificate
+    bare = _talos(tmp_path, inline(pems, crt=None, key=None))
+    assert bare.endpoint == "127.0.0.1:50000"
+    assert bare.ca == SecretRef(kind="file", ref=str(pems["ca"]))
+    assert bare.crt is None and bare.key is None
+
+    by_file = _talos(tmp_path, {"type": "talos", "talosconfig": str(pems["tc"]),
+                                "reboot_mode": "powercycle",
+                                "timeouts": {"connect_s": 3, "read_s": 4}})
+    assert by_file.talosconfig == str(pems["tc"])
+    assert by_file.endpoint is None and by_file.context is None
+    assert by_file.ca is None and by_file.crt is None and by_file.key is None
+    assert by_file.reboot_mode is RebootMode.POWERCYCLE
+    assert (by_file.timeouts.connect_s, by_file.timeouts.read_s) == (3, 4)
 
 
 def _offers(tmp_path: Path, channel: dict[str, Any]) -> tuple[int, str]:
