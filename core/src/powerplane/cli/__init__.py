@@ -30,7 +30,8 @@ BUILTIN: dict[str, tuple[str, str, str]] = {
     "state": ("powerplane.cli.commands", "state_cmd",
               "Read a node's power state back through its channels."),
     "maintenance": ("powerplane.cli.maintenance", "maintenance_group",
-                    "The node-maintenance lifecycle: request, status, list, run, return, abandon."),
+                    "The node-maintenance lifecycle: request, status, list, run, return, "
+                    "abandon, resolve."),
 }
 
 EXTENSION_GROUP = "powerplane.cli"
@@ -121,13 +122,26 @@ class LazyGroup(click.Group):
         return loaded if isinstance(loaded, click.Command) else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """One row per command with its one-line summary: a built-in's from :data:`BUILTIN`
+        (its module is not imported), another distribution's from its command's own help
+        (its entry point is loaded; a command module keeps its heavy imports inside the
+        callback, as the in-tree ones do)."""
         rows = [(name, spec[2]) for name, spec in BUILTIN.items()]
         for name, ep in self._extensions().items():
             if name not in BUILTIN:
-                rows.append((name, f"(from {ep.dist})"))
+                rows.append((name, _summary(self.get_command(ctx, name), ep)))
         rows.sort()
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _summary(cmd: click.Command | None, ep: Extension) -> str:
+    """The one-line summary of an extension command (its short help, else its help's first
+    sentence); one that is not a click command, or has no help, says where it comes from."""
+    if cmd is None:
+        return f"(from {ep.dist}: {ep.value} is not a click command)"
+    summary = cmd.get_short_help_str(limit=300)
+    return summary or f"(from {ep.dist}; no help text)"
 
 
 def _broken(name: str, error: str) -> click.Command:
@@ -152,8 +166,8 @@ def _broken(name: str, error: str) -> click.Command:
 def cli(ctx: click.Context, config: str | None) -> None:
     """powerplane: control server power safely, through plugins, under the recoverability rule.
 
-    Exit codes: 0 done; 1 the channel or device failed; 2 bad input (usage, config,
-    unknown node); 3 refused by the rule.
+    Exit codes: 0 done; 1 the channel or device failed, or the outcome is unknown; 2 bad
+    input (usage, config, unknown node); 3 refused by the rule; 130 interrupted.
     """
     ctx.ensure_object(dict)
     ctx.obj["config"] = config

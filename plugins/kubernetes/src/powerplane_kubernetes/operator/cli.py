@@ -25,7 +25,9 @@ def operator_group() -> None:
               help="The operator's namespace (its ServiceAccount, Deployment and leases).")
 @click.option("--image", default="powerplane:0.1.0", show_default=True,
               help="The operator's container image.")
-@click.option("--replicas", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--replicas", type=click.IntRange(1), default=2, show_default=True,
+              help="Replicas of the operator's Deployment (one per site acts: the Lease "
+              "holder; the others stand by).")
 @click.option("--store-namespace", default=None,
               help="lifecycle.store.namespace (the node locks and Events of `maintenance "
               "request`); absent: --namespace.")
@@ -59,7 +61,8 @@ def manifests_cmd(namespace: str, image: str, replicas: int,
               help="This replica's lease holder identity; default $POD_NAME, else host-pid.")
 @click.option("--http-port", type=click.IntRange(0, 65535), default=None,
               help="Serve /metrics, /healthz and /readyz on this port (0: a free one).")
-@click.option("--http-host", default="0.0.0.0", show_default=True)
+@click.option("--http-host", default="0.0.0.0", show_default=True,
+              help="The address --http-port serves /metrics, /healthz and /readyz on.")
 @click.option("--lease-duration", type=click.FloatRange(min=0.1), default=15.0,
               show_default=True, help="Seconds a lease is held without renewal.")
 @click.option("--renew-deadline", type=click.FloatRange(min=0.05), default=10.0,
