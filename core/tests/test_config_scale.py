@@ -211,35 +211,31 @@ def test_the_bomb_inside_a_big_file_still_stops() -> None:
         info.value)
 
 
-def test_a_config_from_a_pipe_is_read_up_to_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_config_from_a_pipe_is_refused_unread_and_a_file_read_up_to_the_bound(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A pipe is not a regular file: refused at once (it could block forever), its writer
+    never read; a regular file is read up to the bound. (Pipes were read up to the bound
+    before a FIFO with no writer was found to block the command forever.)"""
     import os
-    import threading
 
     from powerplane import config
 
-    fds: list[int] = []
-
-    def pipe(text: str) -> str:
-        read, write = os.pipe()
-        fds.append(read)
-
-        def feed() -> None:
-            with os.fdopen(write, "w") as out:
-                try:
-                    out.write(text)
-                except BrokenPipeError:  # the reader stopped at the bound
-                    pass
-
-        threading.Thread(target=feed, daemon=True).start()
-        return f"/dev/fd/{read}"
-
+    read, write = os.pipe()
     try:
-        data, _, _ = read_config(pipe(deployment(50)))
-        assert len(data["nodes"]) == 50
-        monkeypatch.setattr(config, "MAX_BYTES", 1000)
+        os.write(write, deployment(50).encode()[:4096])
         with pytest.raises(ConfigError) as info:
-            read_config(pipe(deployment(50)))
-        assert "larger than 1000 bytes" in str(info.value)
+            read_config(f"/dev/fd/{read}")
+        assert "is a FIFO (named pipe), not a regular file" in str(info.value)
+        assert len(os.read(read, 8192)) == 4096  # nothing of it was read
     finally:
-        for fd in fds:
-            os.close(fd)
+        os.close(read)
+        os.close(write)
+    path = tmp_path / "fifty.yaml"
+    path.write_text(deployment(50))
+    data, _, _ = read_config(path)
+    assert len(data["nodes"]) == 50
+    monkeypatch.setattr(config, "MAX_BYTES", 1000)
+    with pytest.raises(ConfigError) as info:
+        read_config(path)
+    assert "larger than 1000 bytes" in str(info.value)

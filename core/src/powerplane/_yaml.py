@@ -603,8 +603,10 @@ def _events(text: str) -> tuple[Iterator[Any], Callable[[], None]]:
 
 
 def _line_at(text: str, offset: int) -> int:
-    if _CParser is not None:
-        return text.encode("utf-8", "replace")[:offset].count(b"\n") + 1
+    if _CParser is not None:  # offset: in UTF-8 bytes, at least as many as the characters
+        if text.isascii():
+            return text.count("\n", 0, offset) + 1
+        return text[:offset].encode("utf-8", "replace")[:offset].count(b"\n") + 1
     return text[:offset].count("\n") + 1  # pragma: no cover
 
 
@@ -680,13 +682,18 @@ def _full_pass(text: str, source: str, bound: int) -> Any:
     return root
 
 
-def load_yaml(text: str, source: str) -> tuple[Any, Lines]:
+def load_yaml(text: str, source: str, *, size: int | None = None) -> tuple[Any, Lines]:
     """Parse ``text``; return the data and a map from each value's path to its line (1-based).
+
+    ``size``: the text's length in UTF-8 bytes when the caller knows it (the file's size):
+    else it is counted, without a copy of an ASCII text.
 
     Raises :class:`ConfigError` naming ``source`` and the line for a syntax error, a
     refused tag, a duplicate key or any crossed bound (see the module's docstring).
     """
-    size = len(text.encode("utf-8", "replace")) if len(text) <= MAX_BYTES else len(text)
+    if size is None:
+        size = (len(text) if len(text) > MAX_BYTES or text.isascii()
+                else len(text.encode("utf-8", "replace")))
     if size > MAX_BYTES:
         raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
                           source=source)
