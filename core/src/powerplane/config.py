@@ -566,6 +566,14 @@ def _parse_config(
     doc_channels = {str(k): v for k, v in raw_channels.items()}
     channel_names = set(doc_channels)
     reg = registry if registry is not None else default_registry()
+    if isinstance(sections.get("lifecycle"), dict) and "lifecycle" in data:
+        # the whole file, whatever the command: the lifecycle's settings (imported only for
+        # a file with the section) validated here, each problem with its line
+        from powerplane.lifecycle.settings import validated_section
+
+        sections["lifecycle"], found = validated_section(sections["lifecycle"], source, reg,
+                                                          lines)
+        problems.extend(found)
     channels: dict[str, ConfiguredChannel] = {}
     for name, raw in doc_channels.items():
         base = ("channels", name)

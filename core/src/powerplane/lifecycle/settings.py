@@ -50,8 +50,10 @@ __all__ = [
     "SimulatedClusterConfig",
     "SimulatedStorageConfig",
     "SqliteStoreConfig",
+    "ValidatedSection",
     "lifecycle_config",
     "unknown_port_type",
+    "validated_section",
 ]
 
 PORTS = ("cluster", "storage", "store")
@@ -249,11 +251,13 @@ def _problems(
     lines: Mapping[Any, int],
     model: type[BaseModel],
 ) -> list[ConfigProblem]:
+    from powerplane._yaml import format_path
     from powerplane.config import unknown_key
 
     out = []
     for err in exc.errors(include_input=False, include_url=False):
-        loc = tuple(p if isinstance(p, int) else str(p) for p in err["loc"])
+        loc = tuple(p if isinstance(p, int) else str(p) for p in err["loc"]
+                    if not (isinstance(p, str) and "[" in p))  # a union member's tag
         path = (*prefix, *loc)
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
@@ -264,8 +268,7 @@ def _problems(
             msg = "required key is missing"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
-        out.append(ConfigProblem(".".join(str(p) for p in path), msg,
-                                 _nearest_line(lines, path)))
+        out.append(ConfigProblem(format_path(path), msg, _nearest_line(lines, path)))
     return out
 
 
@@ -299,6 +302,33 @@ def _port_config(
 
 
 
+class ValidatedSection(dict[str, Any]):
+    """The raw ``lifecycle:`` mapping of a deployment :func:`~powerplane.config.parse_config`
+    validated (``Deployment.lifecycle``), carrying what it validated to: every command
+    checks the section when the file loads, with each problem's line, and a later
+    :func:`lifecycle_config` of it (the guard's, ``maintenance``'s) does not again."""
+
+    config: LifecycleConfig | None = None
+    registry: Registry | None = None
+
+
+def validated_section(
+    raw: Mapping[str, Any],
+    source: str,
+    registry: Registry,
+    lines: Mapping[Any, int],
+) -> tuple[ValidatedSection, list[ConfigProblem]]:
+    """The ``lifecycle:`` section as :func:`~powerplane.config.parse_config` keeps it, and
+    its problems (each naming its path and line): the config load of every command."""
+    section = ValidatedSection(raw)
+    try:
+        section.config = lifecycle_config(raw, source, registry, lines)
+    except ConfigError as exc:
+        return section, list(exc.problems)
+    section.registry = registry
+    return section, []
+
+
 def lifecycle_config(
     raw: Mapping[str, Any],
     source: str = "<memory>",
@@ -310,7 +340,12 @@ def lifecycle_config(
     ``cluster``, ``storage`` and ``store`` are validated against the config model of the
     port type their ``type`` names, looked up in ``registry`` (default: the process-wide
     one); ``lines`` maps config paths (``("lifecycle", "cluster", "pods")``) to lines.
+    A section :func:`~powerplane.config.parse_config` validated (``Deployment.lifecycle``)
+    gives what it validated to, for its own registry or the default one.
     """
+    if isinstance(raw, ValidatedSection) and raw.config is not None and (
+            registry is None or registry is raw.registry):
+        return raw.config
     lines = lines if lines is not None else {}
     body = dict(raw)
     given = {port: body.pop(port) for port in PORTS if port in body}
