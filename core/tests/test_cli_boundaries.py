@@ -105,9 +105,12 @@ def test_undiscoverable_channel_is_a_channel_failure_not_a_refusal(tmp_path: Pat
     code, out, _ = run(path, "offers", "n", "-o", "json")
     assert code == 1
     node = json.loads(out)["nodes"][0]
-    assert {v["cause"] for v in node["verbs"].values()} == {"channel", "rule"}
+    # a channel failure is the cause for every verb alike, terminate too (exit 1, not 3)
+    assert {v["cause"] for v in node["verbs"].values()} == {"channel"}
     assert node["verbs"]["reboot"]["cause"] == "channel"
-    assert node["verbs"]["terminate"]["cause"] == "rule"  # repairable: the rule withholds it
+    assert node["verbs"]["terminate"]["cause"] == "channel"
+    code, _, err = run(path, "invoke", "n", "terminate", "--yes", "--reason", "kernel update")
+    assert code == 1 and "AuthenticationFailed" in err
     # the discovery error is stated once, for the channel, not once per verb
     assert out.count("credentials rejected") == 1
     assert node["channels"] == [{"channel": "bmc", "discovered": False,

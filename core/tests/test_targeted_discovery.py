@@ -209,7 +209,8 @@ def test_the_guard_still_reads_the_other_members_it_counts(tmp_path: Path) -> No
     # itself does not use (created on first use): all up, one may go
     (tmp_path / "up").mkdir()
     up = guarded(tmp_path / "up", "on")
-    code, _, err = pp(up, "invoke", "cp-1", "reboot", "--yes", "--reason", "kernel update")
+    code, _, err = pp(up, "invoke", "cp-1", "reboot", "--yes", "--reason", "kernel update",
+                      "--confirm-node", "cp-1", "--hazard-reason", "cp-2 and cp-3 stay up")
     assert code == 0, err
     # cp-3 is off (not ready): taking cp-1 down would leave 1 of 3 ready, below quorum 2
     (tmp_path / "down").mkdir()

@@ -230,7 +230,8 @@ def test_demo_keep_leaves_a_truthful_config_and_one_command_that_stops_every_pee
         assert all(pid_running(p) for p in pids), out
         # what one process did, the next one reads: rf-node is on a simulated stand-in here
         pp = [sys.executable, "-m", "powerplane.cli", "--config", str(cfg)]
-        shut = subprocess.run([*pp, "invoke", "rf-node", "shutdown", "--yes", "--reason",
+        shut = subprocess.run([*pp, "invoke", "rf-node", "shutdown", "--yes",
+                               "--confirm-node", "rf-node", "--reason",
                                "kept config keeps state"], capture_output=True, text=True,
                               timeout=60)
         assert shut.returncode == 0, shut.stdout + shut.stderr
@@ -283,7 +284,8 @@ def test_demo_keep_leaves_the_ipmi_peer_running_with_its_pids_and_state() -> Non
         # the BMC keeps its machine's state across processes: a shutdown one command sends,
         # the next one reads back as off through IPMI
         pp = [sys.executable, "-m", "powerplane.cli", "--config", str(cfg)]
-        shut = subprocess.run([*pp, "invoke", "ipmi-node", "shutdown", "--yes", "--reason",
+        shut = subprocess.run([*pp, "invoke", "ipmi-node", "shutdown", "--yes",
+                               "--confirm-node", "ipmi-node", "--reason",
                                "kept demo keeps the BMC"], capture_output=True, text=True,
                               timeout=60)
         assert shut.returncode == 0, shut.stdout + shut.stderr

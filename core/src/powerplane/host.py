@@ -89,11 +89,13 @@ class InvokeGuard(Protocol):
 
     Called once per request with every node of it (nodes of one request count together,
     as a rolling reboot would); returns, per node, ``None`` when allowed or the error to
-    raise (a refusal, exit 3; a reason the policy rejects, exit 2).
+    raise (a refusal, exit 3; a reason the policy rejects, exit 2; a hazard, the last of
+    the quorum margin, without an acceptable ``hazard_reason``, exit 2).
     """
 
     async def __call__(
-        self, nodes: Sequence[str], verb: Verb, reason: str
+        self, nodes: Sequence[str], verb: Verb, reason: str, *,
+        hazard_reason: str | None = None,
     ) -> Mapping[str, PowerplaneError | None]: ...
 
 
@@ -691,7 +693,8 @@ class PowerHost:
 
     # -- invocation --------------------------------------------------------------------------
     async def invoke(
-        self, node: str, verb: Verb | str, reason: str, *, wait: float = 0.0
+        self, node: str, verb: Verb | str, reason: str, *, wait: float = 0.0,
+        hazard_reason: str | None = None,
     ) -> InvokeResult:
         """Run one verb on one node under the rule and the guard. Sent at most once; never retried.
 
@@ -699,17 +702,20 @@ class PowerHost:
         wait ends (``readback`` stays None when ``wait`` is 0; see ``InvokeResult.reached``).
         A timeout after the request may have left raises
         :class:`~powerplane.errors.OutcomeUnknown`, never a plain failure.
+        ``hazard_reason``: why the call may consume the last of the quorum margin (the
+        guard refuses such a call without one).
         """
         verb = _parse_verb(verb)
         _check_reason(reason)
         wait = _check_wait(wait)
-        plan = (await self.plan([node], verb, reason))[node]
+        plan = (await self.plan([node], verb, reason, hazard_reason=hazard_reason))[node]
         if isinstance(plan, PowerplaneError):
             raise plan
         return await self._dispatch(plan, reason, wait)
 
     async def plan(
-        self, nodes: Sequence[str], verb: Verb | str, reason: str
+        self, nodes: Sequence[str], verb: Verb | str, reason: str, *,
+        hazard_reason: str | None = None,
     ) -> dict[str, Plan | PowerplaneError]:
         """What ``invoke``/``invoke_many`` would send for each node, sending nothing.
 
@@ -721,14 +727,14 @@ class PowerHost:
         """
         verb = _parse_verb(verb)
         _check_reason(reason)
-        refused, allowed, said = await self._checked(nodes, verb, reason)
+        refused, allowed, said = await self._checked(nodes, verb, reason, hazard_reason)
         out: dict[str, Plan | PowerplaneError] = dict(refused)
         for node, channel, target, offer in allowed:
             out[node] = Plan(node, verb, channel, target, offer.graceful, said, offer.recovery)
         return {n: out[n] for n in dict.fromkeys(nodes)}
 
     async def _checked(
-        self, nodes: Sequence[str], verb: Verb, reason: str
+        self, nodes: Sequence[str], verb: Verb, reason: str, hazard_reason: str | None = None,
     ) -> tuple[dict[str, PowerplaneError], list[tuple[str, str, Any, VerbOffer]], str]:
         """:meth:`plan`'s checks: (refused node -> error, allowed (node, channel, target,
         offer) in order, what the guard said). The rule first for every node, then the
@@ -746,7 +752,8 @@ class PowerHost:
         verdicts: Mapping[str, PowerplaneError | None] = {}
         said = "no lifecycle guard configured"
         if self.guard is not None and verb in GUARDED and allowed:
-            verdicts = await self.guard([n for n, _, _ in allowed], verb, reason)
+            verdicts = await self.guard([n for n, _, _ in allowed], verb, reason,
+                                        hazard_reason=hazard_reason)
             said = "allowed by the lifecycle guard"
         elif self.guard is not None:
             said = f"the lifecycle guard does not restrict {verb.value}"
@@ -787,6 +794,7 @@ class PowerHost:
     async def invoke_many(
         self, nodes: Sequence[str], verb: Verb | str, reason: str, *, wait: float = 0.0,
         progress: Callable[[str, InvokeResult | PowerplaneError], None] | None = None,
+        hazard_reason: str | None = None,
     ) -> dict[str, InvokeResult | PowerplaneError]:
         """Run one verb on many nodes concurrently, bounded per endpoint and in total.
 
@@ -807,11 +815,12 @@ class PowerHost:
             if progress is not None:
                 progress(node, outcome)
 
-        await self._invoke_each(nodes, verb, reason, wait, done)
+        await self._invoke_each(nodes, verb, reason, wait, done, hazard_reason)
         return results
 
     def invoke_stream(
         self, nodes: Sequence[str], verb: Verb | str, reason: str, *, wait: float = 0.0,
+        hazard_reason: str | None = None,
     ) -> AsyncIterator[tuple[str, InvokeResult | PowerplaneError]]:
         """``invoke_many`` as an async iterator: ``(node, outcome)`` as each node finishes.
 
@@ -829,16 +838,18 @@ class PowerHost:
         verb = _parse_verb(verb)
         _check_reason(reason)
         wait = _check_wait(wait)
-        return self._stream(nodes, verb, reason, wait)
+        return self._stream(nodes, verb, reason, wait, hazard_reason)
 
     async def _stream(
-        self, nodes: Sequence[str], verb: Verb, reason: str, wait: float
+        self, nodes: Sequence[str], verb: Verb, reason: str, wait: float,
+        hazard_reason: str | None = None,
     ) -> AsyncIterator[tuple[str, InvokeResult | PowerplaneError]]:
         queue: asyncio.Queue[tuple[str, InvokeResult | PowerplaneError] | None] = (
             asyncio.Queue())
         runner = asyncio.create_task(
             self._invoke_each(nodes, verb, reason, wait,
-                              lambda node, outcome: queue.put_nowait((node, outcome))))
+                              lambda node, outcome: queue.put_nowait((node, outcome)),
+                              hazard_reason))
         runner.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (item := await queue.get()) is not None:
@@ -853,6 +864,7 @@ class PowerHost:
     async def _invoke_each(
         self, nodes: Sequence[str], verb: Verb, reason: str, wait: float,
         done: Callable[[str, InvokeResult | PowerplaneError], None],
+        hazard_reason: str | None = None,
     ) -> None:
         """Plan ``nodes``, then dispatch every allowed one, calling ``done`` per node.
 
@@ -862,7 +874,7 @@ class PowerHost:
         (``wait`` > 0) run beside the workers so they do not hold an endpoint's slot.
         """
         with quiet_gc():
-            refused, allowed, _ = await self._checked(nodes, verb, reason)
+            refused, allowed, _ = await self._checked(nodes, verb, reason, hazard_reason)
             for node, error in refused.items():
                 done(node, error)
             method, verb_name = verb.method, verb.value  # enum attributes cost: read once

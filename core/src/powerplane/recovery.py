@@ -155,9 +155,9 @@ def decide(
         if verb is Verb.SHUTDOWN:
             carriers.sort(key=lambda nc: not nc[1].is_graceful(verb))  # stable: graceful first
         if not carriers:
-            # a repairable node is never terminated, whatever discovery found: the rule's
-            why = "rule" if verb is Verb.TERMINATE and classification != "replaceable" else cause
-            out[verb] = VerbOffer(verb, False, reason=_not_advertised(verb, views), cause=why,
+            # a channel that could not be discovered is the cause for every verb alike
+            # (exit 1, terminate too); a repairable node is never terminated either way
+            out[verb] = VerbOffer(verb, False, reason=_not_advertised(verb, views), cause=cause,
                                   brief=_not_advertised(verb, views, brief=True))
             continue
         name, caps = carriers[0]

@@ -70,16 +70,24 @@ def test_invoke_cannot_take_a_second_control_plane_node_down(tmp_path: Path) -> 
     assert code == 3 and json.loads(out)["sent"] is False
     assert dispatches(tmp_path) == sent_before  # nothing reached the channel
 
-    # a worker is not a member: allowed, and power-on is never restricted
+    # a worker is not a member: allowed (the ladder still asks its typed name: --yes does
+    # not replace it), and power-on is never restricted
     code, _, err = pp(config, "invoke", "w-1", "reboot", "--yes", "--reason", "kernel update")
+    assert code == 2 and "--confirm-node w-1" in err
+    assert dispatches(tmp_path) == sent_before
+    code, _, err = pp(config, "invoke", "w-1", "reboot", "--yes", "--reason", "kernel update",
+                      "--confirm-node", "w-1")
     assert code == 0, err
     assert dispatches(tmp_path)[-1] == ["reboot", "m4"]
 
 
 def test_invoke_many_counts_the_nodes_of_one_call_together(tmp_path: Path) -> None:
     config = deployment(tmp_path)
+    # the first member consumes the last of the margin: its hazard reason is given
     code, out, _ = pp(config, "invoke", "--selector", "node-role.kubernetes.io/control-plane=",
-                      "reboot", "--yes", "--reason", "kernel update", "-o", "json")
+                      "reboot", "--yes", "--reason", "kernel update", "-o", "json",
+                      "--confirm-node", "cp-1", "--confirm-node", "cp-2",
+                      "--confirm-node", "cp-3", "--hazard-reason", "cp-2 and cp-3 stay up")
     assert code == 3
     rows = {r["node"]: r for r in json.loads(out)["nodes"]}
     allowed = [n for n, r in rows.items() if "error" not in r]

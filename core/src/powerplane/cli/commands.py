@@ -31,6 +31,7 @@ from powerplane.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from powerplane.capabilities import Verb
     from powerplane.errors import PowerplaneError
     from powerplane.host import InvokeResult, Plan, PowerHost
 
@@ -266,7 +267,16 @@ def _wait_value(ctx: click.Context, param: click.Parameter, value: float) -> flo
 @click.argument("nodes", nargs=-1)
 @click.argument("verb")
 @click.option("--reason", required=True, help="Why (recorded in the log with the request).")
-@click.option("--yes", is_flag=True, help="Do not ask to type the node name (or node count).")
+@click.option("--yes", is_flag=True,
+              help="Confirm without a prompt. Without a lifecycle: section it also skips "
+                   "typing the node name (or node count); with one, the ladder still asks "
+                   "the typed name (--confirm-node).")
+@click.option("--confirm-node", "confirm_nodes", multiple=True,
+              help="The node name, typed (repeat for several nodes): with a lifecycle: "
+                   "section, what reboot, shutdown and terminate need in a script.")
+@click.option("--hazard-reason", default=None,
+              help="Typed reason for consuming the last of the quorum margin (with a "
+                   "lifecycle: section).")
 @click.option(
     "--wait",
     type=float,
@@ -285,20 +295,30 @@ def _wait_value(ctx: click.Context, param: click.Parameter, value: float) -> flo
 @click.pass_context
 @handle_errors
 def invoke_cmd(
-    ctx: click.Context, nodes: tuple[str, ...], verb: str, reason: str, yes: bool, wait: float,
+    ctx: click.Context, nodes: tuple[str, ...], verb: str, reason: str, yes: bool,
+    confirm_nodes: tuple[str, ...], hazard_reason: str | None, wait: float,
     dry_run: bool, selectors: list[tuple[str, str]], sites: tuple[str, ...], output: str,
 ) -> None:
     """Run VERB (reboot, shutdown, power-on, terminate) on NODE... under the rule.
 
     Nodes come from the arguments, ``--selector key=value`` and ``--site``. Where the
     deployment has a ``lifecycle:`` section, reboot, shutdown and terminate also pass the
-    lifecycle's guard (quorum, virtual nodes, active maintenances, the reason policy).
+    lifecycle's guard (quorum, virtual nodes, active maintenances, the reason policy) and
+    climb the ceremony ladder of ``maintenance request``: the node name typed
+    (``--confirm-node``; ``--yes`` does not replace it) and, where the call consumes the
+    last of the quorum margin, ``--hazard-reason``.
     """
     from powerplane.capabilities import Verb
+    from powerplane.errors import PowerplaneError
+    from powerplane.host import GUARDED
 
     the_verb = Verb.parse(verb)
     if not reason.strip():
         raise click.UsageError("--reason must not be empty")
+    for value, what in [(reason, "--reason"), (hazard_reason, "--hazard-reason"),
+                        *((n, "--confirm-node") for n in confirm_nodes),
+                        *((n, "NODE") for n in nodes)]:
+        _text_argument(value, what)
     if not nodes and not selectors and not sites:
         raise click.UsageError("name at least one NODE, or use --selector / --site")
     single = len(nodes) == 1 and not selectors and not sites
@@ -307,24 +327,40 @@ def invoke_cmd(
         # nothing discovered up front: plan() discovers what the chosen nodes use
         async with open_host(ctx, guarded=True, nodes=()) as host:
             chosen = _select(host, nodes, selectors, sites)
-            plans = await host.plan(chosen, the_verb, reason)
+            hazard = hazard_reason
+            plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard)
             if dry_run:
                 return _dry_run_rows(plans)
+            ladder = host.guard is not None and the_verb in GUARDED
+            if ladder and hazard is None and not yes and sys.stdin.isatty():
+                hazard = _ask_hazard(plans)
+                if hazard is not None:
+                    plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard)
             ready = [n for n, p in plans.items() if not isinstance(p, Exception)]
-            if ready and the_verb.value in DESTRUCTIVE and not yes:
+            if ready and the_verb.value in DESTRUCTIVE:
                 first = plans[ready[0]]
                 assert not isinstance(first, Exception)
-                _confirm(ready, the_verb.value, first.channel)
+                if ladder:
+                    _ladder_confirm(ready, the_verb, first.channel, confirm_nodes, yes,
+                                    chosen)
+                elif confirm_nodes:
+                    _typed_names(ready, confirm_nodes, chosen)
+                elif not yes:
+                    _confirm(ready, the_verb.value, first.channel)
             if single:
                 plan = plans[chosen[0]]
-                if isinstance(plan, Exception):
-                    raise plan
-                result = await host.invoke(chosen[0], the_verb, reason=reason, wait=wait)
+                try:
+                    if isinstance(plan, Exception):
+                        raise plan
+                    result = await host.invoke(chosen[0], the_verb, reason=reason, wait=wait,
+                                               hazard_reason=hazard)
+                except PowerplaneError as exc:
+                    raise _NodeFailed(exc) from None
                 return [_result_row(result)], [_result_code(result)]
             bar, tick = _progress(len(chosen), output, f"{the_verb.value} {len(chosen)} nodes")
             with bar:
                 outcomes = await host.invoke_many(chosen, the_verb, reason, wait=wait,
-                                                  progress=tick)
+                                                  progress=tick, hazard_reason=hazard)
             rows, codes = [], []
             for node, outcome in outcomes.items():
                 if isinstance(outcome, Exception):
@@ -335,7 +371,12 @@ def invoke_cmd(
                     codes.append(_result_code(outcome))
             return rows, codes
 
-    rows, codes = run_async(go())
+    try:
+        rows, codes = run_async(go())
+    except _NodeFailed as failed:  # one node: its error class on stderr, nothing on stdout
+        error = failed.error
+        click.echo(f"error: {type(error).__name__}: {error}", err=True)
+        sys.exit(error.exit_code)
     if output == "json":
         emit_json(rows[0] if single else {"nodes": rows, "dry_run": dry_run})
     else:
@@ -343,6 +384,14 @@ def invoke_cmd(
     code = _worst(codes)
     if code:
         sys.exit(code)
+
+
+class _NodeFailed(Exception):
+    """Carries the error of a one-node invoke out of the event loop, to be named."""
+
+    def __init__(self, error: PowerplaneError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _dry_run_rows(plans: dict[str, Plan | PowerplaneError]) -> tuple[list[dict[str, Any]],
@@ -371,7 +420,7 @@ def _print_invoke(rows: list[dict[str, Any]], dry_run: bool) -> None:
     err = printer(stderr=True)
     for row in rows:
         if "error" in row:
-            err.print("error: {}: {}", row["node"], row["message"])
+            err.print("error: {}: {}: {}", row["node"], row["error"], row["message"])
             continue
         if dry_run:
             mode = "graceful" if row["graceful"] else "hard"
@@ -395,6 +444,87 @@ def _print_invoke(rows: list[dict[str, Any]], dry_run: bool) -> None:
         if row.get("reached") is False:
             err.print("error: {} did not read {} before --wait ended; last reading: {}",
                       row["node"], row["expected"], row["readback"])
+
+
+def _text_argument(value: str | None, what: str) -> None:
+    """Refuse an argument that is not text (bytes the locale could not decode reach Python
+    as lone surrogates): bad input (exit 2), named, before anything is read or sent."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise click.UsageError(
+            f"{what} {value!r} is not valid UTF-8 text (bytes the locale could not decode)"
+        ) from None
+
+
+def _ask_hazard(plans: dict[str, Plan | PowerplaneError]) -> str | None:
+    """At a terminal: show each hazard the guard found and ask its typed reason (None:
+    there is no hazard, so nothing is asked)."""
+    from powerplane.lifecycle.guard import HazardReasonRequired
+
+    hazards = [p for p in plans.values() if isinstance(p, HazardReasonRequired)]
+    if not hazards:
+        return None
+    err = printer(stderr=True)
+    for h in hazards:
+        err.print("[bold red]HAZARD[/bold red]: {}", str(h))
+    return str(click.prompt("Hazard: type the reason for consuming the last of the quorum "
+                            "margin", err=True))
+
+
+def _typed_names(nodes: list[str], typed: Sequence[str], chosen: Sequence[str]) -> None:
+    """Every node about to be sent to (``nodes``) named by ``--confirm-node``: a name that
+    matches no node of the call (``chosen``), or a node left unnamed, is exit 2 with
+    nothing sent."""
+    stray = [t for t in typed if t not in chosen]
+    if stray:
+        click.echo(f"error: the typed node name {stray[0]!r} did not match "
+                   f"{'the node' if len(chosen) == 1 else 'any node'} of this call "
+                   f"({', '.join(chosen[:5])}{', ...' if len(chosen) > 5 else ''}); "
+                   "nothing was sent", err=True)
+        sys.exit(2)
+    unnamed = [n for n in nodes if n not in typed]
+    if unnamed:
+        click.echo(f"error: --confirm-node names {len(typed)} of {len(nodes)} nodes; "
+                   f"also --confirm-node {unnamed[0]}; nothing was sent", err=True)
+        sys.exit(2)
+
+
+def _ladder_confirm(nodes: list[str], verb: Verb, channel: str, typed: Sequence[str],
+                    yes: bool, chosen: Sequence[str]) -> None:
+    """The ladder's confirmation steps under a lifecycle (``confirmation_steps``): the
+    typed node name of every node, from ``--confirm-node`` or typed at the prompt (a line
+    on stdin without a terminal); ``--yes`` does not replace it. Typing the name is also
+    the acknowledgement."""
+    from powerplane.lifecycle.ceremony import Step
+    from powerplane.lifecycle.guard import confirmation_steps
+
+    steps = confirmation_steps(verb)
+    if Step.TYPED_NODE not in steps:
+        return
+    if typed:
+        _typed_names(nodes, typed, chosen)
+        return
+    if yes:
+        names = " ".join(f"--confirm-node {n}" for n in nodes[:3])
+        click.echo(f"error: {verb.value} under the lifecycle needs the node name typed "
+                   f"({names}{' ...' if len(nodes) > 3 else ''}); --yes confirms a prompt, "
+                   "it does not replace the typed name; nothing was sent", err=True)
+        sys.exit(2)
+    what = (f"{verb.value} {nodes[0]} via {channel}: type the node name to confirm"
+            if len(nodes) == 1 else
+            f"{verb.value} {len(nodes)} nodes: type their names, separated by spaces")
+    if sys.stdin.isatty():
+        answer = str(click.prompt(what, default="", show_default=False, err=True)).split()
+    else:  # a script may pipe the names in, as it may for the plain confirmation
+        answer = sys.stdin.readline().split()
+    if sorted(answer) != sorted(nodes):
+        click.echo("error: the typed node name did not match "
+                   f"{'the node' if len(nodes) == 1 else 'the nodes'}; nothing was sent",
+                   err=True)
+        sys.exit(2)
 
 
 def _confirm(nodes: list[str], verb: str, channel: str) -> None:
@@ -427,7 +557,9 @@ def state_cmd(ctx: click.Context, nodes: tuple[str, ...], selectors: list[tuple[
     """Read NODE...'s power state back through every channel (on, off or unknown).
 
     Exit 1 when a node has no reading because every channel failed, naming each channel
-    and its error; 0 when a reading was taken (a blind channel's declared unknown counts).
+    and its error on stderr (the table prints nothing on stdout for that node; ``-o json``
+    keeps its document, each reading with its error class); 0 when a reading was taken (a
+    blind channel's declared unknown counts).
     """
     if not nodes and not selectors and not sites:
         raise click.UsageError("name at least one NODE, or use --selector / --site")
@@ -446,8 +578,8 @@ def state_cmd(ctx: click.Context, nodes: tuple[str, ...], selectors: list[tuple[
     blind = [d for d in data if not d.pop("observed")]
     if output == "json":
         emit_json(data[0] if single else {"nodes": data})
-    else:
-        _print_state(data, single)
+    else:  # a node with no reading: nothing on stdout, its channels' errors on stderr
+        _print_state([d for d in data if not any(d is b for b in blind)], single)
     err = printer(stderr=True)
     for d in blind:
         failures = "; ".join(f"{r['channel']} ({r.get('error', 'no reading')}): {r['detail']}"

@@ -32,6 +32,8 @@ class Action(str, Enum):
     """Shut a node's machine down."""
     POWER_ON = "servers:power-on"
     """Power a node's machine back on."""
+    TERMINATE = "servers:terminate"
+    """Terminate a replaceable (cloud) node's instance (a direct call only)."""
     ABANDON = "servers:maintenance-abandon"
     """Abandon a maintenance; it returns the node through ``Returning``."""
     RESOLVE = "servers:maintenance-resolve"

@@ -6,11 +6,16 @@ action                                 ceremony
 ``servers:cordon``, ``uncordon``       a reason
 ``servers:drain``                      a reason, acknowledgement of the pre-flight impact
 ``servers:reboot``, ``shutdown``       a reason, the acknowledgement, the typed node name
+``servers:terminate`` (a direct call)  as reboot and shutdown
 consuming the last of quorum margin    hazard: also a typed hazard reason and the node name
 below quorum                           refused: no ceremony upgrades a refusal
 =====================================  ==================================================
 
-Every reason meets the deployment's reason policy.
+Every reason meets the deployment's reason policy. A node name supplied where the ladder
+does not ask for one (``--confirm-node`` on a cordon) must still match: a mismatch is
+refused, never ignored. One ladder for every path: ``maintenance request`` (the service),
+a direct ``invoke`` under a lifecycle (the guard checks the reason and the hazard reason;
+the CLI asks for the acknowledgement and the typed node name) and ``maintenance resolve``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from powerplane.capabilities import Verb
 from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action
 from powerplane.lifecycle.model import Intent, QuorumNumbers
@@ -30,11 +36,13 @@ __all__ = [
     "MaintenanceRefused",
     "Step",
     "action_for",
+    "action_for_verb",
     "describe",
     "missing",
     "reason_problem",
     "required",
     "step_problem",
+    "steps_for",
 ]
 
 
@@ -100,15 +108,40 @@ def action_for(intent: Intent) -> Action:
     return _ACTIONS[intent]
 
 
+_VERB_ACTIONS = {
+    Verb.REBOOT: Action.REBOOT,
+    Verb.SHUTDOWN: Action.SHUTDOWN,
+    Verb.POWER_ON: Action.POWER_ON,
+    Verb.TERMINATE: Action.TERMINATE,
+}
+
+
+def action_for_verb(verb: Verb) -> Action:
+    """The action name of a direct call of ``verb`` (its rung of the ladder)."""
+    return _VERB_ACTIONS[Verb(verb)]
+
+
+_POWER = (Action.REBOOT, Action.SHUTDOWN, Action.TERMINATE)
+
+
 def required(action: Action, hazard: bool) -> list[Step]:
     """The steps ``action`` needs (with ``hazard``: the hazard tier on top)."""
     steps = [Step.REASON]
-    if action in (Action.DRAIN, Action.REBOOT, Action.SHUTDOWN):
+    if action is Action.DRAIN or action in _POWER:
         steps.append(Step.ACK_PREFLIGHT)
-    if action in (Action.REBOOT, Action.SHUTDOWN) or hazard:
+    if action in _POWER or hazard:
         steps.append(Step.TYPED_NODE)
     if hazard:
         steps.append(Step.HAZARD_REASON)
+    return steps
+
+
+def steps_for(action: Action, hazard: bool, ceremony: Ceremony) -> list[Step]:
+    """The steps checked for ``ceremony``: those ``action`` needs, and the typed node name
+    wherever one was supplied (a name that does not match is refused, never ignored)."""
+    steps = required(action, hazard)
+    if ceremony.confirm_node is not None and Step.TYPED_NODE not in steps:
+        steps.append(Step.TYPED_NODE)
     return steps
 
 
@@ -137,9 +170,13 @@ def step_problem(
             return None
         return f"{action} needs acknowledgement of the pre-flight impact (--ack-preflight)"
     if step is Step.TYPED_NODE:
-        if ceremony.confirm_node == node:
+        typed = ceremony.confirm_node
+        if typed == node:
             return None
-        return f"{action} needs the node name typed (--confirm-node {node})"
+        if typed is None or not typed.strip():
+            return f"{action} needs the node name typed (--confirm-node {node})"
+        return (f"the typed node name {typed!r} did not match {node} "
+                f"(--confirm-node {node})")
     problem = reason_problem(ceremony.hazard_reason, policy, "hazard reason")
     if problem is None:
         return None
@@ -168,7 +205,7 @@ def describe(
         Step.HAZARD_REASON: "a typed reason for consuming the last of the quorum margin",
     }
     out: list[dict[str, object]] = []
-    for step in required(action, hazard):
+    for step in steps_for(action, hazard, ceremony):
         problem = step_problem(step, node, action, ceremony, policy)
         entry: dict[str, object] = {"step": step.value, "flag": _FLAGS[step],
                                     "needs": needs[step], "supplied": problem is None,
@@ -186,7 +223,7 @@ def missing(
 ) -> list[str]:
     """What the ceremony still lacks, in words (empty when complete)."""
     problems: list[str] = []
-    for step in required(action, hazard):
+    for step in steps_for(action, hazard, ceremony):
         problem = step_problem(step, node, action, ceremony, policy)
         if problem:
             problems.append(problem)

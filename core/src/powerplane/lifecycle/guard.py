@@ -16,8 +16,15 @@ names the maintenance and its phase), and its reason must meet ``lifecycle.reaso
 the guard allows is counted as taken out for the nodes after it, so invoking reboot on all
 three members of a three-member control plane allows the first and refuses the other two.
 Every active maintenance counts as having taken its node out, even one still ``Requested``
-(as at request time). A hazard (the call consumes the last of the margin) is allowed: the
-CLI's typed node name is that call's ceremony.
+(as at request time).
+
+A direct call climbs the same ceremony ladder as ``maintenance request`` for the same act
+(:func:`powerplane.lifecycle.ceremony.required`, one derivation): the guard checks what a
+call carries, the reason and, where the call consumes the last of the quorum margin (a
+hazard), a hazard reason meeting the reason policy (``hazard_reason=``; without one the
+node is refused with :class:`HazardReasonRequired`, exit 2, nothing sent). The steps a
+person supplies at the command line, the acknowledgement and the typed node name, are
+asked for by ``powerplane invoke`` from the same ladder (:func:`confirmation_steps`).
 
 Power-on passes: it never takes a node out of service, so it is not counted against quorum,
 not refused on a node under maintenance (a person powering a parked node back on is what
@@ -42,7 +49,15 @@ from typing import TYPE_CHECKING
 from powerplane.capabilities import Verb
 from powerplane.errors import PowerplaneError, UnknownNode
 from powerplane.host import GUARDED, InvokeGuard
-from powerplane.lifecycle.ceremony import CeremonyRequired, MaintenanceRefused, reason_problem
+from powerplane.lifecycle.ceremony import (
+    Ceremony,
+    CeremonyRequired,
+    MaintenanceRefused,
+    Step,
+    action_for_verb,
+    required,
+    step_problem,
+)
 from powerplane.lifecycle.cluster import ClusterPort
 from powerplane.lifecycle.model import Phase, QuorumNumbers
 from powerplane.lifecycle.quorum import assess, derive_membership
@@ -57,10 +72,12 @@ __all__ = [
     "GUARDED",
     "ClusterView",
     "GuardRefused",
+    "HazardReasonRequired",
     "InvokeGuard",
     "LifecycleGuard",
     "SafetyVerdict",
     "check",
+    "confirmation_steps",
     "invoke_guard",
     "judge",
     "observe",
@@ -182,6 +199,31 @@ class GuardRefused(MaintenanceRefused):
         self.args = (f"{verb.value} refused for {node} by the lifecycle guard: {reason}",)
 
 
+class HazardReasonRequired(CeremonyRequired):
+    """The call consumes the last of the quorum margin and carries no acceptable hazard
+    reason (exit 2, nothing sent): the hazard tier of the ladder."""
+
+    def __init__(
+        self, node: str, verb: Verb, problem: str, numbers: QuorumNumbers | None = None
+    ) -> None:
+        super().__init__([problem])
+        self.node = node
+        self.verb = verb
+        self.numbers = numbers
+        counts = ""
+        if numbers is not None:
+            counts = (f" ({numbers.members} control-plane members, {numbers.ready} ready, "
+                      f"quorum {numbers.quorum}, margin {numbers.margin})")
+        self.args = (f"{verb.value} of {node} not sent: {problem}{counts}",)
+
+
+def confirmation_steps(verb: Verb) -> list[Step]:
+    """The steps of the ladder for a direct call of ``verb`` that a person supplies at the
+    command line (the acknowledgement and the typed node name); the guard checks the rest."""
+    return [step for step in required(action_for_verb(verb), False)
+            if step in (Step.ACK_PREFLIGHT, Step.TYPED_NODE)]
+
+
 _OWN_DISPATCH: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "powerplane_lifecycle_own_dispatch", default=None
 )
@@ -215,7 +257,8 @@ class LifecycleGuard:
         """The started host readiness is read through (None: one of its own per call)."""
 
     async def __call__(
-        self, nodes: Sequence[str], verb: Verb, reason: str
+        self, nodes: Sequence[str], verb: Verb, reason: str, *,
+        hazard_reason: str | None = None,
     ) -> dict[str, PowerplaneError | None]:
         verb = Verb(verb)
         out: dict[str, PowerplaneError | None] = {}
@@ -223,7 +266,10 @@ class LifecycleGuard:
         if verb not in GUARDED:
             return dict.fromkeys(wanted)
         active = self._active()
-        problem = reason_problem(reason, self.config.reason_policy)
+        action = action_for_verb(verb)
+        policy = self.config.reason_policy
+        carried = Ceremony(reason=reason, actor="", hazard_reason=hazard_reason)
+        problem = step_problem(Step.REASON, "", action, carried, policy)
         own = _OWN_DISPATCH.get()
         pending: list[str] = []
         for node in wanted:
@@ -253,6 +299,11 @@ class LifecycleGuard:
                 if not verdict.allowed:
                     out[node] = GuardRefused(node, verb, verdict.reason, verdict.numbers)
                     continue
+                if Step.HAZARD_REASON in required(action, verdict.hazard):
+                    lacking = step_problem(Step.HAZARD_REASON, node, action, carried, policy)
+                    if lacking is not None:
+                        out[node] = HazardReasonRequired(node, verb, lacking, verdict.numbers)
+                        continue
                 out[node] = None
                 taken.add(node)  # nodes of one call count against quorum together
         return {node: out[node] for node in wanted}
