@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from powerplane.capabilities import Verb
-from powerplane.config import Deployment, parse_config, read_config
+from powerplane.config import Deployment, StrictBool, parse_config, read_config
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.plugins import Registry
 
@@ -70,7 +70,7 @@ class NegativeHints(BaseModel):
     """The channel config key that holds its secret (a ``{env:}``/``{file:}`` reference)."""
     timeout_key: str | list[str] | None = None
     """The channel config key(s) that bound one call (seconds); set low for the negative cases."""
-    timeout_s: float = Field(1.0, gt=0)
+    timeout_s: float = Field(1.0, gt=0, le=86_400, allow_inf_nan=False)
     """The value written into ``timeout_key`` (or the ``Timeouts`` field's ``connect_s`` and
     ``read_s``) for the negative cases: the fakes never answer, so a short bound proves the
     same as a long one; a channel that retries waits ``(retries + 1) x read_s``."""
@@ -88,22 +88,22 @@ class ConformanceSettings(BaseModel):
 
     nodes: list[str] | None = None
     """The nodes the suite may act on (default: every node of the file)."""
-    allow_destructive: bool = False
+    allow_destructive: StrictBool = False
     """Run state-changing checks; when false they are NOT TESTED, with that reason."""
-    allow_terminate: bool = False
+    allow_terminate: StrictBool = False
     """Also run terminate (destroys a cloud instance; never restored)."""
-    attended: bool = False
+    attended: StrictBool = False
     """A person is at the machines: when a check (or the restore after it) needs a machine
     on and its channel cannot power on, the suite asks the person to power it on at the
     rack and reads back until it is on (the readback is the evidence, never the answer).
     Asked only in a destructive run, through ``run_suite(power_on_by_hand=...)`` or the
     ``powerplane conformance`` command on a terminal; with no one to ask, such a check is
     NOT TESTED with that reason."""
-    settle_timeout_s: float = Field(30.0, gt=0)
+    settle_timeout_s: float = Field(30.0, gt=0, le=86_400, allow_inf_nan=False)
     """How long readback may take to reach the state a verb leads to."""
     repeat: int = Field(3, ge=1, le=100)
     """How many times the repetition checks run each verb."""
-    call_timeout_s: float | None = Field(None, gt=0)
+    call_timeout_s: float | None = Field(None, gt=0, le=86_400, allow_inf_nan=False)
     """Bound on one channel call (default: the file's ``limits.timeout_s``)."""
     expected_capabilities: dict[str, list[VerbName] | dict[VerbName, Mode]] = Field(
         default_factory=dict)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         about_to_send,
         require,
     )
-    from powerplane.config import Deployment, Timeouts, load_config, parse_config
+    from powerplane.config import Deployment, StrictBool, Timeouts, load_config, parse_config
     from powerplane.errors import (
         AuthenticationFailed,
         ChannelError,
@@ -144,6 +144,7 @@ __all__ = [
     "StoreContext",
     "StoreError",
     "StoreType",
+    "StrictBool",
     "TLSVerificationFailed",
     "TemporaryPortError",
     "Terminates",
@@ -182,6 +183,7 @@ __getattr__, __dir__ = lazy_exports(
         "about_to_send": ".channel",
         "require": ".channel",
         "Deployment": ".config",
+        "StrictBool": ".config",
         "Timeouts": ".config",
         "load_config": ".config",
         "parse_config": ".config",

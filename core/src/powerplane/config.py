@@ -10,6 +10,7 @@ Input values are never echoed (they may be secrets).
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import stat
@@ -18,9 +19,18 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from powerplane._yaml import MAX_BYTES, MAX_PROBLEMS, format_path, load_yaml, without_gc
 from powerplane.errors import ConfigError, ConfigProblem
@@ -30,12 +40,15 @@ if TYPE_CHECKING:
     from powerplane.plugins import Registry
 
 __all__ = [
+    "BOOL_EXPECTED",
+    "FINITE_EXPECTED",
     "Deployment",
     "Limits",
     "NodeChannelRef",
     "NodeSpec",
     "Recovery",
     "SiteRecovery",
+    "StrictBool",
     "Timeouts",
     "find_config",
     "load_config",
@@ -46,6 +59,30 @@ __all__ = [
 ]
 
 ENV_CONFIG = "POWERPLANE_CONFIG"
+
+BOOL_EXPECTED = "expected true or false"
+"""What every boolean config key says about a value that is not ``true`` or ``false``."""
+
+
+def _true_or_false(value: Any) -> Any:
+    if value is True or value is False:
+        return value
+    raise PydanticCustomError("bool_type", BOOL_EXPECTED)
+
+
+StrictBool = Annotated[bool, BeforeValidator(_true_or_false)]
+"""A boolean config key: only YAML ``true`` or ``false`` (a Python ``bool``).
+
+``yes``, ``on``, ``1``, ``'true'`` and every other spelling are refused with
+:data:`BOOL_EXPECTED`, whatever the model's mode (pydantic's own ``bool`` reads them as
+booleans). Every boolean field of a config model, core's and every plugin's, is typed
+``StrictBool``::
+
+    from powerplane import StrictBool
+
+    class MyConfig(BaseModel):
+        verify: StrictBool | str = True
+"""
 
 
 class _Strict(BaseModel):
@@ -95,7 +132,7 @@ class NodeSpec(_Strict):
 class SiteRecovery(_Strict):
     """A site's recovery declaration."""
 
-    attended: bool = False
+    attended: StrictBool = False
     """A person is present at this site and can power a machine back on."""
 
 
@@ -104,7 +141,7 @@ class Recovery(_Strict):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    attended_rack: bool = Field(False, alias="attendedRack")
+    attended_rack: StrictBool = Field(False, alias="attendedRack")
     """A person is at the rack for every node of the deployment."""
     sites: dict[str, SiteRecovery] = Field(default_factory=dict)
     """Per-site declarations."""
@@ -437,6 +474,24 @@ def unknown_key(key: str, known: list[str]) -> str:
     return "unknown key"
 
 
+_BOOL_ERRORS = frozenset({"bool_type", "bool_parsing"})
+"""pydantic's error types for a value that is not a boolean (its lax or strict ``bool``)."""
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+"""pydantic's error types for a number out of its bounds (NaN is out of every bound)."""
+FINITE_EXPECTED = "Input should be a finite number"
+"""What a number key says about NaN or infinity (pydantic's words with ``allow_inf_nan``)."""
+
+
+def _not_finite(value: Any) -> bool:
+    """NaN or an infinity, also written as a string pydantic reads as one (``'inf'``)."""
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            value = float(value)
+        except ValueError:
+            return False
+    return isinstance(value, float) and not math.isfinite(value)
+
+
 def _problems(
     exc: ValidationError,
     prefix: tuple[str | int, ...],
@@ -444,7 +499,7 @@ def _problems(
     model: type[BaseModel] | None = None,
 ) -> list[ConfigProblem]:
     out = []
-    for err in exc.errors(include_input=False, include_url=False):
+    for err in exc.errors(include_url=False):  # the input is looked at, never shown
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
         path: tuple[str | int, ...] = tuple(
             p if isinstance(p, int) else str(p) for p in (*prefix, *loc)
@@ -456,6 +511,10 @@ def _problems(
             msg = unknown_key(str(loc[-1]), _known_keys(holder)) if holder else "unknown key"
         elif kind == "missing":
             msg = "required key is missing"
+        elif kind in _BOOL_ERRORS:
+            msg = BOOL_EXPECTED
+        elif kind in _BOUND_ERRORS and _not_finite(err.get("input")):
+            msg = FINITE_EXPECTED  # a model without allow_inf_nan=False: not "less than"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         out.append(ConfigProblem(format_path(path), msg, _line(lines, path)))

@@ -60,6 +60,7 @@ from powerplane.channel import (
     about_to_send,
     require,
 )
+from powerplane.config import StrictBool
 from powerplane.errors import (
     AuthenticationFailed,
     ChannelTimeout,
@@ -101,9 +102,9 @@ class SimulatedConfig(BaseModel):
 
     verbs: list[Verb] = Field(default_factory=lambda: [Verb.REBOOT, Verb.SHUTDOWN, Verb.POWER_ON])
     """The verbs it advertises for every target."""
-    graceful: bool = True
+    graceful: StrictBool = True
     """Whether every advertised verb is graceful (else hard)."""
-    latency_ms: float = Field(0, ge=0)
+    latency_ms: float = Field(0, ge=0, allow_inf_nan=False)
     """Added to every call."""
     machines: dict[str, Literal["on", "off"]] = Field(default_factory=dict)
     """The targets it knows and their initial power state."""
@@ -111,11 +112,11 @@ class SimulatedConfig(BaseModel):
     """Concurrent calls accepted; a call beyond it is refused (as a BMC out of sessions)."""
     readback: Literal["full", "on-only", "none"] = "full"
     """What readback can see: both states, only ``on`` (off reads unknown), or nothing."""
-    transition_ms: float = Field(0, ge=0)
+    transition_ms: float = Field(0, ge=0, allow_inf_nan=False)
     """How long a power change reads as in transition (unknown) before it settles."""
     faults: dict[str, Fault] = Field(default_factory=dict)
     """Faults per target; the key ``*`` applies to every target."""
-    timeout_s: float = Field(5.0, gt=0)
+    timeout_s: float = Field(5.0, gt=0, allow_inf_nan=False)
     """How long the ``timeout`` fault hangs before raising a timeout."""
     password: SecretRef | None = None
     """An optional secret the channel "logs in" with."""
@@ -128,7 +129,7 @@ class SimulatedConfig(BaseModel):
     processes may share it: each call takes a lock on ``<state_file>.lock``, re-reads the
     file, acts, and replaces it in one rename, so the dispatch log only grows and always
     agrees with the machine states."""
-    boot_marker: bool = True
+    boot_marker: StrictBool = True
     """Offer ``boot_marker(target)``: a counter the machine bumps on every boot."""
 
     @field_validator("verbs", mode="before")

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
+from powerplane.config import StrictBool
 from powerplane.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class SimulatedClusterConfig(_Strict):
     """Nodes that start not ready whatever their power state."""
     state_file: str | None = None
     """A JSON file keeping cordons, pods and PDBs across processes."""
-    boot_id: bool = True
+    boot_id: StrictBool = True
     """Model each node's boot id (``status.nodeInfo.bootID``): it follows the simulated
     machine's boot count. False: the cluster reports none."""
 
@@ -154,26 +155,26 @@ class LifecycleConfig(_Strict):
     """The label that marks a control-plane member."""
     virtual_label: str = "powerplane.io/virtual-node"
     """The label that marks a virtual node (every action refused)."""
-    no_control_plane: bool = False
+    no_control_plane: StrictBool = False
     """Declare that this deployment has no control plane (else unlabelled means refused)."""
     reason_policy: ReasonPolicy = Field(default_factory=ReasonPolicy)
-    drain_deadline_s: float = Field(600, gt=0)
+    drain_deadline_s: float = Field(600, gt=0, allow_inf_nan=False)
     """How long a drain may wait for pods before the maintenance fails naming them."""
-    evacuation_timeout_s: float = Field(1800, gt=0)
+    evacuation_timeout_s: float = Field(1800, gt=0, allow_inf_nan=False)
     """How long storage evacuation may take before the maintenance pauses."""
-    ready_timeout_s: float = Field(900, gt=0)
+    ready_timeout_s: float = Field(900, gt=0, allow_inf_nan=False)
     """How long a rebooted or powered-on node may take to become ready."""
-    readback_window_s: float = Field(300, gt=0)
+    readback_window_s: float = Field(300, gt=0, allow_inf_nan=False)
     """How long a shutdown is read back for ``PowerOffConfirmed``."""
-    readback_cadence_s: float = Field(2, gt=0)
+    readback_cadence_s: float = Field(2, gt=0, allow_inf_nan=False)
     """First interval between power-off readbacks (backs off)."""
-    tick_s: float = Field(1.0, gt=0)
+    tick_s: float = Field(1.0, gt=0, allow_inf_nan=False)
     """Interval between reconcile passes of ``maintenance run`` while something waits."""
     concurrency: int = Field(16, ge=1)
     """Maintenances reconciled at once."""
-    busy_timeout_s: float = Field(5, gt=0, le=3600)
+    busy_timeout_s: float = Field(5, gt=0, le=3600, allow_inf_nan=False)
     """How long a store operation waits for another process's lock before it fails."""
-    settle_window_s: float | None = Field(None, gt=0, le=86_400)
+    settle_window_s: float | None = Field(None, gt=0, le=86_400, allow_inf_nan=False)
     """How long evidence of non-application must hold (boot marker unchanged with the node
     ready, or the machine reading its old state) before a dispatch without outcome is
     sent again. Default (None): the host's ``limits.timeout_s`` plus 5 s, so a request

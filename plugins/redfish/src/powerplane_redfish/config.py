@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from powerplane import SecretRef, Timeouts
+from powerplane import SecretRef, StrictBool, Timeouts
 
 __all__ = [
     "LIMITS_MARGIN_S",
@@ -100,7 +100,7 @@ class RedfishConfig(BaseModel):
     """Account name on the BMC."""
     password: SecretRef
     """The account's password, as a secret reference ``{env: NAME}`` or ``{file: PATH}``."""
-    verify: bool | str = True
+    verify: StrictBool | str = True
     """TLS verification: ``true`` (system CAs), ``false`` (none), or a CA bundle path."""
     auth: AuthMode = AuthMode.AUTO
     """``session``, ``basic`` or ``auto`` (a session where offered, else basic)."""
@@ -109,7 +109,7 @@ class RedfishConfig(BaseModel):
     ``read_s`` to wait for its answer once a request was sent (seconds)."""
     shutdown: ShutdownMode = ShutdownMode.GRACEFUL
     """How shutdown is carried: ``graceful``, ``graceful-then-force`` or ``force``."""
-    shutdown_wait_s: float = Field(30.0, gt=0)
+    shutdown_wait_s: float = Field(30.0, gt=0, allow_inf_nan=False)
     """In ``graceful-then-force``: how long to wait for the system to read off before ``ForceOff``.
 
     The wait runs inside the verb's call, so it must fit in the host's ``limits.timeout_s``
@@ -117,7 +117,7 @@ class RedfishConfig(BaseModel):
     """
     reboot: RebootMode = RebootMode.GRACEFUL
     """How reboot is carried: ``graceful``, ``force`` or ``graceful-then-force``."""
-    poll_interval_s: float = Field(1.0, gt=0)
+    poll_interval_s: float = Field(1.0, gt=0, allow_inf_nan=False)
     """How often ``PowerState`` is read while waiting in ``graceful-then-force``."""
     reset_types: list[ResetType] | None = None
     """Operator override: the reset types this BMC accepts, used instead of what it advertises.

@@ -43,7 +43,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from powerplane import SecretRef, Timeouts
+from powerplane import SecretRef, StrictBool, Timeouts
 from powerplane_talos.talosconfig import (
     ContextNotFound,
     load_talosconfig,
@@ -99,7 +99,7 @@ class TalosConfig(BaseModel):
     """``grpc`` (in process) or ``talosctl`` (subprocess)."""
     reboot_mode: RebootMode = RebootMode.DEFAULT
     """The reboot mode sent: ``default``, ``powercycle`` or ``force``."""
-    shutdown_force: bool = False
+    shutdown_force: StrictBool = False
     """Send ``force`` with shutdown (skip the node-side cordon and drain; advertised as hard)."""
     timeouts: Timeouts = Timeouts(connect_s=10, read_s=10)
     """``connect_s`` bounds connecting (TCP, TLS); ``read_s`` bounds waiting for Talos's
