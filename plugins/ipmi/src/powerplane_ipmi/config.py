@@ -16,12 +16,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StrictBool,
     field_validator,
     model_validator,
 )
 
-from powerplane import SecretRef, Timeouts
+from powerplane import SecretRef, StrictBool, Timeouts
 
 __all__ = [
     "DEFAULT_PORT",
