@@ -175,7 +175,8 @@ def test_a_plugin_cluster_type_is_selected_and_built_with_its_context(
     assert cfg.cluster == AcmeClusterConfig(type="acme", depth=3)
 
     async def check() -> None:
-        async with PowerHost(parse_config(raw, source=source)) as host:
+        # the whole file is validated at load: its lifecycle types are the test registry's
+        async with PowerHost(parse_config(raw, source=source, registry=reg)) as host:
             ports = build_ports(host, cfg, registry=reg)
             assert isinstance(ports.cluster, AcmeCluster)
             assert isinstance(ports.storage, NoStorage)
