@@ -31,7 +31,11 @@ tabs, carriage returns, a duplicate key, a second document, a value the resolver
 crossed bound); the text is then read as above, which reports every problem and its line.
 
 Booleans follow YAML 1.2: only true/false; ``on``, ``off``, ``yes``, ``no`` stay strings (so
-``machines: {m1: on}`` means the power state, not a boolean).
+``machines: {m1: on}`` means the power state, not a boolean). An explicitly tagged scalar
+must be written as its tag reads it, else it is a problem at its line, never a traceback:
+``!!bool`` true or false (``!!bool yes`` is refused), ``!!null`` null, ``~`` or nothing,
+``!!int`` and ``!!float`` in ASCII digits (Python would read ``٦٢٣`` as 623), ``!!timestamp``
+a date or a date and time.
 """
 
 from __future__ import annotations
@@ -95,6 +99,32 @@ _STR_TAG = _TAG + "str"
 _MERGE_TAG = _TAG + "merge"
 _VALUE_TAG = _TAG + "value"
 _ALLOWED = "!!str, !!int, !!float, !!bool, !!null, !!timestamp, !!seq, !!map"
+
+
+_BOOL_WORDS = frozenset({"true", "True", "TRUE", "false", "False", "FALSE"})
+_NULL_WORDS = frozenset({"", "~", "null", "Null", "NULL"})
+_TIMESTAMP = yaml.SafeLoader.timestamp_regexp
+
+
+def _ascii_number(value: str) -> bool:
+    """ASCII only, with a digit in it or infinity or NaN (Python's ``int()`` and ``float()``
+    also read other scripts' digits, ``٦٢٣``; PyYAML's constructors fail on an empty one)."""
+    if not value.isascii():
+        return False
+    return any(c.isdigit() for c in value) or value.lower().lstrip("+-") in (".inf", ".nan")
+
+
+# What an explicitly tagged scalar may say, checked before PyYAML's constructor reads it
+# (which reads ``!!bool`` the YAML 1.1 way, ``on`` and ``yes`` true, and raises KeyError on
+# ``maybe``; ``!!null`` reads anything as null; ``!!timestamp abc`` raises AttributeError).
+_WRITTEN: dict[str, tuple[Callable[[str], bool], str]] = {
+    _TAG + "bool": (_BOOL_WORDS.__contains__, "expected true or false"),
+    _TAG + "null": (_NULL_WORDS.__contains__, "expected null, ~ or nothing"),
+    _TAG + "int": (_ascii_number, "expected an integer in ASCII digits"),
+    _TAG + "float": (_ascii_number, "expected a number in ASCII digits"),
+    _TAG + "timestamp": (lambda v: _TIMESTAMP.match(v) is not None,
+                         "expected a date, YYYY-MM-DD, or a date and time"),
+}
 
 
 class _Loader(yaml.SafeLoader):
@@ -333,12 +363,15 @@ class _Builder:
         if tag is None:
             return value
         known = len(self.problems)
-        result = self.construct(event, tag, value, line)
+        result = self.construct(event, tag, value, line, written=False)
         if short and len(self.problems) == known:
             self.cache[value] = result
         return result
 
-    def construct(self, event: Any, tag: str, value: str, line: int) -> Any:
+    def construct(self, event: Any, tag: str, value: str, line: int,
+                  written: bool = True) -> Any:
+        """The value of a scalar of ``tag``; ``written``: the tag was written (else a
+        resolver matched the plain scalar, so it is in the tag's form already)."""
         if tag == "!":
             tag = self.resolve(yaml.ScalarNode, value, event.implicit)
         if tag in (_STR_TAG, _VALUE_TAG):
@@ -353,10 +386,15 @@ class _Builder:
             self.problem(self.child_path(), f"number longer than {MAX_NUMBER_CHARS} characters",
                          line)
             return None
+        form = _WRITTEN.get(tag) if written else None
+        if form is not None and not form[0](value):
+            self.problem(self.child_path(), f"not a valid {_show_tag(tag)} value ({form[1]})",
+                         line)
+            return None
         node = yaml.ScalarNode(tag, value, event.start_mark, event.end_mark)
         try:
             return _Loader.yaml_constructors[tag](self.resolver, node)
-        except (ValueError, TypeError, OverflowError, yaml.YAMLError):
+        except Exception:  # PyYAML's constructors fail many ways on odd text: never a traceback
             self.problem(self.child_path(), f"not a valid {_show_tag(tag)} value", line)
             return None
 
