@@ -569,6 +569,32 @@ def _unknown_channel(node: str, index: int, channel: str, known: set[str],
                          lines.get(path))
 
 
+def _raw_refs(raw_node: Any) -> list[tuple[int, str]]:
+    """``(index, channel name)`` of each channel reference of a node as written (one that
+    did not validate): the references that name a channel by a string."""
+    refs = raw_node.get("channels") if isinstance(raw_node, dict) else None
+    if not isinstance(refs, list):
+        return []
+    return [(i, ref["channel"]) for i, ref in enumerate(refs)
+            if isinstance(ref, dict) and isinstance(ref.get("channel"), str)]
+
+
+def _ref_problems(node: str, refs: list[tuple[int, str]], known: set[str],
+                  lines: Mapping[Any, int]) -> list[ConfigProblem]:
+    """A node's references to channels the file does not have, or lists twice."""
+    out = [_unknown_channel(node, i, channel, known, lines)
+           for i, channel in refs if channel not in known]
+    seen: set[str] = set()
+    for i, channel in refs:
+        if channel in seen:
+            path = ("nodes", node, "channels", i, "channel")
+            out.append(ConfigProblem(format_path(path),
+                                     f"channel {channel!r} is listed twice for this node",
+                                     lines.get(path)))
+        seen.add(channel)
+    return out
+
+
 def parse_config(
     data: Any,
     registry: Registry | None = None,
@@ -681,37 +707,28 @@ def _parse_config(
     context = {_TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
                                  if c.type.target is not None}}
     nodes: dict[str, NodeSpec] = {}
-    node_problems: list[ConfigProblem] = []
+    node_problems: list[ConfigProblem] = []  # in file order: each node's own, then its refs
     validate = NodeSpec.__pydantic_validator__.validate_python  # model_validate, one call less
     for nname, raw_node in raw_nodes.items():
+        name = str(nname)
         try:
-            nodes[str(nname)] = validate(raw_node, context=context)
+            node = nodes[name] = validate(raw_node, context=context)
         except ValidationError as exc:
-            node_problems.extend(_problems(exc, ("nodes", str(nname)), lines, NodeSpec))
-    problems[node_problems_at:node_problems_at] = node_problems
-    for nname, node in nodes.items():
+            node_problems.extend(_problems(exc, ("nodes", name), lines, NodeSpec))
+            # its channel references are checked all the same: one pass finds every problem
+            node_problems.extend(_ref_problems(name, _raw_refs(raw_node), channel_names, lines))
+            continue
         refs = node.channels
         if not refs:
             continue
         if len(refs) == 1:  # the common case: nothing to compare with
             if refs[0].channel not in channel_names:
-                problems.append(_unknown_channel(nname, 0, refs[0].channel, channel_names, lines))
+                node_problems.append(
+                    _unknown_channel(name, 0, refs[0].channel, channel_names, lines))
             continue
-        for i, ref in enumerate(refs):
-            if ref.channel not in channel_names:
-                problems.append(_unknown_channel(nname, i, ref.channel, channel_names, lines))
-        seen: set[str] = set()
-        for i, ref in enumerate(refs):
-            if ref.channel in seen:
-                path = ("nodes", nname, "channels", i, "channel")
-                problems.append(
-                    ConfigProblem(
-                        format_path(path),
-                        f"channel {ref.channel!r} is listed twice for this node",
-                        lines.get(path),
-                    )
-                )
-            seen.add(ref.channel)
+        node_problems.extend(_ref_problems(name, [(i, r.channel) for i, r in enumerate(refs)],
+                                           channel_names, lines))
+    problems[node_problems_at:node_problems_at] = node_problems
     if problems:
         if len(problems) > MAX_PROBLEMS:
             more = len(problems) - MAX_PROBLEMS
