@@ -796,3 +796,36 @@ def test_the_reference_says_which_distribution_adds_each_command(reference: str)
             name, ext.dist, sentence)
     for name in BUILTIN:
         assert f"`{name}`" in sentence.split("powerplane-")[0], (name, sentence)
+
+
+def test_a_feed_s_keys_have_the_top_level_keys_defaults_and_bounds(reference: str) -> None:
+    """The reference says each ``feeds.<feed>.*`` key has "the same meaning and default as
+    the key of the same name above": the feed model's field and the channel's agree."""
+    ctype = load_plugins().channel_types["pdu"]
+    body = section(reference, "Channel type `pdu`")
+    feed_keys = [k for k in table_keys(body) if k.startswith("feeds.") and k.count(".") == 1]
+    assert "feeds.protocol" in feed_keys
+    feeds = ctype.config.model_fields["feeds"]
+    (feed_model,) = _models(feeds.annotation)
+    differ = []
+    for key in feed_keys:
+        name = key.split(".", 1)[1]
+        top, feed = ctype.config.model_fields[name], feed_model.model_fields[name]
+        if (own_default(top), model_bounds(top), model_allowed(top)) != (
+                own_default(feed), model_bounds(feed), model_allowed(feed)):
+            differ.append(name)
+    assert not differ, f"feed keys that are not the top-level key's: {differ}"
+
+
+def test_the_timeouts_model_is_as_documented(reference: str) -> None:
+    from powerplane import Timeouts
+
+    body = section(reference, "### `Timeouts`")
+    m = re.search(r"`Timeouts\(connect_s=([\d.]+), read_s=([\d.]+)\)`", body)
+    assert m, "the Timeouts section states no defaults"
+    assert (float(m.group(1)), float(m.group(2))) == (Timeouts().connect_s, Timeouts().read_s)
+    upper = re.search(r"above 0, at most ([\d,]+)", body)
+    assert upper, "the Timeouts section states no bounds"
+    for name in ("connect_s", "read_s"):
+        bounds, finite = model_bounds(Timeouts.model_fields[name])
+        assert bounds == {"gt": 0.0, "le": _number(upper.group(1))} and finite, (name, bounds)
