@@ -314,3 +314,21 @@ def test_machines_on_stays_a_power_state(tmp_path: Path) -> None:
     assert deployment.channels["lab"].config.machines == {"m1": "on", "m2": "off"}
     code, out, _ = _run(config, "state", "n1")
     assert code == 0 and "on" in out
+
+
+def test_a_plugin_boolean_and_a_conformance_boolean_are_exit_2_at_their_lines(
+    tmp_path: Path
+) -> None:
+    """Representatives of the plugins and of the conformance section, through
+    ``powerplane conformance --target``: each lax boolean named with its line."""
+    target = _write(tmp_path, DEPLOYMENT.replace("nodes:\n", """\
+  talos:
+    type: talos
+    endpoint: 127.0.0.1
+    shutdown_force: on
+nodes:
+""") + "conformance:\n  nodes: [n1]\n  allow_destructive: yes\n")
+    code, _, err = _run(target, "conformance", "--target", target)
+    assert code == 2
+    assert "channels.talos.shutdown_force (line 8): expected true or false" in err
+    assert "conformance.allow_destructive (line 15): expected true or false" in err
