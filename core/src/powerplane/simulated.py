@@ -290,10 +290,14 @@ class SimulatedChannel:
         """No fault, password, state file or transition: a verb takes the short path."""
 
     # -- persistence -------------------------------------------------------------------------
-    def _shared(self) -> contextlib.AbstractContextManager[None]:
+    def _shared(self, write: bool = True) -> contextlib.AbstractContextManager[None]:
         """With a state file: hold its lock and work on what it holds now (without one,
-        nothing: no generator per call, so an in-memory channel costs what it did)."""
+        nothing: no generator per call, so an in-memory channel costs what it did). A read
+        (``write=False``) while no state file exists yet has nothing to load and takes no
+        lock, so it leaves no lock file behind (a dry run, ``offers``)."""
         if self.config.state_file is None:
+            return _NOTHING
+        if not write and not os.path.exists(self.config.state_file):
             return _NOTHING
         return self._locked_state()
 
@@ -390,7 +394,7 @@ class SimulatedChannel:
                     raise AuthenticationFailed(
                         "credentials rejected", channel=self.name, target=target
                     )
-            with self._shared():
+            with self._shared(write=False):
                 known = target in self._state
             if not known:
                 raise RefusedByDevice(
@@ -405,7 +409,7 @@ class SimulatedChannel:
                 )
             if verb:
                 about_to_send()
-            with self._shared():
+            with self._shared(write=verb):
                 result = act()
             if verb and fault is Fault.LOST_ANSWER:
                 await asyncio.sleep(self.config.timeout_s)
@@ -478,7 +482,7 @@ class SimulatedChannel:
             if self.config.expect_password is not None:
                 given = self.config.password.reveal() if self.config.password else None
                 rejected = given != self.config.expect_password.reveal()
-            with self._shared():
+            with self._shared(write=False):
                 machines = self._state
                 known = [t in machines for t in targets]
             caps = self._caps
@@ -557,14 +561,14 @@ class SimulatedChannel:
 
     def state_of(self, target: str) -> str:
         """The machine's true state, whatever readback can see."""
-        with self._shared():
+        with self._shared(write=False):  # a settle saves only where a file was written
             self._settle(target)
             return self._state[target]
 
     def boots_of(self, target: str) -> int:
         """How often the machine has booted, whatever the channel publishes (the simulated
         cluster's node boot id follows it, as a kubelet reports its own boot)."""
-        with self._shared():
+        with self._shared(write=False):
             self._settle(target)
             return self._boots.get(target, 0)
 

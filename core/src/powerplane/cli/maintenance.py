@@ -5,6 +5,11 @@ The ceremony comes as flags for scripts (``--confirm-node``, ``--ack-preflight``
 never turned into a prompt: below quorum, a virtual node or a withheld verb exits 3.
 ``request --dry-run`` prints the pre-flight and the ceremony a request needs and records
 nothing (exit 0 when it would be accepted, 3 when refused).
+
+Every subcommand needs the deployment's ``lifecycle:`` section: without one it says so
+(exit 2) and creates nothing (no store beside the config). An argument that is not text
+(bytes the locale could not decode) is bad input naming its option (exit 2), never sent to
+the store.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ from powerplane.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from powerplane.config import Deployment
+    from powerplane.host import PowerHost
     from powerplane.lifecycle.model import NodeMaintenance, Preflight
     from powerplane.lifecycle.ports import MaintenanceStore
 
@@ -45,14 +54,45 @@ def maintenance_group() -> None:
     """The node-maintenance lifecycle: cordon, drain, reboot or shut down, return to service."""
 
 
+def _require_lifecycle(deployment: Deployment) -> None:
+    """A deployment without a ``lifecycle:`` section has no maintenances: say so (exit 2)
+    rather than open (and create) the default store beside the config."""
+    from powerplane.errors import ConfigError, ConfigProblem
+
+    if deployment.lifecycle or "lifecycle" in (deployment.raw or {}):
+        return
+    raise ConfigError([ConfigProblem(
+        "lifecycle",
+        "this deployment has no lifecycle: section, and `powerplane maintenance` needs one "
+        "(for example: lifecycle: {store: ./powerplane.db, cluster: {type: simulated}}); "
+        "nothing was created")], source=deployment.source)
+
+
+def _host(ctx: click.Context, nodes: Iterable[str] | None) -> PowerHost:
+    """``open_host`` for a maintenance subcommand: refused without a ``lifecycle:`` section."""
+    host = open_host(ctx, nodes=nodes)
+    _require_lifecycle(host.deployment)
+    return host
+
+
 def _open_store(ctx: click.Context) -> MaintenanceStore:
     from powerplane.config import load_config
     from powerplane.lifecycle.ports import open_store
     from powerplane.lifecycle.settings import lifecycle_config
 
     deployment = load_config(config_path(ctx))
+    _require_lifecycle(deployment)
     config = lifecycle_config(deployment.lifecycle, deployment.source)
     return open_store(config, deployment.source)
+
+
+def _text_arguments(**values: str | None) -> None:
+    """Refuse, as bad input naming the option (exit 2), any argument that is not text: the
+    store is never asked to hold it (and never called damaged for it)."""
+    from powerplane.cli.commands import check_text
+
+    for name, value in values.items():
+        check_text(value, "NODE" if name == "node" else "--" + name.replace("_", "-"))
 
 
 def _interactive() -> bool:
@@ -154,12 +194,14 @@ def request_cmd(
     from powerplane.lifecycle.service import Lifecycle
 
     the_intent = Intent(intent)
+    _text_arguments(node=node, reason=reason, actor=actor, confirm_node=confirm_node,
+                    hazard_reason=hazard_reason)
 
     if dry_run:
         async def look() -> tuple[dict[str, Any], int]:
             # NODE's channels discovered at start (an unknown NODE: exit 2); the rest on
             # first use (the quorum's members are read through their own channels)
-            async with open_host(ctx, nodes=[node]) as host:
+            async with _host(ctx, nodes=[node]) as host:
                 lc = Lifecycle.for_host(host, create_store=False)
                 try:
                     return await lc.dry_run(
@@ -179,7 +221,7 @@ def request_cmd(
         sys.exit(code)
 
     async def go() -> dict[str, Any]:
-        async with open_host(ctx, nodes=[node]) as host:
+        async with _host(ctx, nodes=[node]) as host:
             lc = Lifecycle.for_host(host)
             try:
                 pre, verdict = await lc.admit(node, the_intent)  # refusals never prompt
@@ -251,6 +293,7 @@ def _show(m: dict[str, Any]) -> None:
 @handle_errors
 def status_cmd(ctx: click.Context, node_or_name: str, output: str) -> None:
     """The maintenance of NODE (its active one, else its latest), or one by name."""
+    _text_arguments(node=node_or_name)
     store = _open_store(ctx)
     try:
         data = store.find(node_or_name).summary()
@@ -288,7 +331,9 @@ def list_cmd(ctx: click.Context, show_all: bool, output: str) -> None:
         abandoned = f"by {a['by']}: {a['reason']}" if a else ""
         attention = []
         if r.get("awaitingResolution"):
-            attention.append(f"awaiting resolution: powerplane maintenance resolve {r['node']}")
+            attention.append(f"awaiting resolution: powerplane maintenance resolve {r['node']} "
+                             "--applied | --not-applied --reason TEXT "
+                             f"--confirm-node {r['node']}")
         if r.get("machineReadsOn"):
             poc = r["conditions"].get("PowerOffConfirmed", {}).get("status", "Unknown")
             attention.append(f"the machine still reads on (PowerOffConfirmed={poc})")
@@ -309,8 +354,10 @@ def _person_request(
     from powerplane.lifecycle.ceremony import Ceremony
     from powerplane.lifecycle.service import Lifecycle
 
+    _text_arguments(node=node, reason=reason, actor=actor)
+    host = _host(ctx, nodes=())
     why = _ask_reason(reason)
-    lc = Lifecycle.for_host(open_host(ctx, nodes=()))  # records a request: no channel touched
+    lc = Lifecycle.for_host(host)  # records a request: no channel touched
     try:
         m = act(lc, Ceremony(reason=why, actor=_actor(actor)))
     finally:
@@ -357,9 +404,9 @@ def abandon_cmd(
 
 @maintenance_group.command("resolve")
 @click.argument("node")
-@click.option("--applied", "applied", flag_value=True, default=None,
+@click.option("--applied", "applied", is_flag=True,
               help="The verb took effect (seen at the machine): move on.")
-@click.option("--not-applied", "applied", flag_value=False,
+@click.option("--not-applied", "not_applied", is_flag=True,
               help="The verb did not take effect: send it once more.")
 @click.option("--reason", default=None, help="Why (must meet the reason policy).")
 @click.option("--confirm-node", default=None, help="The node name, typed.")
@@ -368,7 +415,7 @@ def abandon_cmd(
 @click.pass_context
 @handle_errors
 def resolve_cmd(
-    ctx: click.Context, node: str, applied: bool | None, reason: str | None,
+    ctx: click.Context, node: str, applied: bool, not_applied: bool, reason: str | None,
     confirm_node: str | None, actor: str | None, output: str,
 ) -> None:
     """Settle a power verb of NODE that evidence could not tell (audited).
@@ -376,18 +423,20 @@ def resolve_cmd(
     --applied moves on and records who said so; --not-applied sends the verb once more
     (by the next `maintenance run`). Never upgrades a refusal.
     """
-    from powerplane.errors import ConfigError, ConfigProblem
     from powerplane.lifecycle.ceremony import Ceremony
     from powerplane.lifecycle.service import Lifecycle
 
-    if applied is None:
-        raise ConfigError([ConfigProblem("resolve", "one of --applied or --not-applied "
-                                                    "is required")], source="<command line>")
+    if applied and not_applied:
+        raise click.UsageError("--applied and --not-applied contradict each other: give "
+                               "exactly one (nothing was recorded)")
+    if not applied and not not_applied:
+        raise click.UsageError("one of --applied or --not-applied is required")
+    _text_arguments(node=node, reason=reason, confirm_node=confirm_node, actor=actor)
     why = _ask_reason(reason)
     if confirm_node is None and _interactive():
         confirm_node = str(click.prompt("Type the node name to confirm", default="",
                                         show_default=False))
-    lc = Lifecycle.for_host(open_host(ctx, nodes=()))  # records a resolution: none touched
+    lc = Lifecycle.for_host(_host(ctx, nodes=()))  # records a resolution: none touched
     try:
         m = lc.resolve(node, Ceremony(reason=why, actor=_actor(actor),
                                       confirm_node=confirm_node), applied)
@@ -417,7 +466,7 @@ def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output
     said: dict[tuple[str, str], tuple[str, str]] = {}
 
     async def go() -> list[dict[str, Any]]:
-        async with open_host(ctx, nodes=()) as host:
+        async with _host(ctx, nodes=()) as host:
             lc = Lifecycle.for_host(host)
             names = {m.name for m in lc.store.active()}
 

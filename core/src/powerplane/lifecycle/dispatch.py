@@ -412,7 +412,7 @@ class Dispatcher:
         set_condition(
             m, C.AWAITING_RESOLUTION, S.TRUE, "NoEvidence",
             f"{msg}. A person decides: powerplane maintenance resolve {m.node} "
-            "--applied | --not-applied --reason TEXT",
+            f"--applied | --not-applied --reason TEXT --confirm-node {m.node}",
         )
 
     def _applied(self, d: Dispatch, why: str) -> None:

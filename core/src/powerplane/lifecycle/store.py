@@ -14,7 +14,9 @@ committed since; otherwise it reads them again.
 
 A store that cannot be used (not an SQLite file, a directory, read-only, under a regular
 file, locked by another process past ``lifecycle.busy_timeout_s``) raises
-:class:`StoreError`, naming the file and the cause (exit 1).
+:class:`StoreError`, naming the file and the cause (exit 1). A value that is not text
+(a name or reason holding bytes no encoding produced) is :class:`InvalidText` (exit 2, bad
+input): the store is called damaged only when a row it holds does not read back.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance, Phase
 
-__all__ = ["AlreadyActive", "ConcurrentChange", "NotFound", "Store", "StoreError"]
+__all__ = ["AlreadyActive", "ConcurrentChange", "InvalidText", "NotFound", "Store",
+           "StoreError"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS maintenance (
@@ -106,6 +109,13 @@ class AlreadyActive(LifecycleError):
 
 class NotFound(LifecycleError):
     """No such maintenance (or no maintenance for that node)."""
+
+    exit_code = 2
+
+
+class InvalidText(LifecycleError):
+    """A value given to the store is not valid text (it cannot be encoded as UTF-8): bad
+    input, nothing recorded; the store itself is fine (exit 2)."""
 
     exit_code = 2
 
@@ -189,6 +199,15 @@ class Store:
         """Turn what SQLite (or a damaged row) raises into a :class:`StoreError`."""
         try:
             yield
+        except UnicodeEncodeError as exc:  # our input, not the file: never "damaged"
+            if self._db is not None and self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+            bad = exc.object[exc.start:exc.end] if isinstance(exc.object, str) else ""
+            raise InvalidText(
+                f"a value is not valid UTF-8 text ({bad!r}: bytes the locale could not "
+                f"decode); nothing was recorded, and the store {self.path} is unchanged"
+            ) from None
         except (sqlite3.Error, ValueError, OSError) as exc:
             if self._db is not None and self._db.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
