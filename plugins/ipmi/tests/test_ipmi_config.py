@@ -28,6 +28,61 @@ def test_bad_targets(raw: object) -> None:
         parse_target(raw)
 
 
+# each: a target that must be refused, and words the refusal must carry
+NOT_TARGETS = [
+    ("127.0.0.1:\u0666\u0662\u0663", "ASCII digits"),  # Arabic-Indic 623
+    ("127.0.0.1:\u00b2", "ASCII digits"),  # superscript two
+    ("127.0.0.1:\uff16\uff12\uff13", "ASCII digits"),  # fullwidth 623
+    ("127.0.0.1:" + "6" * 5000, "5000 characters"),
+    ("127.0.0.1:+623", "ASCII digits"), ("127.0.0.1: 623", "ASCII digits"),
+    ("127.0.0.1:623_0", "ASCII digits"), ("127.0.0.1:", "ASCII digits"),
+    ("256.256.256.256", "not a valid IPv4 address"), ("1.2.3.4.5", "not a valid IPv4 address"),
+    ("1.2.3", "not a valid IPv4 address"), ("10.0.0.01", "not a valid IPv4 address"),
+    ("bmc.123", "last label is all digits"), ("-bmc.example", "RFC 1123"),
+    ("bmc-.example", "RFC 1123"), ("bmc..example", "RFC 1123"), ("b_mc", "RFC 1123"),
+    ("a" * 64 + ".example", "RFC 1123"), (".".join(["a" * 60] * 5), "RFC 1123"),
+    ("b\u00fccher.example", "outside ASCII"), ("\u0661.\u0662.\u0663.\u0664", "outside ASCII"),
+    ("[bmc.example]:623", "only an IPv6 address goes in brackets"),
+    ("[fd00::zz]:623", "not a valid IPv6 address"), ("fd00:::1", "not a valid IPv6 address"),
+    (":623", "no host"),
+]
+
+
+@pytest.mark.parametrize(("raw", "words"), NOT_TARGETS)
+def test_only_ascii_ports_and_valid_addresses_or_host_names_are_targets(
+        raw: str, words: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_target(raw)
+    text = str(caught.value)
+    assert "HOST or HOST:PORT" in text and words in text, text
+    assert "int_max_str_digits" not in text and "invalid literal" not in text, text
+    assert len(text) < 400, text
+
+
+@pytest.mark.parametrize("raw", ["127.0.0.1:\u0666\u0662\u0663", "127.0.0.1:\u00b2",
+                                 "127.0.0.1:" + "6" * 5000, "256.256.256.256", "1.2.3.4.5"])
+def test_a_bad_target_in_the_file_is_exit_2_at_its_path(raw: str, tmp_path: Path) -> None:
+    doc = {"channels": {"bmc": BASE},
+           "nodes": {"n1": {"channels": [{"channel": "bmc", "target": raw}]}}}
+    f = tmp_path / "d.yaml"
+    f.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    out = cli("--config", str(f), "offers", env={"PP_IPMI_TEST_PW": "x"})
+    text = out.stdout + out.stderr
+    assert out.returncode == 2, text
+    assert "nodes.n1" in text and "HOST or HOST:PORT" in text, text
+    assert "Traceback" not in text and "int_max_str_digits" not in text, text
+
+
+@pytest.mark.parametrize(("raw", "host", "port"), [
+    ("bmc.example.", "bmc.example.", 623), ("[fe80::1%eth0]:6230", "fe80::1%eth0", 6230),
+    ("BMC-7:65535", "BMC-7", 65535), ("0.0.0.1:1", "0.0.0.1", 1), ("::1", "::1", 623),
+    ("x1.example", "x1.example", 623), ("123abc.example", "123abc.example", 623),
+])
+def test_valid_edge_targets_still_parse(raw: str, host: str, port: int) -> None:
+    addr = parse_target(raw)
+    assert (addr.host, addr.port) == (host, port)
+
+
 BASE = {"type": "ipmi", "username": "oper", "password": {"env": "PP_IPMI_TEST_PW"}}
 
 BATTERY = [
@@ -45,7 +100,7 @@ BATTERY = [
     ({"connect_timeout_s": 2}, "channels.bmc.connect_timeout_s", "unknown"),
     ({"command_timeout_s": 3}, "channels.bmc.command_timeout_s", "unknown"),
     ({"shutdown_wait_s": "soon"}, "channels.bmc.shutdown_wait_s", "number"),
-    ({"allow_insecure": "yes"}, "channels.bmc.allow_insecure", "bool"),
+    ({"allow_insecure": "yes"}, "channels.bmc.allow_insecure", "true or false"),
     ({"pasword": {"env": "X"}}, "channels.bmc.pasword", "unknown"),
     ({"shutdown": "graceful-then-force", "shutdown_wait_s": 120},
      "channels.bmc.shutdown_wait_s", "limits.timeout_s"),

@@ -171,8 +171,39 @@ class IpmiConfig(BaseModel):
 LIMITS_MARGIN_S = 1.0
 """Room :meth:`IpmiConfig.check_limits` keeps beyond the wait and the last command."""
 
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+_DIGITS = re.compile(r"[0-9]{1,5}", re.ASCII)
+_DOTTED = re.compile(r"[0-9.]+", re.ASCII)
+
+
+def _host_problem(raw: str) -> str | None:
+    """Why ``raw`` is not an IPv4 dotted quad, an IPv6 address or an RFC 1123 host name."""
+    host = _clip(raw)
+    if not raw:
+        return "no host before the port"
+    if not raw.isascii():
+        return f"{host!r} has characters outside ASCII (a BMC address is ASCII)"
+    if ":" in raw:
+        try:
+            ipaddress.IPv6Address(raw)
+        except ValueError:
+            return f"{host!r} is not a valid IPv6 address"
+        return None
+    if _DOTTED.fullmatch(raw):
+        try:
+            ipaddress.IPv4Address(raw)
+        except ValueError:
+            return (f"{host!r} is not a valid IPv4 address (four numbers 0 to 255, dotted)")
+        return None
+    name = raw[:-1] if raw.endswith(".") else raw
+    labels = name.split(".")
+    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        return (f"{host!r} is not an IP address or host name (RFC 1123: labels of letters, "
+                "digits and inner hyphens, 1 to 63 characters each, 253 in all)")
+    if labels[-1].isdigit():
+        return (f"{host!r} is not an IP address or host name (its last label is all digits, "
+                "which no host name may be: RFC 1123 section 2.1)")
+    return None
 
 
 class BmcAddress(str):
@@ -197,29 +228,38 @@ def parse_target(raw: Any) -> BmcAddress:
     if not isinstance(raw, str) or not raw.strip():
         raise ValueError(f"{hint}; got {type(raw).__name__}")
     text = raw.strip()
+    shown = _clip(text)
     port = DEFAULT_PORT
     host = text
-    if text.startswith("["):
+    bracketed = text.startswith("[")
+    if bracketed:
         end = text.find("]")
         if end < 0:
-            raise ValueError(f"{hint}; unclosed '[' in {text!r}")
+            raise ValueError(f"{hint}; unclosed '[' in {shown!r}")
         host, rest = text[1:end], text[end + 1:]
         if rest:
             if not rest.startswith(":"):
-                raise ValueError(f"{hint}; got {text!r}")
+                raise ValueError(f"{hint}; got {shown!r}")
             port = _port(rest[1:], text, hint)
     elif text.count(":") == 1:
         host, _, tail = text.partition(":")
         port = _port(tail, text, hint)
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        if not _HOSTNAME.match(host):
-            raise ValueError(f"{hint}; {host!r} is not an IP address or host name") from None
+    if bracketed and ":" not in host:
+        raise ValueError(f"{hint}; only an IPv6 address goes in brackets, got {shown!r}")
+    problem = _host_problem(host)
+    if problem is not None:
+        raise ValueError(f"{hint}; {problem}")
     return BmcAddress(host, port)
 
 
+def _clip(text: str, keep: int = 60) -> str:
+    """``text`` as an error shows it: at most ``keep`` characters, and how many there were."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
+
+
 def _port(text: str, whole: str, hint: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise ValueError(f"{hint}; port {text!r} in {whole!r} is not 1 to 65535")
+    """The port: 1 to 5 ASCII digits, 1 to 65535 (``str.isdigit`` would take ``²`` or ``٦``)."""
+    if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= 65535:
+        raise ValueError(f"{hint}; port {_clip(text, 12)!r} in {_clip(whole)!r} is not a "
+                         "number 1 to 65535 (ASCII digits)")
     return int(text)
