@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import socket
+import struct
 
 import pyghmi.exceptions as pyghmi_exceptions
 import pytest
@@ -54,12 +55,63 @@ def test_completion_codes_cover_pyghmis_table() -> None:
     assert set(constants.ipmi_completion_codes) - {0, 0xFFFF} <= set(COMPLETION_CODES)
 
 
-@pytest.mark.parametrize("code", sorted(constants.rmcp_codes))
-def test_every_rmcp_status_text_maps(code: int) -> None:
-    text = constants.rmcp_codes[code]
+# IPMI 2.0 table 13-15, RMCP+ and RAKP message status codes: the class each must map to
+SPEC_RMCP_STATUS: dict[int, type[ChannelError]] = {
+    0x01: RefusedByDevice,       # insufficient resources to create a session
+    0x02: ProtocolError,         # invalid session ID
+    0x03: ProtocolError,         # invalid payload type
+    0x04: ProtocolError,         # invalid authentication algorithm
+    0x05: ProtocolError,         # invalid integrity algorithm
+    0x06: ProtocolError,         # no matching authentication payload
+    0x07: ProtocolError,         # no matching integrity payload
+    0x08: ProtocolError,         # inactive session ID
+    0x09: AuthenticationFailed,  # invalid role
+    0x0A: AuthenticationFailed,  # unauthorized role or privilege level requested
+    0x0B: RefusedByDevice,       # insufficient resources to create a session at the role
+    0x0C: AuthenticationFailed,  # invalid name length
+    0x0D: AuthenticationFailed,  # unauthorized name
+    0x0E: AuthenticationFailed,  # unauthorized GUID
+    0x0F: AuthenticationFailed,  # invalid integrity check value
+    0x10: ProtocolError,         # invalid confidentiality algorithm
+    0x11: ProtocolError,         # no cipher suite match with proposed security algorithms
+    0x12: ProtocolError,         # illegal or unrecognized parameter
+}
+
+
+def test_pyghmi_knows_exactly_the_spec_status_codes() -> None:
+    assert set(constants.rmcp_codes) == set(SPEC_RMCP_STATUS)
+
+
+@pytest.mark.parametrize("suffix", ["", " in RAKP2", " reported in RAKP4"])
+@pytest.mark.parametrize("code", sorted(SPEC_RMCP_STATUS))
+def test_every_rmcp_status_text_maps(code: int, suffix: str) -> None:
+    text = constants.rmcp_codes[code] + suffix
     err = mapped(pyghmi_exceptions.IpmiException(text), stage="login")
-    assert isinstance(err, (AuthenticationFailed, RefusedByDevice, ProtocolError,
-                            ChannelTimeout)), (code, text)
+    assert type(err) is SPEC_RMCP_STATUS[code], (code, text, err)
+    # the status is named by its code (pyghmi words 0x06 like 0x07: same class either way)
+    assert f"status 0x{code:02X}" in str(err) or code == 0x06, err
+    assert "IpmiException" not in str(err) and "unexpected" not in str(err), err
+
+
+@pytest.mark.parametrize("code", [0x00, 0x13, 0x42, 0xFF])
+def test_an_unassigned_rmcp_status_is_a_protocol_error_naming_it(code: int) -> None:
+    err = mapped(pyghmi_exceptions.IpmiException(f"Unrecognized RMCP code {code}"),
+                 stage="login")
+    assert type(err) is ProtocolError and f"0x{code:02X}" in str(err), err
+
+
+@pytest.mark.parametrize("exc", [
+    IndexError("bytearray index out of range"), struct.error("unpack requires a buffer of 4 bytes"),
+    KeyError(7), TypeError("'NoneType' object is not subscriptable"),
+    pyghmi_exceptions.IpmiException(None), pyghmi_exceptions.IpmiException(),
+])
+@pytest.mark.parametrize("stage", ["probe", "login", "command"])
+def test_python_internals_never_reach_the_message(exc: BaseException, stage: str) -> None:
+    err = mapped(exc, stage=stage)
+    assert type(err) is ProtocolError, err
+    for internal in ("bytearray", "unpack", "NoneType", "IpmiException", "None", "KeyError",
+                     "IndexError"):
+        assert internal not in str(err), err
 
 
 def test_the_classes_that_matter() -> None:

@@ -72,8 +72,10 @@ from powerplane_ipmi.config import (
 )
 from powerplane_ipmi.errors import (
     CompletionCodeError,
+    Malformed,
     NoAnswer,
     PolicyRefused,
+    PortClosed,
     map_error,
 )
 
@@ -118,18 +120,30 @@ def _request(netfn: int, cmd: int, data: bytes, seq: int) -> bytes:
 
 
 def _response(packet: bytes, cmd: int) -> tuple[int, bytes] | None:
-    """(completion code, data) of a sessionless answer to ``cmd``; None if it is not one."""
+    """(completion code, data) of a sessionless answer to ``cmd``; None if it is not one.
+
+    Raises :class:`Malformed` for a datagram that is not RMCP at all, or RMCP/IPMI framing
+    too short for what it says it holds (a truncated answer).
+    """
     if len(packet) < 4 or packet[:4] != b"\x06\x00\xff\x07":
-        return None
+        raise Malformed(f"the BMC's port answered {len(packet)} bytes that are not RMCP/IPMI "
+                        "(no RMCP header): something other than a BMC answers there, or the "
+                        "answers are corrupted")
     if len(packet) > 16 and packet[4] == 0x06:  # RMCP+ framing (pyghmi's simulator answers so)
         length = struct.unpack("<H", packet[14:16])[0]
         msg = packet[16:16 + length]
+        short = len(msg) < length
     elif len(packet) > 14:
         msg = packet[14:14 + packet[13]]
+        short = len(msg) < packet[13]
     else:
-        return None
-    if len(msg) < 8 or msg[5] != cmd:
-        return None
+        raise Malformed(f"the BMC answered a truncated IPMI message ({len(packet)} bytes, "
+                        "shorter than its own header)")
+    if short or len(msg) < 8:
+        raise Malformed(f"the BMC answered a truncated IPMI message ({len(packet)} bytes, "
+                        "shorter than the length it declares)")
+    if msg[5] != cmd:
+        return None  # a late answer to another request
     return msg[6], bytes(msg[7:-1])
 
 
@@ -138,8 +152,9 @@ def sessionless(addr: BmcAddress, netfn: int, cmd: int, data: bytes, timeout: fl
     """Send one sessionless request and return (completion code, data).
 
     On a connected UDP socket, so an ICMP port unreachable raises ``ConnectionRefusedError``;
-    raises :class:`NoAnswer` when nothing came within ``timeout`` over ``tries`` sends (the
-    request is a read, safe to repeat).
+    raises :class:`Malformed` when what came back is not a readable IPMI answer, and
+    :class:`NoAnswer` when nothing came within ``timeout`` over ``tries`` sends (the request
+    is a read, safe to repeat).
     """
     family = socket.AF_INET6 if ":" in addr.host else socket.AF_INET
     info = socket.getaddrinfo(addr.host, addr.port, family, socket.SOCK_DGRAM)
@@ -165,6 +180,28 @@ def sessionless(addr: BmcAddress, netfn: int, cmd: int, data: bytes, timeout: fl
                    "the UDP port is silent")
 
 
+def diagnose(addr: BmcAddress, seconds: float) -> str:
+    """After a silence inside a session: what the BMC's port does now, in words.
+
+    One sessionless Get Channel Authentication Capabilities within ``seconds``. Raises
+    :class:`PortClosed` (ICMP port unreachable) or :class:`Malformed` (the answer is not
+    IPMI); returns words for an answer or a silence.
+    """
+    try:
+        sessionless(addr, 0x06, 0x38, bytes([0x8E, 0x04]), max(seconds, 0.01), tries=1)
+    except ConnectionRefusedError:
+        raise PortClosed("the BMC's UDP port now answers ICMP port unreachable (nothing "
+                         "listens there any more)") from None
+    except NoAnswer:
+        return "the BMC's UDP port is silent now, to sessionless requests too"
+    except Malformed:
+        raise
+    except OSError as exc:
+        raise PortClosed(f"the BMC cannot be reached now ({exc.strerror or 'network error'})"
+                         ) from None
+    return "the BMC still answers sessionless requests"
+
+
 @dataclass(frozen=True)
 class BmcFacts:
     """What the sessionless probe learnt about one BMC."""
@@ -176,23 +213,35 @@ class BmcFacts:
 
 
 def probe(addr: BmcAddress, timeout: float) -> BmcFacts:
-    """Get Channel Authentication Capabilities and Get Channel Cipher Suites, sessionless."""
+    """Get Channel Authentication Capabilities and Get Channel Cipher Suites, sessionless.
+
+    Every request of the probe together within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        rest = deadline - time.monotonic()
+        if rest <= 0:
+            raise NoAnswer(f"the sessionless probe did not finish within {timeout:g} s "
+                           "(timeouts.connect_s)")
+        return rest
+
     # 0x8E: request IPMI 2.0 extended data, channel E (this one); privilege: administrator
-    code, data = sessionless(addr, 0x06, 0x38, bytes([0x8E, 0x04]), timeout)
+    code, data = sessionless(addr, 0x06, 0x38, bytes([0x8E, 0x04]), left())
     if code == 0xCC:  # a 1.5-only BMC may reject the 2.0 bit
-        code, data = sessionless(addr, 0x06, 0x38, bytes([0x0E, 0x04]), timeout)
+        code, data = sessionless(addr, 0x06, 0x38, bytes([0x0E, 0x04]), left())
     if code != 0 or len(data) < 4:
         raise CompletionCodeError("Get Channel Authentication Capabilities", code or 0xFF)
     ipmi20 = bool(data[1] & 0x80) and bool(data[3] & 0x02)
-    return BmcFacts(ipmi20, _cipher_suites(addr, timeout) if ipmi20 else None)
+    return BmcFacts(ipmi20, _cipher_suites(addr, left) if ipmi20 else None)
 
 
-def _cipher_suites(addr: BmcAddress, timeout: float) -> tuple[int, ...] | None:
+def _cipher_suites(addr: BmcAddress, left: Callable[[], float]) -> tuple[int, ...] | None:
     """Every page of Get Channel Cipher Suites (App 54h), records parsed (table 22-19)."""
     raw = b""
     for index in range(64):
         # channel E (this one), payload type 0 (IPMI), list by cipher suite + page index
-        code, data = sessionless(addr, 0x06, 0x54, bytes([0x0E, 0x00, 0x80 | index]), timeout)
+        code, data = sessionless(addr, 0x06, 0x54, bytes([0x0E, 0x00, 0x80 | index]), left())
         if code != 0 or not data:
             return None if index == 0 else _records(raw)
         raw += data[1:]
@@ -336,6 +385,100 @@ def _session_class(suite: int | None, allow_v15: bool) -> type[Any]:
         return PinnedSession
 
 
+DIAGNOSE_S = 0.25
+"""Kept from each bound for one sessionless request after a silence (:func:`diagnose`)."""
+
+_STAGES = {None: 0, "OPENSESSION": 1, "EXPECTINGRAKP2": 2, "EXPECTINGRAKP4": 3,
+           "ESTABLISHED": 4}
+_STAGE_WORDS = (
+    ("the sessionless probe", "Get Channel Authentication Capabilities"),
+    ("Get Channel Authentication Capabilities", "RMCP+ Open Session"),
+    ("RMCP+ Open Session", "RAKP 1 (which names the user; a BMC that does not know a user "
+                           "name may stay silent like this)"),
+    ("RAKP 1", "RAKP 3 (the password's proof; a wrong password or K_g may look like this)"),
+    ("RAKP 3", "Set Session Privilege Level"),
+)
+
+
+def _abandon(sess: Any) -> None:
+    """End every wait pyghmi has on ``sess`` (its loops run while logged or logging)."""
+    try:
+        sess.logged = 0
+        sess.logout()
+    except Exception:  # a half-built session: nothing more to end
+        pass
+
+
+class _Watchdog:
+    """One daemon thread that abandons pyghmi sessions whose bound passed.
+
+    pyghmi's synchronous calls wait on their own retry schedule (re-login included, which
+    can run on for ever against a BMC that answers the first steps of a login only); an
+    abandoned session ends them within one wait slice (:data:`WAKE_SLICE_S`). The thread is
+    a daemon: it never holds the process at exit.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._armed: dict[int, tuple[float, Any, list[bool]]] = {}
+        self._next = 0
+        self._thread: threading.Thread | None = None
+
+    def arm(self, sess: Any, seconds: float) -> tuple[int, list[bool]]:
+        """Abandon ``sess`` in ``seconds`` unless disarmed; (handle, [fired])."""
+        fired = [False]
+        with self._cond:
+            self._next += 1
+            handle = self._next
+            self._armed[handle] = (time.monotonic() + max(seconds, 0.0), sess, fired)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ipmi-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return handle, fired
+
+    def disarm(self, handle: int) -> None:
+        with self._cond:
+            self._armed.pop(handle, None)
+
+    def _run(self) -> None:
+        while True:
+            due: list[tuple[Any, list[bool]]] = []
+            with self._cond:
+                now = time.monotonic()
+                for handle, (at, sess, fired) in list(self._armed.items()):
+                    if at <= now:
+                        del self._armed[handle]
+                        fired[0] = True
+                        due.append((sess, fired))
+                if not due:
+                    soonest = min((at for at, _, _ in self._armed.values()), default=now + 60)
+                    self._cond.wait(max(soonest - now, 0.001))
+                    continue
+            for sess, _ in due:
+                _abandon(sess)
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _Budget:
+    """One call's bound: ``connect_s`` to open a session, all of it ``connect_s + read_s``."""
+
+    def __init__(self, total: float) -> None:
+        self.total = total
+        self.end = time.monotonic() + total
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def extend(self, seconds: float) -> None:
+        """Room for a configured wait (graceful-then-force)."""
+        self.end += seconds
+        self.total += seconds
+
+
 @dataclass
 class _Live:
     """One open session to one BMC."""
@@ -352,17 +495,65 @@ class _Live:
     last_used: float = field(default_factory=time.monotonic)
 
 
-def _raw(live_session: Any, netfn: int, cmd: int, data: bytes = b"",
-         what: str = "") -> bytes:
+def _diagnosed(addr: BmcAddress, told: str) -> str:
+    """:func:`diagnose`, its faults prefixed with what went unanswered (``told``)."""
+    try:
+        return diagnose(addr, DIAGNOSE_S)
+    except Malformed as exc:
+        raise Malformed(f"{told}; then {exc}") from None
+    except PortClosed as exc:
+        raise PortClosed(f"{told}; {exc}") from None
+
+
+def _command(sess: Any, addr: BmcAddress, netfn: int, cmd: int, data: bytes, what: str,
+             bound: float, *, once: bool = False) -> dict[str, Any]:
+    """One command in the session, answered within ``bound`` seconds, or raise.
+
+    pyghmi's retransmission is set so its own schedule ends by ``bound`` (a read is sent
+    twice, ``once`` sends once), and the watchdog abandons the session at ``bound`` whatever
+    pyghmi does. A silence is diagnosed (:func:`diagnose`) before :class:`NoAnswer` (or
+    :class:`PortClosed`, :class:`Malformed`) is raised; an answer pyghmi cannot parse is
+    :class:`Malformed`.
+    """
+    wait = bound - DIAGNOSE_S
+    if wait <= 0.05:
+        raise NoAnswer(f"{what}: not sent, the call's bound is spent")
+    first = (wait - 1.0) / 2 if wait >= 2.0 and not once else wait
+    sess.timeout = first
+    sess.maxtimeout = first + (1.0 if first != wait else 0.5)
+    sess.logontries = 0
+    handle, fired = _WATCHDOG.arm(sess, wait)
+    resp: Any = None
+    fault: BaseException | None = None
+    try:
+        resp = sess.raw_command(netfn=netfn, command=cmd, data=list(data))
+    except Exception as exc:
+        fault = exc
+    finally:
+        _WATCHDOG.disarm(handle)
+    silent = fired[0] or not resp or (
+        isinstance(resp, dict) and "error" in resp and resp.get("code", 0) in (0, 0xFFFF))
+    if fault is not None and not fired[0] and type(fault).__module__.split(".")[0] != "pyghmi":
+        raise Malformed(f"{what}: the BMC's answer could not be read (truncated or "
+                        "corrupted)") from None
+    if fault is not None or silent:
+        if getattr(sess, "logged", 0):
+            _abandon(sess)
+        now = _diagnosed(addr, f"{what}: no answer within {wait:g} s")
+        alive = "still answers" in now
+        raise NoAnswer(f"{what}: no answer within {wait:g} s; {now}"
+                       + (", but not in this session" if alive else ""), alive=alive) from None
+    return dict(resp)
+
+
+def _raw(sess: Any, addr: BmcAddress, netfn: int, cmd: int, bound: float,
+         data: bytes = b"", what: str = "") -> bytes:
     """One read command in the session; its data, or raise (completion code, no answer)."""
-    resp = live_session.raw_command(netfn=netfn, command=cmd, data=list(data))
-    if not resp:
-        raise NoAnswer(f"{what or 'command'}: no answer from the BMC")
-    if "error" in resp and resp.get("code", 0) in (0, 0xFFFF):
-        raise NoAnswer(f"{what or 'command'}: {resp['error']}")
+    what = what or f"netfn {netfn:#x} command {cmd:#x}"
+    resp = _command(sess, addr, netfn, cmd, data, what, bound)
     code = int(resp.get("code", 0))
     if code:
-        raise CompletionCodeError(what or f"netfn {netfn:#x} command {cmd:#x}", code)
+        raise CompletionCodeError(what, code)
     return bytes(resp.get("data", b""))
 
 
@@ -396,6 +587,7 @@ class IpmiChannel:
         self._live: dict[str, _Live] = {}
         self._known: dict[str, CapabilitySet] = {}
         self._guard = threading.Lock()
+        self._tls = threading.local()
         self._closed = False
         self.sessions_opened = 0
         """Sessions this channel opened (for tests and benchmarks)."""
@@ -430,10 +622,34 @@ class IpmiChannel:
         return str(parse_target(target))
 
     # -- sessions ------------------------------------------------------------------------------
+    def _budget(self) -> _Budget:
+        """The bound of the call this thread is in (one is opened by each public method)."""
+        budget: _Budget | None = getattr(self._tls, "budget", None)
+        if budget is None:
+            raise AssertionError("a channel call without a budget")
+        return budget
+
+    def _bounded(self, fn: Callable[[], T]) -> T:
+        """Run one public call within ``timeouts.connect_s + timeouts.read_s`` (nested calls
+        share the outer bound)."""
+        if getattr(self._tls, "budget", None) is not None:
+            return fn()
+        self._tls.budget = _Budget(self.config.timeouts.total_s)
+        try:
+            return fn()
+        finally:
+            self._tls.budget = None
+
+    def _read_bound(self) -> float:
+        """Seconds one command may take now: ``read_s``, or what is left of the call."""
+        return min(self.config.timeouts.read_s, self._budget().left())
+
     def _open(self, addr: BmcAddress) -> _Live:
         cfg = self.config
+        bound = min(cfg.timeouts.connect_s, self._budget().left())
+        deadline = time.monotonic() + bound
         try:
-            facts = probe(addr, cfg.timeouts.connect_s)
+            facts = probe(addr, max(bound - DIAGNOSE_S, 0.05))
         except Exception as exc:
             raise self._err(exc, addr, stage="probe") from None
         try:
@@ -445,26 +661,19 @@ class IpmiChannel:
                         "confidentiality, MD5 authentication; anyone on the path can read and "
                         "replay it", self.name, addr)
         cls = _session_class(suite, cfg.allow_insecure)
-        password = cfg.password.reveal()
-        kg = cfg.kg.reveal() if cfg.kg is not None else None
         try:
-            sess = cls(addr.host, cfg.username, password, port=addr.port, kg=kg,
-                       privlevel=cfg.privilege.level, keepalive=False)
+            sess = self._login(cls, addr, deadline)
         except Exception as exc:
-            # the failed login stays in pyghmi's table under these credentials and would be
+            # a failed login stays in pyghmi's table under these credentials and would be
             # handed back, dead, to the next attempt
             table = cls.initting_sessions
             for key in [k for k in list(table) if (k[0], k[1], k[3]) ==
                         (addr.host, cfg.username, addr.port)]:
                 table.pop(key, None)
             raise self._err(exc, addr, stage="login") from None
-        finally:
-            del password, kg
         self.sessions_opened += 1
         forget_login(sess)
-        # reads: retransmit about once a second up to timeouts.read_s, never re-login
-        sess.logontries = 0
-        sess.maxtimeout = cfg.timeouts.read_s
+        sess.logontries = 0  # reads: never re-login
         try:
             live = self._readback_privilege(sess, addr, suite)
         except BaseException:
@@ -472,18 +681,77 @@ class IpmiChannel:
             raise
         return live
 
+    def _login(self, cls: type[Any], addr: BmcAddress, deadline: float) -> Any:
+        """RMCP+ open session and RAKP 1-4 (pyghmi, asynchronous), ended by ``deadline``.
+
+        pyghmi's login is started with a logon callback and its event loop is turned here,
+        slice by slice, until the callback says how it went or the bound passes; the
+        watchdog ends any wait pyghmi makes inside a step (Set Session Privilege Level runs
+        synchronously inside the loop).
+        """
+        cfg = self.config
+        outcome: dict[str, Any] = {}
+
+        def onlogon(result: Any) -> None:
+            outcome.setdefault("result", result)
+
+        password = cfg.password.reveal()
+        kg = cfg.kg.reveal() if cfg.kg is not None else None
+        try:
+            sess = cls(addr.host, cfg.username, password, port=addr.port, kg=kg,
+                       privlevel=cfg.privilege.level, keepalive=False, onlogon=onlogon)
+        finally:
+            del password, kg
+        wait = deadline - DIAGNOSE_S - time.monotonic()
+        handle, fired = _WATCHDOG.arm(sess, wait)
+        furthest = 0
+        fault: BaseException | None = None
+        try:
+            while "result" not in outcome and not fired[0]:
+                furthest = max(furthest, _STAGES.get(getattr(sess, "sessioncontext", None), 0))
+                left = deadline - DIAGNOSE_S - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    cls.wait_for_rsp(timeout=min(left, 0.05))
+                except Exception as exc:
+                    fault = exc
+                    break
+        finally:
+            _WATCHDOG.disarm(handle)
+        result = outcome.get("result")
+        if isinstance(result, dict) and "error" not in result and sess.logged:
+            return sess
+        if isinstance(result, dict) and "error" in result and not fired[0]:
+            from pyghmi.exceptions import IpmiException
+
+            _abandon(sess)
+            raise IpmiException(str(result["error"] or "the BMC refused the session"))
+        _abandon(sess)
+        if fault is not None and not fired[0] and \
+                type(fault).__module__.split(".")[0] != "pyghmi":
+            raise Malformed("session setup: the BMC's answer could not be read (truncated or "
+                            "corrupted)") from None
+        answered, missing = _STAGE_WORDS[min(furthest, len(_STAGE_WORDS) - 1)]
+        told = (f"session setup: the BMC answered {answered} but not {missing} within "
+                f"{cfg.timeouts.connect_s:g} s (timeouts.connect_s)")
+        raise NoAnswer(f"{told}; {_diagnosed(addr, told)}")
+
     def _readback_privilege(self, sess: Any, addr: BmcAddress, suite: int | None) -> _Live:
+        def raw(netfn: int, cmd: int, data: bytes = b"", what: str = "") -> bytes:
+            return _raw(sess, addr, netfn, cmd, self._read_bound(), data, what)
+
         try:
             used = 17 if getattr(sess, "currhashlen", 0) == 16 else 3
             if suite is not None and used != suite:
                 raise PolicyRefused(f"the session uses cipher suite {used}, not the pinned "
                                     f"{suite}")
-            device = _raw(sess, 0x06, 0x01, what="Get Device ID")
+            device = raw(0x06, 0x01, what="Get Device ID")
             chassis_device = len(device) > 5 and bool(device[5] & 0x80)
             user_id: int | None = None
             channel = 0x0E
             try:
-                info = _raw(sess, 0x06, 0x3D, b"\x00", what="Get Session Info")
+                info = raw(0x06, 0x3D, b"\x00", what="Get Session Info")
                 if len(info) < 5:
                     raise PolicyRefused("Get Session Info answered too little data")
                 granted = info[4] & 0x0F
@@ -494,15 +762,14 @@ class IpmiChannel:
             except CompletionCodeError as exc:
                 if exc.code != 0xC1:
                     raise
-                cur = _raw(sess, 0x06, 0x3B, b"\x00", what="Set Session Privilege Level")
+                cur = raw(0x06, 0x3B, b"\x00", what="Set Session Privilege Level")
                 granted = cur[0] & 0x0F if cur else 0
                 via = ("Set Session Privilege Level, no change (the BMC does not implement "
                        "Get Session Info)")
             limit: int | None = None
             if user_id:
                 try:
-                    acc = _raw(sess, 0x06, 0x44, bytes([channel, user_id]),
-                               what="Get User Access")
+                    acc = raw(0x06, 0x44, bytes([channel, user_id]), what="Get User Access")
                     limit = acc[3] & 0x0F if len(acc) > 3 else None
                     via += "; account limit from Get User Access"
                 except CompletionCodeError as exc:
@@ -517,20 +784,24 @@ class IpmiChannel:
             raise self._err(exc, addr) from None
 
     def _close_session(self, sess: Any) -> None:
-        """Close Session (answered, so the BMC freed the slot), then pyghmi's cleanup."""
+        """Close Session (answered, so the BMC freed the slot; at most ``min(read_s, 1)`` s),
+        then pyghmi's cleanup."""
         try:
             if getattr(sess, "logged", 0) and not getattr(sess, "broken", False):
                 sid = struct.unpack("4B", struct.pack("<I", sess.sessionid))
-                sess.maxtimeout = min(float(sess.maxtimeout), 2.0)
-                sess.raw_command(netfn=0x06, command=0x3C, data=list(sid))
+                bound = min(self.config.timeouts.read_s, 1.0) + DIAGNOSE_S
+                handle, _ = _WATCHDOG.arm(sess, bound)
+                try:
+                    sess.timeout = bound - DIAGNOSE_S
+                    sess.maxtimeout = sess.timeout + 0.5
+                    sess.logontries = 0
+                    sess.raw_command(netfn=0x06, command=0x3C, data=list(sid))
+                finally:
+                    _WATCHDOG.disarm(handle)
         except Exception:
             pass
         finally:
-            try:
-                sess.logged = 0
-                sess.logout()
-            except Exception:
-                pass
+            _abandon(sess)
             self.sessions_closed += 1
 
     def _drop(self, key: str) -> None:
@@ -559,7 +830,8 @@ class IpmiChannel:
 
     def _call(self, target: str, fn: Callable[[_Live, BmcAddress], T]) -> T:
         """Run ``fn`` on the BMC's session; on failure close it; a dead reused one is replaced
-        once (``fn`` must be a read, or begin with one, for that retry to be safe)."""
+        once, within the call's bound (``fn`` must be a read, or begin with one, for that
+        retry to be safe)."""
         addr = parse_target(target)
         key = str(addr)
         with self._lock(key):
@@ -581,18 +853,18 @@ class IpmiChannel:
 
     # -- reads -----------------------------------------------------------------------------------
     def _status(self, live: _Live, addr: BmcAddress) -> bool:
-        """Get Chassis Status on ``live``; a dead session raises :class:`_DeadSession`."""
+        """Get Chassis Status on ``live``; a session that died (the BMC still answers
+        sessionless requests) raises :class:`_DeadSession`."""
         try:
-            return chassis_power(_raw(live.session, 0x00, 0x01, what="Get Chassis Status"))
+            return chassis_power(_raw(live.session, addr, 0x00, 0x01, self._read_bound(),
+                                      what="Get Chassis Status"))
         except NoAnswer as exc:
-            raise _DeadSession(exc) from None
-        except CompletionCodeError as exc:
+            if exc.alive:
+                raise _DeadSession(exc) from None
             raise self._err(exc, addr) from None
         except ChannelError:
             raise
         except Exception as exc:
-            if "no longer connected" in str(exc).lower():
-                raise _DeadSession(exc) from None
             raise self._err(exc, addr) from None
 
     def capabilities(self, target: str) -> CapabilitySet:
@@ -604,7 +876,7 @@ class IpmiChannel:
             self._known[str(addr)] = caps
             return caps
 
-        return self._call(target, read)
+        return self._bounded(lambda: self._call(target, read))
 
     def _caps(self, live: _Live) -> CapabilitySet:
         cfg = self.config
@@ -648,7 +920,7 @@ class IpmiChannel:
 
         # a BMC that does not answer raises (ChannelTimeout, Unreachable): the host reads
         # that as unknown with the reason, and the CLI names the error; never off
-        return self._call(target, read)
+        return self._bounded(lambda: self._call(target, read))
 
     # -- verbs -------------------------------------------------------------------------------------
     def _require(self, target: str, verb: Verb) -> BmcAddress:
@@ -663,29 +935,23 @@ class IpmiChannel:
     def _send_control(self, live: _Live, addr: BmcAddress, code: int) -> None:
         """Chassis Control ``code``, once: through about_to_send, no retransmission."""
         sess = live.session
-        bound = self.config.timeouts.read_s
-        saved = (sess.maxtimeout, sess.logontries)
+        bound = self._read_bound()
+        words = _CONTROL_WORDS.get(code, f"{code:#x}")
+        if bound - DIAGNOSE_S <= 0.05:
+            raise self._err(NoAnswer(f"chassis {words}: not sent, the call's bound "
+                                     f"({self._budget().total:g} s) is spent"), addr)
         about_to_send()
         try:
-            sess.timeout = bound
-            sess.maxtimeout = bound + 0.5  # the first expiry ends it: no resend, no re-login
-            sess.logontries = 0
-            resp = sess.raw_command(netfn=0x00, command=0x02, data=[code], timeout=bound)
+            resp = _command(sess, addr, 0x00, 0x02, bytes([code]), f"chassis {words}", bound,
+                            once=True)
         except Exception as exc:
             raise self._err(exc, addr, sent=True) from None
-        finally:
-            sess.maxtimeout, sess.logontries = saved
-        words = _CONTROL_WORDS.get(code, f"{code:#x}")
-        if not resp or ("error" in resp and resp.get("code", 0) in (0, 0xFFFF)):
-            raise self._err(NoAnswer(f"chassis {words}: no answer within {bound:g} s"),
-                            addr, sent=True)
         if int(resp.get("code", 0)):
             raise self._err(CompletionCodeError(f"chassis {words}", int(resp["code"])),
                             addr, sent=True)
 
     def _verb(self, target: str, verb: Verb,
               plan: Callable[[_Live, BmcAddress], str]) -> Acceptance:
-        self._require(target, verb)
 
         def run(live: _Live, addr: BmcAddress) -> Acceptance:
             caps = self._caps(live)
@@ -693,7 +959,11 @@ class IpmiChannel:
             self._status(live, addr)  # proves the session alive before anything is sent
             return Acceptance(plan(live, addr))
 
-        return self._call(target, run)
+        def whole() -> Acceptance:
+            self._require(target, verb)
+            return self._call(target, run)
+
+        return self._bounded(whole)
 
     def power_on(self, target: str) -> Acceptance:
         """Chassis power up (01h)."""
@@ -723,6 +993,7 @@ class IpmiChannel:
 
     def _force_if_needed(self, live: _Live, addr: BmcAddress) -> str:
         cfg = self.config
+        self._budget().extend(cfg.shutdown_wait_s)
         deadline = time.monotonic() + cfg.shutdown_wait_s
         while time.monotonic() < deadline:
             time.sleep(min(cfg.poll_interval_s, max(0.0, deadline - time.monotonic())))
@@ -762,7 +1033,8 @@ class IpmiChannel:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
-        """Close every session (Close Session, answered) and refuse new ones."""
+        """Close every session (Close Session, answered, at most ``min(read_s, 1)`` s each)
+        and refuse new ones."""
         self._closed = True
         for key in list(self._live):
             with self._lock(key):

@@ -15,8 +15,12 @@ RAKP 4 integrity check fails ("wrong Kg?"), RAKP status 0x0F    ``Authentication
 RAKP status 0x09 invalid role, 0x0A unauthorized role           ``AuthenticationFailed``
 Set Session Privilege Level refused (0x80, 0x81, 0xD4)          ``AuthenticationFailed``
 session setup silent after the probe answered                   ``ChannelTimeout``
+RMCP+ status 0x0C invalid user name length                      ``AuthenticationFailed``
 RMCP+ status 0x01, 0x0B (no free session slot)                  ``RefusedByDevice``
-RMCP+ status 0x04, 0x05, 0x10, 0x11 (no cipher suite match)     ``ProtocolError``
+RMCP+ status 0x04 to 0x07, 0x10, 0x11 (no cipher suite match)   ``ProtocolError``
+RMCP+ status 0x02, 0x03, 0x08, 0x12 (session id, payload, ...)  ``ProtocolError``
+(every RMCP+ status code: :data:`RMCP_STATUS`)
+the port answers ICMP port unreachable during a session         ``Unreachable``
 cipher suite 0 or IPMI 1.5 refused by this channel (policy)     ``ProtocolError``
 completion code 0xC0 node busy, 0xD2 BMC initialising           ``RefusedByDevice``
 completion code 0xC1 invalid command, 0xCC invalid data field   ``RefusedByDevice``
@@ -27,7 +31,7 @@ a read not answered in time ("timeout", "Session no longer      ``ChannelTimeout
 connected")
 a chassis control command not answered in time, or answered     ``OutcomeUnknown``
 0xC3, after it left
-an answer too short or malformed to read                        ``ProtocolError``
+an answer too short or malformed to read, or not IPMI at all     ``ProtocolError``
 any other pyghmi exception                                      ``ProtocolError``
 ============================================================  ==========================
 
@@ -59,9 +63,12 @@ from powerplane import (
 
 __all__ = [
     "COMPLETION_CODES",
+    "RMCP_STATUS",
     "CompletionCodeError",
+    "Malformed",
     "NoAnswer",
     "PolicyRefused",
+    "PortClosed",
     "map_error",
     "scrub",
 ]
@@ -94,6 +101,94 @@ COMPLETION_CODES: dict[int, str] = {
 }
 """The generic completion codes (IPMI 2.0 table 5-2), in words."""
 
+RMCP_STATUS: dict[int, tuple[str, type[ChannelError]]] = {
+    0x01: ("insufficient resources to create a session", RefusedByDevice),
+    0x02: ("invalid session ID", ProtocolError),
+    0x03: ("invalid payload type", ProtocolError),
+    0x04: ("invalid authentication algorithm", ProtocolError),
+    0x05: ("invalid integrity algorithm", ProtocolError),
+    0x06: ("no matching authentication payload", ProtocolError),
+    0x07: ("no matching integrity payload", ProtocolError),
+    0x08: ("inactive session ID", ProtocolError),
+    0x09: ("invalid role", AuthenticationFailed),
+    0x0A: ("unauthorized role or privilege level requested", AuthenticationFailed),
+    0x0B: ("insufficient resources to create a session at the requested role",
+           RefusedByDevice),
+    0x0C: ("invalid name length", AuthenticationFailed),
+    0x0D: ("unauthorized name", AuthenticationFailed),
+    0x0E: ("unauthorized GUID", AuthenticationFailed),
+    0x0F: ("invalid integrity check value", AuthenticationFailed),
+    0x10: ("invalid confidentiality algorithm", ProtocolError),
+    0x11: ("no cipher suite match with proposed security algorithms", ProtocolError),
+    0x12: ("illegal or unrecognized parameter", ProtocolError),
+}
+"""The RMCP+ and RAKP message status codes (IPMI 2.0 table 13-15): words and class.
+
+pyghmi reports these by its own texts (``pyghmi.ipmi.private.constants.rmcp_codes``, where
+0x06 reads like 0x07), sometimes with " in RAKP2" or " reported in RAKP4" appended;
+:func:`rmcp_status` finds the code again from such a text."""
+
+_PYGHMI_RMCP_TEXTS: dict[str, int] = {
+    "insufficient resources to create new session": 0x01,
+    "invalid session id": 0x02,
+    "invalid payload type": 0x03,
+    "invalid authentication algorithm": 0x04,
+    "invalid integrity algorithm": 0x05,
+    "no matching authentication payload": 0x06,
+    "no matching integrity payload": 0x07,
+    "inactive session id": 0x08,
+    "invalid role": 0x09,
+    "unauthorized role or privilege level requested": 0x0A,
+    "insufficient resources to create a session at the requested role": 0x0B,
+    "invalid username length": 0x0C,
+    "invalid name length": 0x0C,
+    "unauthorized name": 0x0D,
+    "unauthorized guid": 0x0E,
+    "invalid integrity check value": 0x0F,
+    "invalid confidentiality algorithm": 0x10,
+    "no cipher suite match with proposed security algorithms": 0x11,
+    "illegal or unrecognized parameter": 0x12,
+}
+
+
+def rmcp_status(text: str) -> int | None:
+    """The RMCP+ status code a pyghmi text reports, or None if it reports none."""
+    low = text.lower().strip()
+    for suffix in (" reported in rakp4", " in rakp2"):
+        if low.endswith(suffix):
+            low = low[: -len(suffix)]
+    if low.startswith("unrecognized rmcp code "):
+        tail = low.rsplit(" ", 1)[-1]
+        return int(tail) if tail.isascii() and tail.isdigit() and len(tail) < 4 else None
+    # longest first: "... at the requested role" before "... new session"
+    for words, code in sorted(_PYGHMI_RMCP_TEXTS.items(), key=lambda kv: -len(kv[0])):
+        if low.startswith(words):
+            return code
+    return None
+
+
+def _rmcp_error(code: int, kw: dict[str, Any]) -> ChannelError:
+    words, cls = RMCP_STATUS.get(code, ("an unassigned status code", ProtocolError))
+    told = f"RMCP+ status 0x{code:02X}, {words}"
+    if code in (0x09, 0x0A):
+        text = (f"the BMC refused the requested privilege ({told}): the account's limit is "
+                "below it; use an account with operator privilege or lower `privilege`")
+    elif code == 0x0D:
+        text = f"the BMC does not know this user ({told})"
+    elif code == 0x0F:
+        text = f"the BMC rejected the session key ({told}: wrong K_g or password?)"
+    elif cls is AuthenticationFailed:
+        text = f"the BMC rejected the credentials ({told})"
+    elif cls is RefusedByDevice:
+        text = (f"the BMC has no free session slot ({told}): close other sessions or wait "
+                "for them to time out")
+    elif code in (0x04, 0x05, 0x06, 0x07, 0x10, 0x11):
+        text = f"no common RMCP+ cipher suite ({told})"
+    else:
+        text = f"the BMC refused the session setup ({told})"
+    return cls(text, **kw)
+
+
 _AUTH_TEXTS = (
     "incorrect password",
     "unauthorized name",
@@ -125,6 +220,19 @@ class CompletionCodeError(Exception):
 
 class NoAnswer(Exception):
     """Nothing came back within the bound (the sessionless probe or a command)."""
+
+    def __init__(self, text: str, *, alive: bool = False) -> None:
+        super().__init__(text)
+        self.alive = alive
+        """The BMC still answered sessionless requests afterwards (the session died)."""
+
+
+class Malformed(Exception):
+    """An answer came that cannot be read: truncated, corrupted, or not IPMI at all."""
+
+
+class PortClosed(Exception):
+    """The BMC's UDP port answers ICMP port unreachable (found after a silence)."""
 
 
 class PolicyRefused(Exception):
@@ -164,6 +272,15 @@ def map_error(
         if exc.code == 0xC3:
             return ChannelTimeout(scrub(str(exc), secrets), **kw)
         return RefusedByDevice(scrub(str(exc), secrets), **kw)
+    if isinstance(exc, Malformed):
+        text = scrub(str(exc), secrets)
+        if sent:
+            return OutcomeUnknown(f"the chassis command left and no readable answer came "
+                                  f"({text})", **kw)
+        return ProtocolError(text, **kw)
+    if isinstance(exc, PortClosed):
+        text = scrub(str(exc), secrets)
+        return OutcomeUnknown(text, **kw) if sent else Unreachable(text, **kw)
     if isinstance(exc, ConnectionRefusedError):
         return Unreachable("nothing answers on this UDP port (ICMP port unreachable): "
                            "check the BMC address and port", **kw)
@@ -177,11 +294,22 @@ def map_error(
         return OutcomeUnknown(text, **kw) if sent else ChannelTimeout(text, **kw)
     if isinstance(exc, OSError):
         return Unreachable(f"cannot reach the BMC ({exc.strerror or type(exc).__name__})", **kw)
-    text = scrub(str(exc), secrets)
+    if not _is_pyghmi(exc):
+        # a fault inside pyghmi's parsing of an answer (struct.error, IndexError, ...): the
+        # answer was truncated or corrupted; Python's own words say nothing to a user
+        what = ("the BMC's answer could not be read (truncated or corrupted: "
+                f"{_stage_words(stage)})")
+        if sent:
+            return OutcomeUnknown(f"the chassis command left and {what}", **kw)
+        return ProtocolError(what, **kw)
+    text = scrub(str(exc) if exc.args and exc.args[0] is not None else "", secrets)
     low = text.lower()
     if sent:
-        return OutcomeUnknown(f"the chassis command left and no usable answer came ({text})",
-                              **kw)
+        return OutcomeUnknown(f"the chassis command left and no usable answer came "
+                              f"({text or 'pyghmi gave no reason'})", **kw)
+    code = rmcp_status(text)
+    if code is not None:
+        return _rmcp_error(code, kw)
     if "unable to transmit" in low:
         return Unreachable(f"cannot send to the BMC's address ({text})", **kw)
     if any(t in low for t in _AUTH_TEXTS):
@@ -198,7 +326,19 @@ def map_error(
                 "open session / RAKP) in time; BMCs that drop a wrong user name or K_g "
                 "silently look like this", **kw)
         return ChannelTimeout(f"no answer from the BMC in time ({text})", **kw)
-    return ProtocolError(f"unexpected IPMI failure: {type(exc).__name__}: {text}", **kw)
+    if not text:
+        return ProtocolError(f"the IPMI session failed without a reason ({_stage_words(stage)})",
+                             **kw)
+    return ProtocolError(f"unexpected IPMI failure ({_stage_words(stage)}): {text}", **kw)
+
+
+def _is_pyghmi(exc: BaseException) -> bool:
+    return type(exc).__module__.split(".")[0] == "pyghmi"
+
+
+def _stage_words(stage: str) -> str:
+    return {"probe": "the sessionless probe", "login": "the session setup"}.get(
+        stage, "a command in the session")
 
 
 def _auth_words(low: str, text: str) -> str:

@@ -1,19 +1,31 @@
-"""A UDP proxy in front of one BMC: counts the packets each way, and can drop the answers.
+"""A UDP proxy in front of one BMC: counts the packets each way, and cuts the answers.
 
 Clients talk to ``127.0.0.1:proxy.port``; each client address gets its own upstream socket
 to the BMC, so answers find their way back. ``up`` and ``down`` count datagrams (client to
 BMC, BMC to client); with ``drop_answers`` set, answers are counted and discarded, which
 makes a BMC that acted and then went silent.
+
+:meth:`UdpProxy.cut_after` is the fault battery: the first ``k`` answers go through, and
+from the next one on every answer is dropped (``drop``), replaced by as many random bytes
+(``random``), cut to its first half (``truncate``), or the proxy's port is closed, so the
+client's next datagram is answered ICMP port unreachable (``close``). Requests always reach
+the BMC until the port is closed: a cut answer may belong to a command the BMC carried out.
 """
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import threading
 from types import TracebackType
+from typing import Literal
 
-__all__ = ["UdpProxy"]
+__all__ = ["FAULTS", "Fault", "UdpProxy"]
+
+Fault = Literal["drop", "random", "truncate", "close"]
+FAULTS: tuple[Fault, ...] = ("drop", "random", "truncate", "close")
+"""Every way :meth:`UdpProxy.cut_after` cuts the answers."""
 
 
 class UdpProxy:
@@ -31,6 +43,13 @@ class UdpProxy:
         """Datagrams from the BMC to clients (dropped ones included)."""
         self.drop_answers = False
         """When set, answers from the BMC are counted and not delivered."""
+        self.delivered = 0
+        """Answers delivered to clients unchanged."""
+        self.cut = 0
+        """Answers cut (dropped, replaced or truncated) by the fault."""
+        self._fault: Fault | None = None
+        self._after = 0
+        self._closed = False
         self._back: dict[tuple[str, int], socket.socket] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -42,14 +61,51 @@ class UdpProxy:
         return f"127.0.0.1:{self.port}"
 
     def reset(self) -> None:
-        """Zero both counters."""
+        """Zero the counters."""
         with self._lock:
-            self.up = self.down = 0
+            self.up = self.down = self.delivered = self.cut = 0
+
+    def cut_after(self, k: int, fault: Fault) -> None:
+        """Deliver the next ``k`` answers, then cut every answer by ``fault``."""
+        if fault not in FAULTS:
+            raise ValueError(f"fault must be one of {', '.join(FAULTS)}; got {fault!r}")
+        with self._lock:
+            self._fault = fault
+            self._after = self.delivered + k
+
+    def _deliver(self, data: bytes) -> bytes | None:
+        """What reaches the client for one answer (None: nothing); closes the port for
+        ``close``."""
+        with self._lock:
+            self.down += 1
+            if self.drop_answers:
+                return None
+            if self._fault is None or self.delivered < self._after:
+                self.delivered += 1
+                return data
+            self.cut += 1
+            fault = self._fault
+        if fault == "drop":
+            return None
+        if fault == "random":
+            return os.urandom(len(data))
+        if fault == "truncate":
+            return data[: len(data) // 2]
+        self._close_front()
+        return None
+
+    def _close_front(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.front.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            socks = [self.front, *self._back.values()]
-            ready, _, _ = select.select(socks, [], [], 0.1)
+            socks = [*self._back.values()] + ([] if self._closed else [self.front])
+            try:
+                ready, _, _ = select.select(socks, [], [], 0.05)
+            except (OSError, ValueError):
+                continue
             for sock in ready:
                 try:
                     data, addr = sock.recvfrom(65535)
@@ -69,10 +125,12 @@ class UdpProxy:
                         pass
                 else:
                     client = next(a for a, s in self._back.items() if s is sock)
-                    with self._lock:
-                        self.down += 1
-                    if not self.drop_answers:
-                        self.front.sendto(data, client)
+                    out = self._deliver(data)
+                    if out is not None and not self._closed:
+                        try:
+                            self.front.sendto(out, client)
+                        except OSError:
+                            pass
 
     def __enter__(self) -> UdpProxy:
         self._thread.start()
@@ -84,4 +142,4 @@ class UdpProxy:
         self._thread.join(2)
         for sock in self._back.values():
             sock.close()
-        self.front.close()
+        self._close_front()
