@@ -6,6 +6,7 @@ Each fault runs the real CLI in a child process, bounded by resource limits on t
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import shutil
@@ -35,15 +36,58 @@ def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (30, 30))
 
 
-def pp(config: Path, *args: str, user: int | None = None) -> subprocess.CompletedProcess[str]:
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+CAP_DAC_OVERRIDE, CAP_FOWNER = 1, 3
+
+
+def _bound_by_mode_bits() -> None:
+    """In the child, before it executes: ``_limits``, and for root, the capabilities that
+    let it write through mode bits (``CAP_DAC_OVERRIDE``, ``CAP_FOWNER``) dropped from the
+    bounding set (and no ambient ones), so the executed process is held by a file's mode
+    bits as its owner is. It keeps ``CAP_DAC_READ_SEARCH``: it still reads the checkout and
+    the interpreter wherever they are, whatever their modes (the same user, the same
+    files; nothing depends on where the checkout lives)."""
+    _limits()
+    if os.geteuid() != 0:
+        return  # mode bits already bind every other user
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # none: EINVAL is fine
+    for cap in (CAP_DAC_OVERRIDE, CAP_FOWNER):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap})")
+
+
+def pp(
+    config: Path, *args: str, mode_bits_bind: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in a child; ``mode_bits_bind``: held by mode bits even when run as root."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("POWERPLANE_")}
     env["POWERPLANE_ACTOR"] = "ops-bot"
     return subprocess.run(
         [sys.executable, "-m", "powerplane.cli", "--config", str(config), "maintenance", *args],
         capture_output=True, text=True, timeout=CALL_TIMEOUT_S, env=env, cwd=config.parent,
-        preexec_fn=_limits, user=user, group=user, extra_groups=[] if user is not None else None,
-        check=False,
+        preexec_fn=_bound_by_mode_bits if mode_bits_bind else _limits, check=False,
     )
+
+
+def _writable_in_a_child(path: Path) -> str:
+    """What a child held by mode bits (as ``pp(mode_bits_bind=True)``) gets when it opens
+    ``path`` for writing and creates a file beside it: ``"denied"`` for both, else what
+    it could do (so the read-only condition is checked, not assumed, also as root)."""
+    probe = ("import sys\n"
+             "from pathlib import Path\n"
+             "p = Path(sys.argv[1]); said = []\n"
+             "for act in (lambda: open(p, 'r+b').close(),\n"
+             "            lambda: open(p.parent / 'probe-wal', 'xb').close()):\n"
+             "    try:\n"
+             "        act(); said.append('written')\n"
+             "    except PermissionError:\n"
+             "        said.append('denied')\n"
+             "print(' '.join(sorted(set(said))))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True,
+                          text=True, timeout=CALL_TIMEOUT_S, preexec_fn=_bound_by_mode_bits,
+                          check=True)
+    return done.stdout.strip()
 
 
 @pytest.fixture
@@ -134,8 +178,10 @@ def test_a_read_only_store_is_a_clear_error(place: Path) -> None:
         p.chmod(0o444)
     store.parent.chmod(0o555)
     config = write_config(place, str(store))
-    user = 65534 if os.geteuid() == 0 else None  # root writes through any mode bits
-    res = pp(config, "list", user=user)
+    # the child is the same user (root keeps reading everything, but its mode bits bind
+    # it): the store and its directory are read-only to it, checked, not assumed
+    assert _writable_in_a_child(store) == "denied"
+    res = pp(config, "list", mode_bits_bind=True)
     assert_clear(res, store, "read-only")
 
 
