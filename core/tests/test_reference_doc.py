@@ -516,11 +516,9 @@ def same_default(raw: str, actual: Any) -> bool:
         parsed = yaml.safe_load(raw)
     except yaml.YAMLError:
         parsed = raw
-    if parsed == actual and type(parsed) is not bool is not type(actual):
-        return True
     if isinstance(parsed, bool) or isinstance(actual, bool):
-        return parsed is actual
-    if raw == str(actual) or parsed == actual:
+        return parsed is actual  # 1 is not true
+    if parsed == actual or raw == str(actual):
         return True
     if isinstance(parsed, dict) and isinstance(actual, dict):
         return parsed.items() <= actual.items()
@@ -652,6 +650,7 @@ def test_the_value_check_catches_a_wrong_default_bound_and_value_list() -> None:
     assert check("list of verbs, `[]`", "verbs")
     assert check("bool, `true`", "graceful") == []
     assert check("string, `true`", "graceful")  # a bool not called one
+    assert check("bool, `1`", "graceful")  # 1 is not true
     assert check("int ≥ 1, none", "session_limit") == []
     assert check("int ≥ 1, required", "session_limit")
 
