@@ -96,8 +96,27 @@ def test_the_cli_exits_2_naming_the_hint_and_writes_no_results(tmp_path: Path) -
 def test_an_unknown_hint_key_is_a_clear_error() -> None:
     with pytest.raises(ConfigError) as err:
         load_target(redfish_target("https://127.0.0.1:9", {"adress_key": "endpoint"}))
-    assert _problems(err) == {"conformance.negative.bench-bmc.adress_key": ("unknown key",
-                                                                            None)}
+    assert _problems(err) == {"conformance.negative.bench-bmc.adress_key": (
+        "unknown key; did you mean 'address_key'?", None)}
+
+
+def test_an_unknown_conformance_key_gets_did_you_mean_with_its_line(tmp_path: Path) -> None:
+    """``conformance:`` keys are told like core's: the close match, else what is accepted."""
+    data = redfish_target("https://127.0.0.1:9", {})
+    data["conformance"].update({"alow_destructive": True, "zzz": 1})
+    path = _write(tmp_path, data)
+    with pytest.raises(ConfigError) as err:
+        load_target(path)
+    problems = _problems(err)
+    assert problems["conformance.alow_destructive"][0] == \
+        "unknown key; did you mean 'allow_destructive'?"
+    line = problems["conformance.alow_destructive"][1]
+    assert line is not None
+    assert path.read_text(encoding="utf-8").splitlines()[line - 1].strip().startswith(
+        "alow_destructive:")
+    message = problems["conformance.zzz"][0]
+    assert message.startswith("unknown key; accepted keys: ")
+    assert "allow_destructive" in message and "settle_timeout_s" in message
 
 
 @pytest.mark.parametrize("hints, path, said", [
@@ -132,7 +151,16 @@ def test_correct_hints_load() -> None:
 
 
 def test_hints_that_only_repeat_the_declarations_load() -> None:
-    load_target(redfish_target("https://127.0.0.1:9", {"timeout_s": 0.5, "transport": "tcp"}))
+    target = load_target(redfish_target("https://127.0.0.1:9",
+                                        {"timeout_s": 0.5, "transport": "tcp"}))
+    hints = target.settings.negative["bench-bmc"]
+    assert (hints.timeout_s, hints.transport) == (0.5, "tcp")
+    # nothing else was set: the channel type's declarations still decide the rest
+    assert hints.model_fields_set == {"timeout_s", "transport"}
+    assert (hints.address_key, hints.secret_key, hints.timeout_key,
+            hints.unknown_target) == (None, None, None, None)
+    assert target.deployment.channels["bench-bmc"].type.name == "redfish"
+    assert target.nodes == ["n0"] and target.settings.allow_destructive is False
 
 
 @pytest.mark.slow

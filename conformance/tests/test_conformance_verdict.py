@@ -116,15 +116,41 @@ def test_full_destructive_run_on_the_same_target_passes(run: Run) -> None:
 
 
 def test_a_verb_whose_concurrency_check_could_not_run_is_not_verified(run: Run) -> None:
-    """One node: the concurrency checks are NOT TESTED, so no verb is fully verified."""
+    """One node: the concurrency checks are NOT TESTED, so no verb is fully verified (the
+    verdict stays incomplete); the headline says what is true: every other check of
+    every advertised verb passed on that one node, only concurrency was not verified."""
     summary = run(sim_target(machines={"m1": "on"}))
     data = summary.data
     assert data["verdict"] == "incomplete" and summary.exit_code == 0
-    assert data["headline"] == "not verified: 3 of 3 advertised verbs untested"
+    assert data["conformant"] is False
+    assert data["headline"] == "verified on one node; concurrency not verified (one node)"
+    assert summary_text(data).splitlines()[0] == data["headline"]
+    assert "untested" not in data["headline"]
     row = cells(data)
     assert row["reboot"]["checks"]["pass"] > 0 and row["reboot"]["status"] == "not_verified"
     assert any("fewer than two nodes" in r and "REBOOT_CONCURRENT" in r
                for r in row["reboot"]["reasons"])
+
+
+def test_one_node_headline_still_counts_a_verb_with_other_checks_untested(run: Run) -> None:
+    """One node on a channel that cannot power on: reboot's only gap is its concurrency,
+    shutdown also has SHUTDOWN_REPEATED not tested (the machine cannot come back on).
+    Only reboot is called verified on one node; shutdown is counted untested."""
+    summary = run(sim_target(machines={"m1": "on"}, channel={"verbs": ["reboot", "shutdown"]}))
+    data = summary.data
+    row = cells(data)
+    assert data["verdict"] == "incomplete" and data["conformant"] is False
+    assert row["reboot"]["status"] == row["shutdown"]["status"] == "not_verified"
+    assert any("SHUTDOWN_REPEATED" in r for r in row["shutdown"]["reasons"])
+    assert data["headline"] == ("not verified: 1 of 2 advertised verbs untested; 1 verified "
+                                "on one node (concurrency not verified: one node)")
+
+
+def test_a_read_only_run_on_one_node_is_not_called_verified_on_one_node(run: Run) -> None:
+    """The one-node headline needs the verbs' other checks to have passed: a read-only run
+    on one node (every check of every verb not tested) still heads "not verified"."""
+    summary = run(sim_target(machines={"m1": "on"}, conformance=READ_ONLY))
+    assert summary.data["headline"] == "not verified: 3 of 3 advertised verbs untested"
 
 
 @pytest.mark.usefixtures("liars")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,12 +18,20 @@ import pytest
 
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.plugins import Registry
+from powerplane_conformance.interrupt import received, signals_interrupt
 from powerplane_conformance.session import ConformanceSession, PowerOnByHand
 from powerplane_conformance.settings import Target, load_target
 
-__all__ = ["Attendant", "RunSummary", "exit_code", "run_suite", "validate_target"]
+__all__ = ["Attendant", "RunSummary", "exit_code", "interrupted_before_the_suite", "run_suite",
+           "validate_target"]
 
 PYTEST_USAGE = 4
+PYTEST_INTERRUPTED = int(pytest.ExitCode.INTERRUPTED)
+EXIT_INTERRUPTED = 130
+"""The exit status of an interrupted run (SIGINT, SIGTERM), as every command's."""
+CHILD_GRACE_S = 60.0
+"""How long an interrupted ``--subprocess`` run waits for its pytest child to put the
+machines back and write results.json (a second signal cuts it to a few seconds)."""
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,7 @@ class RunSummary:
 
     exit_code: int
     """0 for ``pass`` and ``incomplete`` (1 for ``incomplete`` under ``require_complete``);
-    1 for ``fail`` (a check failed) or a run that broke. Bad input raises
+    1 for ``fail`` (a check failed) or a run that broke; 130 for ``interrupted``. Bad input raises
     :class:`~powerplane.errors.ConfigError` (exit 2) instead of returning."""
     data: dict[str, Any]
     """The results.json document."""
@@ -142,15 +151,22 @@ def run_suite(
 
     from powerplane_conformance import cli_suite
 
-    with tempfile.TemporaryDirectory(prefix="powerplane-conformance-") as tmp:
+    with signals_interrupt(), \
+            tempfile.TemporaryDirectory(prefix="powerplane-conformance-") as tmp:
         work = Path(tmp)
-        if isinstance(target, Mapping):
-            path = work / "target.yaml"
-            path.write_text(yaml.safe_dump(dict(target), sort_keys=False), encoding="utf-8")
-        else:
-            path = Path(target).resolve()
-        validate_target(path, channel)
         out = Path(report).resolve() if report else work / "results.json"
+        try:
+            if isinstance(target, Mapping):
+                path = work / "target.yaml"
+                path.write_text(yaml.safe_dump(dict(target), sort_keys=False),
+                                encoding="utf-8")
+            else:
+                path = Path(target).resolve()
+            validate_target(path, channel)
+        except KeyboardInterrupt:
+            data = interrupted_before_the_suite("loading the target file")
+            _write(out, data)
+            return RunSummary(EXIT_INTERRUPTED, data)
         ini = work / "pytest.ini"
         ini.write_text("[pytest]\njunit_family = xunit1\n", encoding="utf-8")
         args = [
@@ -168,26 +184,58 @@ def run_suite(
         if junit:
             args += ["--junitxml", str(Path(junit).resolve())]
         args += list(pytest_args)
-        if in_subprocess:
-            code = _subprocess([sys.executable, "-m", "pytest", *args])
-        else:
-            plugins = [Attendant(power_on_by_hand)] if power_on_by_hand is not None else []
-            with contextlib.redirect_stdout(sys.stderr):
-                code = int(pytest.main(args, plugins=plugins))
+        if out.exists():
+            out.unlink()  # a report of an earlier run is never taken for this one's
+        try:
+            if in_subprocess:
+                code = _subprocess([sys.executable, "-m", "pytest", *args])
+            else:
+                plugins = [Attendant(power_on_by_hand)] if power_on_by_hand is not None else []
+                with contextlib.redirect_stdout(sys.stderr):
+                    code = int(pytest.main(args, plugins=plugins))
+        except KeyboardInterrupt:  # past pytest's own handling (a second signal, ...)
+            code = PYTEST_INTERRUPTED
         if not out.exists():
+            if code == PYTEST_INTERRUPTED or received():
+                data = interrupted_before_the_suite("starting the suite")
+                _write(out, data)
+                return RunSummary(EXIT_INTERRUPTED, data)
             reason = "usage error" if code == PYTEST_USAGE else f"pytest exit status {code}"
             raise ConfigError(f"the suite did not run ({reason}); see the output above",
                               source=str(path))
-        data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+        data = json.loads(out.read_text(encoding="utf-8"))
     return RunSummary(exit_code(data, code, require_complete=require_complete), data)
+
+
+def interrupted_before_the_suite(during: str) -> dict[str, Any]:
+    """The results.json document of a run interrupted before any check was collected."""
+    from powerplane_conformance.report import build_results
+
+    signal_name = received()
+    return build_results([], [], interruption={
+        "signal": signal_name,
+        "cause": f"signal {signal_name}" if signal_name else "KeyboardInterrupt",
+        "during": during, "checks_collected": 0, "not_run": [], "not_finished": [],
+        "machines": [], "machines_restored": None,
+    })
+
+
+def _write(path: Path, data: Mapping[str, Any]) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    except OSError:
+        pass
 
 
 def exit_code(data: Mapping[str, Any], pytest_status: int = 0, *,
               require_complete: bool = False) -> int:
     """The exit status a results.json document implies: ``pass`` 0, ``incomplete`` 0 (1
-    under ``require_complete``), ``fail`` 1; a pytest run that broke (a status other than
-    0 or 1: internal error, interrupted) is 1 whatever the document says."""
+    under ``require_complete``), ``fail`` 1, ``interrupted`` 130 (so is a pytest run that
+    was interrupted, whatever the document says); a pytest run that broke otherwise (a
+    status other than 0 or 1: internal error, usage) is 1 whatever the document says."""
     verdict = data.get("verdict")
+    if verdict == "interrupted" or pytest_status == PYTEST_INTERRUPTED:
+        return EXIT_INTERRUPTED
     if pytest_status not in (0, 1) or verdict == "fail" or data["counts"]["fail"] > 0:
         return 1
     if verdict == "pass":
@@ -204,4 +252,23 @@ def _subprocess(argv: list[str]) -> int:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         sys.stderr.write(proc.stdout + proc.stderr)
         return proc.returncode
-    return subprocess.run(argv, stdout=sys.stderr, check=False).returncode
+    # a process group of its own: a Ctrl-C at the terminal reaches this process only, and
+    # is forwarded once (the child would take a second one as "leave the machines")
+    child = subprocess.Popen(argv, stdout=sys.stderr, start_new_session=True)
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        sig = signal.SIGTERM if received() == "SIGTERM" else signal.SIGINT
+        child.send_signal(sig)
+        try:
+            child.wait(CHILD_GRACE_S)
+        except KeyboardInterrupt:  # again: the child leaves the machines as they are
+            child.send_signal(sig)
+            with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
+                child.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        if child.poll() is None:
+            child.kill()
+            child.wait(5)
+        return PYTEST_INTERRUPTED

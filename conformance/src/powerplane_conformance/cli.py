@@ -26,6 +26,8 @@ Exit codes:
      not verified: allow_destructive off, a single node, ...)
   1  fail: a check failed; or incomplete under --require-complete
   2  bad input: the target file, --channel, or a destructive run not confirmed
+  130  interrupted (SIGINT, SIGTERM): never conformant; the report names the
+     checks that did not run and whether each machine was put back
 """
 
 
@@ -74,7 +76,32 @@ def conformance_cmd(
     asks the person at the terminal to power on a machine its channel cannot, then
     reads it back.
     """
-    from powerplane_conformance.api import run_suite, validate_target
+    from powerplane_conformance.interrupt import signals_interrupt
+
+    with signals_interrupt():  # SIGTERM interrupts the run as Ctrl-C does
+        _conformance(ctx, target, channel, report, junit, html, require_complete, yes,
+                     in_subprocess, output)
+
+
+def _conformance(
+    ctx: click.Context,
+    target: str | None,
+    channel: str | None,
+    report: str | None,
+    junit: str | None,
+    html: str | None,
+    require_complete: bool,
+    yes: bool,
+    in_subprocess: bool,
+    output: str,
+) -> None:
+    from powerplane_conformance.api import (
+        EXIT_INTERRUPTED,
+        RunSummary,
+        interrupted_before_the_suite,
+        run_suite,
+        validate_target,
+    )
     from powerplane_conformance.report import summary_text
 
     path = target or config_path(ctx)
@@ -83,15 +110,24 @@ def conformance_cmd(
     if html is not None and not Path(html).resolve().parent.is_dir():
         raise click.BadParameter(f"no such directory: {Path(html).resolve().parent}",
                                  param_hint="--html")
-    loaded = validate_target(path, channel)
-    if loaded.settings.allow_destructive and not yes:
-        _confirm(_under_test(loaded, channel), loaded.nodes, loaded.settings.allow_terminate)
-    # confirmed (or --yes): a person at this terminal powers on what a channel cannot
-    by_hand = (_at_the_rack if loaded.settings.attended and loaded.settings.allow_destructive
-               and _interactive() and not in_subprocess else None)
-    summary = run_suite(path, channel=channel, report=report, junit=junit,
-                        in_subprocess=in_subprocess, require_complete=require_complete,
-                        power_on_by_hand=by_hand)
+    try:
+        loaded = validate_target(path, channel)
+        if loaded.settings.allow_destructive and not yes:
+            _confirm(_under_test(loaded, channel), loaded.nodes,
+                     loaded.settings.allow_terminate)
+        # confirmed (or --yes): a person at this terminal powers on what a channel cannot
+        by_hand = (_at_the_rack if loaded.settings.attended
+                   and loaded.settings.allow_destructive and _interactive()
+                   and not in_subprocess else None)
+    except KeyboardInterrupt:  # before anything was sent: still a report that says so
+        summary = RunSummary(EXIT_INTERRUPTED,
+                             interrupted_before_the_suite("loading the target file"))
+        if report is not None:
+            _write_json(summary.data, Path(report))
+    else:
+        summary = run_suite(path, channel=channel, report=report, junit=junit,
+                            in_subprocess=in_subprocess, require_complete=require_complete,
+                            power_on_by_hand=by_hand)
     unwritten = _write_html(summary.data, Path(html)) if html is not None else None
     if output == "json":
         emit_json(summary.data)
@@ -141,6 +177,16 @@ def _at_the_rack(node: str, target: Any) -> None:
     (the suite then reads it back: their word is not the evidence)."""
     click.prompt(f"\npower on {node} ({target}) at the rack, then press Enter", default="",
                  show_default=False, prompt_suffix=" ", err=True)
+
+
+def _write_json(data: dict[str, Any], path: Path) -> None:
+    """results.json of a run interrupted before the suite started (best effort)."""
+    import json
+
+    try:
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except OSError:
+        pass
 
 
 def _write_html(data: dict[str, Any], path: Path) -> str | None:

@@ -13,7 +13,11 @@ from powerplane_conformance.plan import Step, concurrent_groups, plan_for
 from powerplane_conformance.session import END_STATE
 from powerplane_conformance.verbs import VERBS3
 
-__all__ = ["ConcurrencyChecks"]
+__all__ = ["ONE_NODE", "ConcurrencyChecks"]
+
+ONE_NODE = "the target names fewer than two nodes on one channel"
+"""How a concurrency check that had one node to act on starts its NOT TESTED reason (the
+report then calls the verb verified on one node, its concurrency not verified)."""
 
 
 class ConcurrencyChecks:
@@ -28,8 +32,8 @@ class ConcurrencyChecks:
             check.skip(f"no channel of the target advertises {verb.value}")
         groups = concurrent_groups(session, verb)
         if not groups:
-            check.not_tested(f"the target names fewer than two nodes on one channel that "
-                             f"advertises {verb.value} (list more in conformance.nodes)")
+            check.not_tested(f"{ONE_NODE} that advertises {verb.value} (list more in "
+                             "conformance.nodes)")
         plan = plan_for(check.item, session)
         ident = check.assertion.id
         want = END_STATE[verb]

@@ -43,7 +43,8 @@ OUTCOME_WORDS = {
 }
 """A check's outcome and the word shown for it."""
 
-VERDICT_WORDS = {"pass": "PASS", "incomplete": "INCOMPLETE", "fail": "FAIL"}
+VERDICT_WORDS = {"pass": "PASS", "incomplete": "INCOMPLETE", "fail": "FAIL",
+                 "interrupted": "INTERRUPTED"}
 """The run's verdict and the word shown for it."""
 
 IDENTITY_KEYS = ("manufacturer", "model", "firmware")
@@ -68,9 +69,12 @@ th { background: #eaeef2; }
 .message { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: .85rem;
   max-width: 60rem; overflow-wrap: anywhere; }
 .num { text-align: right; white-space: nowrap; }
+.name { white-space: nowrap; }
+.mode { font-weight: normal; font-size: .85rem; }
 .st-verified, .oc-pass, .v-pass { background: #dafbe1; color: #0f5323; }
 .st-failed, .oc-fail, .v-fail { background: #ffd8d3; color: #82071e; }
 .st-not_verified, .oc-not_tested, .v-incomplete { background: #fff1b8; color: #5c3b00; }
+.v-interrupted, .restored-no { background: #ffe0c2; color: #6b2600; }
 .st-not_advertised, .oc-skip { background: #eaeef2; color: #424a53; }
 .oc-xfail { background: #ddf4ff; color: #0a3069; }
 """
@@ -229,7 +233,28 @@ def _count_text(checks: Mapping[str, Any]) -> str:
     return ", ".join(parts) if parts else "no checks ran"
 
 
-def _matrix(matrix: Sequence[Mapping[str, Any]]) -> list[str]:
+def _modes(data: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """Per (channel, verb): how the channel advertises it, ``graceful`` or ``hard`` (both,
+    node by node, when its nodes differ), from the capabilities results.json records."""
+    out: dict[tuple[str, str], str] = {}
+    for ch in data.get("channels") or []:
+        caps = ch.get("capabilities") if isinstance(ch, Mapping) else None
+        if not isinstance(caps, Mapping):
+            continue
+        by_verb: dict[str, dict[str, str]] = {}
+        for node, found in caps.items():
+            verbs = found.get("verbs") if isinstance(found, Mapping) else None
+            for verb, mode in (verbs.items() if isinstance(verbs, Mapping) else ()):
+                by_verb.setdefault(str(verb), {})[str(node)] = str(mode)
+        for verb, nodes in by_verb.items():
+            modes = set(nodes.values())
+            out[(str(ch.get("name")), verb)] = modes.pop() if len(modes) == 1 else ", ".join(
+                f"{mode} on {node}" for node, mode in nodes.items())
+    return out
+
+
+def _matrix(matrix: Sequence[Mapping[str, Any]],
+            modes: Mapping[tuple[str, str], str] | None = None) -> list[str]:
     out = ['<section id="matrix"><h2>Advertised versus verified</h2>']
     if not matrix:
         return [*out, "<p>No channel was under test.</p></section>"]
@@ -243,12 +268,18 @@ def _matrix(matrix: Sequence[Mapping[str, Any]]) -> list[str]:
             reasons = [r for r in cell.get("reasons") or [] if r]
             why = "<ul>" + "".join(f"<li>{_e(r)}</li>" for r in reasons) + "</ul>" \
                 if reasons else ""
+            mode = (modes or {}).get((str(channel), str(cell.get("verb"))))
+            advertised = "no"
+            if cell.get("advertised"):
+                advertised = "yes" + (f' <span class="mode" data-mode="{_e(mode)}">'
+                                      f"({_e(mode)})</span>" if mode else "")
             out.append(
                 f'<tr class="verb-row" data-channel="{_e(channel)}" '
                 f'data-verb="{_e(cell.get("verb"))}">'
-                f'<td>{_e(channel)}<div class="detail">{_e(row.get("type"))}</div></td>'
+                f'<td class="name">{_e(channel)}<div class="detail">{_e(row.get("type"))}'
+                "</div></td>"
                 f'<td>{_e(cell.get("verb"))}</td>'
-                f'<td>{"yes" if cell.get("advertised") else "no"}</td>'
+                f'<td class="advertised">{advertised}</td>'
                 f'<td class="status st-{_e(status)}" data-status="{_e(status)}">{_e(word)}</td>'
                 f'<td class="detail">{_e(_count_text(cell.get("checks") or {}))}</td>'
                 f'<td class="detail">{why}</td></tr>')
@@ -274,10 +305,57 @@ def _checks(results: Iterable[Mapping[str, Any]]) -> list[str]:
             f'<tr class="check" data-id="{_e(r.get("id"))}" data-outcome="{_e(outcome)}">'
             f'<td class="outcome oc-{_e(outcome)}">{_e(word)}</td>'
             f'<td>{_e(r.get("id"))}<div class="detail">{_e(r.get("text"))}</div></td>'
-            f"<td>{_e(r.get('channel'))}</td><td>{_e(r.get('node'))}</td>"
+            f'<td class="name">{_e(r.get("channel"))}</td>'
+            f'<td class="name node">{_e(r.get("node"))}</td>'
             f"<td>{_e(r.get('verb'))}</td><td class=\"num\">{time}</td>"
             f'<td class="message">{_e(message.strip())}</td></tr>')
     out.append("</tbody></table></section>")
+    return out
+
+
+def _interruption(data: Mapping[str, Any]) -> list[str]:
+    """An interrupted run: by what, during what, the checks that did not run, and whether
+    each machine was put back the way it was."""
+    cut = data.get("interrupted")
+    if not isinstance(cut, Mapping):
+        return []
+    out = ['<section id="interrupted"><h2>Interrupted</h2>',
+           f"<p>The run was interrupted ({_e(cut.get('cause') or 'interrupted')})"
+           + (f" during {_e(cut['during'])}" if cut.get("during") else "")
+           + ": it is not conformant, whatever ran before.</p>"]
+    machines = [m for m in cut.get("machines") or [] if isinstance(m, Mapping)]
+    if machines:
+        out.append('<table id="machines"><thead><tr><th>machine</th><th>state at the start'
+                   "</th><th>put back</th><th>why not</th></tr></thead><tbody>")
+        for m in machines:
+            restored = m.get("restored")
+            word = ("restored" if restored is True else "NOT restored" if restored is False
+                    else "not known")
+            css = "st-verified" if restored is True else "restored-no"
+            out.append(f'<tr class="machine" data-subject="{_e(m.get("subject"))}" '
+                       f'data-restored="{_e(restored)}">'
+                       f'<td class="name">{_e(m.get("subject"))}</td>'
+                       f"<td>{_e(m.get('original') or 'never read')}</td>"
+                       f'<td class="status {css}">{_e(word)}</td>'
+                       f'<td class="detail">{_e(m.get("detail"))}</td></tr>')
+        out.append("</tbody></table>")
+    else:
+        out.append("<p>No machine was under test yet: nothing to put back.</p>")
+    rows = [*(cut.get("not_finished") or []), *(cut.get("not_run") or [])]
+    out.append(f"<p>{len(rows)} of {_e(cut.get('checks_collected', 0))} checks did not run "
+               "to the end:</p>")
+    if rows:
+        out.append('<table id="not-run"><thead><tr><th>assertion</th><th>channel</th>'
+                   "<th>node</th><th>verb</th></tr></thead><tbody>")
+        for c in rows:
+            if isinstance(c, Mapping):
+                out.append(f'<tr class="not-run" data-id="{_e(c.get("id"))}">'
+                           f"<td>{_e(c.get('id'))}</td>"
+                           f'<td class="name">{_e(c.get("channel"))}</td>'
+                           f'<td class="name node">{_e(c.get("node"))}</td>'
+                           f"<td>{_e(c.get('verb'))}</td></tr>")
+        out.append("</tbody></table>")
+    out.append("</section>")
     return out
 
 
@@ -297,8 +375,9 @@ def render_html(data: Mapping[str, Any]) -> str:
         f"<title>{_e(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         *_header(data, verdict, matrix, derived),
+        *_interruption(data),
         *_devices(data),
-        *_matrix(matrix),
+        *_matrix(matrix, _modes(data)),
         *_checks(data.get("results") or []),
         "</body></html>",
     ]

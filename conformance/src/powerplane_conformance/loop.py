@@ -13,6 +13,10 @@ __all__ = ["LoopThread", "OuterTimeout"]
 
 T = TypeVar("T")
 
+LOOP_GRACE_S = 1.0
+"""How much longer than a call's bound :meth:`LoopThread.run` waits when the loop does not
+answer at all (a channel blocked it): then the call is an :class:`OuterTimeout` too."""
+
 
 class OuterTimeout(Exception):
     """The suite's own bound on a call ran out: the channel hung past every bound it has."""
@@ -49,9 +53,17 @@ class LoopThread:
 
         future = asyncio.run_coroutine_threadsafe(bounded(), self.loop)
         try:
-            return future.result()
+            # the bound is kept on the loop; this one holds when the loop itself is stuck
+            # (a channel that blocks it in a synchronous call)
+            return future.result(None if timeout is None else timeout + LOOP_GRACE_S)
         except concurrent.futures.CancelledError:
             raise OuterTimeout(timeout or 0.0) from None
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise OuterTimeout(timeout or 0.0) from None
+        except KeyboardInterrupt:
+            future.cancel()  # interrupted: the call in flight is cancelled, not left running
+            raise
 
     def close(self) -> None:
         """Stop the loop and its thread (waits for worker threads briefly)."""

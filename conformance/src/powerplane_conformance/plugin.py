@@ -22,6 +22,7 @@ TESTED check as skipped, with its ``NOT TESTED:`` reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections import Counter
@@ -43,6 +44,7 @@ from powerplane_conformance.checks import (
     redact,
     spec_of,
 )
+from powerplane_conformance.interrupt import received, reset, signals_interrupt
 from powerplane_conformance.outcomes import Outcome, Result
 from powerplane_conformance.terminal import BY_HAND
 
@@ -50,17 +52,25 @@ if TYPE_CHECKING:
     from powerplane_conformance.session import ConformanceSession
 
 __all__ = [
+    "interruption",
     "progress_line",
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_generate_tests",
+    "pytest_keyboard_interrupt",
     "pytest_report_teststatus",
+    "pytest_runtest_call",
     "pytest_runtest_logfinish",
     "pytest_runtest_logreport",
     "pytest_runtest_logstart",
     "pytest_runtest_makereport",
+    "pytest_runtest_protocol",
+    "pytest_runtest_setup",
+    "pytest_runtest_teardown",
     "pytest_sessionfinish",
+    "pytest_sessionstart",
     "pytest_terminal_summary",
+    "pytest_unconfigure",
 ]
 
 RESULTS = pytest.StashKey[dict[str, Result]]()
@@ -70,6 +80,15 @@ FINISHED = pytest.StashKey[set[str]]()
 """Per config: the checks whose teardown is done (their line is due or shown)."""
 SHOWN = pytest.StashKey[set[str]]()
 """Per config: the checks whose progress line pytest was given."""
+ITEMS = pytest.StashKey[list[pytest.Item]]()
+"""Per config: every check collected to run, in run order (what did not finish is named
+when the run is cut short)."""
+CURRENT = pytest.StashKey[tuple[str, str]]()
+"""Per config: the check running now and its phase (``setup``, ``call``, ``teardown``)."""
+SESSION = pytest.StashKey[pytest.Session]()
+"""Per config: pytest's session (whether it was told to stop)."""
+SIGNALS = pytest.StashKey[contextlib.ExitStack]()
+"""Per config: SIGINT and SIGTERM interrupt the run while checks are collected."""
 
 NOT_TESTED_CATEGORY = "not tested"
 """pytest's summary category for NOT TESTED (``8 not tested``), apart from ``skipped``."""
@@ -182,6 +201,64 @@ def pytest_collection_modifyitems(
     )
     for i, item in zip(slots, ordered, strict=True):
         items[i] = item
+    config.stash[ITEMS] = [items[i] for i in slots]
+    if SIGNALS not in config.stash:  # the suite runs: SIGTERM interrupts it as SIGINT does
+        stack = contextlib.ExitStack()
+        stack.enter_context(signals_interrupt())
+        config.stash[SIGNALS] = stack
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    reset()  # a signal of an earlier run in this process is not this run's
+    session.config.stash[SESSION] = session
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """A signal's banner names the signal, not every frame it cut: pytest formats each
+    one with its source (a third of a second, more than the whole stop should take)."""
+    if received() and len(excinfo.traceback) > 1:
+        excinfo.traceback = excinfo.traceback[-1:]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = config.stash.get(SIGNALS, None)
+    if stack is not None:
+        del config.stash[SIGNALS]
+        stack.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
+                            ) -> Generator[None, object, object]:
+    """Which check runs now: an interrupted run names the check it was cut in."""
+    if spec_of(getattr(item, "function", None)) is None:
+        return (yield)
+    item.config.stash[CURRENT] = (item.nodeid, "setup")
+    result = yield  # a KeyboardInterrupt leaves CURRENT naming the check it cut
+    if CURRENT in item.config.stash:
+        del item.config.stash[CURRENT]
+    return result
+
+
+def _phase_is(item: pytest.Item, phase: str) -> None:
+    if CURRENT in item.config.stash and item.config.stash[CURRENT][0] == item.nodeid:
+        item.config.stash[CURRENT] = (item.nodeid, phase)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _phase_is(item, "setup")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    _phase_is(item, "call")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    _phase_is(item, "teardown")
 
 
 def _reason(report: pytest.TestReport) -> str:
@@ -378,14 +455,153 @@ def _sessions(config: pytest.Config) -> list[ConformanceSession]:
     return config.stash.get(CONTEXTS, empty)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+def _planned_check(item: pytest.Item, config: pytest.Config) -> dict[str, Any]:
+    """What a check that did not run would have proved: id, verb, channel, node, test."""
+    from powerplane.capabilities import Verb
+
+    spec = spec_of(getattr(item, "function", None))
+    assert spec is not None
+    params = getattr(item, "callspec", None)
+    values: dict[str, Any] = dict(params.params) if params is not None else {}
+    verb = values.get("verb") or spec.verb
+    meta = item.stash.get(META, None)
+    if meta is not None:
+        return {"id": meta["id"], "verb": meta["verb"], "channel": meta["channel"] or None,
+                "node": meta["node"], "test": item.nodeid}
+    subject = values.get("subject")
+    node, channel = None, None
+    if isinstance(subject, str) and subject != ALL_SUBJECTS:
+        node, _, channel = subject.partition("@")
+        channel = channel or None
+    elif spec.per_channel:
+        names = sorted({c for s in _sessions(config) for c in s.channels()})
+        channel = ",".join(names) or None
+    return {"id": spec.assertion(verb).id,
+            "verb": verb.value if isinstance(verb, Verb) else None,
+            "channel": channel, "node": node, "test": item.nodeid}
+
+
+def _machines(config: pytest.Config) -> list[dict[str, Any]]:
+    """Per machine under test: the state it had at the start and whether the restore when
+    the session closed brought it back (None: not known)."""
+    out: list[dict[str, Any]] = []
+    for session in _sessions(config):
+        for subject in session.subjects:
+            original = session.original.get(subject.key)
+            why: str | None
+            if subject.key in session.restored:
+                why = session.restored[subject.key]
+                restored: bool | None = why is None
+            else:
+                restored, why = None, "not known: the session did not close"
+            if original is None and not restored:
+                why = ("its state at the start was never read (the run was interrupted "
+                       "before), so nothing was done to it and nothing to undo"
+                       if not session.started else why)
+            out.append({"subject": subject.key, "node": subject.node,
+                        "channel": subject.channel,
+                        "original": original.value if original is not None else None,
+                        "restored": restored, "detail": "" if restored else (why or "")})
+    return out
+
+
+def _all_restored(machines: list[dict[str, Any]]) -> bool | None:
+    """True when every machine whose state at the start is known reads it again; False
+    when one does not (or is not known to); None when no machine's start was read."""
+    known = [m for m in machines if m["original"] is not None]
+    if not known:
+        return None
+    return all(m["restored"] is True for m in known)
+
+
+def interruption(config: pytest.Config, exitstatus: int | pytest.ExitCode,
+                 broke: bool = False) -> dict[str, Any] | None:
+    """How the run was cut short, or None when every collected check ran to its end.
+
+    Cut short: a signal (SIGINT, SIGTERM), a KeyboardInterrupt, pytest told to stop
+    (``-x``, ``--maxfail``, ``session.shouldstop``), or any collected check that did not
+    finish. Names the signal or cause, the check it was cut in, the checks that did not run,
+    and, per machine, whether it was put back the way it was."""
+    items = config.stash.get(ITEMS, [])
+    finished = config.stash.get(FINISHED, set())
+    recorded = config.stash.get(RESULTS, {})
+    sessions = _sessions(config)
+    session = config.stash.get(SESSION, None)
+    signal_name = received()
+    stop = (session.shouldstop or session.shouldfail) if session is not None else False
+    unfinished = [i for i in items if i.nodeid not in finished]
+    closing = any(s.interrupted for s in sessions)
+    if not (broke or signal_name or closing or unfinished or stop
+            or exitstatus == pytest.ExitCode.INTERRUPTED):
+        return None
+    if signal_name:
+        cause = f"signal {signal_name}"
+    elif stop:  # pytest raises its Interrupted for it: that is no KeyboardInterrupt of ours
+        cause = f"pytest stopped the run ({stop})" if isinstance(stop, str) \
+            else "pytest stopped the run (session.shouldstop)"
+    elif broke or closing or exitstatus == pytest.ExitCode.INTERRUPTED:
+        cause = "KeyboardInterrupt"
+    else:
+        cause = "the run ended before every collected check ran"
+    during: str | None = None
+    current = config.stash.get(CURRENT, None)
+    by_id = {i.nodeid: i for i in items}
+    if current is not None and current[0] in by_id:
+        check = _planned_check(by_id[current[0]], config)
+        where = (f"{check['node']}@{check['channel']}" if check["node"] and check["channel"]
+                 else check["node"] or check["channel"] or "the run")
+        if current[1] == "setup" and not any(s.started for s in sessions):
+            during = "starting the session (discovering capabilities, reading each machine)"
+        elif current[1] == "teardown":
+            during = f"{check['id']} on {where}, while putting its machine back"
+        else:
+            during = f"{check['id']} on {where} ({current[1]})"
+    elif closing:
+        during = "closing the session, while putting the machines back"
+    cut = [i for i in unfinished if i.nodeid in recorded]
+    not_run = [_planned_check(i, config) for i in unfinished if i.nodeid not in recorded]
+    machines = _machines(config)
+    return {
+        "signal": signal_name,
+        "cause": cause,
+        "during": during,
+        "checks_collected": len(items),
+        "not_run": not_run,
+        "not_finished": [_planned_check(i, config) for i in cut],
+        "machines": machines,
+        "machines_restored": _all_restored(machines),
+    }
+
+
+def _build(config: pytest.Config, exitstatus: int | pytest.ExitCode,
+           broke: bool = False) -> dict[str, Any]:
+    from powerplane_conformance.report import build_results
+
+    return build_results(results_of(config), _sessions(config),
+                         interruption=interruption(config, exitstatus, broke))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int
+                         ) -> Generator[None, None, None]:
+    """results.json, written once every fixture is torn down (the machines restored, the
+    channels closed) — and written even when that teardown is interrupted."""
+    broke = False
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        broke = True
+        raise
+    finally:
+        _write_report(session, exitstatus, broke)
+
+
+def _write_report(session: pytest.Session, exitstatus: int, broke: bool) -> None:
     config = session.config
     path = config.getoption("powerplane_report", None)
     if not path:
         return
-    from powerplane_conformance.report import build_results
-
-    data = build_results(results_of(config), _sessions(config))
+    data = _build(config, exitstatus, broke)
     text = redact(json.dumps(data, indent=2, default=str), config.stash.get(SECRETS, set()))
     Path(path).write_text(text + "\n", encoding="utf-8")
 
@@ -401,9 +617,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(line, yellow=True)
     if config.getoption("powerplane_report", None):
         return  # the CLI prints its own summary
-    from powerplane_conformance.report import build_results, summary_text
+    from powerplane_conformance.report import summary_text
 
-    data = build_results(results, _sessions(config))
+    data = _build(config, exitstatus)
     terminalreporter.write_sep("=", "powerplane conformance")
     terminalreporter.write_line(summary_text(data))
 

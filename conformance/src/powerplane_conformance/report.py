@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from powerplane.capabilities import CapabilitySet, Verb
+from powerplane_conformance.concurrency import ONE_NODE
 from powerplane_conformance.outcomes import Outcome, Result
 from powerplane_conformance.session import ConformanceSession
 
@@ -13,6 +14,11 @@ __all__ = ["SUITE_NAME", "build_results", "summary_text"]
 
 SUITE_NAME = "powerplane-conformance"
 MAX_ROWS = 14
+MAX_NAMED = 10
+"""How many checks that did not run the verdict's reason names (results.json has all)."""
+ONE_NODE_HEADLINE = "verified on one node; concurrency not verified (one node)"
+"""The headline when every advertised verb passed its checks on the one node under test
+and only its concurrency (every node of a channel at once) could not be tried."""
 
 
 def _channels(sessions: Sequence[ConformanceSession]) -> list[dict[str, Any]]:
@@ -125,23 +131,93 @@ def _verb_cell(
             "reasons": reasons, "checks": tally}
 
 
-def _matrix(results: Sequence[Result], channels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Advertised versus verified, per channel under test and verb."""
+def _matrix(results: Sequence[Result], channels: Sequence[dict[str, Any]],
+            interruption: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Advertised versus verified, per channel under test and verb. In an interrupted run a
+    verb some of whose checks did not run is not verified, whatever the others showed."""
+    cut = [*(interruption or {}).get("not_run", []), *(interruption or {}).get("not_finished", [])]
     out: list[dict[str, Any]] = []
     for ch in channels:
         advertised, unknown = _advertised(ch)
         cells = []
         for verb in Verb:
             rows = [r for r in results if r.channel == ch["name"] and r.verb == verb.value]
-            cells.append(_verb_cell(verb, verb.value in advertised, rows, unknown))
+            cell = _verb_cell(verb, verb.value in advertised, rows, unknown)
+            missed = list(dict.fromkeys(c["id"] for c in cut if c.get("verb") == verb.value
+                                        and ch["name"] in str(c.get("channel") or "")))
+            if missed and cell["status"] in ("verified", "not_verified") and cell["advertised"]:
+                cell["status"] = "not_verified"
+                cell["reasons"].append("the run was interrupted before these checks of it "
+                                       f"ran to the end: {', '.join(missed)}")
+            cells.append(cell)
         out.append({"channel": ch["name"], "type": ch["type"], "verbs": cells})
     return out
 
 
+def _one_node_only(results: Sequence[Result], channel: str, verb: str) -> bool:
+    """Whether the only checks of ``verb`` on ``channel`` left untested are its concurrency
+    checks, for want of a second node, and some check of it passed."""
+    rows = [r for r in results if r.channel == channel and r.verb == verb]
+    untested = [r for r in rows if r.outcome is Outcome.NOT_TESTED]
+    shown = [r for r in rows if r.outcome in (Outcome.PASS, Outcome.XFAIL)]
+    return bool(untested) and bool(shown) and all(
+        r.id.endswith("_CONCURRENT") and r.message.strip().startswith(ONE_NODE)
+        for r in untested)
+
+
+def _checks_named(checks: Sequence[dict[str, Any]]) -> str:
+    """``REBOOT_READBACK on n1@lab, ...`` (at most :data:`MAX_NAMED`, then how many more)."""
+    def where(c: dict[str, Any]) -> str:
+        if c.get("node") and c.get("channel"):
+            return f" on {c['node']}@{c['channel']}"
+        return f" on {c.get('node') or c.get('channel')}" if c.get("node") or c.get(
+            "channel") else ""
+
+    named = [f"{c['id']}{where(c)}" for c in checks[:MAX_NAMED]]
+    more = f" and {len(checks) - MAX_NAMED} more" if len(checks) > MAX_NAMED else ""
+    return ", ".join(named) + more
+
+
+def _interrupted(interruption: dict[str, Any], failed: int) -> tuple[str, list[str]]:
+    """(headline, sentences) of a run cut short: what cut it, where, what did not run, and
+    whether each machine was put back."""
+    not_run = list(interruption.get("not_run", []))
+    unfinished = list(interruption.get("not_finished", []))
+    total = int(interruption.get("checks_collected") or 0)
+    cause = interruption.get("cause") or "interrupted"
+    left = len(not_run) + len(unfinished)
+    if total == 0:
+        headline = f"interrupted ({cause}) before any check ran; not conformant"
+    else:
+        headline = (f"interrupted ({cause}): {left} of {total} check"
+                    f"{'s' if total != 1 else ''} did not run to the end; not conformant")
+    sentences = [f"Interrupted during {interruption['during']}."
+                 if interruption.get("during") else "Interrupted."]
+    if failed:
+        sentences.append(f"{failed} check{'s' if failed != 1 else ''} failed before the stop.")
+    if unfinished:
+        sentences.append(f"Cut before it finished: {_checks_named(unfinished)}.")
+    if not_run:
+        sentences.append(f"Not run: {_checks_named(not_run)}.")
+    back = [m for m in interruption.get("machines", []) if m.get("restored") is True]
+    not_back = [m for m in interruption.get("machines", []) if m.get("restored") is not True]
+    if back:
+        sentences.append("Restored (reads its state at the start): "
+                         + ", ".join(f"{m['subject']} ({m['original']})" for m in back) + ".")
+    if not_back:
+        sentences.append("NOT restored: " + "; ".join(
+            f"{m['subject']}: {m.get('detail') or 'not known'}" for m in not_back) + ".")
+    if not interruption.get("machines"):
+        sentences.append("No machine was under test yet: nothing to restore.")
+    return headline, sentences
+
+
 def _verdict(
-    results: Sequence[Result], matrix: Sequence[dict[str, Any]]
+    results: Sequence[Result], matrix: Sequence[dict[str, Any]],
+    interruption: dict[str, Any] | None = None,
 ) -> tuple[str, str, str]:
-    """(verdict, headline, reason): pass only when every advertised verb was verified."""
+    """(verdict, headline, reason): pass only when every advertised verb was verified;
+    interrupted (never conformant) when the run was cut short, whatever ran before."""
     cells = [(m["channel"], c) for m in matrix for c in m["verbs"]]
     advertised = [(ch, c) for ch, c in cells if c["advertised"]]
     open_ = [(ch, c) for ch, c in cells if c["status"] == "not_verified"]
@@ -164,7 +240,12 @@ def _verdict(
     aside = [r for r in results if r.outcome is Outcome.NOT_TESTED
              and (r.channel, r.verb) not in covered]
     xfails = [r for r in results if r.outcome is Outcome.XFAIL]
-    if failed:
+    one_node = [(ch, c) for ch, c in untested if _one_node_only(results, ch, c["verb"])]
+    if interruption is not None:
+        verdict = "interrupted"
+        headline, said = _interrupted(interruption, len(failed))
+        sentences[:0] = said
+    elif failed:
         n = len(failed)
         verdict, headline = "fail", f"fail: {n} check{'s' if n != 1 else ''} failed"
     elif not advertised:
@@ -172,10 +253,17 @@ def _verdict(
         headline = "not verified: no channel under test advertises a verb"
         if not cells:
             sentences.append("No channel was tested.")
+    elif untested and len(one_node) == len(untested) == len(open_):
+        # every check of every advertised verb passed on its node; only the concurrency
+        # checks (every node of a channel at once) had no second node to run on
+        verdict, headline = "incomplete", ONE_NODE_HEADLINE
     elif untested:
         verdict = "incomplete"
-        headline = (f"not verified: {len(untested)} of {len(advertised)} advertised verbs "
-                    "untested")
+        headline = (f"not verified: {len(untested) - len(one_node)} of {len(advertised)} "
+                    "advertised verbs untested")
+        if one_node:
+            headline += (f"; {len(one_node)} verified on one node (concurrency not verified: "
+                         "one node)")
     elif open_:  # what some node advertises is not known: nothing to call complete
         verdict = "incomplete"
         headline = "not verified: the capabilities of a node under test were not discovered"
@@ -199,19 +287,25 @@ def _verdict(
 
 
 def build_results(
-    results: Sequence[Result], sessions: Sequence[ConformanceSession]
+    results: Sequence[Result], sessions: Sequence[ConformanceSession],
+    interruption: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``results.json`` document: the verdict, its headline and reason, the matrix of
-    advertised versus verified verbs per channel, and every check's result."""
+    advertised versus verified verbs per channel, and every check's result.
+
+    ``interruption`` (from :func:`powerplane_conformance.plugin.interruption`): the run was
+    cut short; the verdict is ``interrupted`` (never conformant) and the document's
+    ``interrupted`` key says by what, during which check, which checks did not run, and
+    per machine whether it was put back (``machines``, ``machines_restored``)."""
     from powerplane_conformance import __version__
 
     counts = _tally(results)
     channels = _channels(sessions)
     first = channels[0] if channels else {}
     settings = sessions[0].settings.model_dump(mode="json") if sessions else {}
-    matrix = _matrix(results, channels)
-    verdict, headline, reason = _verdict(results, matrix)
-    return {
+    matrix = _matrix(results, channels, interruption)
+    verdict, headline, reason = _verdict(results, matrix, interruption)
+    doc: dict[str, Any] = {
         "suite": {"name": SUITE_NAME, "version": __version__},
         "verdict": verdict,
         "conformant": verdict == "pass",
@@ -227,6 +321,9 @@ def build_results(
         "counts": counts,
         "results": [r.as_dict() for r in results],
     }
+    if interruption is not None:
+        doc["interrupted"] = interruption
+    return doc
 
 
 def _verb_rows(data: dict[str, Any]) -> list[str]:

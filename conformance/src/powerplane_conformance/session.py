@@ -3,6 +3,7 @@ calls, readback waits and state restoration every check is built from."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -175,6 +176,17 @@ class ConformanceSession:
         self.call_timeout: float = limit
         self._slots: dict[tuple[int, str], threading.BoundedSemaphore] = {}
         self._slots_lock = threading.Lock()
+        self.stopping = threading.Event()
+        """Set when the run was interrupted: readback waits end at once, and no verb is
+        sent to bring a machine to a check's start state (the restore when the session
+        closes clears it first)."""
+        self.started = False
+        """Discovery is done and every machine's state at the start is recorded."""
+        self.interrupted = False
+        """A signal (KeyboardInterrupt) cut :meth:`close` short."""
+        self.restored: dict[str, str | None] = {}
+        """Per subject key, how the restore when the session closed ended: None when the
+        machine reads the state it had at the start, else why not."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -201,22 +213,49 @@ class ConformanceSession:
                         self.identities[subject.channel] = {str(k): v for k, v in found.items()}
                 except Exception:
                     pass
+        self.started = True
 
     def close(self) -> None:
         """Wait for the network negatives' probes, stop the power plan, put every machine
-        back the way it was (best effort), close the channels."""
+        back the way it was (best effort, each outcome in :attr:`restored`), close the
+        channels. A KeyboardInterrupt (a second Ctrl-C, or SIGTERM) while closing leaves the
+        machines not yet restored as they are (said so in :attr:`restored`), sets
+        :attr:`interrupted` and still closes the channels, within a short bound."""
+        from powerplane_conformance.interrupt import received
         from powerplane_conformance.plan import stop_plan
         from powerplane_conformance.probes import stop_probes
 
-        stop_probes(self)
-        stop_plan(self)
-        for subject in self.subjects:
-            try:
-                self.restore(subject)
-            except Exception:
-                pass
+        if received():  # the plan's workers end the step in flight without waiting it out
+            self.stopping.set()
+            print(f"interrupted ({received()}): putting the machines back the way they were "
+                  "(Ctrl-C again leaves them as they are)", file=sys.stderr, flush=True)
         try:
-            self.loop.run(self.host.close(), 30)
+            stop_probes(self)
+            stop_plan(self)
+        except KeyboardInterrupt:
+            self.interrupted = True
+        self.stopping.clear()
+        for subject in self.subjects:
+            if self.interrupted:
+                self.restored.setdefault(
+                    subject.key, "not restored: the run was interrupted again before its "
+                                 "restore")
+                continue
+            try:
+                self.restored[subject.key] = self.restore(subject)
+            except KeyboardInterrupt:
+                self.interrupted = True
+                self.restored[subject.key] = ("not restored: the run was interrupted again "
+                                              "during its restore")
+            except Exception as exc:
+                self.restored[subject.key] = describe_error(exc)
+        try:
+            self.loop.run(self.host.close(), 2 if self.interrupted else 30)
+        except KeyboardInterrupt:
+            self.interrupted = True
+        except Exception:
+            if not self.interrupted:
+                raise
         finally:
             self.loop.close()
 
@@ -389,6 +428,9 @@ class ConformanceSession:
         start = time.monotonic()
         delays = poll_delays()
         while True:
+            if self.stopping.is_set():
+                obs.error = obs.error or "the run was interrupted while waiting"
+                break
             began = time.monotonic()
             try:
                 reading = self.read(subject, channel)
@@ -410,7 +452,7 @@ class ConformanceSession:
             # the pause runs from the start of the last reading: a slow read is its own wait
             pause = next(delays) - (now - began)
             if pause > 0:
-                time.sleep(min(pause, remaining))
+                self.stopping.wait(min(pause, remaining))
         obs.elapsed = time.monotonic() - start
         return obs
 
@@ -425,6 +467,8 @@ class ConformanceSession:
         except Exception as exc:
             return f"readback failed: {describe_error(exc)}"
         verb = Verb.POWER_ON if want is PowerState.ON else Verb.SHUTDOWN
+        if self.stopping.is_set():
+            return f"the run was interrupted before {verb.value} was sent to reach {want.value}"
         if not caps.advertises(verb):
             if want is PowerState.ON and self.settings.attended \
                     and self.settings.allow_destructive:

@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from powerplane.capabilities import Verb
-from powerplane.config import Deployment, StrictBool, parse_config, read_config
+from powerplane.config import Deployment, StrictBool, parse_config, read_config, unknown_key
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.plugins import Registry
 
@@ -148,12 +148,21 @@ def _line(lines: Mapping[Any, int], loc: tuple[int | str, ...]) -> int | None:
     return None
 
 
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the mapping at ``conformance.<loc>`` accepts (for "did you mean")."""
+    if not loc:
+        return list(ConformanceSettings.model_fields)
+    if loc[0] == "negative" and len(loc) == 2:
+        return list(NegativeHints.model_fields)
+    return []
+
+
 def _problems(exc: ValidationError, lines: Mapping[Any, int]) -> list[ConfigProblem]:
     out = []
     for err in exc.errors(include_input=False, include_url=False):
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = unknown_key(str(err["loc"][-1]), _keys_at(tuple(err["loc"][:-1])))
         elif err["type"] == "missing":
             msg = "required key is missing"
         elif msg.startswith("Value error, "):

@@ -45,6 +45,7 @@ from powerplane_conformance.checks import (
 )
 from powerplane_conformance.concurrency import ConcurrencyChecks
 from powerplane_conformance.discovery import DiscoveryChecks
+from powerplane_conformance.interrupt import received
 from powerplane_conformance.negatives import NegativeChecks, start_probes
 from powerplane_conformance.plan import plan_for, planned
 from powerplane_conformance.readback import ReadbackChecks
@@ -107,6 +108,10 @@ class ConformanceSuite(RestoreChecks, ConcurrencyChecks, VerbChecks, NegativeChe
             known.update(v for _, v in session.secrets(name))
         try:
             session.start()
+        except KeyboardInterrupt:  # interrupted during discovery: the report names it
+            request.config.stash.setdefault(CONTEXTS, []).append(session)
+            session.close()
+            raise
         except BaseException:
             session.close()
             raise
@@ -162,6 +167,8 @@ class ConformanceSuite(RestoreChecks, ConcurrencyChecks, VerbChecks, NegativeChe
                 ctx.skip(stop.reason)
             ctx.not_tested(stop.reason)
         yield ctx
+        if received():
+            return  # interrupted: nothing is awaited; the session's close restores each machine
         if planned(spec, verb):
             # the plan puts each machine back; a restore it could not make is recorded on
             # the check that took the machine away last
