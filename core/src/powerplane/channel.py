@@ -31,11 +31,13 @@ conformance suite test with ``isinstance``:
   every boot: the evidence that a reboot happened.
 
 Each method may be ``async def`` or plain ``def`` (hence the ``X | Awaitable[X]`` return
-types); the host runs plain ones in worker threads. ``mypy --strict`` checks a plugin's
-channel against these protocols where its factory is passed to :class:`ChannelType`, so
-type the factory's return as the channel class, never ``Any``. A verb method called for a
-verb the channel does not advertise must raise :class:`~powerplane.errors.NotSupported`
-before doing any I/O (:func:`require` does that from the channel's own capability set).
+types); the host runs plain ones in worker threads (daemon threads of
+:mod:`powerplane.workers`: a call the host gave up on never holds the process).
+``mypy --strict`` checks a plugin's channel against these protocols where its factory is
+passed to :class:`ChannelType`, so type the factory's return as the channel class, never
+``Any``. A verb method called for a verb the channel does not advertise must raise
+:class:`~powerplane.errors.NotSupported` before doing any I/O (:func:`require` does that
+from the channel's own capability set).
 
 :class:`ChannelType` declares, besides the factory, what core and the conformance suite
 would otherwise be told by hand: where the device address lives (:class:`Address`), which
@@ -51,15 +53,18 @@ leaves after the caller was told the call ended. A call that timed out after
 was sent and may have been applied"); one that timed out before it, as
 :class:`~powerplane.errors.ChannelTimeout` (nothing left). A channel type that does not
 declare ``gated_sends=True`` gets :class:`~powerplane.errors.OutcomeUnknown` for every
-timed-out verb, since the host cannot tell whether its request left.
+timed-out verb, since the host cannot tell whether its request left. A verb call the host
+gives up on by cancellation (Ctrl-C) is recorded as a :class:`CutCall` where
+:func:`cut_calls` collects, with what its gate knew.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, runtime_checkable
@@ -83,6 +88,7 @@ __all__ = [
     "Channel",
     "ChannelFactory",
     "ChannelType",
+    "CutCall",
     "HasBootMarker",
     "HasEndpoint",
     "Identifies",
@@ -92,7 +98,9 @@ __all__ = [
     "SendGate",
     "Terminates",
     "about_to_send",
+    "cut_calls",
     "maybe_await",
+    "note_cut",
     "require",
     "verb_method",
 ]
@@ -470,12 +478,16 @@ def require(caps: CapabilitySet, verb: Verb, channel: str) -> None:
 
 
 async def maybe_await(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call ``fn``: await it if it is a coroutine function, else run it in a worker thread."""
-    import asyncio
+    """Call ``fn``: await it if it is a coroutine function, else run it in a worker thread.
+
+    The thread is one of :func:`powerplane.workers.shared_pool`'s daemon threads, so a call
+    still blocked in a plugin's library never holds the process at exit.
+    """
+    from powerplane.workers import call
 
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
-    result = await asyncio.to_thread(fn, *args)
+    result = await call(fn, *args)
     if inspect.isawaitable(result):
         return await result
     return result
@@ -519,6 +531,62 @@ assignments, so a lock object per call would cost more than the sharing does).""
 _GATE: contextvars.ContextVar[SendGate | None] = contextvars.ContextVar(
     "powerplane_send_gate", default=None
 )
+
+
+@dataclass(frozen=True, slots=True)
+class CutCall:
+    """A state-changing call a host gave up on by cancellation (Ctrl-C, SIGTERM, a task
+    cancelled) before the channel answered: what its send gate knew."""
+
+    channel: str
+    method: str
+    """The channel method (``reboot``, ``shutdown``, ``power_on``, ``terminate``,
+    ``invoke_batch``)."""
+    target: Any
+    nodes: tuple[str, ...]
+    """The nodes the call was for, where the host knew them."""
+    sent: bool | None
+    """True: the request had passed the gate and may have been applied (outcome unknown);
+    False: it had not, and never will; None: the channel type does not gate its sends
+    (``gated_sends``), so it may have left."""
+
+    def words(self) -> str:
+        """One line for a person: which call, and whether it may have left."""
+        verb = self.method.replace("_", "-")
+        who = ", ".join(self.nodes) if self.nodes else repr(self.target)
+        if self.sent is False:
+            how = "not sent (it never will be)"
+        elif self.sent:
+            how = "may have been sent: its outcome is unknown"
+        else:
+            how = ("may have been sent: its outcome is unknown (the channel type does not "
+                   "say when its requests leave)")
+        return f"{verb} {who} via {self.channel}: {how}"
+
+
+_CUT: contextvars.ContextVar[list[CutCall] | None] = contextvars.ContextVar(
+    "powerplane_cut_calls", default=None
+)
+
+
+@contextlib.contextmanager
+def cut_calls() -> Iterator[list[CutCall]]:
+    """Collect every state-changing call a host gives up on by cancellation, in this
+    context and every task started from it (the CLI says which calls may have left when
+    it is interrupted). Outside it nothing is collected."""
+    found: list[CutCall] = []
+    token = _CUT.set(found)
+    try:
+        yield found
+    finally:
+        _CUT.reset(token)
+
+
+def note_cut(call: CutCall) -> None:
+    """Record ``call`` where :func:`cut_calls` collects (nothing outside it)."""
+    found = _CUT.get()
+    if found is not None:
+        found.append(call)
 
 
 def about_to_send() -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import datetime as dt
 import inspect
 import json
@@ -30,7 +29,6 @@ import math
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,10 +37,12 @@ from powerplane.channel import (
     _GATE,
     Acceptance,
     Channel,
+    CutCall,
     HasBootMarker,
     PowerState,
     Reading,
     SendGate,
+    note_cut,
 )
 from powerplane.config import ConfiguredChannel, Deployment, NodeSpec, load_config
 from powerplane.errors import (
@@ -68,6 +68,7 @@ from powerplane.scheduling import (
     slots_of,
     try_both,
 )
+from powerplane.workers import call as in_worker
 
 __all__ = ["ChannelReading", "InvokeGuard", "InvokeResult", "NodeReading", "Plan", "PowerHost"]
 
@@ -77,6 +78,10 @@ VERB_METHODS = frozenset({"reboot", "shutdown", "power_on", "terminate", "invoke
 """The channel methods that change a machine's state (their timeouts may be unknown outcomes)."""
 
 GUARDED = frozenset({Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE})
+
+CLOSE_GRACE_S = 0.5
+"""How long :meth:`PowerHost.close` waits for a channel's close once the host gave up on one
+of its calls, or was itself cancelled (an interrupt): the rest is left to its thread."""
 
 DISCOVERY_WORKERS = 2048
 """At most this many discovery calls at once, within ``limits.total`` (each call in flight
@@ -284,7 +289,9 @@ class PowerHost:
         self._traits: dict[str, _Traits] = {}
         self._ep_sems: dict[Any, Limiter] = {}
         self._total: Limiter | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._gave_up: set[str] = set()
+        """Channels with a plain-def call the host gave up on (its thread may still run):
+        closed with :data:`CLOSE_GRACE_S`, not ``limits.timeout_s``."""
         self._async_methods: dict[tuple[str, str], bool] = {}
         self._discovering: dict[tuple[str, Any], asyncio.Future[None]] = {}
         self._scope = None if nodes is None else tuple(nodes)
@@ -324,9 +331,6 @@ class PowerHost:
         """
         if not self._started:
             self._total = Limiter(self.limits.total)
-            self._executor = ThreadPoolExecutor(
-                max_workers=min(self.limits.total, 64), thread_name_prefix="powerplane"
-            )
             self._started = True
             if nodes is None:
                 for name, configured in self.deployment.channels.items():
@@ -369,16 +373,34 @@ class PowerHost:
         return ChannelError(str(err) if err is not None else "no such channel", channel=name)
 
     async def close(self) -> None:
-        """Close every channel (each plugin logs out its sessions)."""
-        for name, channel in list(self._channels.items()):
+        """Close every channel (each plugin logs out its sessions), concurrently.
+
+        Each close is bounded: by ``limits.timeout_s``, or by :data:`CLOSE_GRACE_S` for a
+        channel with a call the host gave up on and when the host closes because its task
+        was cancelled (Ctrl-C): a close that does not finish is left to its worker thread.
+        """
+        task = asyncio.current_task()
+        cancelled = task is not None and task.cancelling() > 0
+        channels = list(self._channels.items())
+        self._channels.clear()
+
+        async def one(name: str, channel: Channel) -> None:
+            bound = (min(CLOSE_GRACE_S, self.limits.timeout_s)
+                     if cancelled or name in self._gave_up else self.limits.timeout_s)
             try:
-                await self._run(channel.close)
+                async with asyncio.timeout(bound):
+                    await self._run(channel.close)
+            except TimeoutError:
+                # after an interrupt this is expected, not news
+                log.log(logging.INFO if cancelled else logging.WARNING,
+                        "channel %s: close did not finish within %g s; left to its worker "
+                        "thread", name, bound)
             except Exception as exc:
                 log.warning("channel %s: close failed: %s", name, type(exc).__name__)
-        self._channels.clear()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+
+        if channels:
+            await asyncio.gather(*(one(name, channel) for name, channel in channels))
+        self._gave_up.clear()
         self._started = False
 
     # -- discovery ---------------------------------------------------------------------------
@@ -946,9 +968,12 @@ class PowerHost:
                                         acceptance = await (fn(target) if is_async else
                                                             self._run(fn, target, is_async=False))
                                 except asyncio.CancelledError:
-                                    gate.close()  # a cancelled call never sends afterwards
+                                    # a cancelled call never sends afterwards
+                                    self._cut(gate, name, method, target, is_async, node)
                                     raise
                                 except Exception as exc:
+                                    if not is_async and isinstance(exc, TimeoutError):
+                                        self._gave_up.add(name)
                                     failure = self._mapped(exc, gate, name, method, target)
                                 finally:
                                     total.release()
@@ -1171,10 +1196,9 @@ class PowerHost:
             is_async = inspect.iscoroutinefunction(fn)
         if is_async:
             return await fn(*args)
-        loop = asyncio.get_running_loop()
-        # the worker runs in a copy of this context, so it sees this call's SendGate
-        ctx = contextvars.copy_context()
-        result = await loop.run_in_executor(self._executor, ctx.run, fn, *args)
+        # a daemon thread of the process's pool, in a copy of this context (so it sees this
+        # call's SendGate); cancelled, the call is abandoned to its thread at once
+        result = await in_worker(fn, *args)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -1231,9 +1255,12 @@ class PowerHost:
                             return await fn(*call_args)
                         return await self._run(fn, *call_args, is_async=False)
                 except asyncio.CancelledError:
-                    gate.close()  # a cancelled call never sends afterwards
+                    # a cancelled call never sends afterwards
+                    self._cut(gate, name, method, target, is_async, None)
                     raise
                 except Exception as exc:
+                    if not is_async and isinstance(exc, TimeoutError):
+                        self._gave_up.add(name)
                     error = self._mapped(exc, gate, name, method, target)
                     if error is exc:
                         raise
@@ -1281,6 +1308,22 @@ class PowerHost:
         )
         error.__cause__ = exc
         return error
+
+    def _cut(self, gate: SendGate, name: str, method: str, target: Any, is_async: bool,
+             node: str | None) -> None:
+        """A call cancelled before it answered: close its gate (nothing leaves after this)
+        and, for a verb, record what the gate knew (:func:`~powerplane.channel.cut_calls`)."""
+        sent = gate.close()
+        if not is_async:
+            self._gave_up.add(name)
+        if method not in VERB_METHODS:
+            return
+        nodes = (node,) if node is not None else tuple(
+            n for n, spec in self.deployment.nodes.items()
+            if any(r.channel == name and _target_key(r.target) == _target_key(target)
+                   for r in spec.channels))
+        note_cut(CutCall(name, method, target, nodes,
+                         True if sent else (False if self._gated(name) else None)))
 
     def _gated(self, name: str) -> bool:
         """Whether channel ``name``'s type passes every verb request through the gate."""

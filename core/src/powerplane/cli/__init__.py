@@ -5,12 +5,20 @@ Built-in commands load on use; more commands come from the entry-point group
 adds ``conformance`` and ``new-plugin`` this way, powerplane-demo adds ``demo``).
 ``--help`` imports no plugin and no heavy library (not even :mod:`importlib.metadata`:
 :mod:`powerplane.cli._extensions` reads the installed entry points itself).
+
+Signals: in the ``powerplane`` process (:func:`main`), SIGTERM does what Ctrl-C does. Either
+stops the command at once: it says ``interrupted`` (with the power requests that were in
+flight, see :mod:`powerplane.cli._common`) and exits 130. The process then never waits for a
+thread still blocked in a plugin's library: core's worker threads are daemon threads
+(:mod:`powerplane.workers`), and where a plugin started threads of its own that are still
+alive, the process leaves without joining them (its output flushed first).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -35,6 +43,9 @@ BUILTIN: dict[str, tuple[str, str, str]] = {
 }
 
 EXTENSION_GROUP = "powerplane.cli"
+
+INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C or SIGTERM."""
 
 OWN_PROCESS = "powerplane.own_process"
 """Key of the root context's object set by :func:`main`: the command is the process (not a
@@ -92,6 +103,19 @@ class LazyGroup(click.Group):
         if ctx.parent is None:
             args = hoist_config(list(args))
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # a command that does not report an interrupt itself: the same words and exit code
+        # (click would say "Aborted!" and exit 1)
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            if ctx.parent is not None:
+                raise
+            from powerplane.cli._common import say_interrupted
+
+            say_interrupted(exc)
+            sys.exit(INTERRUPTED)
 
     def _extensions(self) -> dict[str, Extension]:
         # read only for a command that is not built in, and for --help
@@ -174,8 +198,51 @@ def cli(ctx: click.Context, config: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Console-script entry point."""
+    """Console-script entry point (SIGTERM handled as Ctrl-C; see the module docstring)."""
     from powerplane.cli._pydantic_plugins import answer_without_scan
 
     answer_without_scan()
-    return cli.main(args=argv, prog_name="powerplane", obj={OWN_PROCESS: True})
+    terminate_as_interrupt()
+    try:
+        return cli.main(args=argv, prog_name="powerplane", obj={OWN_PROCESS: True})
+    except SystemExit as exc:
+        if exc.code == INTERRUPTED:
+            leave_without_waiting(INTERRUPTED)
+        raise
+
+
+def terminate_as_interrupt() -> None:
+    """Make SIGTERM do what Ctrl-C does in this process (unless something else handles it)."""
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_terminate)
+
+
+def _on_terminate(signum: int, frame: FrameType | None) -> None:
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)  # asyncio's (cancels the command's task), or Python's
+        return
+    raise KeyboardInterrupt  # SIGINT ignored (a background job): SIGTERM still stops it
+
+
+def leave_without_waiting(code: int) -> None:
+    """After an interrupt: where a thread that holds the interpreter's exit is still alive
+    (one a plugin started, blocked in its library), flush the output and leave now with
+    ``code`` instead of joining it. Returns where there is none (a normal exit follows)."""
+    import os
+    import threading
+
+    main_thread = threading.main_thread()
+    if not any(t is not main_thread and not t.daemon and t.is_alive()
+               for t in threading.enumerate()):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed or broken stream: nothing more can be said on it
+    os._exit(code)

@@ -1,4 +1,12 @@
-"""What every CLI command shares: output (-o), error reporting and exit codes, the host."""
+"""What every CLI command shares: output (-o), error reporting and exit codes, the host.
+
+Interrupts: Ctrl-C (and SIGTERM, which :func:`powerplane.cli.main` turns into the same) while
+a command runs its event loop (:func:`run_async`) cancels the command's work at once; a call
+blocked in a plugin's worker thread is abandoned to its daemon thread
+(:mod:`powerplane.workers`), whose send gate stays closed. :func:`handle_errors` then says
+``interrupted``, one line per power request that was in flight (whether it may have left,
+from its send gate), and exits 130.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +24,12 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from powerplane.channel import CutCall
     from powerplane.host import PowerHost
 
 __all__ = [
+    "INTERRUPTED",
+    "Interrupted",
     "Printer",
     "config_path",
     "console",
@@ -32,6 +43,18 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C or SIGTERM."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped :func:`run_async`; ``calls`` are the power requests that
+    were in flight, each with what its send gate knew."""
+
+    def __init__(self, calls: tuple[CutCall, ...]) -> None:
+        super().__init__()
+        self.calls = calls
 
 output_option = click.option(
     "-o",
@@ -163,23 +186,73 @@ def handle_errors(fn: Callable[..., T]) -> Callable[..., T]:
         except ValueError as exc:  # bad input to the Python API (empty reason, bad verb)
             click.echo(f"error: {exc}", err=True)
             sys.exit(2)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+        except KeyboardInterrupt as exc:
+            say_interrupted(exc)
+            sys.exit(INTERRUPTED)
 
     return wrapper
 
 
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion; in a fresh thread when a loop already runs here."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    import concurrent.futures
+def say_interrupted(exc: BaseException | None = None) -> None:
+    """``interrupted`` on stderr, then each power request that was in flight (``exc`` an
+    :class:`Interrupted`) and whether it may have left."""
+    click.echo("interrupted", err=True)
+    for call in getattr(exc, "calls", ()):
+        click.echo(f"  {call.words()}", err=True)
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+
+def _run_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """:func:`asyncio.run`, with a default executor whose threads never hold the process
+    (``asyncio.to_thread`` in a plugin, a resolver lookup) and that the loop's shutdown does
+    not wait for."""
+    from powerplane.workers import loop_executor
+
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(loop_executor())
+        return runner.run(coro)
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion; in a fresh (daemon) thread when a loop already runs here.
+
+    Interrupted (Ctrl-C, SIGTERM), it raises :class:`Interrupted` naming the power requests
+    the host gave up on, once the coroutine's cleanup ran.
+    """
+    from powerplane.channel import cut_calls
+
+    with cut_calls() as cut:
+        try:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return _run_loop(coro)
+            return _in_thread(_run_loop, coro)
+        except Interrupted:
+            raise
+        except KeyboardInterrupt:
+            raise Interrupted(tuple(cut)) from None
+
+
+def _in_thread(fn: Callable[[Coroutine[Any, Any, T]], T], coro: Coroutine[Any, Any, T]) -> T:
+    """``fn(coro)`` in a daemon thread (joined here), so it never holds the process."""
+    import contextvars
+    import threading
+
+    box: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the thread sees this one's cut_calls()
+
+    def run() -> None:
+        try:
+            box["result"] = context.run(fn, coro)
+        except BaseException as exc:  # raised again in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="powerplane-cli-loop", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]  # type: ignore[no-any-return]
 
 
 def open_host(
