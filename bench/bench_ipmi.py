@@ -5,7 +5,16 @@
    ``PowerHost`` (in process, steady state: the session is open), ``ipmitool -I lanplus``
    (``chassis power reset`` / ``chassis power status``, password from a file) and
    ``fence_ipmilan`` (``--action reboot`` / ``--action status``, password from a script).
-   Wall time and UDP datagrams (both directions) per action, ratios to powerplane.
+   Wall time and UDP datagrams (both directions) per action, ratios to powerplane's CLI and
+   to ipmitool. The CLI runs twice: with compiled bytecode cached (as an installed package
+   runs; a private ``PYTHONPYCACHEPREFIX``, warmed once) and as this environment runs it
+   (``PYTHONDONTWRITEBYTECODE`` set: every module compiled on every start).
+   Where a one-shot command's time goes: the interpreter (``python -c pass``), the CLI's
+   own floor (``powerplane --version``: click and core), importing the plugin and pyghmi,
+   and in process the sessionless probe, a fresh session's state read and a read on the
+   open session.
+   Two IPMI accounts on one BMC at once (two channels in one process, two CLI processes)
+   against each alone.
 2. Fan-out over N ipmi_sim instances (default 50): status of all and a power cycle of all,
    ``PowerHost`` (``read_power_state`` gathered, ``invoke_many``) against an ``ipmitool``
    loop and ``xargs -P 8 ipmitool``. Targets: at least 5x the loop, 1.5x xargs.
@@ -58,6 +67,20 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> None:
         raise RuntimeError(f"{argv[0]} failed ({out.returncode}): {out.stderr.strip()[:300]}")
 
 
+def cached_env(work: Path) -> dict[str, str]:
+    """The environment of an installed package: bytecode compiled once and reused."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    return env
+
+
+def run_env(argv: list[str], env: dict[str, str]) -> None:
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
+                         env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed ({out.returncode}): {out.stderr.strip()[:300]}")
+
+
 def ipmitool(host: str, port: int, pwfile: Path, *cmd: str) -> list[str]:
     return ["ipmitool", "-I", "lanplus", "-C", "3", "-H", host, "-p", str(port), "-U", "oper",
             "-f", str(pwfile), "-L", "OPERATOR", *cmd]
@@ -92,9 +115,28 @@ def single(work: Path) -> None:
                          sorted(packets)[len(packets) // 2]))
 
         py = [sys.executable, "-m", "powerplane.cli", "--config", str(cfg_path)]
-        measure("powerplane CLI", "status", lambda: run([*py, "state", "n0"]))
-        measure("powerplane CLI", "cycle", lambda: run(
-            [*py, "invoke", "n0", "reboot", "--reason", "bench cycle", "--yes"]))
+        cached = cached_env(work)
+        run_env([*py, "state", "n0"], cached)  # compile once, as an install does
+        measure("powerplane CLI", "status", lambda: run_env([*py, "state", "n0"], cached),
+                rounds=5)
+        measure("powerplane CLI", "cycle", lambda: run_env(
+            [*py, "invoke", "n0", "reboot", "--reason", "bench cycle", "--yes"], cached),
+            rounds=5)
+        if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+            measure("CLI, no bytecode cache", "status", lambda: run([*py, "state", "n0"]))
+            measure("CLI, no bytecode cache", "cycle", lambda: run(
+                [*py, "invoke", "n0", "reboot", "--reason", "bench cycle", "--yes"]))
+        floors = [
+            ("python -c pass", [sys.executable, "-c", "pass"]),
+            ("powerplane --version", [sys.executable, "-m", "powerplane.cli", "--version"]),
+            ("import core config", [sys.executable, "-c", "import powerplane.config"]),
+            ("import plugin+pyghmi", [sys.executable, "-c", "import powerplane_ipmi.channel, "
+                                      "pyghmi.ipmi.private.session"]),
+        ]
+        for label, argv in floors:
+            run_env(argv, cached)
+            measure(label, "status", lambda argv=argv: run_env(argv, cached),  # type: ignore[misc]
+                    rounds=5)
 
         async def host_rows() -> None:
             async with PowerHost(parse_config(deployment([proxy.address], pwfile))) as host:
@@ -114,6 +156,19 @@ def single(work: Path) -> None:
                     rows.append(("PowerHost (open session)", action, sorted(walls)[1],
                                  sorted(packets)[1]))
 
+        from powerplane_ipmi.channel import IpmiChannel, probe
+        from powerplane_ipmi.config import IpmiConfig, parse_target
+
+        cfg = IpmiConfig(username="oper", password={"file": str(pwfile)})
+        measure("in process: probe only", "status",
+                lambda: probe(parse_target(proxy.address), 2.0))
+
+        def fresh() -> None:
+            ch = IpmiChannel("bmc", cfg)
+            ch.read_power_state(proxy.address)
+            ch.close()
+
+        measure("in process: fresh session", "status", fresh, rounds=5)
         asyncio.run(host_rows())
         if shutil.which("ipmitool"):
             measure("ipmitool -I lanplus", "status", lambda: run(
@@ -130,12 +185,73 @@ def single(work: Path) -> None:
                 fence("127.0.0.1", proxy.port, pwscript, "reboot")), rounds=1)
         else:
             print("  fence_ipmilan not installed: its rows are skipped")
+        two_accounts(work, sim, proxy)
     base = {a: w for t, a, w, _ in rows if t == "powerplane CLI"}
     basep = {a: p for t, a, _, p in rows if t == "powerplane CLI"}
-    print(f"  {'tool':28} {'action':7} {'wall s':>8} {'x CLI':>7} {'UDP pkts':>9} {'x CLI':>7}")
-    for tool, action, wall, pk in rows:
-        print(f"  {tool:28} {action:7} {wall:8.3f} {wall / base[action]:7.2f} {pk:9d} "
-              f"{pk / basep[action]:7.2f}")
+    tool = {a: w for t, a, w, _ in rows if t == "ipmitool -I lanplus"}
+    print(f"  {'tool':28} {'action':7} {'wall s':>8} {'x CLI':>7} {'x ipmitool':>10} "
+          f"{'UDP pkts':>9} {'x CLI':>7}")
+    for name, action, wall, pk in rows:
+        ratio = f"{wall / tool[action]:10.2f}" if action in tool else f"{'-':>10}"
+        print(f"  {name:28} {action:7} {wall:8.3f} {wall / base[action]:7.2f} {ratio} "
+              f"{pk:9d} {pk / basep[action]:7.2f}")
+
+
+def two_accounts(work: Path, sim: IpmiSim, proxy: UdpProxy) -> None:
+    """Two IPMI accounts on one BMC at once, against each alone."""
+    import threading
+
+    from powerplane_ipmi.channel import IpmiChannel
+    from powerplane_ipmi.config import IpmiConfig
+
+    users = ("oper", "admin")
+    cfgs = {u: IpmiConfig(username=u, password={"file": str(sim.secret_file(u))})
+            for u in users}
+
+    def read(user: str) -> None:
+        ch = IpmiChannel("bmc", cfgs[user])
+        ch.read_power_state(proxy.address)
+        ch.close()
+
+    alone = {u: sorted(timed(lambda u=u: read(u)) for _ in range(3))[1]  # type: ignore[misc]
+             for u in users}
+    both = []
+    for _ in range(3):
+        threads = [threading.Thread(target=read, args=(u,)) for u in users]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        both.append(time.perf_counter() - t0)
+    print(f"  two accounts, in process: each alone {alone['oper']:.3f} / {alone['admin']:.3f} s,"
+          f" both at once {sorted(both)[1]:.3f} s")
+    env = cached_env(work)
+    paths = []
+    for u in users:
+        doc = deployment([proxy.address], sim.secret_file(u))
+        doc["channels"]["bmc"]["username"] = u
+        path = work / f"two-{u}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        paths.append(path)
+
+    def cli(path: Path) -> list[str]:
+        return [sys.executable, "-m", "powerplane.cli", "--config", str(path), "state", "n0"]
+
+    solo = [sorted(timed(lambda p=p: run_env(cli(p), env)) for _ in range(3))[1]  # type: ignore[misc]
+            for p in paths]
+    together = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        procs = [subprocess.Popen(cli(p), env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for p in paths]
+        codes = [p.wait(timeout=120) for p in procs]
+        together.append(time.perf_counter() - t0)
+        if any(codes):
+            raise RuntimeError(f"two accounts at once: exit codes {codes}")
+    print(f"  two accounts, two CLI processes: each alone {solo[0]:.3f} / {solo[1]:.3f} s, "
+          f"both at once {sorted(together)[1]:.3f} s (2 CPU cores here: the processes also "
+          "share them)")
 
 
 def fanout(work: Path, n: int) -> None:

@@ -317,3 +317,42 @@ def test_no_secret_in_cli_output_logs_or_errors(sim: IpmiSim, tmp_path: Path) ->
             assert secret not in text and "pp-never-shown-99" not in text
             assert "Traceback" not in text
     assert "AuthenticationFailed" in outs[-1].stdout + outs[-1].stderr
+
+
+def test_a_state_read_skips_the_privilege_read_back_that_capabilities_need(
+        sim: IpmiSim) -> None:
+    """Get Device ID, Get Session Info and Get User Access only serve capabilities: a fresh
+    state read is exactly those three answers shorter than fresh capabilities."""
+    answers = {}
+    with UdpProxy(sim.host, sim.port) as proxy:
+        for what in ("state", "capabilities", "state"):
+            ch = channel(sim)
+            proxy.reset()
+            if what == "state":
+                assert ch.read_power_state(proxy.address).state is PowerState.ON
+            else:
+                assert ch.capabilities(proxy.address).advertises(Verb.REBOOT)
+            ch.close()
+            time.sleep(0.05)
+            answers[what] = proxy.delivered
+    assert answers["capabilities"] == answers["state"] + 3, answers
+
+
+def test_the_derived_unknown_target_is_a_valid_target_no_bmc_answers_at(sim: IpmiSim) -> None:
+    """What the conformance suite's UNKNOWN_TARGET_ERROR and SECRET_NOT_DISCLOSED need: a
+    well-formed IPMI target (the suffixed spelling the suite derives today is refused by
+    the parser), at which a read is a clear, prompt channel error."""
+    from powerplane import ChannelError
+    from powerplane_ipmi.config import DISCARD_PORT, parse_target, unknown_target
+
+    raw = unknown_target(sim.address)
+    addr = parse_target(raw)
+    assert addr.host == sim.host and addr.port != sim.port
+    assert parse_target(unknown_target("10.0.0.7")).port == DISCARD_PORT
+    assert parse_target(unknown_target(f"10.0.0.7:{DISCARD_PORT}")).port != DISCARD_PORT
+    ch = channel(sim, timeouts={"connect_s": 1, "read_s": 1})
+    with pytest.raises(ChannelError) as caught:
+        ch.read_power_state(raw)
+    assert type(caught.value) in (Unreachable, ChannelTimeout), caught.value
+    assert sim.passwords["oper"] not in str(caught.value)
+    ch.close()

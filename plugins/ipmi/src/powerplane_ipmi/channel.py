@@ -7,24 +7,39 @@ user name are in no argv, no child's environment and no file.
 Opening a session, per BMC (the node's target):
 
 1. Get Channel Authentication Capabilities, sessionless, on a connected UDP socket: an ICMP
-   port unreachable is :class:`~powerplane.errors.Unreachable`, silence within
-   ``timeouts.connect_s`` is :class:`~powerplane.errors.ChannelTimeout`. A BMC without
-   IPMI 2.0 is refused unless ``allow_insecure`` (IPMI 1.5 has no confidentiality).
+   port unreachable is :class:`~powerplane.errors.Unreachable`, silence is
+   :class:`~powerplane.errors.ChannelTimeout`, an answer that is not IPMI (or truncated) is
+   :class:`~powerplane.errors.ProtocolError`. A BMC without IPMI 2.0 is refused unless
+   ``allow_insecure`` (IPMI 1.5 has no confidentiality).
 2. Get Channel Cipher Suites, sessionless, every page: the suites the BMC offers. Suite 17
    where offered, else 3; a configured ``cipher_suite`` must be offered; suite 0 is refused,
    naming the offered suites. The choice is pinned in pyghmi (whose own logic tries 17, then
    3, and would fall back silently).
 3. RMCP+ open session, RAKP 1-4 with the configured privilege (name-only lookup), then Set
-   Session Privilege Level: pyghmi.
-4. Privilege is read back, not assumed: Get Session Info (the session's operating privilege
-   and user id; Set Session Privilege Level "no change" where the BMC lacks it) and Get User
-   Access (the account's own limit on this channel). ``ipmi_sim`` grants any role a client
-   asks for on a name-only lookup, so a ``user`` account gets an operator session there; the
-   account's limit tells. Chassis verbs are advertised only when both reach operator.
+   Session Privilege Level: pyghmi, started with a logon callback and its event loop turned
+   by this channel until the callback or the bound (:meth:`IpmiChannel._login`).
+4. Privilege is read back, not assumed, the first time capabilities or a verb need it (a
+   state read does not): Get Session Info (the session's operating privilege and user id;
+   Set Session Privilege Level "no change" where the BMC lacks it) and Get User Access (the
+   account's own limit on this channel). ``ipmi_sim`` grants any role a client asks for on a
+   name-only lookup, so a ``user`` account gets an operator session there; the account's
+   limit tells. Chassis verbs are advertised only when both reach operator.
+
+Bounds: every call (a state read, capabilities, a verb) returns within ``timeouts.connect_s
++ timeouts.read_s``: steps 1 to 3 together within ``connect_s``, each command within
+``read_s`` and all of them within what is left (a ``graceful-then-force`` wait adds
+``shutdown_wait_s``). pyghmi's own retry schedule (re-login included, which runs on for
+ever against a BMC that answers Open Session and ignores RAKP 1) is set to end by the bound,
+and a watchdog abandons the session at the bound whatever pyghmi does, so no thread stays
+blocked in pyghmi. After a silence one sessionless request (:data:`DIAGNOSE_S`, kept from
+the bound) tells what the port does now: ICMP port unreachable (``Unreachable``), answers
+that are not IPMI (``ProtocolError``), still answering or silent (``ChannelTimeout``, naming
+the step that went unanswered).
 
 A session is reused while alive (used within :data:`IDLE_REUSE_S`), one per BMC; calls to
-one BMC are serialised on it; it is closed (Close Session, answered) on ``close()`` and after
-any error. Reads are retried once on a fresh session when a reused one turns out dead.
+one BMC are serialised on it; it is closed (Close Session, answered, at most ``min(read_s,
+1)`` s) on ``close()`` and after any error. Reads are retried once on a fresh session, within
+the same bound, when a reused one turns out dead (the BMC still answers sessionless).
 
 A chassis control command goes out once: it is sent on a session a read has just proven
 alive, through :func:`powerplane.about_to_send`, with pyghmi's retransmission and re-login
@@ -479,12 +494,10 @@ class _Budget:
         self.total += seconds
 
 
-@dataclass
-class _Live:
-    """One open session to one BMC."""
+@dataclass(frozen=True)
+class _Privilege:
+    """What the session may do, read back (not assumed) the first time it is needed."""
 
-    session: Any
-    suite: int
     granted: int
     """The session's operating privilege as read back."""
     limit: int | None
@@ -492,6 +505,17 @@ class _Live:
     via: str
     """How the privilege was read back, in words."""
     chassis_device: bool
+    """Get Device ID: the BMC declares itself a chassis device."""
+
+
+@dataclass
+class _Live:
+    """One open session to one BMC."""
+
+    session: Any
+    suite: int
+    privilege: _Privilege | None = None
+    """Read back when capabilities or a verb first need it (a state read does not)."""
     last_used: float = field(default_factory=time.monotonic)
 
 
@@ -674,12 +698,12 @@ class IpmiChannel:
         self.sessions_opened += 1
         forget_login(sess)
         sess.logontries = 0  # reads: never re-login
-        try:
-            live = self._readback_privilege(sess, addr, suite)
-        except BaseException:
+        used = 17 if getattr(sess, "currhashlen", 0) == 16 else 3
+        if suite is not None and used != suite:
             self._close_session(sess)
-            raise
-        return live
+            raise self._err(PolicyRefused(f"the session uses cipher suite {used}, not the "
+                                          f"pinned {suite}"), addr)
+        return _Live(sess, used)
 
     def _login(self, cls: type[Any], addr: BmcAddress, deadline: float) -> Any:
         """RMCP+ open session and RAKP 1-4 (pyghmi, asynchronous), ended by ``deadline``.
@@ -737,15 +761,18 @@ class IpmiChannel:
                 f"{cfg.timeouts.connect_s:g} s (timeouts.connect_s)")
         raise NoAnswer(f"{told}; {_diagnosed(addr, told)}")
 
-    def _readback_privilege(self, sess: Any, addr: BmcAddress, suite: int | None) -> _Live:
+    def _privilege(self, live: _Live, addr: BmcAddress) -> _Privilege:
+        """The session's privilege, read back once per session (Get Device ID, Get Session
+        Info or Set Session Privilege Level "no change", Get User Access)."""
+        if live.privilege is None:
+            live.privilege = self._readback_privilege(live.session, addr)
+        return live.privilege
+
+    def _readback_privilege(self, sess: Any, addr: BmcAddress) -> _Privilege:
         def raw(netfn: int, cmd: int, data: bytes = b"", what: str = "") -> bytes:
             return _raw(sess, addr, netfn, cmd, self._read_bound(), data, what)
 
         try:
-            used = 17 if getattr(sess, "currhashlen", 0) == 16 else 3
-            if suite is not None and used != suite:
-                raise PolicyRefused(f"the session uses cipher suite {used}, not the pinned "
-                                    f"{suite}")
             device = raw(0x06, 0x01, what="Get Device ID")
             chassis_device = len(device) > 5 and bool(device[5] & 0x80)
             user_id: int | None = None
@@ -777,7 +804,7 @@ class IpmiChannel:
                         limit = 2  # not even allowed to read its own limit: below operator
                     elif exc.code != 0xC1:
                         raise
-            return _Live(sess, used, granted, limit, via, chassis_device)
+            return _Privilege(granted, limit, via, chassis_device)
         except ChannelError:
             raise
         except Exception as exc:
@@ -872,31 +899,32 @@ class IpmiChannel:
 
         def read(live: _Live, addr: BmcAddress) -> CapabilitySet:
             self._status(live, addr)
-            caps = self._caps(live)
+            caps = self._caps(live, addr)
             self._known[str(addr)] = caps
             return caps
 
         return self._bounded(lambda: self._call(target, read))
 
-    def _caps(self, live: _Live) -> CapabilitySet:
+    def _caps(self, live: _Live, addr: BmcAddress) -> CapabilitySet:
         cfg = self.config
         name = _PRIV_NAMES.get
-        seen = (f"privilege {name(live.granted, str(live.granted))} granted ({live.via})"
-                + (f", account limit {name(live.limit, str(live.limit))}"
-                   if live.limit is not None else ", account limit not readable")
+        got = self._privilege(live, addr)
+        seen = (f"privilege {name(got.granted, str(got.granted))} granted ({got.via})"
+                + (f", account limit {name(got.limit, str(got.limit))}"
+                   if got.limit is not None else ", account limit not readable")
                 + f"; cipher suite {live.suite}")
         why: str | None = None
-        if not live.chassis_device:
+        if not got.chassis_device:
             why = ("the BMC does not declare itself a chassis device (Get Device ID, additional "
                    "device support bit 7)")
-        elif live.granted < 3:
-            why = (f"the session was granted {name(live.granted, str(live.granted))} privilege, "
+        elif got.granted < 3:
+            why = (f"the session was granted {name(got.granted, str(got.granted))} privilege, "
                    "below operator, which chassis control needs: use an account with operator "
                    "privilege and privilege: operator")
-        elif live.limit is not None and live.limit < 3:
-            why = (f"the account's privilege limit is {name(live.limit, str(live.limit))} (Get "
+        elif got.limit is not None and got.limit < 3:
+            why = (f"the account's privilege limit is {name(got.limit, str(got.limit))} (Get "
                    f"User Access), below operator, although the BMC granted "
-                   f"{name(live.granted, str(live.granted))} to the session: chassis control "
+                   f"{name(got.granted, str(got.granted))} to the session: chassis control "
                    "is not relied on; use an account with operator privilege")
         if why is not None:
             return CapabilitySet.of(
@@ -954,7 +982,7 @@ class IpmiChannel:
               plan: Callable[[_Live, BmcAddress], str]) -> Acceptance:
 
         def run(live: _Live, addr: BmcAddress) -> Acceptance:
-            caps = self._caps(live)
+            caps = self._caps(live, addr)
             require(caps, verb, self.name)
             self._status(live, addr)  # proves the session alive before anything is sent
             return Acceptance(plan(live, addr))

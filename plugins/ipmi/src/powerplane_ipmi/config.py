@@ -24,6 +24,7 @@ from powerplane import SecretRef, StrictBool, Timeouts
 
 __all__ = [
     "DEFAULT_PORT",
+    "DISCARD_PORT",
     "LIMITS_MARGIN_S",
     "BmcAddress",
     "IpmiConfig",
@@ -31,6 +32,7 @@ __all__ = [
     "RebootMode",
     "ShutdownMode",
     "parse_target",
+    "unknown_target",
 ]
 
 DEFAULT_PORT = 623
@@ -263,3 +265,36 @@ def _port(text: str, whole: str, hint: str) -> int:
         raise ValueError(f"{hint}; port {_clip(text, 12)!r} in {_clip(whole)!r} is not a "
                          "number 1 to 65535 (ASCII digits)")
     return int(text)
+
+
+DISCARD_PORT = 9
+"""UDP discard: the port an unknown target uses on a host that is not this one."""
+
+
+def unknown_target(raw: Any) -> str:
+    """A well-formed target no BMC answers at: the same host, a UDP port nothing listens on.
+
+    For the conformance suite's negatives (an unknown target must be a clear error, and
+    its error must disclose no secret). An IPMI target is the BMC's own address, so "a
+    target the device does not have" is the BMC's host on another port: on a loopback
+    host a port just found free, elsewhere the discard port (9), which no BMC serves.
+    """
+    import socket
+
+    addr = parse_target(raw)
+    port = DISCARD_PORT
+    if _is_loopback(addr.host):
+        family = socket.AF_INET6 if ":" in addr.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.bind((addr.host, 0))
+            port = int(sock.getsockname()[1])
+    if port == addr.port:
+        port = DISCARD_PORT if addr.port != DISCARD_PORT else DEFAULT_PORT + 1
+    return str(BmcAddress(addr.host, port))
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower() in ("localhost", "localhost.")

@@ -14,7 +14,7 @@ RAKP status 0x0D unauthorized name, 0x0E unauthorized GUID      ``Authentication
 RAKP 4 integrity check fails ("wrong Kg?"), RAKP status 0x0F    ``AuthenticationFailed``
 RAKP status 0x09 invalid role, 0x0A unauthorized role           ``AuthenticationFailed``
 Set Session Privilege Level refused (0x80, 0x81, 0xD4)          ``AuthenticationFailed``
-session setup silent after the probe answered                   ``ChannelTimeout``
+session setup silent after the probe answered (the step named)  ``ChannelTimeout``
 RMCP+ status 0x0C invalid user name length                      ``AuthenticationFailed``
 RMCP+ status 0x01, 0x0B (no free session slot)                  ``RefusedByDevice``
 RMCP+ status 0x04 to 0x07, 0x10, 0x11 (no cipher suite match)   ``ProtocolError``
@@ -27,8 +27,8 @@ completion code 0xC1 invalid command, 0xCC invalid data field   ``RefusedByDevic
 completion code 0xD4 insufficient privilege                     ``RefusedByDevice``
 any other non-zero completion code                              ``RefusedByDevice``
 completion code 0xC3 (timeout while processing) on a read       ``ChannelTimeout``
-a read not answered in time ("timeout", "Session no longer      ``ChannelTimeout``
-connected")
+a read not answered within its bound                            ``ChannelTimeout``
+an answer pyghmi cannot parse (struct.error, IndexError...)      ``ProtocolError``
 a chassis control command not answered in time, or answered     ``OutcomeUnknown``
 0xC3, after it left
 an answer too short or malformed to read, or not IPMI at all     ``ProtocolError``
