@@ -16,7 +16,7 @@ import re
 import stat
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -50,6 +50,8 @@ __all__ = [
     "SiteRecovery",
     "StrictBool",
     "Timeouts",
+    "channel_secret_problems",
+    "check_config",
     "find_config",
     "load_config",
     "parse_config",
@@ -295,6 +297,87 @@ def load_config(
     """
     data, lines, source = read_config(path)
     return parse_config(data, registry=registry, source=source, lines=lines)
+
+
+def check_config(
+    path: str | os.PathLike[str] | None = None, registry: Registry | None = None
+) -> Deployment:
+    """What ``powerplane check`` proves of a deployment file, every problem in one run.
+
+    Everything :func:`load_config` checks; then every secret reference of every channel
+    resolved now (each value dropped at once, never shown: an unset variable, a missing
+    file, a Kubernetes Secret that cannot be read), and every channel whose config and
+    secrets are good opened and closed again (what its type checks then, such as the
+    Talos certificates behind inline references), without a call to a device. Raises
+    :class:`ConfigError` with each problem, its path and line.
+    """
+    data, lines, source = read_config(path)
+    with without_gc():
+        return _parse_config(data, registry, source, lines, also=_every_channel_proven)
+
+
+def channel_secret_problems(
+    configured: ConfiguredChannel, lines: Mapping[Any, int] | None = None,
+    *, resolve: bool = False,
+) -> list[ConfigProblem]:
+    """The problems of a channel's secrets as it opens (each kind's ``present`` check: an
+    unset variable, a missing file), or with ``resolve`` each one read now (``powerplane
+    check``), at ``channels.<name>.<field>``: a channel no command touches never fails it."""
+    from powerplane.secrets import secret_problems
+
+    found = secret_problems(configured.config, ("channels", configured.name), resolve=resolve)
+    return [ConfigProblem(format_path(where), message, _line(lines or {}, where))
+            for where, message in found]
+
+
+def _every_channel_proven(
+    channels: Mapping[str, ConfiguredChannel], lines: Mapping[Any, int]
+) -> list[ConfigProblem]:
+    """Every secret of every channel resolved, then each channel with good secrets opened."""
+    problems: list[ConfigProblem] = []
+    good: list[ConfiguredChannel] = []
+    for configured in channels.values():
+        found = channel_secret_problems(configured, lines, resolve=True)
+        problems.extend(found)
+        if not found:
+            good.append(configured)
+    if good:
+        import asyncio
+
+        problems.extend(asyncio.run(_open_and_close(good, lines)))
+    return problems
+
+
+async def _open_and_close(
+    channels: list[ConfiguredChannel], lines: Mapping[Any, int]
+) -> list[ConfigProblem]:
+    """Each channel created by its type's factory (in a running loop, as the host does) and
+    closed again: what the factory refuses becomes a problem of that channel."""
+    import inspect
+
+    out: list[ConfigProblem] = []
+    for configured in channels:
+        base: tuple[str | int, ...] = ("channels", configured.name)
+        try:
+            channel = configured.type.factory(configured.name, configured.config)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                path = tuple(problem.path.split(".")) if problem.path else base
+                out.append(ConfigProblem(problem.path or format_path(base), problem.message,
+                                         problem.line or _line(lines, path)))
+            continue
+        except Exception as exc:  # a plugin's own bug: a problem of this channel
+            out.append(ConfigProblem(format_path(base), "the channel could not be opened: "
+                                     f"{type(exc).__name__}", _line(lines, base)))
+            continue
+        try:
+            closed = channel.close()
+            if inspect.isawaitable(closed):
+                await closed
+        except Exception as exc:
+            out.append(ConfigProblem(format_path(base), "the channel could not be closed: "
+                                     f"{type(exc).__name__}", _line(lines, base)))
+    return out
 
 
 def read_config(
@@ -615,6 +698,8 @@ def _parse_config(
     registry: Registry | None,
     source: str,
     lines: Mapping[Any, int] | None,
+    also: Callable[[Mapping[str, ConfiguredChannel], Mapping[Any, int]],
+                   list[ConfigProblem]] | None = None,
 ) -> Deployment:
     from powerplane.plugins import registry as default_registry
 
@@ -729,6 +814,8 @@ def _parse_config(
         node_problems.extend(_ref_problems(name, [(i, r.channel) for i, r in enumerate(refs)],
                                            channel_names, lines))
     problems[node_problems_at:node_problems_at] = node_problems
+    if also is not None:  # check_config: every secret read, every channel opened
+        problems.extend(also(channels, lines))
     if problems:
         if len(problems) > MAX_PROBLEMS:
             more = len(problems) - MAX_PROBLEMS

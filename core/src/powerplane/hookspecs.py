@@ -123,8 +123,10 @@ def register_secret_kinds(register: Callable[[SecretKind], None]) -> None:
     Call ``register(SecretKind(name, resolve, check=None))`` once per kind: a secret field
     may then hold ``{name: VALUE}``. ``resolve(VALUE) -> str`` runs at use, never at load,
     and raises ``SecretError`` naming the reference, never a value; ``check(VALUE)``,
-    optional, runs at load without the network and raises ``ValueError``. A kind name
-    registered twice is a load error of the second plugin.
+    optional, runs at load on the reference's shape alone (no secret read, no network) and
+    raises ``ValueError``; ``present(VALUE)``, optional, runs when the channel holding the
+    reference opens and raises ``ValueError`` when the secret is not there to be read. A
+    kind name registered twice is a load error of the second plugin.
     """
 
 

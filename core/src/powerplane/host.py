@@ -44,7 +44,13 @@ from powerplane.channel import (
     SendGate,
     note_cut,
 )
-from powerplane.config import ConfiguredChannel, Deployment, NodeSpec, load_config
+from powerplane.config import (
+    ConfiguredChannel,
+    Deployment,
+    NodeSpec,
+    channel_secret_problems,
+    load_config,
+)
 from powerplane.errors import (
     ChannelError,
     ChannelTimeout,
@@ -352,6 +358,10 @@ class PowerHost:
         return channel
 
     def _create(self, name: str, configured: ConfiguredChannel) -> None:
+        missing = channel_secret_problems(configured)  # its secrets, when it opens
+        if missing:
+            self._broken[name] = ConfigError(missing, source=self.deployment.source)
+            return
         try:
             channel = configured.type.factory(name, configured.config)
             self._traits[name] = _Traits.of(channel)

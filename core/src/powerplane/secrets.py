@@ -7,16 +7,20 @@ from powerplane-kubernetes). Core's ``env`` and ``file`` are registered through 
 hook (:mod:`powerplane.builtins`).
 
 A :class:`SecretKind` has a ``resolve(value) -> str``, called only in
-:meth:`SecretRef.reveal` (at use, never at load), and an optional ``check(value)`` run at
-load without the network (a missing file is a config error naming its path). An unknown
-kind is a config error at load. ``repr``, ``str`` and the dumped form name the reference,
-never the value; an error while resolving names the reference and the error's class only.
+:meth:`SecretRef.reveal` (at use, never at load), an optional ``check(value)`` run at load
+on the reference's shape alone (it reads no secret, no environment, no file, no network),
+and an optional ``present(value)`` run when the channel that holds the reference opens
+(:func:`secret_problems`: an unset variable or a missing file is then a config error
+naming the field), so a command pays only for the secrets of the channels it touches;
+``powerplane check`` resolves every reference of the file. An unknown kind is a config
+error at load. ``repr``, ``str`` and the dumped form name the reference, never the value;
+an error while resolving names the reference and the error's class only.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, model_serializer, model
 
 from powerplane.errors import SecretError
 
-__all__ = ["CORE_KINDS", "SecretKind", "SecretRef", "secret_kinds"]
+__all__ = ["CORE_KINDS", "SecretKind", "SecretRef", "secret_kinds", "secret_problems",
+           "secret_refs"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,11 @@ class SecretKind:
     ``resolve(value)`` returns the secret; it runs at use only, and raises
     :class:`~powerplane.errors.SecretError` naming the reference (never a value) when it
     cannot. ``check(value)``, optional, runs at load and raises ``ValueError`` with a plain
-    message when the reference cannot be right (it must not reach the network).
+    message when the reference cannot be right by its shape (it must read no secret and
+    not reach the network: a channel no command touches must never fail the load).
+    ``present(value)``, optional, runs when the channel holding the reference opens and
+    raises ``ValueError`` when the secret is not there to be read (an unset variable, a
+    missing file), without reading it.
     """
 
     name: str
@@ -46,6 +55,8 @@ class SecretKind:
     """Validates the reference at load, without reading the secret from the network."""
     description: str = ""
     """What the value names, for people (``NAMESPACE/NAME/KEY``)."""
+    present: Callable[[str], None] | None = None
+    """Whether the secret is there to be read, when the channel that holds it opens."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -55,6 +66,11 @@ class SecretKind:
 
 
 def _check_env(value: str) -> None:
+    if not value or "=" in value or "\0" in value:
+        raise ValueError(f"{value!r} is not an environment variable name")
+
+
+def _present_env(value: str) -> None:
     if value not in os.environ:
         raise ValueError(f"environment variable {value!r} is not set")
 
@@ -67,6 +83,11 @@ def _resolve_env(value: str) -> str:
 
 
 def _check_file(value: str) -> None:
+    if not value or "\0" in value:
+        raise ValueError(f"{value!r} is not a file path")
+
+
+def _present_file(value: str) -> None:
     if not Path(value).expanduser().is_file():
         raise ValueError(f"secret file {value!r} does not exist")
 
@@ -80,8 +101,10 @@ def _resolve_file(value: str) -> str:
 
 
 CORE_KINDS: Mapping[str, SecretKind] = {
-    "env": SecretKind("env", _resolve_env, _check_env, "an environment variable's name"),
-    "file": SecretKind("file", _resolve_file, _check_file, "a file's path"),
+    "env": SecretKind("env", _resolve_env, _check_env, "an environment variable's name",
+                      present=_present_env),
+    "file": SecretKind("file", _resolve_file, _check_file, "a file's path",
+                       present=_present_file),
 }
 """Core's kinds, registered through ``register_secret_kinds`` like any plugin's."""
 
@@ -183,3 +206,45 @@ class SecretRef(BaseModel):
 
     def __repr__(self) -> str:
         return f"SecretRef({self})"
+
+
+def secret_refs(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[
+        tuple[tuple[str | int, ...], SecretRef]]:
+    """Every :class:`SecretRef` held by ``value`` (a validated config: models, mappings,
+    lists), with its path under ``path`` (a field by its key, an item by its index)."""
+    if isinstance(value, SecretRef):
+        yield path, value
+    elif isinstance(value, BaseModel):
+        fields = type(value).model_fields
+        for name, field in fields.items():
+            yield from secret_refs(getattr(value, name, None), (*path, field.alias or name))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from secret_refs(item, (*path, str(key)))
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for i, item in enumerate(value):
+            yield from secret_refs(item, (*path, i))
+
+
+def secret_problems(
+    config: Any, path: tuple[str | int, ...], *, resolve: bool = False
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """``(path, message)`` for each secret of ``config`` that is not there to be read: each
+    kind's ``present`` check (run when the channel holding them opens), and with
+    ``resolve`` each one read now, its value dropped at once (``powerplane check``). The
+    messages name references, never values."""
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    for where, ref in secret_refs(config, path):
+        kind = ref._resolver or _kind(ref.kind)
+        try:
+            if kind is not None and kind.present is not None:
+                kind.present(ref.ref)
+            if resolve:
+                ref.reveal()
+        except SecretError as exc:
+            out.append((where, "; ".join(p.message for p in exc.problems)))
+        except ValueError as exc:
+            out.append((where, str(exc)))
+        except Exception as exc:  # a plugin's check: its message may quote what it read
+            out.append((where, f"secret {ref}: {type(exc).__name__} while checking"))
+    return out

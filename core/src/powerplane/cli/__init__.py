@@ -37,6 +37,8 @@ BUILTIN: dict[str, tuple[str, str, str]] = {
                "Run one verb (reboot, shutdown, power-on, terminate) under the rule."),
     "state": ("powerplane.cli.commands", "state_cmd",
               "Read a node's power state back through its channels."),
+    "check": ("powerplane.cli.commands", "check_cmd",
+              "Prove the whole deployment file: every key, every secret, every channel."),
     "maintenance": ("powerplane.cli.maintenance", "maintenance_group",
                     "The node-maintenance lifecycle: request, status, list, run, return, "
                     "abandon, resolve."),

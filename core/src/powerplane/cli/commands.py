@@ -1,4 +1,4 @@
-"""The power commands: ``plugins``, ``offers``, ``invoke``, ``state``.
+"""The power commands: ``plugins``, ``offers``, ``invoke``, ``state``, and ``check``.
 
 Exit codes (CONTRACT): 0 done; 1 a channel or device failed, or the outcome is unknown;
 2 bad input; 3 refused by the rule or the guard. ``state`` exits 1 when no channel of a
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from powerplane.errors import PowerplaneError
     from powerplane.host import InvokeResult, Plan, PowerHost
 
-__all__ = ["invoke_cmd", "offers_cmd", "plugins_cmd", "state_cmd"]
+__all__ = ["check_cmd", "invoke_cmd", "offers_cmd", "plugins_cmd", "state_cmd"]
 
 DESTRUCTIVE = {"reboot", "shutdown", "terminate"}
 MAX_WAIT_S = 86_400.0
@@ -605,3 +605,32 @@ def _print_state(data: list[dict[str, Any]], single: bool) -> None:
                     out.print("  {}: {}: {}", r["channel"], what, r["detail"])
                 else:
                     out.print("  {}: {}", r["channel"], what)
+
+
+@click.command("check")
+@output_option
+@click.pass_context
+@handle_errors
+def check_cmd(ctx: click.Context, output: str) -> None:
+    """Prove the whole deployment file: every key, every secret, every channel.
+
+    Loads the file as every command does, then resolves every secret reference (each
+    value dropped at once, never shown) and opens and closes every channel, calling no
+    device: exit 0 when all of it holds, else exit 2 with every problem and its line.
+    Other commands check only the secrets of the channels they touch.
+    """
+    from powerplane.cli._common import config_path
+    from powerplane.config import check_config
+    from powerplane.secrets import secret_refs
+
+    deployment = check_config(config_path(ctx))
+    secrets = sum(len(list(secret_refs(c.config))) for c in deployment.channels.values())
+    data = {"config": deployment.source, "ok": True, "channels": len(deployment.channels),
+            "nodes": len(deployment.nodes), "secrets": secrets,
+            "lifecycle": "lifecycle" in (deployment.raw or {})}
+    if output == "json":
+        emit_json(data)
+        return
+    printer().print("ok: {}: {} channel(s), {} node(s), {} secret reference(s) resolved{}",
+                    deployment.source, len(deployment.channels), len(deployment.nodes),
+                    secrets, ", a lifecycle: section" if data["lifecycle"] else "")
