@@ -95,6 +95,7 @@ def _conformance(
     in_subprocess: bool,
     output: str,
 ) -> None:
+    from powerplane.errors import ConfigError
     from powerplane_conformance.api import (
         EXIT_INTERRUPTED,
         RunSummary,
@@ -111,7 +112,13 @@ def _conformance(
         raise click.BadParameter(f"no such directory: {Path(html).resolve().parent}",
                                  param_hint="--html")
     try:
-        loaded = validate_target(path, channel)
+        try:
+            loaded = validate_target(path, channel)
+        except ConfigError as exc:  # --channel naming no channel under test: an option
+            if [p.path for p in exc.problems] == ["--channel"]:  # mistake, a usage error
+                raise click.BadParameter(exc.problems[0].message,
+                                         param_hint="'--channel'") from None
+            raise
         if loaded.settings.allow_destructive and not yes:
             _confirm(_under_test(loaded, channel), loaded.nodes,
                      loaded.settings.allow_terminate)

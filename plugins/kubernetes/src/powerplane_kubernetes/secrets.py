@@ -15,8 +15,10 @@ server, so ``data`` is where every key is).
 
 The API access is the environment's, because a secret reference is resolved where no
 deployment is at hand (a channel's password is needed wherever the channel is opened):
-lightkube's ``KubeConfig.from_env()`` order, i.e. the pod's service account when running in
-the cluster (the operator), else the file ``KUBECONFIG`` names, else ``~/.kube/config``.
+:func:`environment_kubeconfig`, lightkube's ``KubeConfig.from_env()`` order, i.e. the pod's
+service account when running in the cluster (the operator), else the file ``KUBECONFIG``
+names (the first of its list that exists, as kubectl reads it), else ``~/.kube/config``.
+``powerplane operator run`` without ``--kubeconfig`` resolves its access the same way.
 The reader needs ``get`` on that Secret and nothing more.
 
 At load nothing imports lightkube (plugin discovery stays light). The value is never
@@ -29,7 +31,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from powerplane import SecretError, SecretKind
@@ -37,7 +41,10 @@ from powerplane import SecretError, SecretKind
 if TYPE_CHECKING:
     from lightkube import Client
 
-__all__ = ["K8S", "check", "parse", "resolve"]
+__all__ = ["K8S", "SERVICE_ACCOUNT", "check", "environment_kubeconfig", "parse", "resolve"]
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where a pod's service account (token, namespace, CA) is mounted."""
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -65,6 +72,22 @@ def check(value: str) -> None:
     parse(value)
 
 
+def environment_kubeconfig(service_account: Path = SERVICE_ACCOUNT) -> Path | None:
+    """The environment's kubeconfig, as ``kubectl`` and lightkube's ``from_env`` find it:
+    None in the cluster (the pod's service account, and ``KUBERNETES_SERVICE_HOST``) or
+    when no file is found (the service account is then what is tried); else the first
+    file of ``$KUBECONFIG`` (a ``:``-separated list) that exists, else ``~/.kube/config``
+    when ``KUBECONFIG`` is unset."""
+    if (service_account / "token").is_file() and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    named = os.environ.get("KUBECONFIG")
+    if named:
+        candidates = [Path(p).expanduser() for p in named.split(os.pathsep) if p]
+    else:
+        candidates = [Path("~/.kube/config").expanduser()]
+    return next((p for p in candidates if p.is_file()), None)
+
+
 def _client() -> Client:
     import httpx2
     from lightkube import Client, KubeConfig
@@ -73,8 +96,10 @@ def _client() -> Client:
     from powerplane_kubernetes.client import FIELD_MANAGER
 
     try:
-        config = KubeConfig.from_env()
-    except (LightkubeConfigError, OSError, ValueError) as exc:
+        path = environment_kubeconfig()
+        config = (KubeConfig.from_service_account() if path is None
+                  else KubeConfig.from_file(path))
+    except (LightkubeConfigError, OSError, ValueError, KeyError) as exc:
         raise SecretError(f"no Kubernetes API access (no in-cluster service account, no "
                           f"readable KUBECONFIG or ~/.kube/config): {type(exc).__name__}") \
             from None

@@ -47,8 +47,10 @@ def manifests_cmd(namespace: str, image: str, replicas: int,
 
 
 @operator_group.command("run")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
-              help="A kubeconfig for the leases and the store; absent: in-cluster.")
+@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A kubeconfig for the leases and the store (it must exist); absent: "
+              "lifecycle.cluster's kubeconfig, else as kubectl: in the cluster the pod's "
+              "service account, else $KUBECONFIG, else ~/.kube/config.")
 @click.option("--context", "kube_context", default=None, help="The kubeconfig context.")
 @click.option("--site", "sites", multiple=True,
               help="A site this replica may act for (repeatable); absent: every site.")

@@ -178,6 +178,14 @@ class Operator:
             return (ApiAccess(kubeconfig=cluster.get("kubeconfig"),
                               context=o.context or cluster.get("context")),
                     config_dir, "lifecycle.cluster")
+        # as kubectl and the {k8s:} secret kind: in the cluster the pod's service account,
+        # else $KUBECONFIG, else ~/.kube/config (one resolution: secrets.environment_kubeconfig)
+        from powerplane_kubernetes.secrets import environment_kubeconfig
+
+        found = environment_kubeconfig()
+        if found is not None:
+            return (ApiAccess(kubeconfig=str(found), context=o.context), None,
+                    "$KUBECONFIG" if os.environ.get("KUBECONFIG") else "~/.kube/config")
         return ApiAccess(context=o.context), None, "--kubeconfig"
 
     def _map_targets(self, deployment: Deployment) -> None:
