@@ -652,13 +652,22 @@ class NegativeChecks:
         """A subject for a target the device does not have (NOT TESTED when the channel
         type's parser rejects the derived spelling: no request would be made)."""
         s = check.subject
+        ctype = check.session.deployment.channels[s.channel].type
         raw = self._hints(check).unknown_target
+        if raw is None and ctype.unknown_target is not None:
+            try:  # the channel type's own derivation (ChannelType.unknown_target)
+                raw = ctype.unknown_target(s.target)
+            except Exception as exc:
+                check.not_tested(
+                    f"channel type {s.type_name} could not derive an unknown target from "
+                    f"{s.target!r} ({describe_error(exc)}); set "
+                    f"conformance.negative.{s.channel}.unknown_target")
         if raw is None:
             if not isinstance(s.target, str):
                 check.not_tested(f"no unknown target for channel {s.channel}: set "
                                  f"conformance.negative.{s.channel}.unknown_target")
             raw = s.target + UNKNOWN_SUFFIX
-        parser = check.session.deployment.channels[s.channel].type.target
+        parser = ctype.target
         target = raw
         if parser is not None:
             try:
@@ -977,7 +986,9 @@ class NegativeChecks:
         elif not known:
             check.not_tested(self._secret_reason(check))
         unknown = _recalled(check, ("unknown-target", s.key))
-        if unknown is None and (isinstance(s.target, str) or hints.unknown_target is not None):
+        derives = check.session.deployment.channels[s.channel].type.unknown_target is not None
+        if unknown is None and (isinstance(s.target, str) or hints.unknown_target is not None
+                                or derives):
             subject = self._unknown_subject(check)
             if subject is not None:
                 unknown = self._read_unknown(check, subject)

@@ -440,6 +440,12 @@ class ChannelType(Generic[ConfigT, TargetT]):
     """Where the device address lives: one :class:`Address`, or a function of the validated
     config when it depends on it (a PDU reached over SNMP ``host``/``port`` or a Redfish
     ``endpoint``); ``None``: the channel has no network address (in-memory)."""
+    unknown_target: Callable[[TargetT], Any] | None = None
+    """For the conformance suite's unknown-target and secret-leak checks: given a node's
+    target (as :attr:`target` parsed it), a well-formed target of the same device that the
+    device does not have, written as a node's raw target (``target`` parses it again).
+    ``None``: the suite appends a suffix to a string target (a target of any other kind
+    needs ``conformance.negative.<channel>.unknown_target``)."""
 
     def address_for(self, config: ConfigT) -> Address | None:
         """The :class:`Address` of a channel with this validated ``config``."""

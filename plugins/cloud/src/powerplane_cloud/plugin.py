@@ -29,6 +29,7 @@ __all__ = [
     "OPENSTACK",
     "OPENSTACK_ADDRESS",
     "REGISTERS",
+    "ec2_unknown_target",
     "register_channel_types",
     "register_demo_peers",
 ]
@@ -51,6 +52,13 @@ def _openstack_address() -> Address:
     return Address("auth_url", scheme="http")
 
 
+def ec2_unknown_target(instance: str) -> str:
+    """For the conformance suite: a well-formed instance id no account has (the target's
+    own length, every hex digit zero; every one ``f`` when the target is that one)."""
+    zeros = "i-" + "0" * (len(instance) - 2)
+    return zeros if zeros != instance else "i-" + "f" * (len(instance) - 2)
+
+
 def _ec2() -> ChannelType[EC2Config, str]:
     from powerplane import ChannelType
     from powerplane_cloud.channel import make_ec2_channel
@@ -65,6 +73,7 @@ def _ec2() -> ChannelType[EC2Config, str]:
         # every Reboot/Stop/Start/TerminateInstances attempt passes about_to_send() (ec2._api)
         gated_sends=True,
         address=__getattr__("EC2_ADDRESS"),
+        unknown_target=ec2_unknown_target,
     )
 
 

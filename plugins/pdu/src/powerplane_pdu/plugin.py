@@ -13,7 +13,7 @@ with it pysnmp and httpx) only when a ``pdu`` channel is created.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from powerplane import hookimpl, lazy_exports
 
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
     PDU: ChannelType[PduChannelConfig, OutletTarget]
 
-__all__ = ["PDU", "REGISTERS", "address", "register_channel_types", "register_demo_peers"]
+__all__ = ["PDU", "REGISTERS", "UNKNOWN_OUTLET", "address", "register_channel_types",
+           "register_demo_peers", "unknown_target"]
 
 REGISTERS = {"channel": ("pdu",)}
 """What the hooks register, read by the registry without calling them."""
@@ -48,6 +49,20 @@ def address(config: PduChannelConfig) -> Address:
     return Address("endpoint")
 
 
+UNKNOWN_OUTLET = 9999
+"""The outlet number the conformance suite's unknown target names: no PDU has it."""
+
+
+def unknown_target(target: OutletTarget) -> dict[str, Any]:
+    """For the conformance suite: the target's first feed with an outlet no PDU has."""
+    from powerplane_pdu.outlets import MAIN
+
+    feed = target.outlets[0].feed
+    if feed == MAIN:
+        return {"outlets": [UNKNOWN_OUTLET]}
+    return {"feeds": {feed: [UNKNOWN_OUTLET]}}
+
+
 def _build() -> ChannelType[PduChannelConfig, OutletTarget]:
     from powerplane import ChannelType
     from powerplane_pdu.config import PduChannelConfig
@@ -62,6 +77,7 @@ def _build() -> ChannelType[PduChannelConfig, OutletTarget]:
         "PowerDistribution",
         gated_sends=True,  # every SET and switching POST passes powerplane.about_to_send()
         address=address,  # timeouts: the config's ``timeouts`` (read_s: per SNMP request)
+        unknown_target=unknown_target,
     )
 
 
