@@ -77,7 +77,10 @@ def test_load_plugins_env_restricts_what_loads(broken_site: Path) -> None:
     assert data["failures"] == []
     none = json.loads(run_cli("plugins", "-o", "json",
                               env={"POWERPLANE_LOAD_PLUGINS": ""}).stdout)
+    restricted = none.pop("restricted")  # the table says the variable restricted it
     assert none == {"plugins": [], "failures": []}
+    assert restricted["names"] == [] and restricted["unknown"] == []
+    assert "simulated" in restricted["not_loaded"]
 
 
 def test_importing_powerplane_loads_no_plugin() -> None:

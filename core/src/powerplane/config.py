@@ -770,6 +770,7 @@ def _parse_config(
             failed = [f.name for f in reg.failures]
             if failed:
                 hint = f"; plugins that failed to load: {', '.join(failed)}"
+            hint += reg.restriction_hint(tname)  # POWERPLANE_LOAD_PLUGINS may have hidden it
             problems.append(
                 ConfigProblem(
                     format_path((*base, "type")),

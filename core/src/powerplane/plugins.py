@@ -7,7 +7,10 @@ every other plugin still loads. Built-in channel types (``simulated``) register
 through the same hook, as the entry point ``simulated`` of core's own distribution.
 
 ``POWERPLANE_LOAD_PLUGINS=name,name`` loads only those entry points; set to an
-empty string it loads none (built-ins included).
+empty string it loads none (built-ins included). A name in it that no installed entry point
+has is a warning on stderr (the ``powerplane.plugins`` logger), the registry remembers what
+the variable left out (:attr:`Registry.restriction`), and a type the file names that is
+not registered says when the variable may have hidden it (:meth:`Registry.restriction_hint`).
 
 Beside channel types a plugin registers lifecycle port types (``register_cluster_types``,
 ``register_storage_types``, ``register_store_types``: :attr:`Registry.cluster_types` and
@@ -27,6 +30,7 @@ same holds for a port type or secret kind name already registered in its hook.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
@@ -45,7 +49,10 @@ if TYPE_CHECKING:
     from powerplane.secrets import SecretKind
     from powerplane.testing import Peer
 
-__all__ = ["PROVIDERS", "PluginFailure", "PluginInfo", "Registry", "load_plugins", "registry"]
+__all__ = ["PROVIDERS", "PluginFailure", "PluginInfo", "Registry", "Restriction", "load_plugins",
+           "registry"]
+
+log = logging.getLogger(__name__)
 
 GROUP = "powerplane"
 ENV_RESTRICT = "POWERPLANE_LOAD_PLUGINS"
@@ -95,6 +102,23 @@ class PluginFailure:
 
     def as_error(self) -> PluginLoadError:
         return PluginLoadError(self.name, self.error)
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """What ``POWERPLANE_LOAD_PLUGINS`` did to the registry it was set for."""
+
+    names: tuple[str, ...]
+    """The entry-point names the variable allows, in its order."""
+    not_loaded: tuple[str, ...]
+    """Installed entry points the variable left out (sorted)."""
+    unknown: tuple[str, ...]
+    """Names in the variable no installed entry point has (sorted)."""
+
+    @property
+    def setting(self) -> str:
+        """``POWERPLANE_LOAD_PLUGINS=a,b`` as it reads (``=""`` when empty)."""
+        return f"{ENV_RESTRICT}={','.join(self.names)}" if self.names else f'{ENV_RESTRICT}=""'
 
 
 REGISTERS = "REGISTERS"
@@ -195,6 +219,21 @@ class Registry:
         default_factory=lambda: _new_manager(),
     )
     _resolving: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    restriction: Restriction | None = None
+    """What ``POWERPLANE_LOAD_PLUGINS`` restricted (None: the variable is not set)."""
+
+    def restriction_hint(self, name: str) -> str:
+        """For an unknown type or kind ``name``: ``; ...`` saying that
+        ``POWERPLANE_LOAD_PLUGINS`` may have hidden it, or ``""`` when it is not set or left
+        nothing out."""
+        found = self.restriction
+        if found is None or not found.not_loaded:
+            return ""
+        if name in found.not_loaded:
+            return (f"; plugin {name!r} is installed but {found.setting} did not load it "
+                    f"(add it to {ENV_RESTRICT}, or unset the variable)")
+        return (f"; {found.setting} left out the installed plugins "
+                f"{', '.join(found.not_loaded)}: the type may be one of theirs")
 
     def __post_init__(self) -> None:
         self.channel_types = _Table(self)
@@ -530,6 +569,16 @@ def load_plugins() -> Registry:
     order = sorted(range(len(found)), key=lambda i: (_rank(found[i]), found[i].name, i))
     eps = [found[i] for i in order]
     wanted = _selected(e.name for e in eps)
+    if wanted is not None:
+        installed = {ep.name for ep in eps}
+        written = os.environ.get(ENV_RESTRICT, "").split(",")
+        reg.restriction = Restriction(tuple(dict.fromkeys(n.strip() for n in written
+                                                          if n.strip())),
+                                      tuple(sorted(installed - wanted)),
+                                      tuple(sorted(wanted - installed)))
+        for name in reg.restriction.unknown:
+            log.warning("warning: %s names %r, which no installed plugin has (installed: "
+                        "%s)", ENV_RESTRICT, name, ", ".join(sorted(installed)) or "none")
     taken: dict[str, str] = {}
     for ep in eps:
         if wanted is not None and ep.name not in wanted:

@@ -169,6 +169,9 @@ class SecretRef(BaseModel):
             provider = PROVIDERS.get("secret", {}).get(self.kind)
             if provider:
                 msg += f"; {self.kind!r} is provided by {provider}: install {provider}"
+            from powerplane.plugins import registry
+
+            msg += registry().restriction_hint(self.kind)
             raise ValueError(msg)
         if kind.check is not None:
             kind.check(self.ref)

@@ -70,6 +70,12 @@ def plugins_cmd(output: str) -> None:
                     }
                     for f in reg.failures
                 ],
+                "restricted": None if reg.restriction is None else {
+                    "variable": "POWERPLANE_LOAD_PLUGINS",
+                    "names": list(reg.restriction.names),
+                    "not_loaded": list(reg.restriction.not_loaded),
+                    "unknown": list(reg.restriction.unknown),
+                },
             }
         )
         return
@@ -86,6 +92,13 @@ def plugins_cmd(output: str) -> None:
     for f in reg.failures:
         out.print(f"[red]failed[/red] plugin {esc(f.name)} ({esc(f.distribution)} "
                   f"{esc(f.version)}): {esc(f.error)}")
+    found = reg.restriction
+    if found is not None:  # the variable is set: say what it left out
+        left = ", ".join(found.not_loaded) or "nothing"
+        line = f"restricted by {found.setting}: not loaded: {left}"
+        if found.unknown:
+            line += f"; no installed plugin is named {', '.join(found.unknown)}"
+        out.print(esc(line))
 
 
 # -- node selection ----------------------------------------------------------------------------

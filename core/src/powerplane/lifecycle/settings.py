@@ -233,6 +233,7 @@ def unknown_port_type(
     failed = [f.name for f in registry.failures]
     if failed:
         msg += f"; plugins that failed to load: {', '.join(failed)}"
+    msg += registry.restriction_hint(name)
     return ConfigError([ConfigProblem(f"lifecycle.{port}.type", msg, line)])
 
 
