@@ -184,6 +184,67 @@ def test_failing_run_renders_failed_cells_the_failed_check_and_the_identity_as_t
     assert page["title"] == "powerplane conformance: FAIL"
 
 
+ADVERTISED_JS = """Object.fromEntries(Array.from(document.querySelectorAll('tr.verb-row')).map(
+  row => [row.dataset.verb, row.querySelector('.advertised').innerText.trim()]))"""
+"""Per verb, the matrix's advertised cell as rendered (``yes (graceful)``, ``no``)."""
+
+NODE_LINES_JS = """Array.from(document.querySelectorAll('td.node'))
+  .filter(td => td.innerText.trim())
+  .map(td => { const r = document.createRange(); r.selectNodeContents(td);
+               return [td.innerText.trim(), r.getClientRects().length]; })"""
+"""Each node cell's name and the number of lines it is laid out on."""
+
+LONG_NODE = "rack-07-control-plane-node-0042-eu-west"
+"""A node name with many places a browser could break it (after each hyphen)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("graceful", [True, False])
+def test_the_matrix_says_graceful_or_hard_for_each_advertised_verb(
+    browser: Chromium, tmp_path: Path, graceful: bool
+) -> None:
+    """As the demo's terminal matrix does: how each advertised verb is carried out."""
+    data = _run(sim_target({"graceful": graceful}, conformance={"allow_destructive": False}),
+                tmp_path)
+    shown = browser.render(write_html(data, tmp_path / "r.html"), ADVERTISED_JS)
+    word = "graceful" if graceful else "hard"
+    assert shown == {"reboot": f"yes ({word})", "shutdown": f"yes ({word})",
+                     "power-on": f"yes ({word})", "terminate": "no"}, shown
+
+
+def test_nodes_that_differ_are_named_with_their_mode() -> None:
+    data = _hand_made()
+    data["channels"][0]["capabilities"] = {"n1": {"verbs": {"reboot": "graceful"}},
+                                           "n2": {"verbs": {"reboot": "hard"}}}
+    assert "(graceful on n1, hard on n2)" in render_html(data)
+
+
+@pytest.mark.slow
+def test_node_names_do_not_wrap_in_a_narrow_window(browser: Chromium, tmp_path: Path) -> None:
+    """A long hyphenated node name stays on one line, in the checks and in the list of
+    checks an interrupted run did not run, even where the page is narrow."""
+    data = _hand_made()
+    data["results"][0].update(node=LONG_NODE, message="observed: " + "off, then on " * 40)
+    data["results"].append({**data["results"][0], "id": "SHUTDOWN_READBACK",
+                            "node": "n-2", "channel": "lab-with-a-long-name-too"})
+    data["interrupted"] = {"cause": "signal SIGINT", "during": "REBOOT_READBACK on n1@lab",
+                           "checks_collected": 3, "not_finished": [],
+                           "not_run": [{"id": "STATE_RESTORED", "node": LONG_NODE,
+                                        "channel": "lab", "verb": None}],
+                           "machines": [], "machines_restored": None}
+    path = write_html(data, tmp_path / "r.html")
+    page = browser.page()
+    try:
+        page.call("Emulation.setDeviceMetricsOverride", width=480, height=800,
+                  deviceScaleFactor=1, mobile=False)
+        page.load(path.resolve().as_uri())
+        lines = page.evaluate(NODE_LINES_JS)
+    finally:
+        page.close()
+    assert [name for name, _ in lines].count(LONG_NODE) == 2, lines
+    assert all(n == 1 for _, n in lines), lines
+
+
 # --- the HTML itself -----------------------------------------------------------------
 
 class _Tags(HTMLParser):
