@@ -184,7 +184,8 @@ def test_config_is_accepted_after_the_command(tmp_path: Path, argv: list[str]) -
 
 def test_config_after_a_nested_command(tmp_path: Path) -> None:
     a = tmp_path / "a.yaml"
-    a.write_text(GOOD.format(name="n1"))
+    # maintenance needs a lifecycle: section (without one it says so, exit 2)
+    a.write_text(GOOD.format(name="n1") + "lifecycle: {store: ./pp.db}\n")
     res = CliRunner().invoke(cli, ["maintenance", "list", "--config", str(a)])
     assert res.exit_code == 0, res.output
     missing = CliRunner().invoke(cli, ["maintenance", "list", "--config",
