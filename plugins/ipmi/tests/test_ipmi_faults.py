@@ -12,6 +12,8 @@ or ``OutcomeUnknown``.
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,11 +26,13 @@ from powerplane_ipmi.channel import IpmiChannel
 from powerplane_ipmi.peer import IpmiSim
 from powerplane_ipmi.testing import FAULTS, Fault, UdpProxy
 
-CONNECT_S = 1.0
-READ_S = 1.0
+CONNECT_S = 1.5
+READ_S = 1.5
 GRACE_S = 1.5
 """Generous: scheduling on a loaded machine, not a tolerance of the channel's own waits."""
 CLOSE_S = min(READ_S, 1.0) + 0.25
+LIMIT_S = 30.0
+"""The explicit bound on each call of the test: past it the call counts as hung."""
 """close(): one Close Session per session, at most min(read_s, 1) s and the diagnosis."""
 
 WANT: dict[Fault, tuple[type[ChannelError], tuple[str, ...]]] = {
@@ -45,6 +49,22 @@ OPS: dict[str, Op] = {
     "state": lambda ch, target: ch.read_power_state(target),
     "power cycle": lambda ch, target: ch.reboot(target),
 }
+
+
+def _within(fn: Callable[[], object], timeout: float) -> tuple[BaseException | None, bool]:
+    """Run ``fn`` with an explicit bound: (what it raised, whether it is still running)."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # handed to the test
+            raised.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return (raised[0] if raised else None), worker.is_alive()
 
 
 def _answers(tmp: Path, op: Op) -> int:
@@ -72,17 +92,20 @@ def test_every_cut_has_its_class_and_words_within_the_timeouts(
             ch = channel(sim, timeouts={"connect_s": CONNECT_S, "read_s": READ_S})
             proxy.cut_after(k, fault)
             t0 = time.monotonic()
-            err: ChannelError | None = None
-            try:
-                op(ch, proxy.address)
-            except ChannelError as exc:
-                err = exc
+            raised, hung = _within(functools.partial(op, ch, proxy.address), LIMIT_S)
             took = time.monotonic() - t0
             t1 = time.monotonic()
-            ch.close()
+            _, close_hung = _within(ch.close, LIMIT_S)
             closing = time.monotonic() - t1
             reset_reached = any(line.startswith("reset") for line in sim.chassis_log())
         where = f"K={k} ({fault}, {op_name})"
+        if hung or close_hung:
+            problems.append(f"{where}: still running after {LIMIT_S:g} s")
+            continue
+        if raised is not None and not isinstance(raised, ChannelError):
+            problems.append(f"{where}: not a channel error: {raised!r}")
+            continue
+        err = raised
         if took > CONNECT_S + READ_S + GRACE_S:
             problems.append(f"{where}: took {took:.2f} s")
         if closing > CLOSE_S + GRACE_S:
