@@ -15,10 +15,14 @@ presses the power button": the peer's ``power_on_by_hand``, or for a stand-in th
 simulated machine's own button (:meth:`SimulatedChannel.set_state`).
 
 Every process a peer starts is stopped by its own handle, and the temporary
-directory removed, on success, failure and Ctrl-C (unless ``--keep``). With ``--keep`` the
-demo prints the process ids it leaves running and one command that stops them all; the
-config it leaves keeps state across processes (the stand-ins and the simulated cluster
-persist to a ``state_file``), so what a later command reads is what an earlier one did.
+directory removed, on success, failure and Ctrl-C (unless ``--keep``). Ctrl-C (or SIGTERM)
+stops the demo wherever it is, a conformance sub-run that reports the interrupt as its own
+verdict included: the demo says which step was cut and exits 130, never "passed". With
+``--keep`` the demo prints the process ids it leaves running and one command that stops
+them all; the config it leaves keeps state across processes (the stand-ins and the
+simulated cluster persist to a ``state_file``), so what a later command reads is what an
+earlier one did; the conformance step never terminates a machine of that config (the suite
+gets machines of its own, or runs without terminate), so every node it names is still there.
 
 The demo passes only when it did what it says: a peer that was asked for (by default every
 peer a plugin offers) and could not start fails the run, naming what is missing and the
@@ -33,7 +37,9 @@ import contextlib
 import os
 import shlex
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -53,7 +59,11 @@ if TYPE_CHECKING:
     from powerplane.host import PowerHost
     from powerplane.plugins import Registry
 
-__all__ = ["ROLES", "SLOTS", "Demo", "NotStarted", "Slot", "StepResult", "UnknownPeer"]
+__all__ = ["INTERRUPTED", "ROLES", "SLOTS", "Demo", "NotStarted", "Slot", "StepResult",
+           "UnknownPeer", "peer_plugins"]
+
+INTERRUPTED = 130
+"""The demo's exit status when Ctrl-C or SIGTERM stopped it."""
 
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 ROLES: tuple[Role, ...] = ("bmc", "inband", "pdu", "cloud")
@@ -191,6 +201,10 @@ class Demo:
     """Per slot key: the peer that fills it and what its start returned."""
     results: list[StepResult] = field(default_factory=list)
     not_started: list[NotStarted] = field(default_factory=list)
+    cut: str | None = None
+    """The step an interrupt (Ctrl-C, SIGTERM) stopped, once one did."""
+    used: dict[str, list[Any]] = field(default_factory=dict)
+    """Per slot key, the targets the deployment the demo writes uses."""
     _sim_hand: Any = None
 
     # -- scaffolding --------------------------------------------------------------------------
@@ -209,6 +223,12 @@ class Demo:
             res.ok = False
             res.note = f"{type(exc).__name__}: {exc}"
             self.console.print(f"[red]step failed:[/red] {_esc(res.note)}")
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            # Ctrl-C: raised as it is in sync steps, a cancellation inside the walk's loop
+            res.ok = False
+            res.note = "interrupted"
+            self.cut = self.cut or title
+            raise
         finally:
             res.seconds = time.perf_counter() - t0
             self.results.append(res)
@@ -233,6 +253,7 @@ class Demo:
         own_dir = self.workdir is None
         self.workdir = self.workdir or Path(tempfile.mkdtemp(prefix="powerplane-demo-"))
         t0 = time.perf_counter()
+        interrupted = False
         try:
             self.show_plugins(reg)
             self.start_peers(reg)
@@ -240,9 +261,12 @@ class Demo:
             asyncio.run(self.walk(config_path))
             self.conformance()
         except KeyboardInterrupt:
+            interrupted = True
             what = "leaving peers running" if self.keep else "stopping peers"
-            self.console.print(f"[yellow]interrupted: {what}[/yellow]")
-            self.results.append(StepResult("interrupted", False, 0.0))
+            where = f" during {_esc(self.cut)}" if self.cut else ""
+            self.console.print(f"[yellow]interrupted{where}: {what}[/yellow]")
+            if self.cut is None:
+                self.results.append(StepResult("interrupted", False, 0.0, "between steps"))
         except Exception as exc:  # outside any step: the run stops, it does not pass
             note = f"{type(exc).__name__}: {exc}"
             self.console.print(f"[red]demo stopped:[/red] {_esc(note)}")
@@ -259,7 +283,8 @@ class Demo:
             mark = "[green]ok[/green]" if r.ok else "[red]FAILED[/red]"
             note = f" - {_esc(r.note)}" if r.note else ""
             self.console.print(f"  {mark}  {_esc(r.name)} ({r.seconds:.1f} s){note}")
-        verdict = "[green]demo passed[/green]" if not failed else "[red]demo failed[/red]"
+        verdict = ("[yellow]demo interrupted[/yellow]" if interrupted else
+                   "[green]demo passed[/green]" if not failed else "[red]demo failed[/red]")
         self.console.print(f"{verdict} in {wall:.1f} s")
         for ns in self.not_started:
             self.console.print(f"[red]not started[/red]: {_esc(ns.name)}: {_esc(ns.error)}")
@@ -269,6 +294,8 @@ class Demo:
                 self.console.print(f"  install it with: {_esc(ns.command)}")
         if self.keep:
             self.print_keep()
+        if interrupted:
+            return INTERRUPTED
         return 0 if not failed else 1
 
     # -- steps --------------------------------------------------------------------------------
@@ -279,10 +306,9 @@ class Demo:
             table = Table(show_header=True)
             for col in ("plugin", "distribution", "version", "channel types", "demo peers"):
                 table.add_column(col)
+            owners = peer_plugins(reg)
             for p in reg.plugins:
-                peers = [n for n, peer in reg.demo_peers.items()
-                         if reg.owners.get(p.channel_types[0] if p.channel_types else "") == p.name
-                         or n == p.name]
+                peers = [n for n in reg.demo_peers if owners.get(n) == p.name]
                 table.add_row(_esc(p.name), _esc(p.distribution), _esc(p.version),
                               _esc(", ".join(p.channel_types)), _esc(", ".join(peers)))
             self.console.print(table)
@@ -423,6 +449,11 @@ class Demo:
                 "readback_cadence_s": 0.3,
             },
         }
+        self.used = {}
+        keys = {bmc: "bmc", inb: "inband", pdu: "pdu", cloud: "cloud", ipmi: "ipmi"}
+        for node in doc["nodes"].values():
+            for ref in node["channels"]:
+                self.used.setdefault(keys[ref["channel"]], []).append(ref["target"])
         path = self.workdir / "powerplane.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         return path
@@ -619,11 +650,11 @@ class Demo:
                          else {})
                 if by_hand is not None:
                     extra = {**extra, "attended": True}
-                if slot.role == "cloud":
-                    # the cloud's instances (moto's, or the stand-in's last two) are
-                    # throwaway, and no step after this one uses them
-                    extra = {**extra, "allow_terminate": True}
                 picked = targets[-2:] if len(targets) >= 2 else targets
+                if slot.role == "cloud":
+                    picked, allowed = self._terminable(slot.key, name, targets)
+                    if allowed:
+                        extra = {**extra, "allow_terminate": True}
                 nodes = {f"{name}-{i}": {"channels": [{"channel": name, "target": t}]}
                          for i, t in enumerate(picked)}
                 target = {
@@ -634,9 +665,13 @@ class Demo:
                 }
                 log = io.StringIO()
                 t0 = time.perf_counter()
-                with contextlib.redirect_stderr(log):
+                with contextlib.redirect_stderr(log), _noticed_interrupt() as noticed:
                     summary = run_suite(target, power_on_by_hand=by_hand)
                 data = summary.data
+                if noticed or data.get("verdict") == "interrupted" or summary.exit_code == 130:
+                    # the suite reports an interrupt as its own verdict; the demo stops
+                    self.console.print(f"  {_esc(name)}: conformance sub-run interrupted")
+                    raise KeyboardInterrupt
                 rows.append((name, _matrix(data), str(data["verdict"])))
                 c = data["counts"]
                 self.console.print(
@@ -671,6 +706,22 @@ class Demo:
                 raise RuntimeError(f"conformance failed for {', '.join(failed)}")
             res.note = (f"{len(rows) - len(unproven)} of {len(rows)} backend(s) conformant"
                         + (f"; {', '.join(unproven)} not fully verified" if unproven else ""))
+
+    def _terminable(self, key: str, name: str, targets: list[Any]) -> tuple[list[Any], bool]:
+        """The cloud machines the suite runs on, and whether it may terminate them: machines
+        the deployment does not use where the peer has some; else, without ``--keep``, the
+        deployment's (no step after the suite uses them); else, with ``--keep``, the
+        deployment's without terminate (the kept config must keep every node it names)."""
+        if key not in self.started:
+            return targets[-2:], True  # the stand-in's own last two (no state file)
+        own = [t for t in targets if t not in self.used.get(key, [])]
+        if own:
+            return own[-2:], True
+        if not self.keep:
+            return targets[-2:], True
+        self.console.print(f"  [dim]{_esc(name)}: every instance is in the kept config; "
+                           "terminate is not tested (--keep)[/dim]")
+        return targets[-2:], False
 
     async def _by_hand(self, key: str, host: PowerHost, node: str) -> str:
         """A person at the rack presses ``node``'s power button; then the host reads the
@@ -736,3 +787,45 @@ class Demo:
         else:
             say("stop them all: nothing to stop (no peer process is running)")
         say(f"then remove the directory: rm -rf {_esc(q(str(self.workdir)))}")
+
+
+def peer_plugins(reg: Registry) -> dict[str, str]:
+    """Per demo peer name, the plugin that registered it (the first of a name, as
+    :attr:`Registry.demo_peers` keeps it)."""
+    owners: dict[str, str] = {}
+    order = {p.name: i for i, p in enumerate(reg.plugins)}
+    impls = reg.manager.hook.register_demo_peers.get_hookimpls()
+    for impl in sorted(impls, key=lambda i: order.get(i.plugin_name, -1)):
+        found: list[Peer] = []
+        try:
+            impl.function(register=found.append)
+        except Exception:  # Registry.demo_peers reports it as the plugin's failure
+            continue
+        for peer in found:
+            owners.setdefault(peer.name, impl.plugin_name)
+    return owners
+
+
+@contextlib.contextmanager
+def _noticed_interrupt() -> Iterator[list[bool]]:
+    """Notice Ctrl-C (and SIGTERM, which the CLI turns into it) while a callee that catches
+    KeyboardInterrupt itself runs: the list holds True once one came. The interrupt still
+    goes where it went (the previous handler runs)."""
+    noticed: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noticed
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        noticed.append(True)
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield noticed
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -129,12 +129,12 @@ def test_the_source_imports_only_the_public_core() -> None:
         "testing", "py.typed"}
 
 
-def test_the_demo_peer_starts_moto_with_two_instances_and_stops_it(tmp_path: Any) -> None:
+def test_the_demo_peer_starts_moto_with_four_instances_and_stops_it(tmp_path: Any) -> None:
     from powerplane_cloud.peer import PEER
 
     started = PEER.start(tmp_path)
     try:
-        assert len(started.targets) == 2 and started.pids
+        assert len(started.targets) == 4 and started.pids
         assert started.config["endpoint_url"].startswith("http://127.0.0.1:")
         dep = parse_config({"channels": {"aws": started.config},
                             "nodes": {"w": {"channels": [{"channel": "aws",

@@ -3,7 +3,8 @@
 :func:`start_moto` starts ``python -m moto.server`` on a free loopback port (a
 :class:`powerplane.testing.Subprocess`, stopped by its own handle) and waits until it
 answers; the returned :class:`Moto` resets it, launches instances, reads their state and
-stops it. :data:`PEER` is what ``powerplane demo`` starts: moto with two instances.
+stops it. :data:`PEER` is what ``powerplane demo`` starts: moto with four instances (two
+for the demo's deployment, two the conformance suite may terminate).
 
 moto is part of this distribution's ``test`` extra; without it the demo reports this peer
 as skipped. Credentials are moto's dummies, written to files the channel config references
@@ -98,14 +99,14 @@ def start_moto(where: Path, *, timeout: float = 30, **env: str) -> Moto:
 
 
 def start(where: Path) -> StartedPeer:
-    """Start moto's server in ``where`` and launch two instances on it."""
+    """Start moto's server in ``where`` and launch four instances on it."""
     moto = start_moto(where)
     key, secret = where / "aws-access-key-id", where / "aws-secret-access-key"
     try:
         for path, value in ((key, "testing"), (secret, "testing")):
             path.write_text(value)
             os.chmod(path, 0o600)
-        ids = moto.run(2, instance_type="t3.micro")
+        ids = moto.run(4, instance_type="t3.micro")
     except BaseException:
         moto.stop()
         raise
