@@ -83,3 +83,43 @@ class TestPyghmiSimulatorConformance(ConformanceSuite):
         finally:
             for b in bmcs:
                 b.stop()
+
+
+def test_the_secret_and_unknown_target_checks_run_with_no_hint(tmp_path: Path) -> None:
+    """The channel type derives a valid unknown target (the BMC's host, a free UDP port):
+    SECRET_NOT_DISCLOSED and UNKNOWN_TARGET_ERROR pass by default, never NOT TESTED."""
+    import json
+
+    import yaml
+    from ipmi_support import cli
+
+    need_ipmi_sim()
+    with IpmiSim(tmp_path / "b0") as sim:
+        doc = target([sim])
+        doc["conformance"] = {"allow_destructive": False}
+        f = tmp_path / "t.yaml"
+        f.write_text(yaml.safe_dump(doc))
+        report = tmp_path / "r.json"
+        out = cli("conformance", "--target", str(f), "--report", str(report))
+        assert out.returncode == 0, out.stdout + out.stderr
+        data = json.loads(report.read_text())
+    text = json.dumps(data)
+    for check in ("SECRET_NOT_DISCLOSED", "UNKNOWN_TARGET_ERROR"):
+        assert check in text, text[:2000]
+    outcomes = {(r.get("assertion") or r.get("id")): r.get("outcome") for r in _records(data)}
+    assert outcomes.get("SECRET_NOT_DISCLOSED") == "pass", outcomes
+    assert outcomes.get("UNKNOWN_TARGET_ERROR") == "pass", outcomes
+
+
+def _records(data: Any) -> list[dict[str, Any]]:
+    """Every dict in results.json that names an assertion and an outcome."""
+    found: list[dict[str, Any]] = []
+    if isinstance(data, dict):
+        if ("assertion" in data or "id" in data) and "outcome" in data:
+            found.append(data)
+        for value in data.values():
+            found += _records(value)
+    elif isinstance(data, list):
+        for value in data:
+            found += _records(value)
+    return found

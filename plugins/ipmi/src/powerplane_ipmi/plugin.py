@@ -50,7 +50,7 @@ def _address() -> Address:
 
 def _build() -> ChannelType[IpmiConfig, BmcAddress]:
     from powerplane import ChannelType
-    from powerplane_ipmi.config import IpmiConfig, parse_target
+    from powerplane_ipmi.config import IpmiConfig, parse_target, unknown_target
 
     return ChannelType(
         name="ipmi",
@@ -61,6 +61,8 @@ def _build() -> ChannelType[IpmiConfig, BmcAddress]:
                     "read back, cipher suite 17 then 3, never suite 0",
         gated_sends=True,  # every chassis control command passes about_to_send() (_send_control)
         address=__getattr__("ADDRESS"),
+        # the BMC's host, a UDP port nothing listens on: a well-formed target no BMC answers
+        unknown_target=unknown_target,
     )
 
 
