@@ -60,11 +60,26 @@ def held(state: Path) -> Iterator[None]:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
+def _tree(pid: int) -> set[str]:
+    """``pid`` and its descendants (``--subprocess`` runs pytest in a child)."""
+    found, todo = set(), [str(pid)]
+    while todo:
+        here = todo.pop()
+        found.add(here)
+        try:
+            todo += Path(f"/proc/{here}/task/{here}/children").read_text().split()
+        except OSError:
+            pass
+    return found
+
+
 def waiting_for_a_lock(pid: int) -> bool:
-    """Whether the kernel lists process ``pid`` as blocked on a lock (``/proc/locks``)."""
+    """Whether the kernel lists process ``pid`` (or a child of it) as blocked on a lock
+    (``/proc/locks``)."""
+    pids = _tree(pid)
     for line in Path("/proc/locks").read_text().splitlines():
         fields = line.split()
-        if len(fields) > 5 and fields[1] == "->" and fields[5] == str(pid):
+        if len(fields) > 5 and fields[1] == "->" and fields[5] in pids:
             return True
     return False
 
@@ -166,10 +181,14 @@ def test_a_signal_during_discovery(tmp_path: Path, sig: signal.Signals) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_during_a_power_check(tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize(("sig", "mode"), [(signal.SIGINT, ()), (signal.SIGTERM, ()),
+                                           (signal.SIGINT, ("--subprocess",)),
+                                           (signal.SIGTERM, ("--subprocess",))])
+def test_a_signal_during_a_power_check(tmp_path: Path, sig: signal.Signals,
+                                       mode: tuple[str, ...]) -> None:
+    """In this process or (``--subprocess``) in pytest's child, which gets the signal once."""
     target, state = _target(tmp_path)
-    run = Run(target, tmp_path)
+    run = Run(target, tmp_path, *mode)
     run.shown("POWER_ON_IDEMPOTENT")  # a power check has finished; the plan runs on
     with held(state):
         run.in_a_call()
