@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel
 
-from powerplane.config import BOOL_EXPECTED, Limits, Recovery, parse_config
+from powerplane.config import BOOL_EXPECTED, VERIFY_EXPECTED, Limits, Recovery, parse_config
 from powerplane.errors import ConfigError
 from powerplane.lifecycle.settings import PORTS, LifecycleConfig, lifecycle_config
 from powerplane.plugins import registry
@@ -189,12 +189,14 @@ def test_the_walk_reaches_every_distributions_boolean_fields() -> None:
 @pytest.mark.parametrize("field", FIELDS, ids=lambda f: f"{f.root}:{f.dotted}")
 def test_every_boolean_field_refuses_every_lax_spelling(field: BoolField) -> None:
     """Each lax spelling is a problem at the field's path that says the two allowed
-    values. (A ``bool | str`` field takes a string as its other meaning, a CA bundle path:
-    only the non-string spellings are lax there.)"""
-    lax = NOT_STRINGS if field.admits_str else LAX
-    for value in lax:
+    values. (A ``bool | str`` field, ``verify``, takes a string as its other meaning, a CA
+    bundle path: there each lax spelling, quoted ones too, is its one problem saying the
+    three things allowed.)"""
+    expected = VERIFY_EXPECTED if field.admits_str else BOOL_EXPECTED
+    for value in LAX:
         path, found = problems_for(field, value)
-        assert (path, BOOL_EXPECTED) in found, (value, found)
+        assert (path, expected) in found, (value, found)
+        assert [p for p, _ in found].count(path) == 1, (value, found)
 
 
 @pytest.mark.parametrize("field", FIELDS, ids=lambda f: f"{f.root}:{f.dotted}")

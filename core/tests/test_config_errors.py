@@ -50,12 +50,12 @@ CASES: dict[str, tuple[str, list[str]]] = {
     ),
     "wrong types": (
         f"channels:\n{GOOD_CHANNEL}limits:\n  per_endpoint: many\n  timeout_s: -1\n",
-        ["limits.per_endpoint (line 6): Input should be a valid integer",
+        ["limits.per_endpoint (line 6): expected a whole number",
          "limits.timeout_s (line 7): Input should be greater than or equal to 0.01"],
     ),
     "wrong channel key type": (
         "channels:\n  lab:\n    type: simulated\n    latency_ms: slow\n",
-        ["channels.lab.latency_ms (line 4): Input should be a valid number"],
+        ["channels.lab.latency_ms (line 4): expected a number"],
     ),
     "unknown channel key": (
         "channels:\n  lab:\n    type: simulated\n    endpiont: x\n",

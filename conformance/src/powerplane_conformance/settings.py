@@ -33,7 +33,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from powerplane.capabilities import Verb
-from powerplane.config import Deployment, StrictBool, parse_config, read_config, unknown_key
+from powerplane.config import (
+    Deployment,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    parse_config,
+    read_config,
+    unknown_key,
+)
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.plugins import Registry
 
@@ -70,7 +78,7 @@ class NegativeHints(BaseModel):
     """The channel config key that holds its secret (a ``{env:}``/``{file:}`` reference)."""
     timeout_key: str | list[str] | None = None
     """The channel config key(s) that bound one call (seconds); set low for the negative cases."""
-    timeout_s: float = Field(1.0, gt=0, le=86_400, allow_inf_nan=False)
+    timeout_s: StrictFloat = Field(1.0, gt=0, le=86_400, allow_inf_nan=False)
     """The value written into ``timeout_key`` (or the ``Timeouts`` field's ``connect_s`` and
     ``read_s``) for the negative cases: the fakes never answer, so a short bound proves the
     same as a long one; a channel that retries waits ``(retries + 1) x read_s``."""
@@ -99,11 +107,11 @@ class ConformanceSettings(BaseModel):
     Asked only in a destructive run, through ``run_suite(power_on_by_hand=...)`` or the
     ``powerplane conformance`` command on a terminal; with no one to ask, such a check is
     NOT TESTED with that reason."""
-    settle_timeout_s: float = Field(30.0, gt=0, le=86_400, allow_inf_nan=False)
+    settle_timeout_s: StrictFloat = Field(30.0, gt=0, le=86_400, allow_inf_nan=False)
     """How long readback may take to reach the state a verb leads to."""
-    repeat: int = Field(3, ge=1, le=100)
+    repeat: StrictInt = Field(3, ge=1, le=100)
     """How many times the repetition checks run each verb."""
-    call_timeout_s: float | None = Field(None, gt=0, le=86_400, allow_inf_nan=False)
+    call_timeout_s: StrictFloat | None = Field(None, gt=0, le=86_400, allow_inf_nan=False)
     """Bound on one channel call (default: the file's ``limits.timeout_s``)."""
     expected_capabilities: dict[str, list[VerbName] | dict[VerbName, Mode]] = Field(
         default_factory=dict)

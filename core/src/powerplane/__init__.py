@@ -35,7 +35,16 @@ if TYPE_CHECKING:
         about_to_send,
         require,
     )
-    from powerplane.config import Deployment, StrictBool, Timeouts, load_config, parse_config
+    from powerplane.config import (
+        Deployment,
+        StrictBool,
+        StrictFloat,
+        StrictInt,
+        Timeouts,
+        TlsVerify,
+        load_config,
+        parse_config,
+    )
     from powerplane.errors import (
         AuthenticationFailed,
         ChannelError,
@@ -145,10 +154,13 @@ __all__ = [
     "StoreError",
     "StoreType",
     "StrictBool",
+    "StrictFloat",
+    "StrictInt",
     "TLSVerificationFailed",
     "TemporaryPortError",
     "Terminates",
     "Timeouts",
+    "TlsVerify",
     "UnknownNode",
     "Unreachable",
     "Verb",
@@ -184,6 +196,9 @@ __getattr__, __dir__ = lazy_exports(
         "require": ".channel",
         "Deployment": ".config",
         "StrictBool": ".config",
+        "StrictFloat": ".config",
+        "StrictInt": ".config",
+        "TlsVerify": ".config",
         "Timeouts": ".config",
         "load_config": ".config",
         "parse_config": ".config",

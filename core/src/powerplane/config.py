@@ -26,6 +26,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 __all__ = [
     "BOOL_EXPECTED",
     "FINITE_EXPECTED",
+    "INT_EXPECTED",
+    "NUMBER_EXPECTED",
+    "VERIFY_EXPECTED",
     "Deployment",
     "Limits",
     "NodeChannelRef",
@@ -49,7 +53,10 @@ __all__ = [
     "Recovery",
     "SiteRecovery",
     "StrictBool",
+    "StrictFloat",
+    "StrictInt",
     "Timeouts",
+    "TlsVerify",
     "channel_secret_problems",
     "check_config",
     "find_config",
@@ -83,7 +90,108 @@ booleans). Every boolean field of a config model, core's and every plugin's, is 
     from powerplane import StrictBool
 
     class MyConfig(BaseModel):
-        verify: StrictBool | str = True
+        force: StrictBool = False
+"""
+
+INT_EXPECTED = "expected a whole number"
+"""What every whole-number config key (:data:`StrictInt`) says about any other value."""
+NUMBER_EXPECTED = "expected a number"
+"""What every number config key (:data:`StrictFloat`) says about a value that is not one."""
+
+
+def _whole_number(value: Any) -> Any:
+    if type(value) is int:
+        return value
+    if type(value) is float and math.isfinite(value) and value.is_integer():
+        return int(value)  # ``3.0``: a whole number, as pydantic's own ``int`` reads it
+    raise PydanticCustomError("int_type", INT_EXPECTED)
+
+
+def _number(value: Any) -> Any:
+    if type(value) is float:
+        if not math.isfinite(value):
+            raise PydanticCustomError("finite_number", FINITE_EXPECTED)
+        return value
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:  # a YAML integer of hundreds of digits
+            raise PydanticCustomError("finite_number", FINITE_EXPECTED) from None
+    if isinstance(value, str) and _not_finite(value):
+        raise PydanticCustomError("finite_number", FINITE_EXPECTED)  # ``inf``, ``nan``
+    raise PydanticCustomError("float_type", NUMBER_EXPECTED)
+
+
+StrictInt = Annotated[int, BeforeValidator(_whole_number)]
+"""A whole-number config key: a YAML integer (``3``, ``0x1F``; ``3.0`` reads as 3).
+
+``true`` and ``false`` (which pydantic's own ``int`` reads as 1 and 0), a quoted ``'5'``,
+``2.5`` and every other value are refused with :data:`INT_EXPECTED`, whatever the model's
+mode. Bounds stay the field's own (``Field(4, ge=1)``). Every integer field of a config
+model, core's and every plugin's, is typed ``StrictInt``::
+
+    from powerplane import StrictInt
+
+    class MyConfig(BaseModel):
+        retries: StrictInt = Field(1, ge=0, le=10)
+"""
+
+StrictFloat = Annotated[float, BeforeValidator(_number)]
+"""A number config key: a finite YAML float or integer (``2.5``, ``30``, ``1e3``).
+
+``true`` and ``false`` (which pydantic's own ``float`` reads as 1.0 and 0.0), a quoted
+``'5'`` and every other value that is not a number are refused with
+:data:`NUMBER_EXPECTED`; NaN and infinity (``.nan``, ``.inf``, ``1e400``) with
+:data:`FINITE_EXPECTED`. Unlike pydantic's ``StrictFloat``, an integer is accepted (as a
+float). Every float field of a config model, core's and every plugin's, is typed
+``StrictFloat``::
+
+    from powerplane import StrictFloat
+
+    class MyConfig(BaseModel):
+        settle_s: StrictFloat = Field(5.0, ge=0, le=600)
+"""
+
+VERIFY_EXPECTED = "expected true, false or the path of a CA bundle file"
+"""What every ``verify`` key (:data:`TlsVerify`) says about a value it cannot use."""
+
+_LAX_VERIFY = frozenset({"", "yes", "no", "y", "n", "on", "off", "t", "f", "true", "false",
+                         "1", "0", "none", "null", "~"})
+"""Strings that mean a boolean (or nothing) to someone, never a CA bundle's file name."""
+
+
+def _tls_verify(value: Any) -> bool | str:
+    if value is True or value is False:
+        return value
+    if (not isinstance(value, str) or value.strip().lower() in _LAX_VERIFY
+            or "\x00" in value or len(value) > 4096):
+        raise PydanticCustomError("tls_verify", VERIFY_EXPECTED)
+    path = Path(value).expanduser()
+    try:
+        is_file = path.is_file()
+        exists = is_file or path.exists()
+    except (OSError, ValueError):  # a name too long for the file system, say
+        is_file = exists = False
+    if not exists:
+        where = "" if path.is_absolute() else " (a relative one is read from the working directory)"
+        raise PydanticCustomError("tls_verify", f"{VERIFY_EXPECTED}: no file at that path{where}")
+    if not is_file:
+        raise PydanticCustomError("tls_verify", f"{VERIFY_EXPECTED}: that path is not a file")
+    return str(path)
+
+
+TlsVerify = Annotated[bool | str, PlainValidator(_tls_verify, json_schema_input_type=bool | str)]
+"""A ``verify`` config key: ``true`` (the system's CAs), ``false`` (no verification) or the
+path of a CA bundle file (``~`` expanded), which must exist when the file is loaded.
+
+Anything else (``1``, ``yes``, ``'true'``, a list, a path with nothing there, a directory)
+is one problem at the key, :data:`VERIFY_EXPECTED`. The value is ``True``, ``False`` or
+the path as a ``str``::
+
+    from powerplane import TlsVerify
+
+    class MyConfig(BaseModel):
+        verify: TlsVerify = True
 """
 
 
@@ -155,11 +263,11 @@ class Recovery(_Strict):
 class Limits(_Strict):
     """Concurrency and time bounds (each checked at load; NaN and infinity are refused)."""
 
-    per_endpoint: int = Field(4, ge=1, le=10_000)
+    per_endpoint: StrictInt = Field(4, ge=1, le=10_000)
     """Concurrent calls to one BMC / PDU / API endpoint: 1 to 10,000."""
-    total: int = Field(256, ge=1, le=100_000)
+    total: StrictInt = Field(256, ge=1, le=100_000)
     """Concurrent calls in all: 1 to 100,000."""
-    timeout_s: float = Field(60.0, ge=0.01, le=86_400, allow_inf_nan=False)
+    timeout_s: StrictFloat = Field(60.0, ge=0.01, le=86_400, allow_inf_nan=False)
     """Bound on every channel call, in seconds: a finite number from 0.01 (10 ms) to 86,400
     (one day)."""
 
@@ -181,9 +289,9 @@ class Timeouts(_Strict):
     waiting for each answer once a request was sent.
     """
 
-    connect_s: float = Field(5.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    connect_s: StrictFloat = Field(5.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     """Seconds to open a connection to the device (TCP connect and TLS handshake)."""
-    read_s: float = Field(30.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    read_s: StrictFloat = Field(30.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     """Seconds to wait for an answer once a request was sent."""
 
     @property

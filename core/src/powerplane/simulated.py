@@ -60,7 +60,7 @@ from powerplane.channel import (
     about_to_send,
     require,
 )
-from powerplane.config import StrictBool
+from powerplane.config import StrictBool, StrictFloat, StrictInt
 from powerplane.errors import (
     AuthenticationFailed,
     ChannelTimeout,
@@ -104,19 +104,19 @@ class SimulatedConfig(BaseModel):
     """The verbs it advertises for every target."""
     graceful: StrictBool = True
     """Whether every advertised verb is graceful (else hard)."""
-    latency_ms: float = Field(0, ge=0, allow_inf_nan=False)
+    latency_ms: StrictFloat = Field(0, ge=0, allow_inf_nan=False)
     """Added to every call."""
     machines: dict[str, Literal["on", "off"]] = Field(default_factory=dict)
     """The targets it knows and their initial power state."""
-    session_limit: int | None = Field(None, ge=1)
+    session_limit: StrictInt | None = Field(None, ge=1)
     """Concurrent calls accepted; a call beyond it is refused (as a BMC out of sessions)."""
     readback: Literal["full", "on-only", "none"] = "full"
     """What readback can see: both states, only ``on`` (off reads unknown), or nothing."""
-    transition_ms: float = Field(0, ge=0, allow_inf_nan=False)
+    transition_ms: StrictFloat = Field(0, ge=0, allow_inf_nan=False)
     """How long a power change reads as in transition (unknown) before it settles."""
     faults: dict[str, Fault] = Field(default_factory=dict)
     """Faults per target; the key ``*`` applies to every target."""
-    timeout_s: float = Field(5.0, gt=0, allow_inf_nan=False)
+    timeout_s: StrictFloat = Field(5.0, gt=0, allow_inf_nan=False)
     """How long the ``timeout`` fault hangs before raising a timeout."""
     password: SecretRef | None = None
     """An optional secret the channel "logs in" with."""

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
-from powerplane.config import StrictBool
+from powerplane.config import StrictBool, StrictFloat, StrictInt
 from powerplane.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class PdbConfig(_Strict):
 
     pods: list[str]
     """The pods it covers."""
-    allowed_disruptions: int = Field(0, ge=0)
+    allowed_disruptions: StrictInt = Field(0, ge=0)
     """Evictions it allows before refusing (429)."""
 
 
@@ -82,7 +82,7 @@ class SimulatedClusterConfig(_Strict):
     """Pods per node."""
     pdbs: dict[str, PdbConfig] = Field(default_factory=dict)
     """PodDisruptionBudgets by name."""
-    eviction_ticks: int = Field(1, ge=0)
+    eviction_ticks: StrictInt = Field(1, ge=0)
     """Drain rounds an evicted pod takes to leave (0: at once)."""
     labels: dict[str, dict[str, str]] = Field(default_factory=dict)
     """Extra node labels, beside the deployment's ``nodes.<n>.labels``."""
@@ -113,9 +113,9 @@ class SimulatedStorageConfig(_Strict):
     type: Literal["simulated"]
     preset: Literal["longhorn"] = "longhorn"
     """Which evacuation hook gives the writes."""
-    replicas: dict[str, int] = Field(default_factory=dict)
+    replicas: dict[str, StrictInt] = Field(default_factory=dict)
     """Replicas living on each node (a node absent here has no storage object)."""
-    evict_per_read: int = Field(1, ge=0)
+    evict_per_read: StrictInt = Field(1, ge=0)
     """Replicas that leave per status read while eviction is requested (0: stuck)."""
 
 
@@ -131,7 +131,7 @@ class SqliteStoreConfig(_Strict):
 class ReasonPolicy(_Strict):
     """What every reason must meet."""
 
-    min_length: int = Field(8, ge=1)
+    min_length: StrictInt = Field(8, ge=1)
     """Fewest characters after trimming."""
     pattern: str | None = None
     """A regular expression the reason must match (for example a ticket reference)."""
@@ -158,23 +158,23 @@ class LifecycleConfig(_Strict):
     no_control_plane: StrictBool = False
     """Declare that this deployment has no control plane (else unlabelled means refused)."""
     reason_policy: ReasonPolicy = Field(default_factory=ReasonPolicy)
-    drain_deadline_s: float = Field(600, gt=0, allow_inf_nan=False)
+    drain_deadline_s: StrictFloat = Field(600, gt=0, allow_inf_nan=False)
     """How long a drain may wait for pods before the maintenance fails naming them."""
-    evacuation_timeout_s: float = Field(1800, gt=0, allow_inf_nan=False)
+    evacuation_timeout_s: StrictFloat = Field(1800, gt=0, allow_inf_nan=False)
     """How long storage evacuation may take before the maintenance pauses."""
-    ready_timeout_s: float = Field(900, gt=0, allow_inf_nan=False)
+    ready_timeout_s: StrictFloat = Field(900, gt=0, allow_inf_nan=False)
     """How long a rebooted or powered-on node may take to become ready."""
-    readback_window_s: float = Field(300, gt=0, allow_inf_nan=False)
+    readback_window_s: StrictFloat = Field(300, gt=0, allow_inf_nan=False)
     """How long a shutdown is read back for ``PowerOffConfirmed``."""
-    readback_cadence_s: float = Field(2, gt=0, allow_inf_nan=False)
+    readback_cadence_s: StrictFloat = Field(2, gt=0, allow_inf_nan=False)
     """First interval between power-off readbacks (backs off)."""
-    tick_s: float = Field(1.0, gt=0, allow_inf_nan=False)
+    tick_s: StrictFloat = Field(1.0, gt=0, allow_inf_nan=False)
     """Interval between reconcile passes of ``maintenance run`` while something waits."""
-    concurrency: int = Field(16, ge=1)
+    concurrency: StrictInt = Field(16, ge=1)
     """Maintenances reconciled at once."""
-    busy_timeout_s: float = Field(5, gt=0, le=3600, allow_inf_nan=False)
+    busy_timeout_s: StrictFloat = Field(5, gt=0, le=3600, allow_inf_nan=False)
     """How long a store operation waits for another process's lock before it fails."""
-    settle_window_s: float | None = Field(None, gt=0, le=86_400, allow_inf_nan=False)
+    settle_window_s: StrictFloat | None = Field(None, gt=0, le=86_400, allow_inf_nan=False)
     """How long evidence of non-application must hold (boot marker unchanged with the node
     ready, or the machine reading its old state) before a dispatch without outcome is
     sent again. Default (None): the host's ``limits.timeout_s`` plus 5 s, so a request

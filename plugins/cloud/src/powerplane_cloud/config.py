@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from powerplane import SecretRef, StrictBool, Timeouts
+from powerplane import SecretRef, StrictFloat, StrictInt, Timeouts, TlsVerify
 
 __all__ = [
     "ApplicationCredentialAuth",
@@ -78,18 +78,18 @@ class EC2Config(BaseModel):
     """The external id the role's trust policy requires, if any."""
     role_session_name: str = "powerplane"
     """Session name recorded in CloudTrail for the assumed role."""
-    verify: StrictBool | str = True
+    verify: TlsVerify = True
     """TLS verification: true, false, or a CA bundle path."""
     timeouts: Timeouts = Timeouts(connect_s=30, read_s=30)
     """Bounds of each API call: botocore's ``connect_timeout`` (``connect_s``) and
     ``read_timeout`` (``read_s``)."""
-    batch_size: int = Field(100, ge=1, le=100)
+    batch_size: StrictInt = Field(100, ge=1, le=100)
     """Instance ids per API call when many nodes are acted on together (EC2 reads take 100)."""
-    throttle_retries: int = Field(4, ge=0, le=10)
+    throttle_retries: StrictInt = Field(4, ge=0, le=10)
     """Retries of a throttled read or idempotent write (stop, start, terminate)."""
-    backoff_base_s: float = Field(0.5, gt=0, le=86_400, allow_inf_nan=False)
+    backoff_base_s: StrictFloat = Field(0.5, gt=0, le=86_400, allow_inf_nan=False)
     """First wait before retrying a throttled call; doubles each time."""
-    backoff_max_s: float = Field(8.0, gt=0, le=86_400, allow_inf_nan=False)
+    backoff_max_s: StrictFloat = Field(8.0, gt=0, le=86_400, allow_inf_nan=False)
     """Longest single wait before retrying a throttled call."""
 
     @model_validator(mode="after")
@@ -167,16 +167,16 @@ class OpenStackConfig(BaseModel):
     """The compute endpoint (``.../v2.1``), instead of the catalog's."""
     reboot_type: Literal["SOFT", "HARD"] = "SOFT"
     """``SOFT``: the OS restarts (graceful); ``HARD``: a power cycle."""
-    verify: StrictBool | str = True
+    verify: TlsVerify = True
     """TLS verification: true, false, or a CA bundle path."""
     timeouts: Timeouts = Timeouts(connect_s=30, read_s=30)
     """Bounds of each HTTP request: httpx's connect timeout (``connect_s``) and its read,
     write and pool timeouts (``read_s``)."""
-    throttle_retries: int = Field(4, ge=0, le=10)
+    throttle_retries: StrictInt = Field(4, ge=0, le=10)
     """Retries of a rate-limited (429/413) GET or DELETE."""
-    backoff_base_s: float = Field(0.5, gt=0, le=86_400, allow_inf_nan=False)
+    backoff_base_s: StrictFloat = Field(0.5, gt=0, le=86_400, allow_inf_nan=False)
     """First wait before retrying a rate-limited request; doubles each time."""
-    backoff_max_s: float = Field(8.0, gt=0, le=86_400, allow_inf_nan=False)
+    backoff_max_s: StrictFloat = Field(8.0, gt=0, le=86_400, allow_inf_nan=False)
     """Longest single wait (also caps a Retry-After)."""
 
     @property

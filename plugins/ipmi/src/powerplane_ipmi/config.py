@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from powerplane import SecretRef, StrictBool, Timeouts
+from powerplane import SecretRef, StrictBool, StrictFloat, Timeouts
 
 __all__ = [
     "DEFAULT_PORT",
@@ -107,9 +107,9 @@ class IpmiConfig(BaseModel):
     """How shutdown is carried: ``graceful`` (soft-off), ``force`` or ``graceful-then-force``."""
     reboot: RebootMode = RebootMode.FORCE
     """How reboot is carried: ``force`` (hard reset) or ``graceful-then-force``."""
-    shutdown_wait_s: float = Field(30.0, gt=0, le=3600)
+    shutdown_wait_s: StrictFloat = Field(30.0, gt=0, le=3600)
     """In ``graceful-then-force``: how long to wait for the chassis to read off after soft-off."""
-    poll_interval_s: float = Field(1.0, gt=0, le=60)
+    poll_interval_s: StrictFloat = Field(1.0, gt=0, le=60)
     """How often Get Chassis Status is read while waiting in ``graceful-then-force``."""
     timeouts: Timeouts = Timeouts(connect_s=2, read_s=3)
     """``connect_s``: bound on reaching the BMC and opening a session (the sessionless

@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from powerplane import Timeouts
+from powerplane import StrictInt, Timeouts
 
 __all__ = [
     "LONGHORN_NAMESPACE",
@@ -111,7 +111,7 @@ class KubernetesStoreConfig(_Strict):
     namespace: str = Field(STORE_NAMESPACE, min_length=1, max_length=63,
                            pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     """Where the per-node lock Leases and the audit Events are kept (it must exist)."""
-    lock_duration_s: int = Field(30, ge=1, le=3600)
+    lock_duration_s: StrictInt = Field(30, ge=1, le=3600)
     """How long a creator holds a node's lock Lease before the maintenance's status is
     written; a pending holder's lock older than this is taken over (its creator stopped)."""
     kubeconfig: str | None = None

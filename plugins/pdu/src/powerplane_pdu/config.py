@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from powerplane import SecretRef, StrictBool, Timeouts
+from powerplane import SecretRef, StrictFloat, StrictInt, Timeouts, TlsVerify
 from powerplane_pdu.profiles import PROFILES, WITHDRAWN
 
 __all__ = ["AuthProtocol", "PduChannelConfig", "PduSpec", "PrivProtocol"]
@@ -78,7 +78,7 @@ class PduSpec(BaseModel):
     """SNMP vendor profile name, or ``auto`` to detect it from ``sysObjectID``."""
     host: str | None = None
     """SNMP agent address."""
-    port: int = Field(161, ge=1, le=65535)
+    port: StrictInt = Field(161, ge=1, le=65535)
     """SNMP agent UDP port."""
     version: Literal["1", "2c", "3"] = "2c"
     """SNMP version."""
@@ -100,11 +100,11 @@ class PduSpec(BaseModel):
     """Bounds on one request. SNMP: ``read_s`` is the wait for each response (per
     attempt; UDP has no connection, ``connect_s`` does not apply). Redfish: ``connect_s``
     bounds connecting (TCP and TLS), ``read_s`` each read and write."""
-    retries: int = Field(1, ge=0, le=10)
+    retries: StrictInt = Field(1, ge=0, le=10)
     """SNMP retransmissions after the first request."""
-    max_varbinds: int = Field(24, ge=1, le=256)
+    max_varbinds: StrictInt = Field(24, ge=1, le=256)
     """Most outlets written or read in one SNMP request."""
-    settle_s: float = Field(5.0, ge=0, le=600, allow_inf_nan=False)
+    settle_s: StrictFloat = Field(5.0, ge=0, le=600, allow_inf_nan=False)
     """Seconds a switched outlet may take to read back its new state (PDUs sequence
     outlets); polled until then, an outlet that never reads it is not reported switched."""
 
@@ -119,7 +119,7 @@ class PduSpec(BaseModel):
     """Redfish password (a secret reference)."""
     auth: Literal["basic", "session"] = "session"
     """Redfish authentication: HTTP basic on each request, or one session token."""
-    verify: StrictBool | str = True
+    verify: TlsVerify = True
     """TLS verification: true, false, or a CA bundle path."""
 
     @model_validator(mode="before")
@@ -175,11 +175,11 @@ class PduChannelConfig(PduSpec):
 
     feeds: dict[str, PduSpec] = Field(default_factory=dict)
     """Other PDUs (A/B feeds) whose outlets a target may name, by feed name."""
-    reboot_delay_s: float = Field(5.0, ge=0, allow_inf_nan=False)
+    reboot_delay_s: StrictFloat = Field(5.0, ge=0, allow_inf_nan=False)
     """Seconds between switching off and on again in a reboot."""
     on_when_already_on: Literal["refuse", "cycle"] = "refuse"
     """Power-on when every outlet is already on: refuse (say why), or power-cycle."""
-    standby_watts: float = Field(20.0, ge=0, allow_inf_nan=False)
+    standby_watts: StrictFloat = Field(20.0, ge=0, allow_inf_nan=False)
     """A metered outlet drawing more than this reads as a machine that is on."""
-    standby_amps: float = Field(0.2, ge=0, allow_inf_nan=False)
+    standby_amps: StrictFloat = Field(0.2, ge=0, allow_inf_nan=False)
     """The same threshold for profiles that meter current."""

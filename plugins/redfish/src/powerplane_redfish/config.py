@@ -8,12 +8,11 @@ service has exactly one system.
 from __future__ import annotations
 
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from powerplane import SecretRef, StrictBool, Timeouts
+from powerplane import SecretRef, StrictFloat, Timeouts, TlsVerify
 
 __all__ = [
     "LIMITS_MARGIN_S",
@@ -100,7 +99,7 @@ class RedfishConfig(BaseModel):
     """Account name on the BMC."""
     password: SecretRef
     """The account's password, as a secret reference ``{env: NAME}`` or ``{file: PATH}``."""
-    verify: StrictBool | str = True
+    verify: TlsVerify = True
     """TLS verification: ``true`` (system CAs), ``false`` (none), or a CA bundle path."""
     auth: AuthMode = AuthMode.AUTO
     """``session``, ``basic`` or ``auto`` (a session where offered, else basic)."""
@@ -109,7 +108,7 @@ class RedfishConfig(BaseModel):
     ``read_s`` to wait for its answer once a request was sent (seconds)."""
     shutdown: ShutdownMode = ShutdownMode.GRACEFUL
     """How shutdown is carried: ``graceful``, ``graceful-then-force`` or ``force``."""
-    shutdown_wait_s: float = Field(30.0, gt=0, allow_inf_nan=False)
+    shutdown_wait_s: StrictFloat = Field(30.0, gt=0, allow_inf_nan=False)
     """In ``graceful-then-force``: how long to wait for the system to read off before ``ForceOff``.
 
     The wait runs inside the verb's call, so it must fit in the host's ``limits.timeout_s``
@@ -117,7 +116,7 @@ class RedfishConfig(BaseModel):
     """
     reboot: RebootMode = RebootMode.GRACEFUL
     """How reboot is carried: ``graceful``, ``force`` or ``graceful-then-force``."""
-    poll_interval_s: float = Field(1.0, gt=0, allow_inf_nan=False)
+    poll_interval_s: StrictFloat = Field(1.0, gt=0, allow_inf_nan=False)
     """How often ``PowerState`` is read while waiting in ``graceful-then-force``."""
     reset_types: list[ResetType] | None = None
     """Operator override: the reset types this BMC accepts, used instead of what it advertises.
@@ -131,13 +130,6 @@ class RedfishConfig(BaseModel):
         if not value.startswith(("https://", "http://")):
             raise ValueError("expected a URL starting with https:// or http://")
         return value.rstrip("/")
-
-    @field_validator("verify")
-    @classmethod
-    def _ca_bundle_exists(cls, value: bool | str) -> bool | str:
-        if isinstance(value, str) and not Path(value).expanduser().exists():
-            raise ValueError(f"CA bundle {value!r} does not exist")
-        return value
 
     @model_validator(mode="after")
     def _wait_fits_cadence(self) -> RedfishConfig:
