@@ -2,7 +2,9 @@
 traceback: ``!!bool maybe`` raised KeyError, ``!!timestamp abc`` AttributeError, ``!!int ''``
 IndexError, where ``!!int abc`` was a clean exit 2. Each standard tag accepts only its own
 lexical forms: ``!!bool`` true or false (YAML 1.2, as plain booleans are read), ``!!null``
-null/~/nothing, ``!!int`` and ``!!float`` ASCII digits, ``!!timestamp`` a date (and time).
+null/~/nothing, ``!!int`` and ``!!float`` ASCII digits in the YAML 1.2 core schema's forms
+(``!!int 08`` is eight, ``!!int -0x1F`` and ``!!int 0b101`` are refused), ``!!timestamp`` a
+date (and time).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ REFUSED = [
     ("timestamp", "2020-02-30"), ("timestamp", "2020-01-01T25:00:00"),
     ("timestamp", "0000-01-01"), ("timestamp", "٢٠٢٠-01-01"),
     ("int", "abc"), ("int", "''"), ("int", "'+'"), ("int", "'-'"), ("int", "0x"),
-    ("int", "0b12"), ("int", "08"), ("int", "٦٢٣"), ("int", "'²'"), ("int", "'\uff11'"),
+    ("int", "0b12"), ("int", "0b101"), ("int", "-0x1F"), ("int", "1_000"), ("int", "1:30"),
+    ("int", "٦٢٣"), ("int", "'²'"), ("int", "'\uff11'"),
     ("float", "abc"), ("float", "''"), ("float", "'.'"), ("float", "'-'"), ("float", "1:a"),
     ("float", "٦.\u0665"), ("float", "'\u0661'"),
     ("null", "abc"), ("null", "'0'"), ("null", "none"),
@@ -35,7 +38,8 @@ REFUSED = [
 
 ACCEPTED: list[tuple[str, str, Any]] = [
     ("bool", "true", True), ("bool", "False", False), ("bool", "TRUE", True),
-    ("int", "623", 623), ("int", "-0x1F", -31), ("int", "'42'", 42),
+    ("int", "623", 623), ("int", "0x1F", 31), ("int", "0o17", 15), ("int", "017", 17),
+    ("int", "08", 8), ("int", "'42'", 42), ("float", "1e3", 1000.0),
     ("float", "2.5", 2.5), ("float", "1", 1.0), ("float", "-.inf", float("-inf")),
     ("null", "~", None), ("null", "null", None), ("null", "''", None),
     ("timestamp", "2020-01-02", datetime.date(2020, 1, 2)),

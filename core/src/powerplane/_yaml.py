@@ -30,18 +30,22 @@ anything else or doubtful (anchors, aliases, merge keys, tags, block or multi-li
 tabs, carriage returns, a duplicate key, a second document, a value the resolver refuses, a
 crossed bound); the text is then read as above, which reports every problem and its line.
 
-Booleans follow YAML 1.2: only true/false; ``on``, ``off``, ``yes``, ``no`` stay strings (so
-``machines: {m1: on}`` means the power state, not a boolean). An explicitly tagged scalar
-must be written as its tag reads it, else it is a problem at its line, never a traceback:
-``!!bool`` true or false (``!!bool yes`` is refused), ``!!null`` null, ``~`` or nothing,
-``!!int`` and ``!!float`` in ASCII digits (Python would read ``٦٢٣`` as 623), ``!!timestamp``
-a date or a date and time.
+Plain scalars resolve by the YAML 1.2 core schema. Booleans: only true/false; ``on``,
+``off``, ``yes``, ``no`` stay strings (so ``machines: {m1: on}`` means the power state, not
+a boolean). Integers: ``17``, ``-17``, ``017`` (seventeen: decimal, not octal), ``0o17``,
+``0x1F``; floats: ``2.5``, ``1e3``, ``.5``, ``+.inf``, ``.NaN``. YAML 1.1's other forms stay
+strings: sexagesimal ``1:30`` (1.1: 90), ``1_000``, ``0b101``, ``-0x1F``. An explicitly
+tagged scalar must be written as its tag reads it, else it is a problem at its line, never
+a traceback: ``!!bool`` true or false (``!!bool yes`` is refused), ``!!null`` null, ``~``
+or nothing, ``!!int`` and ``!!float`` in those same forms, ASCII digits only (Python would
+read ``٦٢٣`` as 623), ``!!timestamp`` a date or a date and time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -106,40 +110,68 @@ _NULL_WORDS = frozenset({"", "~", "null", "Null", "NULL"})
 _TIMESTAMP = yaml.SafeLoader.timestamp_regexp
 
 
-def _ascii_number(value: str) -> bool:
-    """ASCII only, with a digit in it or infinity or NaN (Python's ``int()`` and ``float()``
-    also read other scripts' digits, ``٦٢٣``; PyYAML's constructors fail on an empty one)."""
-    if not value.isascii():
-        return False
-    return any(c.isdigit() for c in value) or value.lower().lstrip("+-") in (".inf", ".nan")
-
-
 # What an explicitly tagged scalar may say, checked before PyYAML's constructor reads it
 # (which reads ``!!bool`` the YAML 1.1 way, ``on`` and ``yes`` true, and raises KeyError on
 # ``maybe``; ``!!null`` reads anything as null; ``!!timestamp abc`` raises AttributeError).
 _WRITTEN: dict[str, tuple[Callable[[str], bool], str]] = {
     _TAG + "bool": (_BOOL_WORDS.__contains__, "expected true or false"),
     _TAG + "null": (_NULL_WORDS.__contains__, "expected null, ~ or nothing"),
-    _TAG + "int": (_ascii_number, "expected an integer in ASCII digits"),
-    _TAG + "float": (_ascii_number, "expected a number in ASCII digits"),
+    _TAG + "int": (lambda v: _INT_12.match(v) is not None,
+                   "expected an integer in ASCII digits: 17, -17, 0o21 or 0x11"),
+    _TAG + "float": (lambda v: _FLOAT_12.match(v) is not None,
+                     "expected a number in ASCII digits: 2.5, -1e3, .inf or .nan"),
     _TAG + "timestamp": (lambda v: _TIMESTAMP.match(v) is not None,
                          "expected a date, YYYY-MM-DD, or a date and time"),
 }
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 booleans (its resolver and scalar constructors are used)."""
+    """SafeLoader with the YAML 1.2 core schema's booleans, integers and floats (its
+    resolver and scalar constructors are used)."""
 
 
 _Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != _TAG + "bool"]
+    first: [(tag, rx) for tag, rx in resolvers
+            if tag not in (_TAG + "bool", _TAG + "int", _TAG + "float")]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 _Loader.add_implicit_resolver(
     _TAG + "bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)\Z"),
     list("tTfF"),
 )
+# YAML 1.2.2 section 10.3.2 (core schema), in its order: an integer first (``1`` also
+# matches the float pattern). ASCII digits only ([0-9], never \d), no ``_`` separators, no
+# ``0b`` binary, no sexagesimal ``1:30``: each of those is a string, as 1.2 says.
+_INT_12 = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)\Z")
+_FLOAT_12 = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))\Z")
+_Loader.add_implicit_resolver(_TAG + "int", _INT_12, list("-+0123456789"))
+_Loader.add_implicit_resolver(_TAG + "float", _FLOAT_12, list("-+.0123456789"))
+
+
+def _construct_int(loader: Any, node: yaml.ScalarNode) -> int:
+    """A 1.2 integer: decimal (``017`` is seventeen, not octal), ``0o17`` or ``0x1F``."""
+    value: str = node.value
+    if value.startswith("0o"):
+        return int(value[2:], 8)
+    if value.startswith("0x"):
+        return int(value[2:], 16)
+    return int(value)
+
+
+def _construct_float(loader: Any, node: yaml.ScalarNode) -> float:
+    """A 1.2 float: ``2.5``, ``1e3``, ``.5``, ``+.inf``, ``.NaN``."""
+    value: str = node.value
+    if value.lstrip("+-").lower() == ".inf":
+        return -math.inf if value.startswith("-") else math.inf
+    if value.lower() == ".nan":
+        return math.nan
+    return float(value)
+
+
+_Loader.add_constructor(_TAG + "int", _construct_int)
+_Loader.add_constructor(_TAG + "float", _construct_float)
 
 _CParser: Any
 try:
