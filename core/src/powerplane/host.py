@@ -88,6 +88,9 @@ GUARDED = frozenset({Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE})
 CLOSE_GRACE_S = 0.5
 """How long :meth:`PowerHost.close` waits for a channel's close once the host gave up on one
 of its calls, or was itself cancelled (an interrupt): the rest is left to its thread."""
+STUCK_CLOSE_S = 0.1
+"""The same after an interrupt for a channel with a call the host gave up on (a close of a
+channel whose library is stuck in a call usually waits for that call)."""
 
 DISCOVERY_WORKERS = 2048
 """At most this many discovery calls at once, within ``limits.total`` (each call in flight
@@ -387,7 +390,8 @@ class PowerHost:
 
         Each close is bounded: by ``limits.timeout_s``, or by :data:`CLOSE_GRACE_S` for a
         channel with a call the host gave up on and when the host closes because its task
-        was cancelled (Ctrl-C): a close that does not finish is left to its worker thread.
+        was cancelled (Ctrl-C), :data:`STUCK_CLOSE_S` when both: a close that does not finish
+        is left to its worker thread.
         """
         task = asyncio.current_task()
         cancelled = task is not None and task.cancelling() > 0
@@ -395,8 +399,10 @@ class PowerHost:
         self._channels.clear()
 
         async def one(name: str, channel: Channel) -> None:
-            bound = (min(CLOSE_GRACE_S, self.limits.timeout_s)
-                     if cancelled or name in self._gave_up else self.limits.timeout_s)
+            stuck = name in self._gave_up
+            bound = (STUCK_CLOSE_S if cancelled and stuck else
+                     CLOSE_GRACE_S if cancelled or stuck else self.limits.timeout_s)
+            bound = min(bound, self.limits.timeout_s)
             try:
                 async with asyncio.timeout(bound):
                     await self._run(channel.close)
