@@ -144,7 +144,7 @@ def _matrix(results: Sequence[Result], channels: Sequence[dict[str, Any]],
             rows = [r for r in results if r.channel == ch["name"] and r.verb == verb.value]
             cell = _verb_cell(verb, verb.value in advertised, rows, unknown)
             missed = list(dict.fromkeys(c["id"] for c in cut if c.get("verb") == verb.value
-                                        and ch["name"] in str(c.get("channel") or "")))
+                                        and ch["name"] in str(c.get("channel") or "").split(",")))
             if missed and cell["status"] in ("verified", "not_verified") and cell["advertised"]:
                 cell["status"] = "not_verified"
                 cell["reasons"].append("the run was interrupted before these checks of it "
