@@ -21,9 +21,11 @@ installed distribution defines a ``PowerplaneError`` subclass this drawing lacks
     │   └── ProtocolError                 1  an answer the channel cannot interpret
     └── LifecycleError                    1  the lifecycle refused or failed (powerplane.lifecycle)
         ├── CeremonyRequired              2  incomplete ceremony; nothing recorded (.ceremony)
+        │   └── HazardReasonRequired      2  last of the quorum margin, no hazard reason (.guard)
         ├── MaintenanceRefused            3  a safety rule refuses the request (.ceremony)
         │   └── GuardRefused              3  the guard refuses a direct verb call (.guard)
         ├── AlreadyActive                 2  the node has an active maintenance (.store)
+        ├── InvalidText                   2  a value that is not UTF-8 text: bad input (.store)
         ├── NotFound                      2  no such maintenance, or none for the node (.store)
         │   ├── NotReturnable             2  only a parked maintenance returns (.service)
         │   └── NotResolvable             2  only an awaited dispatch is resolved (.service)
