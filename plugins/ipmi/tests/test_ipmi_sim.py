@@ -356,3 +356,45 @@ def test_the_derived_unknown_target_is_a_valid_target_no_bmc_answers_at(sim: Ipm
     assert type(caught.value) in (Unreachable, ChannelTimeout), caught.value
     assert sim.passwords["oper"] not in str(caught.value)
     ch.close()
+
+
+_TWO_AT_ONCE = """
+import sys, threading
+from powerplane_ipmi.channel import IpmiChannel
+from powerplane_ipmi.config import IpmiConfig
+target, *accounts = sys.argv[1:]
+chans = [IpmiChannel(user, IpmiConfig(username=user, password={"file": path}))
+         for user, path in (a.split("=", 1) for a in accounts)]
+start = threading.Barrier(len(chans))
+def read(ch):
+    start.wait()
+    ch.read_power_state(target)
+threads = [threading.Thread(target=read, args=(c,)) for c in chans]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for c in chans:
+    c.close()
+"""
+
+
+def test_two_accounts_on_one_bmc_at_once_cost_what_each_costs_alone(sim: IpmiSim) -> None:
+    """Two sessions to one BMC opened at the same moment in a fresh process (two accounts,
+    as `powerplane state a b` does): no answer is lost to the other session, so neither
+    retransmits or logs in again, which cost seconds (pyghmi routes answers by BMC address
+    and local port)."""
+    import subprocess
+    import sys
+
+    with UdpProxy(sim.host, sim.port) as proxy:
+        def sent(*users: str) -> int:
+            proxy.reset()
+            subprocess.run([sys.executable, "-c", _TWO_AT_ONCE, proxy.address,
+                            *(f"{u}={sim.secret_file(u)}" for u in users)],
+                           check=True, timeout=60, capture_output=True)
+            return proxy.up
+
+        alone = sent("oper") + sent("admin")
+        rounds = [sent("oper", "admin") for _ in range(6)]
+        assert rounds == [alone] * len(rounds), (alone, rounds)

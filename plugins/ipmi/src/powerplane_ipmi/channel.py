@@ -325,6 +325,7 @@ def choose_suite(cfg: IpmiConfig, facts: BmcFacts) -> int | None:
 # -- pyghmi sessions ------------------------------------------------------------------------------
 _SESSION_CLASSES: dict[tuple[int | None, bool], type[Any]] = {}
 _CLASS_LOCK = threading.Lock()
+_CONSTRUCT_LOCK = threading.Lock()
 
 
 WAKE_SLICE_S = 0.02
@@ -722,8 +723,14 @@ class IpmiChannel:
         password = cfg.password.reveal()
         kg = cfg.kg.reveal() if cfg.kg is not None else None
         try:
-            sess = cls(addr.host, cfg.username, password, port=addr.port, kg=kg,
-                       privlevel=cfg.privilege.level, keepalive=False, onlogon=onlogon)
+            # one construction at a time in the process: pyghmi routes a BMC's answers by
+            # (BMC address, local port) and gives a new session a socket no other session
+            # to that BMC uses only once that session's first request has gone out, which
+            # the constructor does; two built at once could share a socket, and one would
+            # lose its answers to the other and log in again (seconds)
+            with _CONSTRUCT_LOCK:
+                sess = cls(addr.host, cfg.username, password, port=addr.port, kg=kg,
+                           privlevel=cfg.privilege.level, keepalive=False, onlogon=onlogon)
         finally:
             del password, kg
         wait = deadline - DIAGNOSE_S - time.monotonic()
