@@ -19,7 +19,7 @@ from lifecycle_support import ceremony, make_config
 from powerplane.cli import cli
 from powerplane.config import load_config
 from powerplane.host import PowerHost
-from powerplane.lifecycle import Lifecycle, Phase, lifecycle_config, open_store
+from powerplane.lifecycle import Ceremony, Lifecycle, Phase, lifecycle_config, open_store
 from powerplane.lifecycle.store import InvalidText, Store
 
 WHY = "checked at the rack console"
@@ -192,3 +192,17 @@ def test_a_dry_run_leaves_no_file_behind(tmp_path: Path) -> None:
                       "--reason", WHY, "--dry-run")
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no store, no lock file
+
+
+async def test_the_library_records_nothing_for_a_reason_that_is_not_text(
+    open_lifecycle: Any,
+) -> None:
+    lc = await open_lifecycle()
+    with pytest.raises(InvalidText) as caught:
+        await lc.request("w1", "cordon", Ceremony(reason="caf\udce9 upgrade window",
+                                                 actor="alice"))
+    assert caught.value.exit_code == 2 and "damaged" not in str(caught.value)
+    assert lc.store.all() == [] and lc.store.audit() == []
+    # the store is fine: the same request in text is recorded
+    await lc.request("w1", "cordon", Ceremony(reason="cafe upgrade window", actor="alice"))
+    assert [a.action.value for a in lc.store.audit()] == ["servers:cordon"]

@@ -28,6 +28,8 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from pydantic_core import PydanticSerializationError
+
 from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance, Phase
@@ -118,6 +120,15 @@ class InvalidText(LifecycleError):
     input, nothing recorded; the store itself is fine (exit 2)."""
 
     exit_code = 2
+
+
+def _body(m: NodeMaintenance) -> str:
+    """The row body of ``m``; a value in it that is not text is :class:`InvalidText`."""
+    try:
+        return m.model_dump_json(by_alias=True)
+    except PydanticSerializationError as exc:
+        raise InvalidText(f"maintenance {m.name} cannot be recorded: {exc}; nothing was "
+                          "recorded") from None
 
 
 class StoreError(LifecycleError):
@@ -228,6 +239,7 @@ class Store:
         """Insert a new maintenance (version 1) and, in the same transaction, its audit record."""
         m.resource_version = 1
         now = dt.datetime.now(dt.UTC).isoformat()
+        body = _body(m)
         phases, self._phases = self._phases, None
         with self._errors():
             try:
@@ -235,7 +247,7 @@ class Store:
                 self.db.execute(
                     "INSERT INTO maintenance VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (m.name, m.node, m.phase.value, int(m.phase not in TERMINAL_PHASES), 1,
-                     m.created_at.isoformat(), now, m.model_dump_json(by_alias=True)),
+                     m.created_at.isoformat(), now, body),
                 )
                 if audit is not None:
                     self._insert_audit(audit)
@@ -258,9 +270,14 @@ class Store:
         expected = m.resource_version
         m.resource_version = expected + 1
         now = dt.datetime.now(dt.UTC).isoformat()
+        try:
+            body = _body(m)
+        except InvalidText:
+            m.resource_version = expected
+            raise
         phases, self._phases = self._phases, None
         row = (m.phase.value, int(m.phase not in TERMINAL_PHASES), m.resource_version, now,
-               m.model_dump_json(by_alias=True), m.name, expected)
+               body, m.name, expected)
         try:
             with self._errors():
                 try:
