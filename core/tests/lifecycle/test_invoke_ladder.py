@@ -103,7 +103,10 @@ def test_yes_does_not_replace_the_typed_node_name_under_a_lifecycle(tmp_path: Pa
                       "--confirm-node", "w-1")
     assert code == 0, err
     assert sent(tmp_path) == [["shutdown", "m4"]]
-    # power-on is not on the ladder: nothing to type
+    # power-on is not on the ladder: nothing to type, but a typed name given must match
+    code, _, err = pp(config, "invoke", "w-1", "power-on", "--reason", WHY,
+                      "--confirm-node", "cp-1")
+    assert code == 2 and "did not match" in err
     code, _, err = pp(config, "invoke", "w-1", "power-on", "--reason", WHY)
     assert code == 0, err
 

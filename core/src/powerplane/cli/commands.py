@@ -331,7 +331,7 @@ def invoke_cmd(
     for value, what in [(reason, "--reason"), (hazard_reason, "--hazard-reason"),
                         *((n, "--confirm-node") for n in confirm_nodes),
                         *((n, "NODE") for n in nodes)]:
-        _text_argument(value, what)
+        check_text(value, what)
     if not nodes and not selectors and not sites:
         raise click.UsageError("name at least one NODE, or use --selector / --site")
     single = len(nodes) == 1 and not selectors and not sites
@@ -360,6 +360,8 @@ def invoke_cmd(
                     _typed_names(ready, confirm_nodes, chosen)
                 elif not yes:
                     _confirm(ready, the_verb.value, first.channel)
+            elif ready and confirm_nodes:  # a typed name given anyway must match
+                _typed_names(ready, confirm_nodes, chosen)
             if single:
                 plan = plans[chosen[0]]
                 try:
@@ -459,7 +461,7 @@ def _print_invoke(rows: list[dict[str, Any]], dry_run: bool) -> None:
                       row["node"], row["expected"], row["readback"])
 
 
-def _text_argument(value: str | None, what: str) -> None:
+def check_text(value: str | None, what: str) -> None:
     """Refuse an argument that is not text (bytes the locale could not decode reach Python
     as lone surrogates): bad input (exit 2), named, before anything is read or sent."""
     if value is None:
