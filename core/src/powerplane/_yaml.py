@@ -143,9 +143,10 @@ _Loader.add_implicit_resolver(
 # YAML 1.2.2 section 10.3.2 (core schema), in its order: an integer first (``1`` also
 # matches the float pattern). ASCII digits only ([0-9], never \d), no ``_`` separators, no
 # ``0b`` binary, no sexagesimal ``1:30``: each of those is a string, as 1.2 says.
-_INT_12 = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)\Z")
-_FLOAT_12 = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))\Z")
+_INT_12: re.Pattern[str] = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)\Z")
+_FLOAT_12: re.Pattern[str] = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))\Z")
 _Loader.add_implicit_resolver(_TAG + "int", _INT_12, list("-+0123456789"))
 _Loader.add_implicit_resolver(_TAG + "float", _FLOAT_12, list("-+.0123456789"))
 
