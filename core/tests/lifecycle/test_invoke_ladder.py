@@ -9,6 +9,12 @@ node name wherever the ladder does (``--yes`` confirms a prompt, it is not the t
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +169,41 @@ async def test_the_library_guard_refuses_a_hazard_without_its_reason(
                                    hazard_reason="planned window CHG-1234")
         assert result.accepted
         assert host.channel("lab").dispatches == [("reboot", "cp1")]
+
+
+def _until(fd: int, text: bytes, seen: bytearray, timeout_s: float = 60) -> None:
+    """Read the terminal until ``text`` appears (an explicit bound on the wait)."""
+    deadline = time.monotonic() + timeout_s
+    while text not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"{text!r} never appeared in {bytes(seen)!r}"
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                seen.extend(os.read(fd, 4096))
+            except OSError:  # the child closed the terminal
+                assert text in seen, bytes(seen)
+
+
+def test_at_a_terminal_the_hazard_reason_and_the_name_are_asked(tmp_path: Path) -> None:
+    config = deployment(tmp_path)
+    parent, child = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "powerplane.cli", "--config", config, "invoke", "cp-1",
+         "reboot", "--reason", WHY], stdin=child, stdout=child, stderr=child,
+        env={**os.environ, "NO_COLOR": "1"})
+    os.close(child)
+    seen = bytearray()
+    try:
+        _until(parent, b"type the reason for consuming the last of the quorum margin", seen)
+        assert b"HAZARD: reboot of cp-1 consumes the last of the quorum margin" in seen
+        os.write(parent, HAZARD.encode() + b"\r")
+        _until(parent, b"type the node name to confirm", seen)
+        os.write(parent, b"cp-1\r")
+        _until(parent, b"reboot accepted for cp-1", seen)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(parent)
+    assert sent(tmp_path) == [["reboot", "m1"]]

@@ -484,7 +484,11 @@ def _ask_hazard(plans: dict[str, Plan | PowerplaneError]) -> str | None:
         return None
     err = printer(stderr=True)
     for h in hazards:
-        err.print("[bold red]HAZARD[/bold red]: {}", str(h))
+        n = h.numbers
+        counts = ("" if n is None else f" ({n.members} control-plane members, {n.ready} "
+                  f"ready, quorum {n.quorum}, margin {n.margin})")
+        err.print("[bold red]HAZARD[/bold red]: {} of {} consumes the last of the quorum "
+                  "margin{}", h.verb.value, h.node, counts)
     return str(click.prompt("Hazard: type the reason for consuming the last of the quorum "
                             "margin", err=True))
 
