@@ -311,3 +311,17 @@ def test_a_full_run_carries_no_interruption(tmp_path: Path) -> None:
     assert pytest.main(_pytest_args(target, report)) == pytest.ExitCode.OK
     data = json.loads(report.read_text(encoding="utf-8"))
     assert data["verdict"] == "pass" and "interrupted" not in data
+
+
+def test_checks_left_out_with_k_are_not_checks_that_did_not_run(tmp_path: Path) -> None:
+    """``-k`` (or ``-m``, ``--deselect``) chooses what runs: a run of that choice that ran
+    to its end is not interrupted."""
+    from powerplane_conformance.api import run_suite
+
+    target, _ = _target(tmp_path)
+    summary = run_suite(target, report=tmp_path / "results.json",
+                        pytest_args=["-k", "unknown_target or readback_not_stale"])
+    assert summary.data["verdict"] != "interrupted" and "interrupted" not in summary.data
+    assert summary.exit_code == 0
+    assert {r["id"] for r in summary.data["results"]} == {"UNKNOWN_TARGET_ERROR",
+                                                          "READBACK_NOT_STALE"}

@@ -80,9 +80,6 @@ FINISHED = pytest.StashKey[set[str]]()
 """Per config: the checks whose teardown is done (their line is due or shown)."""
 SHOWN = pytest.StashKey[set[str]]()
 """Per config: the checks whose progress line pytest was given."""
-ITEMS = pytest.StashKey[list[pytest.Item]]()
-"""Per config: every check collected to run, in run order (what did not finish is named
-when the run is cut short)."""
 CURRENT = pytest.StashKey[tuple[str, str]]()
 """Per config: the check running now and its phase (``setup``, ``call``, ``teardown``)."""
 SESSION = pytest.StashKey[pytest.Session]()
@@ -201,7 +198,6 @@ def pytest_collection_modifyitems(
     )
     for i, item in zip(slots, ordered, strict=True):
         items[i] = item
-    config.stash[ITEMS] = [items[i] for i in slots]
     if SIGNALS not in config.stash:  # the suite runs: SIGTERM interrupts it as SIGINT does
         stack = contextlib.ExitStack()
         stack.enter_context(signals_interrupt())
@@ -522,11 +518,13 @@ def interruption(config: pytest.Config, exitstatus: int | pytest.ExitCode,
     (``-x``, ``--maxfail``, ``session.shouldstop``), or any collected check that did not
     finish. Names the signal or cause, the check it was cut in, the checks that did not run,
     and, per machine, whether it was put back the way it was."""
-    items = config.stash.get(ITEMS, [])
+    session = config.stash.get(SESSION, None)
+    # the items pytest kept to run (after -k, -m, --deselect), not all it collected
+    items = [i for i in (session.items if session is not None else [])
+             if spec_of(getattr(i, "function", None)) is not None]
     finished = config.stash.get(FINISHED, set())
     recorded = config.stash.get(RESULTS, {})
     sessions = _sessions(config)
-    session = config.stash.get(SESSION, None)
     signal_name = received()
     stop = (session.shouldstop or session.shouldfail) if session is not None else False
     unfinished = [i for i in items if i.nodeid not in finished]
