@@ -243,3 +243,71 @@ def test_an_interrupt_after_the_reset_left_says_it_may_have_been_sent(
     assert "interrupted" in lines, err
     assert "  reboot r1 via bmc: may have been sent: its outcome is unknown" in lines, err
     assert held_reset.requests.count(reset) == 1
+
+
+STUBBORN_PLUGIN = '''
+"""A plugin of this test whose discovery waits on a thread of its own that never ends."""
+import concurrent.futures
+import threading
+
+from pydantic import BaseModel
+
+from powerplane import hookimpl
+from powerplane.channel import ChannelType
+
+
+class Config(BaseModel):
+    pass
+
+
+class Stubborn:
+    def __init__(self, name, config):
+        pass
+
+    def capabilities(self, target):
+        # a library's own executor, whose threads the interpreter joins at exit
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(threading.Event().wait).result()
+
+    reboot = shutdown = power_on = read_power_state = capabilities
+
+    def close(self):
+        pass
+
+
+@hookimpl
+def register_channel_types(register):
+    register(ChannelType("stubborn", Config, Stubborn))
+'''
+
+
+def test_an_interrupt_does_not_wait_for_a_thread_a_plugin_started_itself(
+    tmp_path: Path,
+) -> None:
+    site = tmp_path / "site"
+    info = site / "pp_stubborn_test-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "pp_stubborn_test.py").write_text(STUBBORN_PLUGIN)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pp-stubborn-test\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text("[powerplane]\nstubborn = pp_stubborn_test\n")
+    config = write(tmp_path, {
+        "channels": {"c": {"type": "stubborn"}},
+        "nodes": {"n": {"channels": [{"channel": "c", "target": "t"}]}},
+        "limits": {"timeout_s": 3 * DEVICE_S},
+    })
+    path = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+    proc = start(config, "state", "n", env={"PYTHONPATH": path})
+    # the command is in discovery once the plugin's module is loaded and its thread runs:
+    # seen from outside as the process's thread count (the helper is its own thread)
+    deadline = time.monotonic() + START_S
+    status = Path(f"/proc/{proc.pid}/status")
+    while time.monotonic() < deadline and proc.poll() is None:
+        threads = next((int(line.split()[1]) for line in status.read_text().splitlines()
+                        if line.startswith("Threads:")), 0)
+        if threads >= 3:  # main, the worker in capabilities(), its helper
+            break
+        time.sleep(0.05)
+    code, _, err = stopped(proc, signal.SIGINT)
+    assert code == 130, err
+    assert "interrupted" in err.splitlines() and "Traceback" not in err

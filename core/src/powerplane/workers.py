@@ -41,7 +41,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["MAX_ABANDONED", "MAX_WORKERS", "WorkerPool", "call", "loop_executor", "shared_pool"]
+__all__ = ["MAX_ABANDONED", "MAX_WORKERS", "WorkerPool", "call", "loop_executor", "owns",
+           "shared_pool"]
 
 log = logging.getLogger("powerplane.workers")
 
@@ -194,6 +195,13 @@ def shared_pool() -> WorkerPool:
                 _POOL = WorkerPool()
             pool = _POOL
     return pool
+
+
+def owns(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is one of :func:`shared_pool`'s (the interpreter never waits for
+    those; a thread a plugin starts from one inherits its daemon flag, not this)."""
+    pool = _POOL
+    return pool is not None and thread in pool._threads
 
 
 async def call(fn: Callable[..., T], *args: Any) -> T:

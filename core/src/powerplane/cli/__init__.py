@@ -232,16 +232,25 @@ def _on_terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def leave_without_waiting(code: int) -> None:
-    """After an interrupt: where a thread that holds the interpreter's exit is still alive
-    (one a plugin started, blocked in its library), flush the output and leave now with
-    ``code`` instead of joining it. Returns where there is none (a normal exit follows)."""
+    """After an interrupt: where a thread other than core's own workers is still alive (one
+    a plugin started, perhaps in its own ``ThreadPoolExecutor``, which the interpreter joins
+    at exit whatever its daemon flag), run the exit handlers, flush the output and leave now
+    with ``code`` instead of joining it. Returns where there is none (a normal exit follows).
+    """
+    import atexit
     import os
     import threading
 
+    from powerplane.workers import owns
+
     main_thread = threading.main_thread()
-    if not any(t is not main_thread and not t.daemon and t.is_alive()
+    if not any(t is not main_thread and t.is_alive() and not owns(t)
                for t in threading.enumerate()):
         return
+    try:
+        atexit._run_exitfuncs()  # what a normal exit runs before it joins threads
+    except Exception:  # an exit handler's failure must not keep the process
+        pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
