@@ -267,3 +267,18 @@ async def test_a_cancelled_verb_says_whether_it_may_have_left(
     _Stuck.release.set()
     await asyncio.to_thread(small_pool.shutdown, True)
     assert _Stuck.sent == (["m"] if send_first else [])  # cancelled first: never sent
+
+
+async def test_a_cancelled_fleet_call_names_its_node(small_pool: WorkerPool) -> None:
+    reg = _registry()
+    with cut_calls() as cut:
+        async with _host(reg, timeout_s=60, send_first=True) as host:
+            task = asyncio.create_task(host.invoke_many(["n"], Verb.REBOOT, reason="fleet"))
+            assert await asyncio.to_thread(_Stuck.entered.acquire, True, WAIT_S)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, WAIT_S)
+    assert [(c.method, c.nodes, c.sent) for c in cut] == [("reboot", ("n",), True)]
+    _Stuck.release.set()
+    await asyncio.to_thread(small_pool.shutdown, True)
+    assert _Stuck.sent == ["m"]  # sent once, before the cancel; never again
