@@ -69,8 +69,24 @@ A client is told apart by the bearer token of the kubeconfig it was given
 The server runs its own event loop in a thread, so async and sync tests, and other
 processes, reach it like any API server; world changes (:meth:`~KubeApiServer.add_node`,
 :meth:`~KubeApiServer.set_pdb_allowed`, ...) run in that loop. Watches of objects changed
-by the handlers here (``PUT``, evictions) get their events through kmock's internal bus;
-that use of a private name is guarded, as is the trimming of its history above.
+by the handlers here (``PUT``, evictions) get their events through kmock's internal bus.
+
+kmock's names this module relies on, and why (kmock 0.8; the range is pinned in this
+distribution's ``test`` extra, ``kmock>=0.8,<0.9``, and ``tests/test_kmock_shape.py`` fails
+on a kmock whose shape differs, naming what moved):
+
+* public: ``KubernetesEmulator``, ``Server``, ``Request``, ``ResourceInfo``, ``resource``,
+  the ``objects`` and ``resources`` arrays and the ``<<`` reactions.
+* ``kmock.Response`` (a reaction's answer with its own status): kmock's package namespace
+  holds it (its ``__init__`` imports it) but leaves it out of ``__all__``; a callable
+  reaction has no other way to choose its status per request.
+* private, with no public counterpart: ``RawHandler._handle`` (overridden to see each
+  request and trim the history after it), ``Root._requests``, ``Reaction._requests`` and
+  ``RawHandler._errors`` (the history that makes each match cost as much as the requests
+  before it), ``ObjectsArray._objects`` (the object dict, indexed by resource), and
+  ``KubernetesEmulator._buses`` (the watch bus, for objects the handlers here change).
+  Each use stays guarded at run time (an absent name degrades to kmock's own behaviour),
+  and the shape test makes an upgrade that drops one fail loudly instead.
 """
 
 from __future__ import annotations
@@ -91,7 +107,7 @@ from typing import Any, TypeVar
 
 import jsonschema  # type: ignore[import-untyped]  # ships no py.typed
 import kmock
-from kmock._internal.rendering import Response  # kmock exports it without __all__
+from kmock import Response  # type: ignore[attr-defined]  # kmock's namespace, not its __all__
 
 __all__ = [
     "LONGHORN_NODES",
