@@ -565,7 +565,7 @@ def load_plugins() -> Registry:
     """Core's built-ins, then every ``powerplane`` entry point; failures are isolated."""
     reg = Registry()
     reg.add_builtins()
-    found = _entry_points.read((GROUP,))[GROUP]
+    found = _entry_points.read(GROUP)  # the standard reader: every distribution finder
     order = sorted(range(len(found)), key=lambda i: (_rank(found[i]), found[i].name, i))
     eps = [found[i] for i in order]
     wanted = _selected(e.name for e in eps)

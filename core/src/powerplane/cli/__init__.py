@@ -3,8 +3,8 @@
 Built-in commands load on use; more commands come from the entry-point group
 ``powerplane.cli`` (each entry point a :class:`click.Command`; powerplane-conformance
 adds ``conformance`` and ``new-plugin`` this way, powerplane-demo adds ``demo``).
-``--help`` imports no plugin and no heavy library (not even :mod:`importlib.metadata`:
-:mod:`powerplane.cli._extensions` reads the installed entry points itself).
+``--help`` imports no plugin and no heavy library (the entry points are read by
+:mod:`importlib.metadata`, the standard reader: :mod:`powerplane.cli._extensions`).
 
 Signals: in the ``powerplane`` process (:func:`main`), SIGTERM does what Ctrl-C does. Either
 stops the command at once: it says ``interrupted`` (with the power requests that were in
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from powerplane.cli._extensions import Extension
+    from powerplane._entry_points import EntryPoint
 
 __all__ = ["cli", "main"]
 
@@ -119,7 +119,7 @@ class LazyGroup(click.Group):
             say_interrupted(exc)
             sys.exit(INTERRUPTED)
 
-    def _extensions(self) -> dict[str, Extension]:
+    def _extensions(self) -> dict[str, EntryPoint]:
         # read only for a command that is not built in, and for --help
         from powerplane.cli._extensions import scan
 
@@ -161,13 +161,14 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-def _summary(cmd: click.Command | None, ep: Extension) -> str:
+def _summary(cmd: click.Command | None, ep: EntryPoint) -> str:
     """The one-line summary of an extension command (its short help, else its help's first
     sentence); one that is not a click command, or has no help, says where it comes from."""
+    dist = ep.dist or "an installed distribution"
     if cmd is None:
-        return f"(from {ep.dist}: {ep.value} is not a click command)"
+        return f"(from {dist}: {ep.value} is not a click command)"
     summary = cmd.get_short_help_str(limit=300)
-    return summary or f"(from {ep.dist}; no help text)"
+    return summary or f"(from {dist}; no help text)"
 
 
 def _broken(name: str, error: str) -> click.Command:
@@ -201,9 +202,6 @@ def cli(ctx: click.Context, config: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point (SIGTERM handled as Ctrl-C; see the module docstring)."""
-    from powerplane.cli._pydantic_plugins import answer_without_scan
-
-    answer_without_scan()
     terminate_as_interrupt()
     try:
         return cli.main(args=argv, prog_name="powerplane", obj={OWN_PROCESS: True})
