@@ -220,13 +220,14 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """
     from powerplane.channel import cut_calls
 
+    try:
+        asyncio.get_running_loop()
+        nested = True
+    except RuntimeError:  # the usual case: no loop runs in this thread
+        nested = False
     with cut_calls() as cut:
         try:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return _run_loop(coro)
-            return _in_thread(_run_loop, coro)
+            return _in_thread(_run_loop, coro) if nested else _run_loop(coro)
         except Interrupted:
             raise
         except KeyboardInterrupt:
