@@ -1,5 +1,6 @@
-"""The CLI's JSON output: the bytes of ``json.dumps(data, indent=2, default=str)``, encoded by
-the C encoder where it can be (:mod:`powerplane.cli._json`).
+"""The CLI's JSON output: the bytes of ``json.dumps(data, indent=2, default=str)``, encoded
+without ``indent`` where it can be (:mod:`powerplane.cli._json`), through the documented
+:mod:`json` API only (no ``json.encoder`` internals such as ``c_make_encoder``).
 
 Checked against the standard library on generated documents (every scalar kind, keys that
 are coerced, values only ``default`` can write, equal values of different types side by
@@ -80,6 +81,32 @@ def test_equal_values_of_other_types_are_not_taken_for_each_other() -> None:
             {1.0: 1}, [True], [1], [1.0], [-0.0], [0.0], {"a": Colour.RED}, {"a": "red"},
             {"a": Level.HIGH}, {"a": 3}, [math.nan], [math.inf]]
     doc = {"rows": rows * 2}
+    assert dumps_indented(doc) == std(doc)
+
+
+def test_only_the_documented_json_api_is_used() -> None:
+    import ast
+    import inspect
+
+    from powerplane.cli import _json
+
+    tree = ast.parse(inspect.getsource(_json))
+    imported = {(node.module or "") for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for a in node.names}
+    assert not {m for m in imported if m.startswith("json.")}, imported  # json.encoder, ...
+    used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == "json"}
+    assert used <= {"dumps", "JSONEncoder"}, used
+
+
+def test_the_bytes_are_the_same_where_the_standard_library_has_no_c_encoder(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import json.encoder
+
+    doc = {"nodes": [{"node": f"n{i}", "labels": {"rack": i % 3}, "verbs": [1.5, None, True]}
+                     for i in range(5)], "ü": [], "e": {}}
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
     assert dumps_indented(doc) == std(doc)
 
 

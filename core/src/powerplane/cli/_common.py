@@ -159,7 +159,7 @@ def esc(text: object) -> str:
 
 def emit_json(data: Any) -> None:
     """``data`` as ``json.dumps(data, indent=2, default=str)`` writes it, plus a newline:
-    the same bytes, encoded by the C encoder where it can be (:mod:`powerplane.cli._json`)."""
+    the same bytes, encoded without ``indent`` where it can be (:mod:`powerplane.cli._json`)."""
     from powerplane.cli._json import dumps_indented
 
     click.echo(dumps_indented(data))

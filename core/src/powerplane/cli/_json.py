@@ -1,24 +1,26 @@
-"""Indented JSON with the C encoder: the bytes of ``json.dumps(data, indent=2, default=str)``.
+"""Indented JSON, fast: the bytes of ``json.dumps(data, indent=2, default=str)``.
 
 The standard library encodes with ``indent`` in pure Python (a generator per container,
-a chunk per token): a 100,000-node ``offers -o json`` spent seconds there. Here a
-container whose items are all scalars (``str``, ``int``, ``float``, ``bool``, ``None``,
-or anything ``default`` turns into a string) is encoded by the C encoder in one call,
-with the separators of its depth; only the containers that hold containers are walked
-in Python. The output is byte-for-byte the standard library's (keys in insertion order,
-``ensure_ascii``, ``NaN``/``Infinity`` allowed, the same key coercions and errors).
+a chunk per token): a 100,000-node ``offers -o json`` spent seconds there. Without
+``indent`` it encodes in C. Here a container whose items are all scalars (``str``, ``int``,
+``float``, ``bool``, ``None``, or anything ``default`` turns into a string) is encoded by one
+:meth:`json.JSONEncoder.encode` call without ``indent``, whose item separator (documented
+``separators=(item_separator, key_separator)``) carries the newline and the indent of its
+depth; only the containers that hold containers are walked in Python. Only the documented
+:mod:`json` API is used. The output is byte-for-byte the standard library's (keys in
+insertion order, ``ensure_ascii``, ``NaN``/``Infinity`` allowed, the same key coercions and
+errors).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from json.encoder import encode_basestring_ascii
 from typing import Any
 
 __all__ = ["Encoded", "chunks_indented", "dumps_indented"]
 
-_Encode = Callable[[Any, int], Any]
+_Encode = Callable[[Any], str]
 
 
 class Encoded:
@@ -35,20 +37,10 @@ _CONTAINERS = (dict, list, tuple)
 _SCALARS = (str, int, float)
 
 
-def _c_encoder(item_separator: str, default: Callable[[Any], Any]) -> _Encode:
-    """The C encoder (the Python one where ``_json`` is absent) with these separators."""
-    from json.encoder import c_make_encoder  # type: ignore[attr-defined]
-
-    if c_make_encoder is None:  # pragma: no cover - CPython always has _json
-        encoder = json.JSONEncoder(separators=(item_separator, ": "), default=default)
-
-        def encode(obj: Any, _level: int) -> Any:
-            return encoder.iterencode(obj)
-
-        return encode
-    made: _Encode = c_make_encoder(None, default, encode_basestring_ascii, None, ": ",
-                                   item_separator, False, False, True)
-    return made
+def _encoder(item_separator: str, default: Callable[[Any], Any]) -> _Encode:
+    """``json.dumps`` without ``indent`` and with these separators: one documented encoder
+    (the standard library runs it in C where it can)."""
+    return json.JSONEncoder(separators=(item_separator, ": "), default=default).encode
 
 
 _CACHEABLE = frozenset({str, bool, int, type(None)})
@@ -67,12 +59,13 @@ class _Writer:
         self.indent = " " * indent
         self.default = default
         self.flat: dict[int, _Encode] = {}
-        self.scalar = _c_encoder(",", default)
+        self.scalar = _encoder(",", default)
+        self.string = self.scalar  # a str is written as ``json.dumps`` writes it
         self.done: dict[Any, str] = {}
 
     def flat_text(self, obj: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int,
                   values: Any) -> str:
-        """A non-empty container of scalars, encoded in one call of the C encoder."""
+        """A non-empty container of scalars, encoded in one call of the encoder."""
         key: Any = None
         if len(obj) <= _CACHE_ITEMS:
             types = tuple(map(type, values))
@@ -84,9 +77,9 @@ class _Writer:
                     return found
         encode = self.flat.get(depth + 1)
         if encode is None:
-            encode = self.flat[depth + 1] = _c_encoder(",\n" + self.indent * (depth + 1),
-                                                       self.default)
-        text = "".join(encode(obj, 0))
+            encode = self.flat[depth + 1] = _encoder(",\n" + self.indent * (depth + 1),
+                                                     self.default)
+        text = encode(obj)
         text = (text[0] + "\n" + self.indent * (depth + 1) + text[1:-1] + "\n"
                 + self.indent * depth + text[-1])
         if key is not None and len(self.done) < _CACHE_SIZE:
@@ -96,8 +89,8 @@ class _Writer:
     def key(self, key: Any) -> str:
         """A dict key as the encoders write it (str, float, bool, None, int; else an error)."""
         if isinstance(key, str):
-            return encode_basestring_ascii(key)
-        text = "".join(self.scalar({key: 0}, 0))
+            return self.string(key)
+        text = self.scalar({key: 0})
         return text[1 : text.rindex(":")]
 
     def scalars_only(self, values: Any) -> bool:
@@ -133,11 +126,11 @@ class _Writer:
                     sep = "," + inner
                 out.append("\n" + self.indent * depth + "]")
         elif isinstance(obj, str):
-            out.append(encode_basestring_ascii(obj))
+            out.append(self.string(obj))
         elif type(obj) is Encoded:
             out.append(obj.text)
         elif isinstance(obj, _SCALARS) or obj is None:
-            out.append("".join(self.scalar(obj, 0)))
+            out.append(self.scalar(obj))
         else:
             self.write(self.default(obj), depth, out)
 
@@ -146,11 +139,11 @@ class _Writer:
         inner = "\n" + self.indent * (depth + 1)
         sep = "{" + inner
         write = self.write
+        string = self.string
         for key, value in obj.items():
-            head = sep + (encode_basestring_ascii(key) if isinstance(key, str)
-                          else self.key(key)) + ": "
+            head = sep + (string(key) if isinstance(key, str) else self.key(key)) + ": "
             if type(value) is str:
-                out.append(head + encode_basestring_ascii(value))
+                out.append(head + string(value))
             else:
                 out.append(head)
                 write(value, depth + 1, out)
@@ -170,6 +163,7 @@ def chunks_indented(data: Any, indent: int = 2, default: Callable[[Any], Any] = 
 
 def dumps_indented(data: Any, indent: int = 2, default: Callable[[Any], Any] = str,
                    depth: int = 0) -> str:
-    """``json.dumps(data, indent=indent, default=default)``, encoded mostly in C; at
+    """``json.dumps(data, indent=indent, default=default)``, encoded mostly without
+    ``indent`` (in C, where the standard library can); at
     ``depth`` as :func:`chunks_indented` says."""
     return "".join(chunks_indented(data, indent, default, depth))
