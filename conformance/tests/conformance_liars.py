@@ -21,7 +21,7 @@ from powerplane import (
     Verb,
     hookimpl,
 )
-from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig, parse_target
 
 
 class OffReader(SimulatedChannel):

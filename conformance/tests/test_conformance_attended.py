@@ -25,7 +25,7 @@ import pytest
 from conformance_targets import messages, outcome, sim_target
 
 from powerplane.channel import PowerState
-from powerplane.simulated import SimulatedChannel, SimulatedConfig
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig
 from powerplane_conformance.api import RunSummary
 
 Run = Callable[..., RunSummary]

@@ -16,7 +16,7 @@ from conformance_targets import sim_target
 
 from powerplane import ChannelType, hookimpl
 from powerplane.plugins import registry
-from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig, parse_target
 from powerplane_conformance.api import run_suite
 from powerplane_conformance.html import render_html, write_html
 

@@ -20,7 +20,7 @@ from powerplane import Acceptance, ChannelType, Reading, hookimpl
 from powerplane.capabilities import Verb
 from powerplane.channel import PowerState
 from powerplane.plugins import registry
-from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig, parse_target
 from powerplane_conformance.api import RunSummary
 from powerplane_conformance.plan import Wants, build_steps
 

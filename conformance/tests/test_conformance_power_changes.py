@@ -32,7 +32,7 @@ from conformance_targets import messages, outcome, sim_target
 
 from powerplane import Acceptance, ChannelTimeout, ChannelType, hookimpl
 from powerplane.plugins import registry
-from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig, parse_target
 from powerplane_conformance.api import RunSummary
 from powerplane_conformance.negatives import short_timeouts
 from powerplane_conformance.settings import NegativeHints

@@ -34,7 +34,7 @@ from powerplane import (
     hookimpl,
 )
 from powerplane.plugins import registry
-from powerplane.simulated import SimulatedChannel, SimulatedConfig, parse_target
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig, parse_target
 from powerplane_conformance.api import RunSummary
 from powerplane_conformance.iowatch import IOWatch, unwatched
 from powerplane_conformance.loop import LoopThread

@@ -26,7 +26,7 @@ from powerplane import (
     parse_config,
 )
 from powerplane.plugins import Registry, load_plugins
-from powerplane.simulated import SimulatedChannel
+from powerplane.sim.channel import SimulatedChannel
 
 HostFor = Callable[[dict[str, Any]], PowerHost]
 
@@ -233,7 +233,7 @@ class BatchChannel(SimulatedChannel):
 
 
 async def test_invoke_many_batches_where_the_channel_can() -> None:
-    from powerplane.simulated import SimulatedConfig
+    from powerplane.sim.channel import SimulatedConfig
 
     class Plugin:
         @hookimpl

@@ -119,7 +119,7 @@ def test_the_walk_sees_every_distribution(graph: dict[str, list[Edge]]) -> None:
     tops = {m.partition(".")[0] for m in graph}
     assert {"powerplane", "powerplane_redfish", "powerplane_talos", "powerplane_pdu",
             "powerplane_cloud", "powerplane_conformance"} <= tops
-    assert any(e.target == "powerplane.channel" for e in graph["powerplane.simulated"])
+    assert any(e.target == "powerplane.channel" for e in graph["powerplane.sim.channel"])
 
 
 def test_the_walk_resolves_relative_and_dynamic_imports(tmp_path: Path) -> None:

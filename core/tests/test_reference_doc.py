@@ -635,7 +635,7 @@ def test_every_documented_default_bound_and_allowed_value_is_the_model_s(
 
 
 def test_the_value_check_catches_a_wrong_default_bound_and_value_list() -> None:
-    from powerplane.simulated import SimulatedConfig
+    from powerplane.sim.channel import SimulatedConfig
 
     def check(type_cell: str, key: str = "latency_ms", meaning: str = "") -> list[str]:
         return check_row(key, type_cell, meaning, resolve([SimulatedConfig], key), set())

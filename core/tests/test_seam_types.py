@@ -39,7 +39,7 @@ from powerplane import (
 )
 from powerplane.host import PowerHost
 from powerplane.plugins import load_plugins
-from powerplane.simulated import SimulatedChannel, SimulatedConfig
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig
 
 PLUGIN_HEAD = '''
 """A vendor plugin, type-checked by the test."""

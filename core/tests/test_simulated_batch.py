@@ -25,7 +25,7 @@ from powerplane import (
     parse_config,
 )
 from powerplane.channel import BatchDiscovery
-from powerplane.simulated import SimulatedChannel, SimulatedConfig
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig
 
 TIMEOUT = 30.0
 """An explicit bound on each operation of a test (never a timing threshold)."""

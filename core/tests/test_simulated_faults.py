@@ -23,7 +23,7 @@ from powerplane import (
     parse_config,
 )
 from powerplane.plugins import Registry, load_plugins
-from powerplane.simulated import Fault, SimulatedChannel, SimulatedConfig
+from powerplane.sim.channel import Fault, SimulatedChannel, SimulatedConfig
 
 EXPECTED: dict[Fault, type[ChannelError] | None] = {
     Fault.UNREACHABLE: Unreachable,

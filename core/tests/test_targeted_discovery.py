@@ -37,7 +37,7 @@ from powerplane import (
 )
 from powerplane.cli import cli
 from powerplane.plugins import Registry, load_plugins
-from powerplane.simulated import SimulatedChannel, SimulatedConfig
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig
 
 
 class Counted(SimulatedChannel):
@@ -251,6 +251,7 @@ def mixed(tmp: Path) -> Path:
     return path
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize("args", [
     ["state", "s"],
     ["offers", "s"],

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from powerplane import hookimpl
 from powerplane.plugins import Registry, load_plugins
-from powerplane.simulated import SimulatedChannel, SimulatedConfig
+from powerplane.sim.channel import SimulatedChannel, SimulatedConfig
 from powerplane.testing import Peer, StartedPeer
 from powerplane_demo import Demo, UnknownPeer, install_hint
 

@@ -35,16 +35,7 @@ if TYPE_CHECKING:
         about_to_send,
         require,
     )
-    from powerplane.config import (
-        Deployment,
-        StrictBool,
-        StrictFloat,
-        StrictInt,
-        Timeouts,
-        TlsVerify,
-        load_config,
-        parse_config,
-    )
+    from powerplane.config import Deployment, load_config, parse_config
     from powerplane.errors import (
         AuthenticationFailed,
         ChannelError,
@@ -63,6 +54,7 @@ if TYPE_CHECKING:
         UnknownNode,
         Unreachable,
     )
+    from powerplane.fields import StrictBool, StrictFloat, StrictInt, Timeouts, TlsVerify
     from powerplane.hookspecs import hookimpl
     from powerplane.host import InvokeResult, NodeReading, PowerHost
     from powerplane.lifecycle.audit import Action, AuditRecord
@@ -195,11 +187,11 @@ __getattr__, __dir__ = lazy_exports(
         "about_to_send": ".channel",
         "require": ".channel",
         "Deployment": ".config",
-        "StrictBool": ".config",
-        "StrictFloat": ".config",
-        "StrictInt": ".config",
-        "TlsVerify": ".config",
-        "Timeouts": ".config",
+        "StrictBool": ".fields",
+        "StrictFloat": ".fields",
+        "StrictInt": ".fields",
+        "TlsVerify": ".fields",
+        "Timeouts": ".fields",
         "load_config": ".config",
         "parse_config": ".config",
         "AuthenticationFailed": ".errors",

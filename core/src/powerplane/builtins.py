@@ -7,6 +7,11 @@ are part of core's config language, not device plugins. :data:`REGISTERS` names 
 the hooks run (importing :mod:`powerplane.lifecycle.ports` and the settings models) only
 when a config or a command looks one of them up, and the factories import their adapters
 on first use: a power command on a deployment without ``lifecycle:`` imports neither.
+
+The simulators it registers live in :mod:`powerplane.sim` (the simulated channel type is
+that package's own entry point, ``simulated``); this module is a plugin like any other,
+loaded by name (:meth:`powerplane.plugins.Registry.add_builtins`), so it sits above the
+layers it registers from and nothing below imports it.
 """
 
 from __future__ import annotations
@@ -54,8 +59,8 @@ REGISTERS = {"cluster": ("simulated", "none"), "storage": ("none", "simulated"),
 
 
 def _simulated_cluster(config: SimulatedClusterConfig, context: PortContext) -> ClusterPort:
-    from powerplane.lifecycle.cluster import SimulatedCluster
-    from powerplane.lifecycle.ports import SimulatedMachines
+    from powerplane.sim.cluster import SimulatedCluster
+    from powerplane.sim.machines import SimulatedMachines
 
     # the node's own machine, as a kubelet's Ready condition and boot id come from the node
     # itself (no channel request), found once per node while the host's channels stay the
@@ -83,7 +88,7 @@ def _no_storage(config: NoneStorageConfig, context: PortContext) -> StoragePort:
 
 
 def _simulated_storage(config: SimulatedStorageConfig, context: PortContext) -> StoragePort:
-    from powerplane.lifecycle.storage import SimulatedStorage
+    from powerplane.sim.storage import SimulatedStorage
 
     return SimulatedStorage(config)
 

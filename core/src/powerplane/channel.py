@@ -43,7 +43,7 @@ from the channel's own capability set).
 would otherwise be told by hand: where the device address lives (:class:`Address`), which
 config fields hold secrets (every field typed :class:`~powerplane.secrets.SecretRef`,
 found by :meth:`ChannelType.secret_fields`), and the config's
-:class:`~powerplane.config.Timeouts` (:meth:`ChannelType.timeouts_field`).
+:class:`~powerplane.fields.Timeouts` (:meth:`ChannelType.timeouts_field`).
 
 At most once across a timeout: a channel calls :func:`about_to_send` right before each
 state-changing request leaves the process. Once the host has given up on the call
@@ -67,16 +67,14 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.errors import ChannelTimeout, NotSupported, PowerplaneError
-
-if TYPE_CHECKING:
-    from powerplane.config import Timeouts
+from powerplane.fields import Timeouts, secret_fields, timeouts_field
 
 __all__ = [
     "Acceptance",
@@ -426,7 +424,7 @@ class ChannelType(Generic[ConfigT, TargetT]):
     It also declares what core and the conformance suite need to know without being told:
     ``address`` (where the device address lives), the secret fields (every field typed
     :class:`~powerplane.secrets.SecretRef`, see :meth:`secret_fields`), and the config's
-    :class:`~powerplane.config.Timeouts` field (:meth:`timeouts_field`).
+    :class:`~powerplane.fields.Timeouts` field (:meth:`timeouts_field`).
     """
 
     name: str
@@ -458,20 +456,14 @@ class ChannelType(Generic[ConfigT, TargetT]):
 
         ``*`` stands for any key of a mapping or any item of a list (``feeds.*.community``).
         """
-        from powerplane.config import secret_fields
-
         return secret_fields(self.config)
 
     def timeouts_field(self) -> str | None:
-        """The top-level config field typed :class:`~powerplane.config.Timeouts`, if any."""
-        from powerplane.config import timeouts_field
-
+        """The top-level config field typed :class:`~powerplane.fields.Timeouts`, if any."""
         return timeouts_field(self.config)
 
     def timeouts_of(self, config: ConfigT) -> Timeouts | None:
-        """The :class:`~powerplane.config.Timeouts` of a validated ``config``, if it has them."""
-        from powerplane.config import Timeouts
-
+        """The :class:`~powerplane.fields.Timeouts` of a validated ``config``, if it has them."""
         key = self.timeouts_field()
         value = getattr(config, key, None) if key is not None else None
         return value if isinstance(value, Timeouts) else None

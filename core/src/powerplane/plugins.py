@@ -121,6 +121,9 @@ class Restriction:
         return f"{ENV_RESTRICT}={','.join(self.names)}" if self.names else f'{ENV_RESTRICT}=""'
 
 
+BUILTINS = "powerplane.builtins"
+"""The module of core's own registrations, loaded by name like an entry point's."""
+
 REGISTERS = "REGISTERS"
 """The module attribute a plugin declares what its hooks register in, by kind, so the
 registry can defer calling them: ``REGISTERS = {"channel": ("redfish",)}``."""
@@ -235,6 +238,15 @@ class Registry:
         return (f"; {found.setting} left out the installed plugins "
                 f"{', '.join(found.not_loaded)}: the type may be one of theirs")
 
+    def missing_hint(self, kind: str, name: str) -> str:
+        """For a ``name`` of hook ``kind`` (``cluster``, ``storage``, ``store``,
+        ``secret``) that nothing registered: ``; ...`` naming the project distribution
+        that provides it (``install powerplane-kubernetes``), then what
+        ``POWERPLANE_LOAD_PLUGINS`` may have hidden; ``""`` when neither applies."""
+        provider = PROVIDERS.get(kind, {}).get(name)
+        found = f"; {name!r} is provided by {provider}: install {provider}" if provider else ""
+        return found + self.restriction_hint(name)
+
     def __post_init__(self) -> None:
         self.channel_types = _Table(self)
         self.cluster_types = _Table(self)
@@ -307,10 +319,15 @@ class Registry:
         return self.port_owners[(kind, name)]
 
     def add_builtins(self) -> None:
-        """Add core's own port types and secret kinds (:mod:`powerplane.builtins`)."""
-        from powerplane import __version__, builtins
+        """Add core's own port types and secret kinds (:mod:`powerplane.builtins`).
 
-        self.add_module(builtins.NAME, builtins, CORE_DISTRIBUTION, __version__, builtin=True)
+        The built-ins are a plugin: loaded by name (:data:`BUILTINS`) as an entry point is,
+        never imported by this module, which sits below every layer they register from
+        (the simulators, the lifecycle's ports and store)."""
+        from powerplane import __version__
+
+        module = importlib.import_module(BUILTINS)
+        self.add_module(module.NAME, module, CORE_DISTRIBUTION, __version__, builtin=True)
 
     def add_module(
         self, name: str, module: object, distribution: str = "", version: str = "",

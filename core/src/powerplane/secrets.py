@@ -15,6 +15,14 @@ naming the field), so a command pays only for the secrets of the channels it tou
 ``powerplane check`` resolves every reference of the file. An unknown kind is a config
 error at load. ``repr``, ``str`` and the dumped form name the reference, never the value;
 an error while resolving names the reference and the error's class only.
+
+Which kinds exist is the registry's to say, and the registry is passed in: a validation
+given a :class:`SecretKindSource` (a :class:`~powerplane.plugins.Registry`) in its context
+under :data:`SECRET_KINDS` (``model_validate(data, context={SECRET_KINDS: registry})``, as
+:func:`~powerplane.config.parse_config` validates every channel and port config) looks
+kinds up there and nowhere else, beside core's own. Only a reference validated without
+one (built by hand, outside a config load) asks the process-wide registry, loaded on first
+use: the one import from a layer above this one, declared in the import contract.
 """
 
 from __future__ import annotations
@@ -23,14 +31,25 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PrivateAttr,
+    ValidationInfo,
+    model_serializer,
+    model_validator,
+)
 
 from powerplane.errors import SecretError
 
-__all__ = ["CORE_KINDS", "SecretKind", "SecretRef", "secret_kinds", "secret_problems",
-           "secret_refs"]
+__all__ = ["CORE_KINDS", "SECRET_KINDS", "SecretKind", "SecretKindSource", "SecretRef",
+           "secret_kinds", "secret_problems", "secret_refs"]
+
+SECRET_KINDS = "powerplane.secret_kinds"
+"""Key of the pydantic validation context holding the :class:`SecretKindSource` (the
+registry) a :class:`SecretRef` validates its kind against."""
 
 
 @dataclass(frozen=True)
@@ -109,21 +128,50 @@ CORE_KINDS: Mapping[str, SecretKind] = {
 """Core's kinds, registered through ``register_secret_kinds`` like any plugin's."""
 
 
-def secret_kinds() -> Mapping[str, SecretKind]:
-    """Every kind a config may use: core's, then the loaded plugins' (the registry)."""
-    from powerplane.plugins import registry
+class SecretKindSource(Protocol):
+    """Where secret kinds are looked up: a :class:`~powerplane.plugins.Registry`."""
 
-    return {**CORE_KINDS, **registry().secret_kinds}
+    @property
+    def secret_kinds(self) -> Mapping[str, SecretKind]:
+        """Kind name -> kind (looked up by name: only the plugin declaring it loads)."""
+        ...
+
+    def missing_hint(self, kind: str, name: str) -> str:
+        """``; ...`` saying why ``name`` of hook ``kind`` (``secret``) may be missing
+        (which distribution provides it, what ``POWERPLANE_LOAD_PLUGINS`` left out), or
+        ``""``."""
+        ...
 
 
-def _kind(name: str) -> SecretKind | None:
-    """The kind named ``name``: looked up by name, so only the plugin declaring it loads."""
+def _process_source() -> SecretKindSource:
+    """The process-wide registry: for a reference validated without a source only."""
+    from powerplane.plugins import registry  # the declared upward import (module docstring)
+
+    return registry()
+
+
+def _source_of(context: Any) -> SecretKindSource | None:
+    """The source a validation was given in its context (None: none was)."""
+    if not isinstance(context, Mapping):
+        return None
+    found: SecretKindSource | None = context.get(SECRET_KINDS)
+    return found
+
+
+def secret_kinds(source: SecretKindSource | None = None) -> Mapping[str, SecretKind]:
+    """Every kind a config may use: core's, then those of ``source`` (default: the
+    process-wide registry)."""
+    found = source if source is not None else _process_source()
+    return {**CORE_KINDS, **found.secret_kinds}
+
+
+def _kind(name: str, source: SecretKindSource | None = None) -> SecretKind | None:
+    """The kind named ``name``: core's, else looked up by name in ``source`` (default: the
+    process-wide registry), so only the plugin declaring it loads."""
     found = CORE_KINDS.get(name)
     if found is not None:
         return found
-    from powerplane.plugins import registry
-
-    return registry().secret_kinds.get(name)
+    return (source if source is not None else _process_source()).secret_kinds.get(name)
 
 
 class SecretRef(BaseModel):
@@ -159,20 +207,14 @@ class SecretRef(BaseModel):
         return {"kind": name, "ref": value}
 
     @model_validator(mode="after")
-    def _known(self) -> SecretRef:
-        kind = _kind(self.kind)
+    def _known(self, info: ValidationInfo) -> SecretRef:
+        source = _source_of(info.context)
+        kind = _kind(self.kind, source)
         if kind is None:
-            from powerplane.plugins import PROVIDERS
-
-            known = ", ".join(sorted(secret_kinds()))
+            source = source if source is not None else _process_source()
+            known = ", ".join(sorted(secret_kinds(source)))
             msg = f"unknown secret reference kind {self.kind!r}; known kinds: {known}"
-            provider = PROVIDERS.get("secret", {}).get(self.kind)
-            if provider:
-                msg += f"; {self.kind!r} is provided by {provider}: install {provider}"
-            from powerplane.plugins import registry
-
-            msg += registry().restriction_hint(self.kind)
-            raise ValueError(msg)
+            raise ValueError(msg + source.missing_hint("secret", self.kind))
         if kind.check is not None:
             kind.check(self.ref)
         self._resolver = kind

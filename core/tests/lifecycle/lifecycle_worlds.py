@@ -168,7 +168,7 @@ class KubernetesWorld:
 
     async def attach(self, host: PowerHost, lc: Lifecycle) -> None:
         """A kubelet task in this loop, reading the host's own simulated machines."""
-        from powerplane.simulated import SimulatedChannel
+        from powerplane.sim.channel import SimulatedChannel
 
         channels = {name: ch for name in self._cfg["channels"]
                     if isinstance(ch := host.channel(name), SimulatedChannel)}
@@ -179,7 +179,7 @@ class KubernetesWorld:
     def start_kubelet(self) -> None:
         """A kubelet thread reading the machines' shared ``state_file`` (for runners in
         other processes); stopped by :meth:`close`."""
-        from powerplane.simulated import SimulatedChannel, SimulatedConfig
+        from powerplane.sim.channel import SimulatedChannel, SimulatedConfig
 
         channels = {}
         for name, spec in self._cfg["channels"].items():

@@ -7,7 +7,8 @@ from lifecycle_support import Clock, ceremony
 
 from powerplane.lifecycle import EvacuationStatus, LonghornHook, Phase, evacuation_status
 from powerplane.lifecycle.settings import SimulatedStorageConfig
-from powerplane.lifecycle.storage import SimulatedStorage, StorageError, apply_writes
+from powerplane.lifecycle.storage import StorageError, apply_writes
+from powerplane.sim.storage import SimulatedStorage
 
 
 def test_begin_turns_scheduling_off_before_requesting_eviction() -> None:

@@ -15,10 +15,11 @@ from lifecycle_support import CP_LABEL, ceremony, make_config
 from powerplane.config import parse_config
 from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle, MaintenanceRefused, Phase
-from powerplane.lifecycle.cluster import DrainProgress, SimulatedCluster
+from powerplane.lifecycle.cluster import DrainProgress
 from powerplane.lifecycle.guard import observe
 from powerplane.lifecycle.quorum import derive_membership
 from powerplane.lifecycle.settings import SimulatedClusterConfig, lifecycle_config
+from powerplane.sim.cluster import SimulatedCluster
 
 CPS = ("cp1", "cp2", "cp3")
 

@@ -1,6 +1,6 @@
 """The simulated cluster finds each node's simulated machine once, and reads it every time.
 
-:class:`~powerplane.lifecycle.ports.SimulatedMachines` remembers *where* a node's machine
+:class:`~powerplane.sim.machines.SimulatedMachines` remembers *where* a node's machine
 is (which channel object, which target), never its state: every readiness and boot read
 asks the machine's model again. What it remembers is used only while the host's
 deployment is the same object and the host gives the very same channel objects; a host
@@ -18,7 +18,7 @@ from lifecycle_support import ceremony, make_config
 from powerplane.config import parse_config
 from powerplane.host import PowerHost
 from powerplane.lifecycle import Phase, guard
-from powerplane.lifecycle.ports import SimulatedMachines, machine_boots, machine_model_state
+from powerplane.sim.machines import SimulatedMachines, machine_boots, machine_model_state
 
 
 def _machines(lc: Any) -> SimulatedMachines:

@@ -20,7 +20,7 @@ from lifecycle_support import make_config
 
 from powerplane.capabilities import CapabilitySet
 from powerplane.cli import cli
-from powerplane.simulated import SimulatedChannel
+from powerplane.sim.channel import SimulatedChannel
 
 WORKERS = tuple(f"w{i}" for i in range(50))
 

@@ -424,23 +424,23 @@ def test_a_secret_kind_checks_its_reference_at_load_naming_the_path(
     assert vault.calls == []
 
 
-def test_an_unknown_secret_kind_is_a_config_error_naming_the_path(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import powerplane.secrets
+def test_an_unknown_secret_kind_is_a_config_error_naming_the_path() -> None:
+    import powerplane.sim.channel
 
-    # only core's kinds, as where powerplane-kubernetes is not installed
-    monkeypatch.setattr(powerplane.secrets, "secret_kinds", lambda: powerplane.secrets.CORE_KINDS)
-    monkeypatch.setattr(powerplane.secrets, "_kind", powerplane.secrets.CORE_KINDS.get)
+    # only core's kinds, as where powerplane-kubernetes is not installed: a registry of
+    # core's built-ins and its simulated channel, passed in
+    only_core = Registry()
+    only_core.add_builtins()
+    only_core.add_module("simulated", powerplane.sim.channel)
     with pytest.raises(ConfigError) as err:
-        parse_config(_channel({"k8s": "ns/name/key"}))
+        parse_config(_channel({"k8s": "ns/name/key"}), registry=only_core)
     (problem,) = err.value.problems
     assert problem.path == "channels.lab.password"
     assert problem.message == (
         "unknown secret reference kind 'k8s'; known kinds: env, file; 'k8s' is provided by "
         "powerplane-kubernetes: install powerplane-kubernetes")
     with pytest.raises(ConfigError) as two:
-        parse_config(_channel({"env": "A", "file": "/b"}))
+        parse_config(_channel({"env": "A", "file": "/b"}), registry=only_core)
     assert two.value.problems[0].message == (
         "expected exactly one secret reference kind (env, file given)")
 

@@ -17,7 +17,7 @@ from lifecycle_support import ceremony, make_config
 from powerplane import PowerHost, parse_config
 from powerplane.lifecycle.model import Phase
 from powerplane.lifecycle.service import Lifecycle
-from powerplane.simulated import SimulatedChannel
+from powerplane.sim.channel import SimulatedChannel
 
 TIMEOUT = 60.0
 """An explicit bound on the run (never a timing threshold)."""

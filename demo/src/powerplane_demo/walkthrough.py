@@ -627,7 +627,7 @@ class Demo:
             return cfg, ((lambda node, target: press(target)) if press is not None else None)
         if "power-on" in cfg.get("verbs", []) or self.workdir is None:
             return cfg, None
-        from powerplane.simulated import SimulatedChannel, SimulatedConfig
+        from powerplane.sim.channel import SimulatedChannel, SimulatedConfig
 
         cfg = {**cfg, "state_file": str((self.workdir / f"conformance-{key}.state.json")
                                         .resolve())}
@@ -727,7 +727,7 @@ class Demo:
         """A person at the rack presses ``node``'s power button; then the host reads the
         node back as any user would. Returns what that readback says (``on``, ``off``,
         ``unknown``): the demo never reports more than it read."""
-        from powerplane.simulated import SimulatedChannel
+        from powerplane.sim.channel import SimulatedChannel
 
         ref = host.nodes[node].channels[0]
         if key in self.started:

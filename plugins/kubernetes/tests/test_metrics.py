@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from powerplane import PowerHost, parse_config
-from powerplane.simulated import SimulatedChannel
+from powerplane.sim.channel import SimulatedChannel
 from powerplane_kubernetes.operator.metrics import OperatorMetrics, metered_deployment
 
 

@@ -35,8 +35,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
-from powerplane.config import StrictBool, StrictFloat, StrictInt
+from powerplane._yaml import format_path
 from powerplane.errors import ConfigError, ConfigProblem
+from powerplane.fields import StrictBool, StrictFloat, StrictInt, unknown_key
+from powerplane.plugins import PROVIDERS
+from powerplane.plugins import registry as default_registry
+from powerplane.secrets import SECRET_KINDS
 
 if TYPE_CHECKING:
     from powerplane.plugins import Registry
@@ -218,8 +222,6 @@ def unknown_port_type(
     Lists the registered types, says which distribution provides a known one that is not
     installed (``install powerplane-kubernetes``), and names plugins that failed to load.
     """
-    from powerplane.plugins import PROVIDERS
-
     known = sorted(registry.port_types(port))
     msg = (f"unknown {_WHAT[port]} {name!r}; registered types: "
            f"{', '.join(known) or 'none'}")
@@ -253,9 +255,6 @@ def _problems(
     lines: Mapping[Any, int],
     model: type[BaseModel],
 ) -> list[ConfigProblem]:
-    from powerplane._yaml import format_path
-    from powerplane.config import unknown_key
-
     out = []
     for err in exc.errors(include_input=False, include_url=False):
         loc = tuple(p if isinstance(p, int) else str(p) for p in err["loc"]
@@ -297,7 +296,8 @@ def _port_config(
         err = unknown_port_type(registry, port, name, _nearest_line(lines, (*base, "type")))
         return None, list(err.problems)
     try:
-        return ptype.config.model_validate(dict(raw)), []
+        # a port's secret references are checked against the same registry
+        return ptype.config.model_validate(dict(raw), context={SECRET_KINDS: registry}), []
     except ValidationError as exc:
         return None, _problems(exc, base, lines, ptype.config)
 
@@ -359,8 +359,6 @@ def lifecycle_config(
         problems += _problems(exc, ("lifecycle",), lines, LifecycleConfig)
     ports: dict[str, BaseModel] = {}
     if given:
-        from powerplane.plugins import registry as default_registry
-
         reg = registry if registry is not None else default_registry()
         for port, value in given.items():
             cfg, found = _port_config(reg, port, value, lines)

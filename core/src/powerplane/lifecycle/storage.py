@@ -1,9 +1,8 @@
 """The storage port: read and write a node's storage fields, count replicas left on it.
 
 * ``NoStorage``: no storage system; nothing to evacuate (logged once per node).
-* ``SimulatedStorage``: in-memory storage nodes validated like Longhorn's admission
-  webhook (a state with scheduling allowed while eviction is requested is refused);
-  replicas leave a few per read while eviction is requested.
+
+The simulated storage lives with the other simulators (:mod:`powerplane.sim.storage`).
 
 ``apply_writes`` performs a hook's writes in order, skipping a field that already holds
 its value, and treats an absent storage object as nothing to evacuate.
@@ -16,10 +15,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from powerplane.errors import LifecycleError
-from powerplane.lifecycle.evacuation import EvacuationHook, Write, hook_for
-from powerplane.lifecycle.settings import SimulatedStorageConfig
+from powerplane.lifecycle.evacuation import EvacuationHook, Write
 
-__all__ = ["NoStorage", "SimulatedStorage", "StorageError", "StoragePort", "apply_writes"]
+__all__ = ["NoStorage", "StorageError", "StoragePort", "apply_writes"]
 
 log = logging.getLogger("powerplane.lifecycle.storage")
 
@@ -69,54 +67,6 @@ class NoStorage:
 
     async def replicas_remaining(self, node: str) -> int:
         return 0
-
-
-class SimulatedStorage:
-    """In-memory storage nodes; rejects writes Longhorn's webhook would reject."""
-
-    def __init__(self, config: SimulatedStorageConfig) -> None:
-        self.config = config
-        self.hook: EvacuationHook | None = hook_for(config.preset)
-        self.fields: dict[str, dict[str, bool]] = {
-            node: {"allowScheduling": True, "evictionRequested": False}
-            for node in config.replicas
-        }
-        self.replicas: dict[str, int] = dict(config.replicas)
-        self.writes: list[tuple[str, str, bool]] = []
-        """Every write accepted, as (node, field, value), in order."""
-        self._logged: set[str] = set()
-
-    async def read(self, node: str) -> dict[str, bool] | None:
-        found = self.fields.get(node)
-        if found is None:
-            if node not in self._logged:
-                self._logged.add(node)
-                log.info("node %s: no storage object; nothing to evacuate", node)
-            return None
-        return dict(found)
-
-    async def write(self, node: str, fieldname: str, value: bool) -> None:
-        current = self.fields.get(node)
-        if current is None:
-            return
-        after = {**current, fieldname: value}
-        if after.get("allowScheduling") and after.get("evictionRequested"):
-            raise StorageError(
-                f"storage node {node}: need to disable scheduling for node eviction, "
-                "or cancel eviction to enable scheduling"
-            )
-        self.fields[node] = after
-        self.writes.append((node, fieldname, value))
-
-    async def replicas_remaining(self, node: str) -> int:
-        current = self.fields.get(node)
-        if current is None:
-            return 0
-        left = self.replicas.get(node, 0)
-        if current["evictionRequested"] and not current["allowScheduling"] and left > 0:
-            left = max(0, left - self.config.evict_per_read)
-            self.replicas[node] = left
-        return left
 
 
 async def apply_writes(storage: StoragePort, node: str, writes: Sequence[Write]) -> list[Write]:

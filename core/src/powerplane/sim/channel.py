@@ -60,7 +60,6 @@ from powerplane.channel import (
     about_to_send,
     require,
 )
-from powerplane.config import StrictBool, StrictFloat, StrictInt
 from powerplane.errors import (
     AuthenticationFailed,
     ChannelTimeout,
@@ -69,6 +68,7 @@ from powerplane.errors import (
     RefusedByDevice,
     Unreachable,
 )
+from powerplane.fields import StrictBool, StrictFloat, StrictInt
 from powerplane.hookspecs import hookimpl
 from powerplane.secrets import SecretRef
 
