@@ -84,6 +84,7 @@ def touched(requests: list[tuple[str, str]]) -> set[str]:
     return {p[len(SYSTEMS_PREFIX):].split("/")[0] for _, p in requests}
 
 
+@pytest.mark.perf
 def test_state_of_one_node_reads_only_its_system_in_at_most_two_requests(
     emu: SushyEmulator, config: Path
 ) -> None:
@@ -93,6 +94,7 @@ def test_state_of_one_node_reads_only_its_system_in_at_most_two_requests(
     assert requests == [("GET", emu.system_paths[0])] * 2, requests
 
 
+@pytest.mark.perf
 def test_invoke_reboot_of_one_node_touches_only_its_system(
     emu: SushyEmulator, config: Path
 ) -> None:
@@ -104,6 +106,7 @@ def test_invoke_reboot_of_one_node_touches_only_its_system(
                         ("POST", f"{emu.system_paths[1]}/Actions/ComputerSystem.Reset")], requests
 
 
+@pytest.mark.perf
 def test_offers_of_one_node_discovers_its_system_and_offers_of_all_every_system(
     emu: SushyEmulator, config: Path
 ) -> None:
@@ -127,6 +130,7 @@ finally:
 """
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize("command", [["state", "n3"],
                                      ["invoke", "n4", "power-on", "--yes", "--reason", "test"]])
 def test_a_one_shot_command_with_basic_auth_imports_neither_sushy_nor_requests(

@@ -1,7 +1,10 @@
-"""powerplane-redfish: the ``redfish`` channel type (BMC power through sushy).
+"""powerplane-redfish: the ``redfish`` channel type (BMC power over Redfish).
 
-Capabilities are read from the BMC, never assumed; readback is ``PowerState``; one sushy
-root (one Redfish session) per endpoint, logged out on close and after errors.
+Capabilities are read from the BMC, never assumed; readback is ``PowerState``; one session
+per endpoint: a sushy root (one Redfish session login, logged out on close and after
+errors) for ``auth: session`` and ``auto``, the direct client on ``http.client`` (basic
+credentials on every request, no sushy) for ``auth: basic``; one TLS and proxy rule for all
+three (:mod:`powerplane_redfish.connection`).
 
 Every name below is imported on first use (:func:`powerplane.lazy_exports`), so plugin
 discovery imports neither sushy nor requests.

@@ -14,7 +14,7 @@ The boot marker (:meth:`RedfishChannel.boot_marker`) reads ``LastResetTime``, el
 ``BootProgress.LastStateTime``, where the BMC publishes them.
 
 Both transports (:mod:`powerplane_redfish.connection`: the direct client for basic
-authentication, sushy for sessions) are synchronous, so every method is a plain ``def``:
+authentication, sushy for session and auto) are synchronous, so every method is a plain ``def``:
 the host runs them in worker threads, bounded per endpoint through
 :meth:`RedfishChannel.endpoint`. Nothing is read that a call does not need: a named system
 is read by its path, without the service root (read only to find the only system of a

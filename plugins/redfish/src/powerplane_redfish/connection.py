@@ -8,22 +8,31 @@ endpoint and every node and call reuses it. Two kinds, by ``auth``:
   credentials, so there is nothing to log in or out and nothing is read before the first
   call (not even the service root). It makes the few requests the channel makes (GET of a
   resource as JSON, POST of a reset) and imports neither sushy nor requests, so a one-shot
-  command pays for neither. TLS: ``verify: true`` is the system CAs
-  (``ssl.create_default_context``), a path is a CA bundle (a directory: a CA path),
-  ``false`` verifies nothing. No proxy from the environment is used (a BMC is reached
-  directly), and no redirect is followed.
+  command pays for neither. No redirect is followed.
 - ``session`` and ``auto``: one :class:`sushy.Sushy` root (one Redfish session login,
-  re-authenticated by sushy when the service expires it), imported only then.
+  re-authenticated by sushy when the service expires it; under ``auto`` sushy's fallback to
+  basic authentication where the service offers no session), imported only then.
+
+One transport rule for every auth mode (:func:`ca_bundle`, :data:`NO_PROXIES`):
+
+- TLS: ``verify: <path>`` verifies against that CA bundle; ``verify: true`` against the
+  system CA store as OpenSSL finds it (the file ``SSL_CERT_FILE`` names, else OpenSSL's
+  default CA file; else the directory ``SSL_CERT_DIR`` names, else OpenSSL's default
+  directory), never the ``certifi`` bundle, and ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``
+  are not read; ``verify: false`` verifies nothing. Both kinds are handed the same resolved
+  location (sushy as its ``verify`` path), so they trust exactly the same CAs.
+- Proxies: none. ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` are not
+  read: a BMC sits on a management network and is reached directly (the direct client
+  never reads them; every request through sushy passes requests an explicit "no proxy").
 
 When a call fails in a way that puts the connection in doubt (unreachable, timeout, TLS,
 authentication, an answer that makes no sense) the session is dropped and logged out, best
 effort; the next call logs in again. A refusal of one request (an HTTP 4xx/5xx with the
 BMC's words) keeps it.
 
-A reset is never retried, by either kind: one attempt per request (sushy's connector is
-built with one attempt and without its retry of a POST on vendor "not ready" messages), so
-a reset is sent at most once and every failure surfaces within the configured timeouts. A
-GET answered 5xx is retried once, at once.
+A reset is never retried, by either kind: one attempt per request, so a reset is sent at
+most once and every failure surfaces within the configured timeouts. A GET answered 5xx is
+retried once, at once.
 
 Keep-alive: a BMC may keep a connection open and close it later without saying so;
 reusing it then fails with ``RemoteDisconnected`` (or a reset or broken pipe). A GET that
@@ -36,6 +45,21 @@ may have left (a read timeout, a connection closed before the answer) it is
 
 After :meth:`Connection.close` nothing is sent any more (a worker the host gave up on cannot
 log in again or send a reset late).
+
+sushy's connector, and why it is subclassed (``_Connector``): by default sushy retries a
+request that failed in transport up to three times (a POST included) and retries a POST
+answered with a vendor's "not ready" message (iDRAC ``SYS518``, iLO
+``InvalidOperationForSystemState``), which would send a reset twice. The connector is built
+with its public arguments (``server_side_retries=1``: one transport attempt, one retry of a
+GET answered 5xx; ``server_side_retries_delay=0``; ``default_request_timeout`` and
+``connect_timeout``), and its public methods are overridden: ``check_retry_on_exception``
+answers never, ``get`` retries once on a connection the BMC dropped, ``post``/``patch``/
+``put``/``delete`` go out on a fresh connection (``close()``, sushy's own, drops the idle
+pool), and every method passes :data:`NO_PROXIES`. That relies on sushy's connector
+methods keeping their names and keyword arguments and on ``server_side_retries`` also
+bounding transport attempts, so ``sushy`` is pinned to ``>=5.14,<6`` (the range tested) in
+this distribution's ``pyproject.toml``, and ``tests/test_redfish_sushy_shape.py`` fails on
+a sushy whose shape differs.
 """
 
 from __future__ import annotations
@@ -56,6 +80,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from powerplane import (
     ChannelError,
+    ConfigError,
     OutcomeUnknown,
     PowerplaneError,
     RefusedByDevice,
@@ -76,7 +101,7 @@ from powerplane_redfish.resources import parse
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["Connection", "DirectSession", "Session"]
+__all__ = ["NO_PROXIES", "Connection", "DirectSession", "Session", "ca_bundle"]
 
 log = logging.getLogger("powerplane_redfish")
 
@@ -122,11 +147,12 @@ class Connection:
     # -- lifecycle ---------------------------------------------------------------------------
     def _open(self) -> Session:
         password = self.config.password.reveal()
+        ca = ca_bundle(self.config.verify, self.channel)
         session: Session
         if self.config.auth is AuthMode.BASIC:
-            session = DirectSession(self.config, password)
+            session = DirectSession(self.config, password, ca)
         else:
-            session = _SushySession(self.config, password)
+            session = _SushySession(self.config, password, ca)
         self.logins += 1
         return session
 
@@ -245,13 +271,15 @@ class DirectSession:
     than 2xx is :class:`~powerplane_redfish.errors.HTTPStatusError`.
     """
 
-    def __init__(self, config: RedfishConfig, password: str) -> None:
+    def __init__(self, config: RedfishConfig, password: str, ca: str | None = None) -> None:
+        """``ca``: the CA bundle file or directory to verify against (:func:`ca_bundle`);
+        None verifies nothing."""
         url = urllib.parse.urlsplit(config.endpoint)
         self._https = url.scheme == "https"
         self._host = url.hostname or ""
         self._port = url.port or (443 if self._https else 80)
         self._prefix = url.path.rstrip("/")
-        self._verify = config.verify
+        self._ca = ca
         self._connect_s = config.timeouts.connect_s
         self._read_s = config.timeouts.read_s
         token = base64.b64encode(f"{config.username}:{password}".encode()).decode("ascii")
@@ -371,32 +399,60 @@ class DirectSession:
 
     def _tls(self) -> ssl.SSLContext:
         if self._context is None:
-            self._context = _tls_context(self._verify)
+            self._context = _tls_context(self._ca)
         return self._context
 
 
-def _tls_context(verify: bool | str) -> ssl.SSLContext:
-    """The client TLS context for ``verify`` (true: the system CAs; a path: that bundle or
-    CA directory; false: no verification)."""
+NO_PROXIES: dict[str, str | None] = {"http": None, "https": None, "all": None}
+"""What every request through sushy passes as requests' ``proxies``: none, whatever the
+environment says (requests drops the keys set to None after merging the environment's in,
+so no proxy is selected). A copy per request: requests adds to the dict it is given."""
+
+
+def ca_bundle(verify: bool | str, channel: str = "") -> str | None:
+    """The CA bundle file (or directory) a ``verify`` value means, for every auth mode.
+
+    A path: that bundle (``~`` expanded). ``True``: the system CA store as OpenSSL finds it
+    (:func:`ssl.get_default_verify_paths`: ``SSL_CERT_FILE`` or OpenSSL's default CA file,
+    else ``SSL_CERT_DIR`` or its default directory); a system without one is a
+    :class:`~powerplane.ConfigError` naming the key. ``False``: None (nothing verified).
+    """
     if verify is False:
+        return None
+    if verify is not True:
+        return str(Path(verify).expanduser())
+    paths = ssl.get_default_verify_paths()
+    found = paths.cafile or paths.capath
+    if not found:
+        where = f"channels.{channel}.verify" if channel else "verify"
+        raise ConfigError(
+            f"{where}: true means the system CA store, and none was found (no "
+            f"{paths.openssl_cafile_env} file, no {paths.openssl_cafile}, no "
+            f"{paths.openssl_capath_env} directory, no {paths.openssl_capath}); "
+            "set verify to the path of a CA bundle")
+    return found
+
+
+def _tls_context(ca: str | None) -> ssl.SSLContext:
+    """The client TLS context verifying against ``ca`` (a bundle file or a CA directory);
+    None: no verification."""
+    if ca is None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         return context
-    if verify is True:
-        return ssl.create_default_context()
-    where = Path(verify).expanduser()
-    if where.is_dir():
-        return ssl.create_default_context(capath=str(where))
-    return ssl.create_default_context(cafile=str(where))
+    if Path(ca).is_dir():
+        return ssl.create_default_context(capath=ca)
+    return ssl.create_default_context(cafile=ca)
 
 
 # -- sushy (session and auto authentication) -------------------------------------------------
 class _SushySession:
     """One sushy root (a Redfish session login, or sushy's choice under ``auto``) and its
-    connector; sushy is imported here, on first use."""
+    connector; sushy is imported here, on first use. ``ca``: as for :class:`DirectSession`
+    (handed to sushy as its ``verify`` path, so requests reads no CA variable of its own)."""
 
-    def __init__(self, config: RedfishConfig, password: str) -> None:
+    def __init__(self, config: RedfishConfig, password: str, ca: str | None = None) -> None:
         import sushy
         from sushy import auth as sushy_auth
 
@@ -406,9 +462,10 @@ class _SushySession:
             auth = sushy_auth.SessionAuth(username=user, password=password)
         else:
             auth = sushy_auth.SessionOrBasicAuth(username=user, password=password)
+        verify: bool | str = ca if ca is not None else False
         conn = _connector_class()(
             config.endpoint,
-            verify=config.verify,
+            verify=verify,
             # One attempt per request: sushy retries transport errors (POSTs included)
             # unless told otherwise, which would break "a verb is sent at most once".
             # A GET answered 5xx is retried once, at once.
@@ -418,8 +475,7 @@ class _SushySession:
             connect_timeout=config.timeouts.connect_s,
         )
         try:
-            root = sushy.Sushy(config.endpoint, verify=config.verify, auth=auth,
-                               connector=conn)
+            root = sushy.Sushy(config.endpoint, verify=verify, auth=auth, connector=conn)
         except BaseException:
             _logout(auth)
             conn.close()
@@ -450,7 +506,7 @@ def _connector_class() -> type[Any]:
 
     class _Connector(sushy_connector.Connector):  # type: ignore[misc]
         """sushy's connector, minus its retry of a POST on vendor "not ready" messages,
-        plus one retry of a GET on a connection the BMC closed."""
+        plus one retry of a GET on a connection the BMC closed; no proxy on any request."""
 
         def check_retry_on_exception(self, exception_msg: object) -> bool:
             """Never: a refused reset is reported, not sent again."""
@@ -468,36 +524,41 @@ def _connector_class() -> type[Any]:
         def get(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """GET; once more on a fresh connection when the BMC closed or reset the first."""
             try:
-                return super().get(path, *args, **kwargs)
+                return super().get(path, *args, **_direct(kwargs))
             except sushy_exc.ConnectionError as exc:
                 if not connection_dropped(exc):
                     raise
                 log.info("GET %s: the BMC closed the connection without answering; "
                          "retrying once on a fresh connection", path)
                 self.forget_idle()
-            return super().get(path, *args, **kwargs)
+            return super().get(path, *args, **_direct(kwargs))
 
         def post(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """POST on a fresh connection, once."""
             self.forget_idle()
-            return super().post(path, *args, **kwargs)
+            return super().post(path, *args, **_direct(kwargs))
 
         def patch(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """PATCH on a fresh connection, once."""
             self.forget_idle()
-            return super().patch(path, *args, **kwargs)
+            return super().patch(path, *args, **_direct(kwargs))
 
         def put(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """PUT on a fresh connection, once."""
             self.forget_idle()
-            return super().put(path, *args, **kwargs)
+            return super().put(path, *args, **_direct(kwargs))
 
         def delete(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """DELETE on a fresh connection, once."""
             self.forget_idle()
-            return super().delete(path, *args, **kwargs)
+            return super().delete(path, *args, **_direct(kwargs))
 
     return _Connector
+
+
+def _direct(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A request's keyword arguments for sushy, with no proxy (:data:`NO_PROXIES`)."""
+    return {**kwargs, "proxies": dict(NO_PROXIES)}
 
 
 def _logout(auth: object) -> None:

@@ -7,8 +7,9 @@ Entry point (in this distribution's ``pyproject.toml``)::
 
 Importing it imports neither the config model nor the channel: :data:`REGISTERS` names the
 type, so the registry calls the hook (and :data:`REDFISH` is built, with the config model)
-only when a deployment names a ``redfish`` channel; the channel module (and sushy, for
-session or auto authentication) when the first channel is created.
+only when a deployment names a ``redfish`` channel; the channel module when the first
+channel is created, and sushy only when a channel with session or auto authentication
+first connects (basic authentication uses the direct client and never imports it).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ REGISTERS = {"channel": ("redfish",)}
 
 
 def _factory(name: str, config: RedfishConfig) -> RedfishChannel:
-    # imported here so that plugin discovery never imports sushy
+    # imported here so that plugin discovery never imports the channel (nor sushy)
     from powerplane_redfish.channel import RedfishChannel
 
     return RedfishChannel(name, config)
@@ -48,7 +49,7 @@ def _build() -> ChannelType[RedfishConfig, str | None]:
         config=RedfishConfig,
         factory=_factory,
         target=parse_target,
-        description="BMC power through Redfish (sushy): capabilities read from the BMC",
+        description="BMC power through Redfish: capabilities read from the BMC",
         gated_sends=True,  # every reset POST passes about_to_send() (connection.post_reset)
         address=Address("endpoint"),  # a URL; timeouts: the config's ``timeouts``
     )
