@@ -52,6 +52,7 @@ def collections() -> Iterator[list[int]]:
         gc.callbacks.remove(callback)
 
 
+@pytest.mark.perf
 def test_a_10k_node_file_is_read_in_one_pass_with_no_collector_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collections: list[int]
 ) -> None:

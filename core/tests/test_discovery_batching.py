@@ -222,6 +222,7 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server.stop()
 
 
+@pytest.mark.perf
 @pytest.mark.slow
 async def test_ec2_start_of_500_instances_is_one_describe_instances(
     moto: Any, monkeypatch: pytest.MonkeyPatch,
@@ -305,6 +306,7 @@ def _system_gets(server: Any) -> list[str]:
     return [p for m, p in server.requests if m == "GET" and p.startswith(SYSTEMS)]
 
 
+@pytest.mark.perf
 async def test_redfish_start_discovers_every_system_with_one_expanded_get(bladed: Any) -> None:
     assert len(bladed.systems) == 4
     seen: list[str] = []
@@ -316,6 +318,7 @@ async def test_redfish_start_discovers_every_system_with_one_expanded_get(bladed
     assert _system_gets(bladed) == [SYSTEMS], _system_gets(bladed)
 
 
+@pytest.mark.perf
 async def test_redfish_without_expand_query_reads_each_system_once(bladed: Any) -> None:
     root = copy.deepcopy(bladed.http.resource("/redfish/v1"))
     root.pop("ProtocolFeaturesSupported")

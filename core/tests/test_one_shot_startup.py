@@ -130,22 +130,24 @@ def _loaded(res: subprocess.CompletedProcess[str]) -> list[str]:
     return line.split()[1:]
 
 
+@pytest.mark.perf
 def test_state_of_one_node_imports_no_rich_and_no_unused_plugin_config(
     sim_config: Path,
 ) -> None:
     res = _run(sim_config, "state", "n0")
     assert res.returncode == 0, res.stderr
     assert res.stdout == "n0: on via sim\n"
-    assert _loaded(res) == []
+    assert _loaded(res) == [], "perf (one-shot startup): no rich, no unused plugin config"
 
 
+@pytest.mark.perf
 def test_invoke_of_one_node_imports_no_rich_and_no_unused_plugin_config(
     sim_config: Path,
 ) -> None:
     res = _run(sim_config, "invoke", "n1", "power-on", "--yes", "--reason", "test")
     assert res.returncode == 0, res.stderr
     assert res.stdout == "power-on accepted for n1 via channel sim\n"
-    assert _loaded(res) == []
+    assert _loaded(res) == [], "perf (one-shot startup): no rich, no unused plugin config"
 
 
 def test_a_top_level_section_still_gets_every_problem_with_its_path(tmp_path: Path) -> None:
@@ -158,11 +160,12 @@ def test_a_top_level_section_still_gets_every_problem_with_its_path(tmp_path: Pa
         res.stderr)
 
 
+@pytest.mark.perf
 def test_an_unknown_node_is_still_exit_2_without_rich(sim_config: Path) -> None:
     res = _run(sim_config, "state", "nope")
     assert res.returncode == 2
     assert "unknown node" in res.stderr.lower() or "nope" in res.stderr
-    assert _loaded(res) == []
+    assert _loaded(res) == [], "perf (one-shot startup): no rich, no unused plugin config"
 
 
 # -- the registry: hooks by need --------------------------------------------------------------
@@ -190,6 +193,7 @@ def test_every_in_tree_declaration_is_what_its_hooks_register(
             assert mine[name] == theirs[name], (kind, name)
 
 
+@pytest.mark.perf
 def test_a_fresh_registry_imports_no_plugin_config_until_a_type_is_looked_up() -> None:
     code = (
         "import sys\n"
@@ -204,7 +208,8 @@ def test_a_fresh_registry_imports_no_plugin_config_until_a_type_is_looked_up() -
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.splitlines()
-    assert out == ["[]", "['powerplane_redfish.config'] True"]
+    assert out == ["[]", "['powerplane_redfish.config'] True"], (
+        f"perf (plugin load): a plugin's config imported on its first lookup only: {out}")
 
 
 class _Cfg(BaseModel):
@@ -341,6 +346,7 @@ def test_offer_as_dict_keys_every_verb_by_its_value_in_verb_order() -> None:
         v.value: verbs[v].as_dict() for v in Verb}}
 
 
+@pytest.mark.perf
 def test_a_plugin_secret_kind_is_looked_up_by_name_loading_no_other_plugin() -> None:
     """A config using ``{k8s: ...}`` runs the kubernetes plugin's hooks only: other plugins'
     configs stay unimported (looking the kind up must not build the table of every kind)."""
@@ -354,4 +360,4 @@ def test_a_plugin_secret_kind_is_looked_up_by_name_loading_no_other_plugin() -> 
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.splitlines()
-    assert out == ["k8s []"]
+    assert out == ["k8s []"], f"perf (plugin load): one secret kind runs one plugin: {out}"

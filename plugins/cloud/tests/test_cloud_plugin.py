@@ -23,6 +23,7 @@ def test_the_cloud_entry_point_registers_ec2_and_openstack() -> None:
     assert reg.failures == [] or all(f.name != "cloud" for f in reg.failures)
 
 
+@pytest.mark.perf
 def test_plugin_discovery_imports_neither_boto3_nor_httpx() -> None:
     code = (
         "import sys\n"
@@ -35,7 +36,7 @@ def test_plugin_discovery_imports_neither_boto3_nor_httpx() -> None:
     env = {**os.environ, "POWERPLANE_LOAD_PLUGINS": "cloud,simulated"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True, env=env)
-    assert out.stdout.strip() == ""
+    assert out.stdout.strip() == "", f"perf (plugin load): imported {out.stdout.strip()}"
 
 
 def ec2(**keys: Any) -> dict[str, Any]:
@@ -92,6 +93,7 @@ def test_an_endpoint_url_must_be_a_url() -> None:
     assert problem.startswith("channels.aws.endpoint_url")
 
 
+@pytest.mark.perf
 def test_the_package_exports_lazily_and_imports_no_library() -> None:
     code = (
         "import sys, powerplane_cloud, powerplane_cloud.plugin, powerplane_cloud.testing\n"
@@ -103,7 +105,7 @@ def test_the_package_exports_lazily_and_imports_no_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
-    assert out.stdout.strip() == ""
+    assert out.stdout.strip() == "", f"perf (plugin load): imported {out.stdout.strip()}"
 
 
 def test_the_source_imports_only_the_public_core() -> None:

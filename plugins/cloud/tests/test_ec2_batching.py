@@ -33,6 +33,7 @@ def _describes(proxy: ThrottlingProxy) -> int:
     return sum(1 for a in proxy.seen if a.startswith("Describe"))
 
 
+@pytest.mark.perf
 @pytest.mark.slow
 def test_discovery_of_500_instances_is_one_call(moto: Moto, proxy: ThrottlingProxy) -> None:
     ids = moto.run(500)
@@ -46,6 +47,7 @@ def test_discovery_of_500_instances_is_one_call(moto: Moto, proxy: ThrottlingPro
     assert _describes(proxy) <= -(-len(ids) // DESCRIBE_IDS)
 
 
+@pytest.mark.perf
 @pytest.mark.slow
 def test_discovery_of_2500_instances_is_one_call_per_1000_ids(
     moto: Moto, proxy: ThrottlingProxy,
@@ -77,6 +79,7 @@ def test_each_instance_is_judged_from_its_own_state(moto: Moto, proxy: Throttlin
     assert _describes(proxy) == 1  # the unknown id does not fail the call for the others
 
 
+@pytest.mark.perf
 def test_one_at_a_time_discovery_is_one_call_per_instance(
     moto: Moto, proxy: ThrottlingProxy,
 ) -> None:

@@ -50,6 +50,7 @@ def test_longhorn_takes_the_cluster_ports_access(tmp_path: Path) -> None:
     assert isinstance(built, KubernetesCluster)
 
 
+@pytest.mark.perf
 def test_discovery_imports_no_client() -> None:
     import subprocess
     import sys
@@ -59,7 +60,7 @@ def test_discovery_imports_no_client() -> None:
             "('lightkube', 'httpx2', 'kmock')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "[]", f"perf (plugin load): imported {out.stdout.strip()}"
 
 
 async def test_the_peer_points_both_ports_at_one_api_server(tmp_path: Path) -> None:

@@ -151,6 +151,7 @@ def test_detection_reads_apc_product_identifiers_not_mib_subtrees() -> None:
     assert detect("1.3.6.1.4.1.3181") is None
 
 
+@pytest.mark.perf
 def test_plugin_discovery_does_not_import_pysnmp_or_httpx() -> None:
     import subprocess
     import sys
@@ -160,7 +161,7 @@ def test_plugin_discovery_does_not_import_pysnmp_or_httpx() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "[]", f"perf (plugin load): imported {out.stdout.strip()}"
 
 
 def test_timeout_s_is_replaced_by_timeouts_and_says_so(community: dict[str, str]) -> None:

@@ -114,6 +114,7 @@ def test_target_is_a_node_address() -> None:
         parse_target({"outlets": [1]})
 
 
+@pytest.mark.perf
 def test_plugin_discovery_does_not_import_grpclib_or_protobuf() -> None:
     import subprocess
     import sys
@@ -123,4 +124,4 @@ def test_plugin_discovery_does_not_import_grpclib_or_protobuf() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "[]", f"perf (plugin load): imported {out.stdout.strip()}"
