@@ -1,7 +1,8 @@
 """The workspace's one entry point: set up .venv, then run demo, tests or benchmarks.
 
     ./dev demo [ARGS]     install if needed, then `powerplane demo ARGS`
-    ./dev test [ARGS]     install if needed, then ruff, mypy --strict and pytest ARGS
+    ./dev test [ARGS]     install if needed, then ruff, mypy --strict, the import
+                          contracts (lint-imports) and pytest ARGS
                           (in 3 worker processes; POWERPLANE_TEST_WORKERS=1 for one)
     ./dev bench           install if needed, then every benchmark under bench/
     ./dev install         install only
@@ -110,6 +111,10 @@ def main(argv: list[str]) -> int:
             if p.name != "core" and (p / "src").is_dir()
         ]
         if run([str(BIN / "mypy"), *typed], env=env) != 0:
+            return 1
+        print("== import contracts (lint-imports)", flush=True)
+        # the layers of [tool.importlinter] in pyproject.toml; no cache left in the tree
+        if run([str(BIN / "lint-imports"), "--no-cache"], env=env) != 0:
             return 1
         print("== pytest", flush=True)
         workers = os.environ.get("POWERPLANE_TEST_WORKERS", "3")

@@ -254,3 +254,117 @@ def _spanning(graph: dict[str, list[Edge]]) -> list[list[str]]:
 
 def test_no_import_circle_spans_two_distributions(graph: dict[str, list[Edge]]) -> None:
     assert _spanning(graph) == []
+
+
+# --- the layers inside core -------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE_LAYERS = "core-layers"
+"""The ``id`` of core's layers contract in ``[tool.importlinter]`` (pyproject.toml)."""
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def runtime_edges_of(module: str, file: Path) -> list[Edge]:
+    """The imports of ``module`` that run: every one of :func:`edges_of` but those under
+    ``if TYPE_CHECKING:`` (inside functions too: a lazy import still runs)."""
+    tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _type_checking(node):
+            for inner in node.body:
+                hidden.update(id(n) for n in ast.walk(inner))
+    lines = {node.lineno for node in ast.walk(tree)
+             if id(node) in hidden and isinstance(node, (ast.Import, ast.ImportFrom))}
+    return [e for e in edges_of(module, file) if e.line not in lines]
+
+
+def core_runtime_graph() -> dict[str, list[Edge]]:
+    """Every core module and the core modules it imports at run time."""
+    root = packages()[CORE]
+    return {module: [e for e in runtime_edges_of(module, file) if family(e.target) == CORE]
+            for module, file in modules(CORE, root)}
+
+
+def test_the_runtime_walk_leaves_out_type_checking_imports(tmp_path: Path) -> None:
+    file = tmp_path / "a.py"
+    file.write_text(
+        "from typing import TYPE_CHECKING\nimport powerplane.errors\n"
+        "if TYPE_CHECKING:\n    from powerplane.host import PowerHost\n"
+        "def f():\n    from powerplane.config import parse_config\n"
+    )
+    found = {e.target for e in runtime_edges_of("powerplane.a", file)}
+    assert found == {"typing", "powerplane.errors", "powerplane.config"}
+
+
+def test_core_has_no_runtime_import_cycle() -> None:
+    """No two core modules import each other at run time, through any chain, an import
+    inside a function included (only ``TYPE_CHECKING`` imports are left out): the layers
+    hold without imports hidden in functions. The one exception is inside the top layer,
+    the CLI package, whose modules nothing else imports."""
+    cycles = _cycles(core_runtime_graph())
+    assert [c for c in cycles if not all(m.partition(".")[2].startswith("cli") for m in c)] == []
+
+
+def _contracts() -> list[dict[str, object]]:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    found: list[dict[str, object]] = config["tool"]["importlinter"]["contracts"]
+    return found
+
+
+def _layer_modules(contract: dict[str, object]) -> set[str]:
+    layers = contract["layers"]
+    assert isinstance(layers, list)
+    return {name.strip() for layer in layers for name in layer.replace(":", "|").split("|")}
+
+
+def test_every_core_module_has_a_layer() -> None:
+    """A new module of core is placed in the layers contract (private helpers, named
+    ``_x``, stay free to be used from any layer)."""
+    (core,) = [c for c in _contracts() if c.get("id") == CORE_LAYERS]
+    placed = _layer_modules(core)
+    tops = {m.split(".")[1] for m in core_runtime_graph() if m.count(".") >= 1}
+    unplaced = sorted(f"powerplane.{t}" for t in tops
+                      if not t.startswith("_") and f"powerplane.{t}" not in placed)
+    assert unplaced == []
+
+
+def test_the_layer_contracts_hold() -> None:
+    """``lint-imports`` (import-linter) finds every contract of pyproject.toml kept, as
+    ``./dev test`` runs it after mypy."""
+    import subprocess
+    import sys
+
+    tool = Path(sys.executable).with_name("lint-imports")
+    assert tool.exists(), "import-linter is a dev dependency: ./dev install"
+    out = subprocess.run([str(tool), "--no-cache"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert " 0 broken" in out.stdout and "KEPT" in out.stdout
+
+
+def test_every_simulator_lives_in_sim() -> None:
+    """The simulated channel, machines, cluster and storage are in ``powerplane.sim``: the
+    lifecycle (and every other core package) holds protocols and engine, no simulator (a
+    ``Simulated*`` class that is not a config model)."""
+    root = packages()[CORE]
+    outside = []
+    for module, file in modules(CORE, root):
+        if module == "powerplane.sim" or module.startswith("powerplane.sim."):
+            continue
+        tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
+        outside += [f"{module}.{node.name}" for node in ast.walk(tree)
+                    if isinstance(node, ast.ClassDef) and node.name.startswith("Simulated")
+                    and not node.name.endswith("Config")]
+    assert outside == []
+    from powerplane.plugins import load_plugins
+
+    reg = load_plugins()
+    assert reg.channel_types["simulated"].factory.__module__ == "powerplane.sim.channel"
+    assert reg.cluster_types["simulated"].factory.__module__ == "powerplane.builtins"

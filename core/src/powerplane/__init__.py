@@ -8,6 +8,15 @@ until a name is used.
 vendors: loopback peers (``Peer``/``StartedPeer``), free and closed ports, a server that
 never answers, a child process stopped by its own handle, waiting until a peer is ready,
 and throwaway certificates. It needs only the standard library.
+
+Core's modules stand in layers, each importing only those below it (kept by the import
+contracts in ``pyproject.toml``, ``lint-imports``; docs/reference.md, "Layers inside
+core"), top first: ``cli``; ``builtins`` (core's plugin, loaded by name); ``sim``
+(simulators) and ``testing``; ``lifecycle`` (inside it: service, reconciler, dispatch,
+guard, ceremony/quorum, store, audit/phases, model, ports with the cluster and storage
+protocols, settings); ``host``; ``config``, ``recovery`` and ``readback``; ``plugins`` and
+``hookspecs``; the seam vocabulary ``channel``, ``fields`` and ``secrets``; at the bottom
+``errors``, ``capabilities``, ``workers`` and ``scheduling``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,12 @@ import the reconciler.
 Modules: ``model`` (the object), ``phases`` (the graph), ``reconciler``, ``quorum``,
 ``guard`` (safety checks), ``evacuation`` (the hook), ``cluster``, ``storage``, ``ports``,
 ``store``, ``ceremony``, ``audit``, ``settings`` (the config section), ``service``
-(``Lifecycle``), ``crash`` (crash points for the crash test).
+(``Lifecycle``), ``crash`` (crash points for the crash test). They stand in layers, each
+importing only those below it (an import contract in ``pyproject.toml``), top first:
+``service``; ``reconciler``; ``dispatch``; ``guard``; ``ceremony``, ``quorum``; ``store``;
+``audit``, ``phases``; ``model``; ``ports``, ``cluster``, ``storage`` (the protocols);
+``settings``, ``evacuation``, ``crash``. The package holds protocols and engine: the
+simulated cluster, storage and machines are in :mod:`powerplane.sim`, above it.
 """
 
 from __future__ import annotations
