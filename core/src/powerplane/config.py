@@ -47,7 +47,6 @@ from powerplane.fields import (
     unknown_key,
 )
 from powerplane.fields import not_finite as _not_finite
-from powerplane.plugins import registry as default_registry
 from powerplane.secrets import SECRET_KINDS
 
 if TYPE_CHECKING:
@@ -597,6 +596,10 @@ def _parse_config(
     """:func:`parse_config`'s work. ``registry`` (default: the process-wide one) is the
     only one asked: for channel types, port types, and every secret reference's kind (in
     the validation context, :data:`~powerplane.secrets.SECRET_KINDS`)."""
+    # imported here, not at the top, for cost only: importing the config models (as every
+    # plugin's config does) loads no plugin machinery (pluggy, entry points)
+    from powerplane.plugins import registry as default_registry
+
 
     lines = lines if lines is not None else {}
     if not isinstance(data, dict):
