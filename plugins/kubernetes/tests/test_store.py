@@ -269,9 +269,9 @@ def test_a_conflict_with_a_cached_read_is_told_by_the_api_server(
     assert obj is not None
     # someone else (kubectl annotate) changes the object behind the store's back
     obj["metadata"]["annotations"]["example.com/note"] = "y"
-    import httpx
+    import httpx2
 
-    with httpx.Client(base_url=api.url) as http:
+    with httpx2.Client(base_url=api.url) as http:
         assert http.put(f"{NM}/{m.name}", json=obj).status_code == 200
     mine.status.last_error = "stale"
     with pytest.raises(StoreConflict):
@@ -482,9 +482,9 @@ def test_status_is_written_only_through_the_status_subresource(
     obj = api.object("powerplane.io/v1alpha1/nodemaintenances", None, m.name)
     assert obj is not None
     obj["status"]["phase"] = "Complete"
-    import httpx
+    import httpx2
 
-    with httpx.Client(base_url=api.url) as http:
+    with httpx2.Client(base_url=api.url) as http:
         answer = http.put(f"{NM}/{m.name}", json=obj)
     assert answer.status_code == 200
     assert store.get(m.name).phase is Phase.CORDONED
