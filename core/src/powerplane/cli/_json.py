@@ -39,8 +39,10 @@ _SCALARS = (str, int, float)
 
 def _encoder(item_separator: str, default: Callable[[Any], Any]) -> _Encode:
     """``json.dumps`` without ``indent`` and with these separators: one documented encoder
-    (the standard library runs it in C where it can)."""
-    return json.JSONEncoder(separators=(item_separator, ": "), default=default).encode
+    (the standard library runs it in C where it can). It is given only scalars and containers
+    of scalars, which cannot refer to themselves: no circular-reference check."""
+    return json.JSONEncoder(separators=(item_separator, ": "), default=default,
+                            check_circular=False).encode
 
 
 _CACHEABLE = frozenset({str, bool, int, type(None)})
