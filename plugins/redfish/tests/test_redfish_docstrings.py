@@ -24,3 +24,4 @@ def test_the_connection_docstring_states_one_rule_for_every_auth_mode() -> None:
     doc = connection.__doc__ or ""
     assert "One transport rule for every auth mode" in doc
     assert "REQUESTS_CA_BUNDLE" in doc and "HTTPS_PROXY" in doc
+    assert "Connector._session" in doc  # the private name used, and why

@@ -1,7 +1,8 @@
 """The shape of sushy's connector that ``powerplane_redfish.connection`` relies on.
 
 The connection subclasses :class:`sushy.connector.Connector` (its public methods, built with
-its public arguments) so that a reset is sent at most once: stock sushy sends a POST again
+its public arguments, and its requests session, ``_session``, for TLS and proxies) so that a
+reset is sent at most once: stock sushy sends a POST again
 when a vendor answers "not ready" (iDRAC ``SYS518``), and retries transport failures. The
 distribution pins ``sushy>=5.14,<6``; these tests fail on a sushy whose shape differs: a
 method or keyword argument renamed, the retry hook no longer consulted, or the retry gone
@@ -21,7 +22,7 @@ from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
 
 from powerplane.testing import HttpReply, HttpRequest, JsonHttpServer
-from powerplane_redfish.connection import _connector_class
+from powerplane_redfish.connection import _connector_class, tls_context
 from powerplane_redfish.testing.mockup import redfish_error
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
@@ -64,6 +65,21 @@ def test_the_connector_takes_the_arguments_and_has_the_methods_overridden() -> N
     retry = inspect.signature(sushy_connector.Connector.check_retry_on_exception).parameters
     assert list(retry) == ["self", "exception_msg"]
     assert callable(sushy_connector.Connector.close)
+
+
+def test_the_connector_keeps_its_requests_session_as_session() -> None:
+    """The one private name: ``Connector._session``, a requests session (trust_env turned
+    off, an HTTPS adapter mounted on it)."""
+    import requests
+
+    plain = sushy_connector.Connector("https://127.0.0.1:1", verify=True)
+    assert isinstance(plain._session, requests.Session)
+    ours = _connector_class()("https://127.0.0.1:1", tls=tls_context(True), verify=True)
+    assert ours._session.trust_env is False
+    assert type(ours._session.get_adapter("https://127.0.0.1:1")).__name__ == "_TLSAdapter"
+    bare = _connector_class()("https://127.0.0.1:1", verify=False)
+    assert bare._session.trust_env is False
+    assert type(bare._session.get_adapter("https://127.0.0.1:1")).__name__ == "HTTPAdapter"
 
 
 def _posts(server: JsonHttpServer, connector: sushy_connector.Connector) -> int:

@@ -9,12 +9,14 @@ and auto: it logs no session in) and the DMTF mockup server with its session ser
 - ``verify: <path>``: that bundle, whatever ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` say;
 - ``verify: true``: the system store as OpenSSL finds it (``SSL_CERT_FILE`` here), never
   ``REQUESTS_CA_BUNDLE`` (nor certifi): a CA only that variable names is not trusted;
+  both kinds build their context with one function (``tls_context``);
 - ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY`` naming a port nobody listens on change
   nothing: the BMC is reached directly, in every mode.
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from powerplane import ConfigError, PowerState, TLSVerificationFailed, parse_config
+from powerplane import PowerState, TLSVerificationFailed, parse_config
 from powerplane.testing import closed_port, issue_cert, make_ca
 from powerplane_redfish import RedfishChannel
-from powerplane_redfish.connection import ca_bundle
+from powerplane_redfish.connection import tls_context
 from powerplane_redfish.testing.emulator import SushyEmulator
 
 PEERS = [("emulator", "basic"), ("emulator", "auto"), ("mockup", "basic"),
@@ -121,23 +123,19 @@ def test_verify_true_never_trusts_a_ca_only_requests_ca_bundle_names(
         ch.close()
 
 
-def test_ca_bundle_resolves_each_verify_value(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_one_context_rule_for_each_verify_value(
+    peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bundle = tmp_path / "ca.pem"
-    bundle.write_text("")
-    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    assert ca_bundle(True) == str(bundle)
-    assert ca_bundle(str(bundle)) == str(bundle)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    assert ca_bundle("~/ca.pem") == str(bundle)
-    assert ca_bundle(False) is None
-
-
-def test_verify_true_without_a_system_store_is_a_config_error_naming_the_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "absent.pem"))
-    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "absent"))
-    with pytest.raises(ConfigError, match=r"channels\.bmc\.verify: true means the system CA"):
-        ca_bundle(True, "bmc")
+    """``tls_context``: a path (``~`` expanded) trusts that bundle only; false verifies
+    nothing; true is OpenSSL's store, which ``SSL_CERT_FILE`` replaces."""
+    monkeypatch.setenv("HOME", str(peer.ca.parent))
+    pinned = tls_context(f"~/{peer.ca.name}")
+    assert pinned.verify_mode is ssl.CERT_REQUIRED and pinned.check_hostname
+    assert [c["subject"] for c in pinned.get_ca_certs()] == [
+        c["subject"] for c in ssl.create_default_context(cafile=str(peer.ca)).get_ca_certs()]
+    assert tls_context(False).verify_mode is ssl.CERT_NONE
+    monkeypatch.setenv("SSL_CERT_FILE", str(peer.ca))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))
+    system = tls_context(True)
+    assert system.verify_mode is ssl.CERT_REQUIRED
+    assert len(system.get_ca_certs()) == 1

@@ -13,17 +13,17 @@ endpoint and every node and call reuses it. Two kinds, by ``auth``:
   re-authenticated by sushy when the service expires it; under ``auto`` sushy's fallback to
   basic authentication where the service offers no session), imported only then.
 
-One transport rule for every auth mode (:func:`ca_bundle`, :data:`NO_PROXIES`):
+One transport rule for every auth mode (:func:`tls_context`):
 
-- TLS: ``verify: <path>`` verifies against that CA bundle; ``verify: true`` against the
-  system CA store as OpenSSL finds it (the file ``SSL_CERT_FILE`` names, else OpenSSL's
-  default CA file; else the directory ``SSL_CERT_DIR`` names, else OpenSSL's default
-  directory), never the ``certifi`` bundle, and ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``
-  are not read; ``verify: false`` verifies nothing. Both kinds are handed the same resolved
-  location (sushy as its ``verify`` path), so they trust exactly the same CAs.
+- TLS: both kinds verify with one :class:`ssl.SSLContext` built the same way, once per
+  session. ``verify: <path>``: that CA bundle. ``verify: true``: the system CA store as
+  OpenSSL finds it (:func:`ssl.create_default_context`: OpenSSL's default CA file and
+  directory, which ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` replace), never the ``certifi``
+  bundle; ``REQUESTS_CA_BUNDLE`` and ``CURL_CA_BUNDLE`` are not read. ``verify: false``:
+  nothing is verified.
 - Proxies: none. ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` are not
-  read: a BMC sits on a management network and is reached directly (the direct client
-  never reads them; every request through sushy passes requests an explicit "no proxy").
+  read (nor ``~/.netrc``): a BMC sits on a management network and is reached directly.
+  The direct client never reads them; sushy's requests session has ``trust_env`` off.
 
 When a call fails in a way that puts the connection in doubt (unreachable, timeout, TLS,
 authentication, an answer that makes no sense) the session is dropped and logged out, best
@@ -55,11 +55,15 @@ GET answered 5xx; ``server_side_retries_delay=0``; ``default_request_timeout`` a
 ``connect_timeout``), and its public methods are overridden: ``check_retry_on_exception``
 answers never, ``get`` retries once on a connection the BMC dropped, ``post``/``patch``/
 ``put``/``delete`` go out on a fresh connection (``close()``, sushy's own, drops the idle
-pool), and every method passes :data:`NO_PROXIES`. That relies on sushy's connector
-methods keeping their names and keyword arguments and on ``server_side_retries`` also
-bounding transport attempts, so ``sushy`` is pinned to ``>=5.14,<6`` (the range tested) in
-this distribution's ``pyproject.toml``, and ``tests/test_redfish_sushy_shape.py`` fails on
-a sushy whose shape differs.
+pool). One private name is used: the connector's requests session (``Connector._session``;
+sushy offers no public way to reach it or to hand it a TLS context), on which ``trust_env``
+is turned off and an HTTPS adapter with the session's TLS context is mounted (requests'
+public ``Session.mount`` and ``HTTPAdapter.init_poolmanager`` / ``cert_verify``, which its
+documentation offers for subclassing). That relies on sushy's connector keeping those names,
+methods and keyword arguments and on ``server_side_retries`` also bounding transport
+attempts, so ``sushy`` is pinned to ``>=5.14,<6`` (the range tested) in this distribution's
+``pyproject.toml``, and ``tests/test_redfish_sushy_shape.py`` fails on a sushy whose shape
+differs.
 """
 
 from __future__ import annotations
@@ -80,7 +84,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from powerplane import (
     ChannelError,
-    ConfigError,
     OutcomeUnknown,
     PowerplaneError,
     RefusedByDevice,
@@ -101,7 +104,7 @@ from powerplane_redfish.resources import parse
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["NO_PROXIES", "Connection", "DirectSession", "Session", "ca_bundle"]
+__all__ = ["Connection", "DirectSession", "Session", "tls_context"]
 
 log = logging.getLogger("powerplane_redfish")
 
@@ -147,12 +150,11 @@ class Connection:
     # -- lifecycle ---------------------------------------------------------------------------
     def _open(self) -> Session:
         password = self.config.password.reveal()
-        ca = ca_bundle(self.config.verify, self.channel)
         session: Session
         if self.config.auth is AuthMode.BASIC:
-            session = DirectSession(self.config, password, ca)
+            session = DirectSession(self.config, password)
         else:
-            session = _SushySession(self.config, password, ca)
+            session = _SushySession(self.config, password)
         self.logins += 1
         return session
 
@@ -271,15 +273,13 @@ class DirectSession:
     than 2xx is :class:`~powerplane_redfish.errors.HTTPStatusError`.
     """
 
-    def __init__(self, config: RedfishConfig, password: str, ca: str | None = None) -> None:
-        """``ca``: the CA bundle file or directory to verify against (:func:`ca_bundle`);
-        None verifies nothing."""
+    def __init__(self, config: RedfishConfig, password: str) -> None:
         url = urllib.parse.urlsplit(config.endpoint)
         self._https = url.scheme == "https"
         self._host = url.hostname or ""
         self._port = url.port or (443 if self._https else 80)
         self._prefix = url.path.rstrip("/")
-        self._ca = ca
+        self._verify = config.verify
         self._connect_s = config.timeouts.connect_s
         self._read_s = config.timeouts.read_s
         token = base64.b64encode(f"{config.username}:{password}".encode()).decode("ascii")
@@ -399,60 +399,38 @@ class DirectSession:
 
     def _tls(self) -> ssl.SSLContext:
         if self._context is None:
-            self._context = _tls_context(self._ca)
+            self._context = tls_context(self._verify)
         return self._context
 
 
-NO_PROXIES: dict[str, str | None] = {"http": None, "https": None, "all": None}
-"""What every request through sushy passes as requests' ``proxies``: none, whatever the
-environment says (requests drops the keys set to None after merging the environment's in,
-so no proxy is selected). A copy per request: requests adds to the dict it is given."""
+def tls_context(verify: bool | str) -> ssl.SSLContext:
+    """The client TLS context for ``verify``, the one rule of every auth mode.
 
-
-def ca_bundle(verify: bool | str, channel: str = "") -> str | None:
-    """The CA bundle file (or directory) a ``verify`` value means, for every auth mode.
-
-    A path: that bundle (``~`` expanded). ``True``: the system CA store as OpenSSL finds it
-    (:func:`ssl.get_default_verify_paths`: ``SSL_CERT_FILE`` or OpenSSL's default CA file,
-    else ``SSL_CERT_DIR`` or its default directory); a system without one is a
-    :class:`~powerplane.ConfigError` naming the key. ``False``: None (nothing verified).
+    ``True``: the system CA store as OpenSSL finds it (:func:`ssl.create_default_context`;
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` replace OpenSSL's default file and directory). A
+    path: that CA bundle (``~`` expanded; a directory: a CA path). ``False``: no
+    verification.
     """
     if verify is False:
-        return None
-    if verify is not True:
-        return str(Path(verify).expanduser())
-    paths = ssl.get_default_verify_paths()
-    found = paths.cafile or paths.capath
-    if not found:
-        where = f"channels.{channel}.verify" if channel else "verify"
-        raise ConfigError(
-            f"{where}: true means the system CA store, and none was found (no "
-            f"{paths.openssl_cafile_env} file, no {paths.openssl_cafile}, no "
-            f"{paths.openssl_capath_env} directory, no {paths.openssl_capath}); "
-            "set verify to the path of a CA bundle")
-    return found
-
-
-def _tls_context(ca: str | None) -> ssl.SSLContext:
-    """The client TLS context verifying against ``ca`` (a bundle file or a CA directory);
-    None: no verification."""
-    if ca is None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         return context
-    if Path(ca).is_dir():
-        return ssl.create_default_context(capath=ca)
-    return ssl.create_default_context(cafile=ca)
+    if verify is True:
+        return ssl.create_default_context()
+    where = Path(verify).expanduser()
+    if where.is_dir():
+        return ssl.create_default_context(capath=str(where))
+    return ssl.create_default_context(cafile=str(where))
 
 
 # -- sushy (session and auto authentication) -------------------------------------------------
 class _SushySession:
     """One sushy root (a Redfish session login, or sushy's choice under ``auto``) and its
-    connector; sushy is imported here, on first use. ``ca``: as for :class:`DirectSession`
-    (handed to sushy as its ``verify`` path, so requests reads no CA variable of its own)."""
+    connector; sushy is imported here, on first use. TLS is :func:`tls_context`'s, as for
+    :class:`DirectSession`, and no proxy is used."""
 
-    def __init__(self, config: RedfishConfig, password: str, ca: str | None = None) -> None:
+    def __init__(self, config: RedfishConfig, password: str) -> None:
         import sushy
         from sushy import auth as sushy_auth
 
@@ -462,9 +440,11 @@ class _SushySession:
             auth = sushy_auth.SessionAuth(username=user, password=password)
         else:
             auth = sushy_auth.SessionOrBasicAuth(username=user, password=password)
-        verify: bool | str = ca if ca is not None else False
+        tls = tls_context(config.verify) if config.verify is not False else None
+        verify = tls is not None
         conn = _connector_class()(
             config.endpoint,
+            tls=tls,
             verify=verify,
             # One attempt per request: sushy retries transport errors (POSTs included)
             # unless told otherwise, which would break "a verb is sent at most once".
@@ -501,12 +481,38 @@ class _SushySession:
 @functools.cache
 def _connector_class() -> type[Any]:
     """:class:`_Connector`, defined once sushy is imported."""
+    from requests.adapters import HTTPAdapter
     from sushy import connector as sushy_connector
     from sushy import exceptions as sushy_exc
 
+    class _TLSAdapter(HTTPAdapter):
+        """HTTPS with one given TLS context: its CAs only, never requests' own bundle."""
+
+        def __init__(self, context: ssl.SSLContext) -> None:
+            self._context = context  # before the base class builds its pool manager
+            super().__init__()
+
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["ssl_context"] = self._context
+            super().init_poolmanager(*args, **kwargs)
+
+        def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+            """Verification as the context says (requests would add certifi's bundle)."""
+            super().cert_verify(conn, url, False, cert)
+            conn.cert_reqs = "CERT_REQUIRED"
+
     class _Connector(sushy_connector.Connector):  # type: ignore[misc]
         """sushy's connector, minus its retry of a POST on vendor "not ready" messages,
-        plus one retry of a GET on a connection the BMC closed; no proxy on any request."""
+        plus one retry of a GET on a connection the BMC closed; verified with ``tls`` (a
+        context from :func:`tls_context`; None with ``verify=False``), no proxy."""
+
+        def __init__(self, url: str, *args: Any, tls: ssl.SSLContext | None = None,
+                     **kwargs: Any) -> None:
+            super().__init__(url, *args, **kwargs)
+            session = self._session  # requests.Session: sushy's private name, pinned
+            session.trust_env = False  # no proxy, CA bundle or netrc from the environment
+            if tls is not None:
+                session.mount("https://", _TLSAdapter(tls))
 
         def check_retry_on_exception(self, exception_msg: object) -> bool:
             """Never: a refused reset is reported, not sent again."""
@@ -524,41 +530,36 @@ def _connector_class() -> type[Any]:
         def get(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """GET; once more on a fresh connection when the BMC closed or reset the first."""
             try:
-                return super().get(path, *args, **_direct(kwargs))
+                return super().get(path, *args, **kwargs)
             except sushy_exc.ConnectionError as exc:
                 if not connection_dropped(exc):
                     raise
                 log.info("GET %s: the BMC closed the connection without answering; "
                          "retrying once on a fresh connection", path)
                 self.forget_idle()
-            return super().get(path, *args, **_direct(kwargs))
+            return super().get(path, *args, **kwargs)
 
         def post(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """POST on a fresh connection, once."""
             self.forget_idle()
-            return super().post(path, *args, **_direct(kwargs))
+            return super().post(path, *args, **kwargs)
 
         def patch(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """PATCH on a fresh connection, once."""
             self.forget_idle()
-            return super().patch(path, *args, **_direct(kwargs))
+            return super().patch(path, *args, **kwargs)
 
         def put(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """PUT on a fresh connection, once."""
             self.forget_idle()
-            return super().put(path, *args, **_direct(kwargs))
+            return super().put(path, *args, **kwargs)
 
         def delete(self, path: str = "", *args: Any, **kwargs: Any) -> Any:
             """DELETE on a fresh connection, once."""
             self.forget_idle()
-            return super().delete(path, *args, **_direct(kwargs))
+            return super().delete(path, *args, **kwargs)
 
     return _Connector
-
-
-def _direct(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A request's keyword arguments for sushy, with no proxy (:data:`NO_PROXIES`)."""
-    return {**kwargs, "proxies": dict(NO_PROXIES)}
 
 
 def _logout(auth: object) -> None:
