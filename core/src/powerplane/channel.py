@@ -11,8 +11,9 @@ the channel type's target parser returns; every channel offers::
     read_power_state(target: T) -> Reading
     close()                     -> None
 
-Optional parts, each its own small ``runtime_checkable`` protocol that the host and the
-conformance suite test with ``isinstance``:
+Optional parts, each its own small ``runtime_checkable`` protocol, found one way: with
+``isinstance`` once, when the channel is created, into one :class:`ChannelTraits` record
+that the host and the conformance suite read:
 
 * :class:`Terminates` -- ``terminate(target) -> Acceptance | None`` (only channels that
   advertise terminate: a cloud instance is destroyed, never restored);
@@ -85,6 +86,7 @@ __all__ = [
     "BatchInvoker",
     "Channel",
     "ChannelFactory",
+    "ChannelTraits",
     "ChannelType",
     "CutCall",
     "HasBootMarker",
@@ -305,6 +307,43 @@ def verb_method(
     return channel.power_on
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelTraits:
+    """Which optional parts a channel object has, found once, when the channel is created.
+
+    The one way optional parts are found: ``isinstance`` against each part's protocol
+    (:class:`HasEndpoint`, :class:`BatchInvoker`, :class:`BatchDiscovery`,
+    :class:`Terminates`, :class:`HasBootMarker`, :class:`Identifies`), asked once per
+    channel (a ``runtime_checkable`` check walks the protocol each time it is asked), then
+    read from this record by the host and the conformance suite.
+    """
+
+    endpoint: Callable[[Any], str] | None
+    """The channel's ``endpoint`` method (:class:`HasEndpoint`), or None: one endpoint."""
+    batch_invoke: bool
+    """:class:`BatchInvoker`: the host sends a channel's nodes of one request in one batch."""
+    batch_discovery: bool
+    """:class:`BatchDiscovery`: the host discovers an endpoint's targets in one call."""
+    terminates: bool
+    """:class:`Terminates`."""
+    boot_marker: bool
+    """:class:`HasBootMarker`."""
+    identifies: bool
+    """:class:`Identifies`."""
+
+    @classmethod
+    def of(cls, channel: object) -> ChannelTraits:
+        """The optional parts ``channel`` has."""
+        return cls(
+            channel.endpoint if isinstance(channel, HasEndpoint) else None,
+            isinstance(channel, BatchInvoker),
+            isinstance(channel, BatchDiscovery),
+            isinstance(channel, Terminates),
+            isinstance(channel, HasBootMarker),
+            isinstance(channel, Identifies),
+        )
+
+
 ChannelFactory = Callable[[str, ConfigT], Channel[TargetT]]
 """``factory(channel_name, validated_config) -> Channel[T]`` (a class or a function)."""
 
@@ -497,14 +536,35 @@ class SendGate:
     The host opens one per channel call; :func:`about_to_send` passes it (marking the
     call as sent) unless the host has already closed it, atomically, so a request can
     never leave after the host reported the call as ended.
+
+    A gate is a context manager, the one way to put it in force: inside ``with gate:``
+    (and in every task and worker thread started with a copy of that context)
+    :func:`about_to_send` passes this gate. The host enters a fresh gate for every
+    channel call; a plugin's tests do the same (or use
+    :func:`powerplane.testing.send_gate`) and close the gate to act as the host giving up::
+
+        with SendGate() as gate:
+            await channel.reboot(target)
+        assert gate.sent
     """
 
-    __slots__ = ("_closed", "sent")
+    __slots__ = ("_closed", "_token", "sent")
 
     def __init__(self) -> None:
         self._closed = False
+        self._token: contextvars.Token[SendGate | None] | None = None
         self.sent = False
         """Whether a state-changing request has passed the gate (and so may have left)."""
+
+    def __enter__(self) -> SendGate:
+        """Put this gate in force for the calls made in this context."""
+        self._token = _GATE.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            _GATE.reset(token)
 
     def pass_through(self) -> None:
         """Mark a request as leaving now; raise :class:`ChannelTimeout` if the gate is closed."""

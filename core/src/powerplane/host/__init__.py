@@ -1,19 +1,25 @@
 """The host: discovers channels' capabilities, offers verbs under the rule, invokes them.
 
-:class:`PowerHost` is the façade an embedder uses; the package splits it by concern.
+:class:`PowerHost` (:mod:`~powerplane.host.facade`) is what an embedder uses; behind it the
+package is split by concern, each module importing only those below it::
+
+    facade      PowerHost: checks arguments, delegates
+    invoking    the rule again at dispatch, the guard, one node or a fleet (Plan, InvokeResult)
+    reading     power state read back, boot markers, the wait for a verb's state
+    discovery   capabilities per (channel, target), batched per endpoint
+    cache       the rule's verdicts: one RuleCache, one invalidate()
+    calls       the ONE bounded call: limiters + send gate + deadline + error mapping
+    channels    the open channels: created on first use, traits found once, closed
+
+Every channel call -- discovery, a verb (one node or a fleet's), a readback -- is
+:meth:`powerplane.host.calls.Calls.call`, the path that carries the at-most-once promise.
 """
 
 from __future__ import annotations
 
-from powerplane.host.facade import (
-    GUARDED,
-    ChannelReading,
-    InvokeGuard,
-    InvokeResult,
-    NodeReading,
-    Plan,
-    PowerHost,
-)
+from powerplane.host.facade import PowerHost
+from powerplane.host.invoking import GUARDED, InvokeGuard, InvokeResult, Plan
+from powerplane.host.reading import ChannelReading, NodeReading
 
 __all__ = ["GUARDED", "ChannelReading", "InvokeGuard", "InvokeResult", "NodeReading", "Plan",
            "PowerHost"]

@@ -1,0 +1,369 @@
+"""Invoking verbs: the rule checked again at dispatch, the guard, one node or a fleet.
+
+:class:`Invoker` plans a request (the rule decided again from what discovery holds, never
+the cached offer; then the lifecycle's :class:`InvokeGuard` once for every node the rule
+allowed), and dispatches what was allowed: one node, or a fleet by per-endpoint worker
+queues (:func:`~powerplane.scheduling.slots_of`, :func:`~powerplane.scheduling.run_workers`)
+with one shared deadline timer and ``invoke_batch`` for channels that have it. Every verb
+leaves through the one :meth:`~powerplane.host.calls.Calls.call`: sent at most once,
+never retried. :class:`InvokeResult` and :class:`Plan` are what it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from powerplane.capabilities import Verb
+from powerplane.channel import Acceptance, PowerState
+from powerplane.config import Deployment, NodeSpec
+from powerplane.errors import ChannelError, NotOffered, PowerplaneError
+from powerplane.host.calls import Method
+from powerplane.host.discovery import Discovery, spec_of
+from powerplane.host.reading import Reader, expected
+from powerplane.recovery import VerbOffer
+from powerplane.scheduling import SharedDeadlines, run_workers, slots_of
+
+__all__ = ["GUARDED", "MAX_WAIT_S", "InvokeGuard", "InvokeResult", "Invoker", "Plan",
+           "check_reason", "check_wait", "parse_verb"]
+
+log = logging.getLogger("powerplane.host")
+
+GUARDED = frozenset({Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE})
+"""The verbs an :class:`InvokeGuard` is asked about (they take a node out of service)."""
+
+MAX_WAIT_S = 86_400.0
+"""The longest readback wait (a day)."""
+
+
+class InvokeGuard(Protocol):
+    """A check every direct ``invoke`` of reboot, shutdown and terminate passes (the lifecycle's).
+
+    Called once per request with every node of it (nodes of one request count together,
+    as a rolling reboot would); returns, per node, ``None`` when allowed or the error to
+    raise (a refusal, exit 3; a reason the policy rejects, exit 2; a hazard, the last of
+    the quorum margin, without an acceptable ``hazard_reason``, exit 2).
+    """
+
+    async def __call__(
+        self, nodes: Sequence[str], verb: Verb, reason: str, *,
+        hazard_reason: str | None = None,
+    ) -> Mapping[str, PowerplaneError | None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InvokeResult:
+    """The outcome of one verb on one node."""
+
+    node: str
+    verb: Verb
+    channel: str
+    accepted: bool
+    readback: PowerState | None = None
+    detail: str = ""
+
+    @property
+    def expected(self) -> PowerState:
+        """The state the verb leads to."""
+        return expected(self.verb)
+
+    @property
+    def reached(self) -> bool | None:
+        """Whether the readback saw the expected state (None: not read back)."""
+        return None if self.readback is None else self.readback is self.expected
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``powerplane invoke -o json``."""
+        out = {
+            "node": self.node,
+            "verb": self.verb.value,
+            "channel": self.channel,
+            "accepted": self.accepted,
+            "readback": self.readback.value if self.readback is not None else None,
+            "detail": self.detail,
+        }
+        if self.readback is not None:
+            out["expected"] = self.expected.value
+            out["reached"] = self.reached
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What ``invoke`` would send for one node, after the rule and the guard: nothing sent."""
+
+    node: str
+    verb: Verb
+    channel: str
+    target: Any
+    graceful: bool | None
+    guard: str
+    """What the guard said ("allowed by the lifecycle guard", or that none is configured)."""
+    recovery: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``powerplane invoke --dry-run -o json``, per node."""
+        return {
+            "node": self.node,
+            "verb": self.verb.value,
+            "channel": self.channel,
+            "target": self.target,
+            "graceful": self.graceful,
+            "recovery": self.recovery,
+            "guard": self.guard,
+            "sent": False,
+        }
+
+
+def parse_verb(verb: Verb | str) -> Verb:
+    """``verb`` as a :class:`Verb` (a string parsed)."""
+    return Verb.parse(verb) if isinstance(verb, str) else verb
+
+
+def check_reason(reason: str) -> None:
+    """Refuse an empty reason."""
+    if not reason or not reason.strip():
+        raise ValueError("a reason is required for every power verb")
+
+
+def check_wait(wait: float) -> float:
+    """A readback wait: finite, 0 (do not read) to a day."""
+    value = float(wait)
+    if math.isnan(value) or not 0 <= value <= MAX_WAIT_S:
+        raise ValueError(f"wait must be a number of seconds from 0 to {MAX_WAIT_S:g}, "
+                         f"not {wait!r}")
+    return value
+
+
+Done = Callable[[str, "InvokeResult | PowerplaneError"], None]
+
+
+class Invoker:
+    """The verbs of one host (see the module docstring)."""
+
+    def __init__(self, deployment: Deployment, discovery: Discovery, reader: Reader,
+                 guard: InvokeGuard | None) -> None:
+        self.deployment = deployment
+        self.limits = deployment.limits
+        self.discovery = discovery
+        self.calls = discovery.calls
+        self.reader = reader
+        self.guard = guard
+
+    # -- the rule at dispatch ----------------------------------------------------------------
+    def check(self, node: str, verb: Verb) -> tuple[NodeSpec, VerbOffer]:
+        """The rule, decided again at dispatch from what discovery holds now (the cache's
+        per-node verdicts, never the offer object): the offer, or the refusal raised."""
+        spec = spec_of(self.deployment, node)
+        offer = self.discovery.rules.verdicts(node, spec)[verb]
+        if not offer.offered:
+            if offer.cause == "channel":
+                raise self._undiscovered(node, verb, offer)
+            raise NotOffered(node, verb.value, offer.reason)
+        return spec, offer
+
+    def _undiscovered(self, node: str, verb: Verb, offer: VerbOffer) -> PowerplaneError:
+        """A verb withheld because a channel could not be discovered: that channel's failure."""
+        err = self.discovery.error(node)
+        if err is None:
+            return NotOffered(node, verb.value, offer.reason)
+        if not isinstance(err, ChannelError):
+            return err  # e.g. a ConfigError the device revealed (exit 2), as it was raised
+        return type(err)(  # the same class: an unreachable BMC stays Unreachable
+            f"{verb.value} for {node} cannot be decided: the channel could not be discovered "
+            f"({err.message})",
+            channel=err.channel,
+            target=err.target,
+        )
+
+    async def plan(
+        self, nodes: Sequence[str], verb: Verb, reason: str, hazard_reason: str | None,
+    ) -> dict[str, Plan | PowerplaneError]:
+        """``PowerHost.plan`` (``verb`` and ``reason`` checked)."""
+        refused, allowed, said = await self.checked(nodes, verb, reason, hazard_reason)
+        out: dict[str, Plan | PowerplaneError] = dict(refused)
+        for node, channel, target, offer in allowed:
+            out[node] = Plan(node, verb, channel, target, offer.graceful, said, offer.recovery)
+        return {n: out[n] for n in dict.fromkeys(nodes)}
+
+    async def checked(
+        self, nodes: Sequence[str], verb: Verb, reason: str, hazard_reason: str | None = None,
+    ) -> tuple[dict[str, PowerplaneError], list[tuple[str, str, Any, VerbOffer]], str]:
+        """:meth:`plan`'s checks: (refused node -> error, allowed (node, channel, target,
+        offer) in order, what the guard said). The rule first for every node, then the
+        guard once for every node the rule allowed."""
+        await self.discovery.ensure(nodes)
+        refused: dict[str, PowerplaneError] = {}
+        allowed: list[tuple[str, NodeSpec, VerbOffer]] = []
+        for node in dict.fromkeys(nodes):
+            try:
+                spec, offer = self.check(node, verb)
+            except PowerplaneError as exc:
+                refused[node] = exc
+                continue
+            allowed.append((node, spec, offer))
+        verdicts: Mapping[str, PowerplaneError | None] = {}
+        said = "no lifecycle guard configured"
+        guard = self.guard
+        if guard is not None and verb in GUARDED and allowed:
+            verdicts = await guard([n for n, _, _ in allowed], verb, reason,
+                                   hazard_reason=hazard_reason)
+            said = "allowed by the lifecycle guard"
+        elif guard is not None:
+            said = f"the lifecycle guard does not restrict {verb.value}"
+        out: list[tuple[str, str, Any, VerbOffer]] = []
+        for node, spec, offer in allowed:
+            refusal = verdicts.get(node) if verdicts else None
+            if refusal is not None:
+                refused[node] = refusal
+                continue
+            assert offer.channel is not None
+            out.append((node, offer.channel, _target(spec, offer.channel), offer))
+        return refused, out, said
+
+    # -- dispatch ----------------------------------------------------------------------------
+    async def dispatch(self, plan: Plan, reason: str, wait: float = 0.0) -> InvokeResult:
+        """Send a verb the rule and the guard have just allowed (``plan`` right before)."""
+        log.info("invoke %s %s via %s: %s", plan.verb.value, plan.node, plan.channel, reason)
+        acceptance = await self.calls.call(plan.channel, plan.verb.method, plan.target)
+        detail = acceptance.detail if isinstance(acceptance, Acceptance) else ""
+        readback = (await self.reader.await_state(plan.node, plan.verb, wait)
+                    if wait > 0 else None)
+        return InvokeResult(plan.node, plan.verb, plan.channel, True, readback, detail)
+
+    async def stream(
+        self, nodes: Sequence[str], verb: Verb, reason: str, wait: float,
+        hazard_reason: str | None = None,
+    ) -> AsyncIterator[tuple[str, InvokeResult | PowerplaneError]]:
+        """``PowerHost.invoke_stream``'s iterator (arguments checked)."""
+        queue: asyncio.Queue[tuple[str, InvokeResult | PowerplaneError] | None] = (
+            asyncio.Queue())
+        runner = asyncio.create_task(
+            self.each(nodes, verb, reason, wait,
+                      lambda node, outcome: queue.put_nowait((node, outcome)),
+                      hazard_reason))
+        runner.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+            await runner  # raises what the run raised (a guard's own failure)
+        finally:
+            if not runner.done():
+                runner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runner
+
+    async def each(
+        self, nodes: Sequence[str], verb: Verb, reason: str, wait: float, done: Done,
+        hazard_reason: str | None = None,
+    ) -> None:
+        """Plan ``nodes``, then dispatch every allowed one, calling ``done`` per node.
+
+        Per-endpoint worker queues: at most ``limits.per_endpoint`` calls per endpoint and
+        ``limits.total`` in all, by that many workers at most; one shared deadline timer for
+        the batch; each call the one :meth:`~powerplane.host.calls.Calls.call` (its method
+        and limiter looked up once per channel and endpoint); readbacks (``wait`` > 0) run
+        beside the workers so they do not hold an endpoint's slot.
+        """
+        refused, allowed, _ = await self.checked(nodes, verb, reason, hazard_reason)
+        for node, error in refused.items():
+            done(node, error)
+        method, verb_name = verb.method, verb.value  # enum attributes cost: read once
+        calls = self.calls
+        channels = calls.channels
+        batches: dict[str, list[tuple[str, Any]]] = {}
+        queues: dict[Any, deque[tuple[str, str, Any]]] = {}
+        fns: dict[str, Method | None] = {}
+        traits = channels.traits
+        for node, name, target, _ in allowed:
+            trait = traits.get(name)  # the channel was created by discovery
+            if trait is not None and trait.batch_invoke:
+                batches.setdefault(name, []).append((node, target))
+                continue
+            if name not in fns:
+                try:
+                    fns[name] = calls.method(name, method)
+                except PowerplaneError:
+                    fns[name] = None  # each call says why
+            queues.setdefault(channels.endpoint(name, target), deque()).append(
+                (node, name, target))
+        del allowed
+        if not queues and not batches:
+            return
+        deadlines = SharedDeadlines(self.limits.timeout_s)
+        readbacks: set[asyncio.Task[None]] = set()
+
+        async def read_back(node: str, name: str, detail: str) -> None:
+            readback = await self.reader.await_state(node, verb, wait)
+            done(node, InvokeResult(node, verb, name, True, readback, detail))
+
+        def accepted(node: str, name: str, acceptance: Any) -> None:
+            detail = acceptance.detail if isinstance(acceptance, Acceptance) else ""
+            if wait > 0:
+                task = asyncio.create_task(read_back(node, name, detail))
+                readbacks.add(task)
+                task.add_done_callback(readbacks.discard)
+            else:
+                done(node, InvokeResult(node, verb, name, True, None, detail))
+
+        info = log.isEnabledFor(logging.INFO)
+        slots = slots_of(queues, self.limits.per_endpoint)
+        call = calls.call
+
+        async def worker() -> None:
+            while slots:
+                endpoint = slots.popleft()
+                queue = queues[endpoint]
+                while queue:
+                    node, name, target = queue.popleft()
+                    if info:
+                        log.info("invoke %s %s via %s: %s", verb_name, node, name, reason)
+                    try:
+                        acceptance = await call(name, method, target, deadlines=deadlines,
+                                                node=node, how=fns[name], endpoint=endpoint)
+                    except PowerplaneError as exc:
+                        done(node, exc)
+                    else:
+                        accepted(node, name, acceptance)
+
+        async def batch(name: str, members: list[tuple[str, Any]]) -> None:
+            if info:
+                for node, _ in members:
+                    log.info("invoke %s %s via %s (batch): %s", verb_name, node, name, reason)
+            try:
+                outcomes = await call(name, "invoke_batch", members[0][1], verb,
+                                      [t for _, t in members])
+            except PowerplaneError as exc:
+                for node, _ in members:
+                    done(node, exc)
+                return
+            for (node, _), outcome in zip(members, outcomes, strict=True):
+                if isinstance(outcome, PowerplaneError):
+                    done(node, outcome)
+                else:
+                    accepted(node, name, outcome)
+
+        try:
+            await asyncio.gather(
+                run_workers(min(self.limits.total, len(slots)), worker),
+                *(batch(c, m) for c, m in batches.items()),
+            )
+            if readbacks:
+                await asyncio.gather(*readbacks)
+        finally:
+            deadlines.close()
+            for task in readbacks:
+                task.cancel()
+
+
+def _target(spec: NodeSpec, channel: str) -> Any:
+    for ref in spec.channels:
+        if ref.channel == channel:
+            return ref.target
+    raise KeyError(channel)
