@@ -36,7 +36,7 @@ from powerplane import (
     Unreachable,
     parse_config,
 )
-from powerplane.channel import _GATE, SendGate  # the host's per-call gate, as it sets it
+from powerplane.channel import SendGate  # the host's per-call gate, as it sets it
 from powerplane_redfish import RedfishChannel
 from powerplane_redfish.testing.mockup import MockupServer
 
@@ -188,8 +188,8 @@ async def test_graceful_then_force_whose_poll_times_out_is_outcome_unknown_witho
 # -- the host's gate -------------------------------------------------------------------------
 def run_gated(fn: Callable[[], Any], gate: SendGate) -> tuple[threading.Thread, list[Any]]:
     """Run ``fn`` in a thread whose context carries ``gate``, as the host runs a call."""
-    ctx = contextvars.copy_context()
-    ctx.run(_GATE.set, gate)
+    with gate:  # the host's worker threads run in a copy of the call's context
+        ctx = contextvars.copy_context()
     out: list[Any] = []
 
     def body() -> None:

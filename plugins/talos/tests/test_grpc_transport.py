@@ -17,7 +17,7 @@ from powerplane import (
     TLSVerificationFailed,
     Unreachable,
 )
-from powerplane.channel import _GATE, SendGate
+from powerplane.channel import SendGate
 from powerplane_talos.channel import DARK
 from powerplane_talos.talosconfig import dump_talosconfig, load_talosconfig
 from powerplane_talos.testing import pki
@@ -216,20 +216,13 @@ async def test_a_verb_request_never_leaves_once_the_host_gave_up(
     assert (await ch.read_power_state(node)).state is PowerState.ON  # connected already
     closed = SendGate()
     closed.close()
-    token = _GATE.set(closed)
-    try:
+    with closed:
         for verb in (ch.reboot, ch.shutdown):
             with pytest.raises(ChannelTimeout, match="not sent"):
                 await verb(node)
-    finally:
-        _GATE.reset(token)
     assert [r["rpc"] for r in ed_mock.control.received() if r["node"] == node] == ["Version"]
     assert all(d["node"] != node for d in ed_mock.control.dispatches())
-    gate = SendGate()
-    token = _GATE.set(gate)
-    try:
+    with SendGate() as gate:
         await ch.reboot(node)
-    finally:
-        _GATE.reset(token)
     assert gate.sent and ed_mock.control.dispatches()[-1]["node"] == node
     await ch.close()

@@ -28,7 +28,7 @@ from powerplane import (
     Unreachable,
     parse_config,
 )
-from powerplane.channel import _GATE, SendGate
+from powerplane.channel import SendGate
 from powerplane_talos.channel import DARK
 from powerplane_talos.talosconfig import dump_talosconfig, load_talosconfig
 from powerplane_talos.talosctl_transport import map_stderr
@@ -223,20 +223,12 @@ async def test_a_verb_is_not_started_once_the_host_gave_up(
     ch = channel_for(ed_mock, transport="talosctl", talosctl=str(script))
     gate = SendGate()
     gate.close()
-    token = _GATE.set(gate)
-    try:
-        with pytest.raises(ChannelTimeout, match="not sent"):
-            await ch.shutdown(node)
-    finally:
-        _GATE.reset(token)
+    with gate, pytest.raises(ChannelTimeout, match="not sent"):
+        await ch.shutdown(node)
     assert not record.exists()  # talosctl never ran
     assert all(r["node"] != node for r in ed_mock.control.received())
-    open_gate = SendGate()
-    token = _GATE.set(open_gate)
-    try:
+    with SendGate() as open_gate:
         await ch.shutdown(node)
-    finally:
-        _GATE.reset(token)
     assert open_gate.sent
 
 

@@ -25,11 +25,7 @@ def send_gate() -> Iterator[SendGate]:
     ``gate.sent`` tells whether a request passed :func:`powerplane.about_to_send`;
     ``gate.close()`` does what the host does when it gives up.
     """
-    from powerplane.channel import _GATE, SendGate
+    from powerplane.channel import SendGate
 
-    gate = SendGate()
-    token = _GATE.set(gate)
-    try:
+    with SendGate() as gate:
         yield gate
-    finally:
-        _GATE.reset(token)
