@@ -40,6 +40,9 @@ passed to :class:`ChannelType`, so type the factory's return as the channel clas
 :class:`~powerplane.errors.NotSupported` before doing any I/O (:func:`require` does that
 from the channel's own capability set).
 
+A channel type's config model may implement :class:`ChecksLimits` (``check_limits``), a
+check against ``limits.timeout_s`` run when the deployment is loaded.
+
 :class:`ChannelType` declares, besides the factory, what core and the conformance suite
 would otherwise be told by hand: where the device address lives (:class:`Address`), which
 config fields hold secrets (every field typed :class:`~powerplane.secrets.SecretRef`,
@@ -88,6 +91,7 @@ __all__ = [
     "ChannelFactory",
     "ChannelTraits",
     "ChannelType",
+    "ChecksLimits",
     "CutCall",
     "HasBootMarker",
     "HasEndpoint",
@@ -287,6 +291,23 @@ class HasBootMarker(Protocol[TargetT_contra]):
 
     def boot_marker(self, target: TargetT_contra) -> str | Awaitable[str | None] | None:
         """This boot's marker, or ``None`` when the device publishes none."""
+        ...
+
+
+@runtime_checkable
+class ChecksLimits(Protocol):
+    """Optional, on a channel type's config model: a check of the config against the
+    deployment's ``limits.timeout_s``, run when the config is loaded.
+
+    Returns one ``(field, message)`` per problem (``field`` a dotted path inside the
+    channel's config, ``""`` for the channel itself); each becomes a line-numbered problem
+    at ``channels.<name>.<field>`` (e.g. a graceful-then-force wait that leaves no room for
+    the force within one call's timeout). An exception it raises is reported as a problem
+    of the channel, never a crash.
+    """
+
+    def check_limits(self, timeout_s: float) -> list[tuple[str, str]]:
+        """The problems of this config under ``limits.timeout_s``; ``[]`` when none."""
         ...
 
 

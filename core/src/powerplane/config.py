@@ -512,14 +512,16 @@ def _limit_problems(
 ) -> list[ConfigProblem]:
     """A channel model's own check against ``limits.timeout_s``, when it has one.
 
-    A model may define ``check_limits(self, timeout_s: float) -> list[tuple[str, str]]``:
-    each ``(field, message)`` becomes a problem at ``channels.<name>.<field>``.
+    A model may implement :class:`powerplane.channel.ChecksLimits` (``check_limits(self,
+    timeout_s: float) -> list[tuple[str, str]]``): each ``(field, message)`` becomes a
+    problem at ``channels.<name>.<field>``.
     """
-    check = getattr(cfg, "check_limits", None)
-    if not callable(check):
+    from powerplane.channel import ChecksLimits  # loaded already: cfg's type is its ChannelType's
+
+    if not isinstance(cfg, ChecksLimits):
         return []
     try:
-        found = list(check(timeout_s))
+        found = list(cfg.check_limits(timeout_s))
     except Exception as exc:  # a plugin's own bug: a problem of this channel, not a crash
         return [ConfigProblem(format_path(base),
                               f"check_limits failed: {type(exc).__name__}", _line(lines, base))]
