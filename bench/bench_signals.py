@@ -15,7 +15,8 @@ it block where the row says:
 - ``invoke`` on a DMTF mockup holding the Reset POST 4 s with ``limits.timeout_s`` 1 (no
   signal: the whole run), and the same BMC holding it 60 s, SIGINT once the POST arrived;
 - ``maintenance run`` dispatching a reboot whose POST the mockup holds;
-- ``conformance`` during a check (core's simulated channel, every call 200 ms);
+- ``conformance`` during a check (core's simulated channel, every call 200 ms), in this
+  process and with ``--subprocess``, with each machine's restore outcome from results.json;
 - ``demo`` inside a conformance sub-run and outside one (the real peers).
 
 ``python bench/bench_signals.py [ROW-PREFIX ...]`` prints the table (``-`` where a peer is
@@ -311,8 +312,9 @@ def rows_held_reset(tmp: Path) -> Iterator[Row]:
 
 
 def rows_conformance(tmp: Path) -> Iterator[Row]:
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        where = tmp / f"conf-{sig.name}"
+    for sig, mode in ((signal.SIGINT, ()), (signal.SIGTERM, ()),
+                      (signal.SIGINT, ("--subprocess",)), (signal.SIGTERM, ("--subprocess",))):
+        where = tmp / f"conf-{sig.name}{'-sub' if mode else ''}"
         where.mkdir(exist_ok=True)
         target = write(where, {
             "channels": {"lab": {"type": "simulated", "machines": {"a": "on", "b": "on"},
@@ -321,11 +323,23 @@ def rows_conformance(tmp: Path) -> Iterator[Row]:
                       "b": {"channels": [{"channel": "lab", "target": "b"}]}},
             "conformance": {"nodes": ["a", "b"], "allow_destructive": True}})
         p = Proc(["conformance", "--target", str(target), "--yes", "--report",
-                  str(where / "r.json")])
+                  str(where / "r.json"), *mode])
         time.sleep(6)  # collection done, a check under way
         took, code = p.finish(sig)
-        yield Row("conformance (simulated)", sig.name, "6 s in, during a check", took, code,
-                  p.said())
+        yield Row("conformance (simulated)" + (" --subprocess" if mode else ""), sig.name,
+                  "6 s in, during a check", took, code, p.said() + _restores(where / "r.json"))
+
+
+def _restores(report: Path) -> str:
+    """`` / restore: a@lab restored, b@lab sent_not_confirmed`` from results.json."""
+    import json
+
+    try:
+        cut = json.loads(report.read_text(encoding="utf-8")).get("interrupted") or {}
+    except (OSError, ValueError):
+        return " / no results.json"
+    return " / restore: " + ", ".join(f"{m['subject']} {m.get('restore')}"
+                                      for m in cut.get("machines", []))
 
 
 def rows_demo(tmp: Path) -> Iterator[Row]:

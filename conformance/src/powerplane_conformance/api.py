@@ -173,7 +173,8 @@ def run_suite(
             str(Path(cli_suite.__file__).resolve()),
             "-c", str(ini), "--rootdir", str(work),
             "-p", "no:cacheprovider", "-p", "no:warnings",
-            "-p", "no:asyncio", "-q", "--tb=no", "--no-header", "-rN",
+            "-p", "no:asyncio", "-p", "no:unraisableexception",
+            "-q", "--tb=no", "--no-header", "-rN",
             "--powerplane-target", str(path), "--powerplane-report", str(out),
             # only the suite's own plugin: the other pytest plugins installed beside it
             # (asyncio, hypothesis, timeout, ...) cost seconds to load and check nothing here
@@ -188,7 +189,8 @@ def run_suite(
             out.unlink()  # a report of an earlier run is never taken for this one's
         try:
             if in_subprocess:
-                code = _subprocess([sys.executable, "-m", "pytest", *args])
+                code = _subprocess([sys.executable, "-m", "powerplane_conformance.child",
+                                    *args])
             else:
                 plugins = [Attendant(power_on_by_hand)] if power_on_by_hand is not None else []
                 with contextlib.redirect_stdout(sys.stderr):

@@ -329,11 +329,14 @@ def _interruption(data: Mapping[str, Any]) -> list[str]:
                    "</th><th>put back</th><th>why not</th></tr></thead><tbody>")
         for m in machines:
             restored = m.get("restored")
-            word = ("restored" if restored is True else "NOT restored" if restored is False
-                    else "not known")
+            word = ("restored" if restored is True
+                    else "restore sent, not confirmed (outcome unknown)"
+                    if m.get("restore") == "sent_not_confirmed"
+                    else "NOT restored" if restored is False else "not known")
             css = "st-verified" if restored is True else "restored-no"
             out.append(f'<tr class="machine" data-subject="{_e(m.get("subject"))}" '
-                       f'data-restored="{_e(restored)}">'
+                       f'data-restored="{_e(restored)}" '
+                       f'data-restore="{_e(m.get("restore"))}">'
                        f'<td class="name">{_e(m.get("subject"))}</td>'
                        f"<td>{_e(m.get('original') or 'never read')}</td>"
                        f'<td class="status {css}">{_e(word)}</td>'

@@ -37,6 +37,11 @@ class LoopThread:
         self._thread.start()
 
     def _main(self) -> None:
+        from powerplane.workers import loop_executor
+
+        # the loop's default executor (asyncio.to_thread in a plugin, a resolver lookup)
+        # never holds the process at exit, as the CLI's own loop's
+        self.loop.set_default_executor(loop_executor())
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 

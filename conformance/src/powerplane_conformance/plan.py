@@ -354,6 +354,8 @@ class NodePlan:
     def _reach(self, want: PowerState) -> str | None:
         """Bring the machine to ``want`` (None: it reads it), or why not."""
         session, s = self.plan.session, self.subject
+        if session.stopping.is_set():  # interrupted: the session's close puts it back
+            return "the run was stopped"
         reading = self._reading()
         if reading is not None and session.accepts(s, want)(reading):
             return None
@@ -399,7 +401,13 @@ class NodePlan:
             return
         if step.not_made:
             return
+        if session.stopping.is_set():  # interrupted: no verb leaves after the signal
+            step.not_made = "the run was stopped"
+            return
         start = self._reading()
+        if session.stopping.is_set():
+            step.not_made = "the run was stopped"
+            return
         if step.kind == "idempotent":
             try:
                 session.invoke(s, verb)
@@ -556,14 +564,16 @@ class Plan:
         for node in self.nodes.values():
             node.thread.start()
 
-    def stop(self) -> None:
-        """No more steps; wait for the workers (each ends its step in flight)."""
+    def stop(self, wait: bool = True) -> None:
+        """No more steps; wait for the workers (each ends its step in flight), unless not
+        ``wait`` (a restore after a signal waits for each machine's own worker)."""
         self.stopped = True
         for node in self.nodes.values():
             for step in node.steps:
                 if step.group is not None:
                     step.group.barrier.abort()
-            if node.thread.is_alive():
+        for node in self.nodes.values():
+            if wait and node.thread.is_alive():
                 node.thread.join(self.session.settings.settle_timeout_s
                                  + self.session.call_timeout + 5)
 
@@ -676,9 +686,20 @@ def wait_all(steps: Sequence[Step]) -> list[Step]:
     return [x.wait() for x in steps]
 
 
-def stop_plan(session: ConformanceSession) -> None:
-    """Stop the session's plan, if it has one (the session is closing)."""
+def stop_plan(session: ConformanceSession, wait: bool = True) -> None:
+    """Stop the session's plan, if it has one (the session is closing); ``wait``: for its
+    workers too."""
     with _LOCK:
         plan = _PLANS.get(session)
     if plan is not None:
-        plan.stop()
+        plan.stop(wait)
+
+
+def plan_worker(session: ConformanceSession, key: str) -> threading.Thread | None:
+    """The started worker of the session's plan that changes machine ``key``, if any."""
+    with _LOCK:
+        plan = _PLANS.get(session)
+    node = plan.nodes.get(key) if plan is not None else None
+    if node is None or node.thread.ident is None:
+        return None
+    return node.thread

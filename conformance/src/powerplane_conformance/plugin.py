@@ -227,11 +227,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
                             ) -> Generator[None, object, object]:
-    """Which check runs now: an interrupted run names the check it was cut in."""
+    """Which check runs now: an interrupted run names the check it was cut in.
+
+    A signal's KeyboardInterrupt ends the check here and tells pytest to stop: pytest then
+    says so in one line (``Interrupted: signal SIGINT ...``) instead of its KeyboardInterrupt
+    banner and traceback, and the session's close puts the machines back."""
     if spec_of(getattr(item, "function", None)) is None:
         return (yield)
     item.config.stash[CURRENT] = (item.nodeid, "setup")
-    result = yield  # a KeyboardInterrupt leaves CURRENT naming the check it cut
+    try:
+        result = yield  # a KeyboardInterrupt leaves CURRENT naming the check it cut
+    except KeyboardInterrupt:
+        if not received():
+            raise
+        item.session.shouldstop = (f"signal {received()}: the run stops; the report names "
+                                   "the checks that did not run")
+        return True
     if CURRENT in item.config.stash:
         del item.config.stash[CURRENT]
     return result
@@ -478,8 +489,10 @@ def _planned_check(item: pytest.Item, config: pytest.Config) -> dict[str, Any]:
 
 
 def _machines(config: pytest.Config) -> list[dict[str, Any]]:
-    """Per machine under test: the state it had at the start and whether the restore when
-    the session closed brought it back (None: not known)."""
+    """Per machine under test: the state it had at the start, whether the restore when the
+    session closed brought it back (``restored``; None: not known) and how it ended
+    (``restore``: ``restored``, ``sent_not_confirmed`` — its verb was sent and no reading
+    confirmed it, outcome unknown — or ``not_restored``; None: not known)."""
     out: list[dict[str, Any]] = []
     for session in _sessions(config):
         for subject in session.subjects:
@@ -494,10 +507,16 @@ def _machines(config: pytest.Config) -> list[dict[str, Any]]:
                 why = ("its state at the start was never read (the run was interrupted "
                        "before), so nothing was done to it and nothing to undo"
                        if not session.started else why)
+            # after a signal the restore was bounded: restored, sent but not confirmed
+            # (outcome unknown), or not restored; else restored or not
+            restore = session.restore_outcome.get(subject.key) or (
+                None if restored is None or original is None
+                else "restored" if restored else "not_restored")
             out.append({"subject": subject.key, "node": subject.node,
                         "channel": subject.channel,
                         "original": original.value if original is not None else None,
-                        "restored": restored, "detail": "" if restored else (why or "")})
+                        "restored": restored, "restore": restore,
+                        "detail": "" if restored else (why or "")})
     return out
 
 

@@ -200,10 +200,17 @@ def _interrupted(interruption: dict[str, Any], failed: int) -> tuple[str, list[s
     if not_run:
         sentences.append(f"Not run: {_checks_named(not_run)}.")
     back = [m for m in interruption.get("machines", []) if m.get("restored") is True]
-    not_back = [m for m in interruption.get("machines", []) if m.get("restored") is not True]
+    unknown = [m for m in interruption.get("machines", [])
+               if m.get("restored") is not True and m.get("restore") == "sent_not_confirmed"]
+    not_back = [m for m in interruption.get("machines", [])
+                if m.get("restored") is not True and m.get("restore") != "sent_not_confirmed"]
     if back:
         sentences.append("Restored (reads its state at the start): "
                          + ", ".join(f"{m['subject']} ({m['original']})" for m in back) + ".")
+    if unknown:
+        sentences.append("Restore sent, not confirmed (outcome unknown): " + "; ".join(
+            f"{m['subject']} (was {m['original']}): {m.get('detail') or 'not known'}"
+            for m in unknown) + ".")
     if not_back:
         sentences.append("NOT restored: " + "; ".join(
             f"{m['subject']}: {m.get('detail') or 'not known'}" for m in not_back) + ".")

@@ -35,6 +35,10 @@ from powerplane_conformance.terminal import BY_HAND
 
 __all__ = [
     "BY_HAND",
+    "NOT_RESTORED",
+    "RESTORED",
+    "RESTORE_BUDGET_S",
+    "SENT_NOT_CONFIRMED",
     "ConformanceSession",
     "DerivedConfigInvalid",
     "Observation",
@@ -103,6 +107,82 @@ done (what they say proves nothing: the suite reads the machine back)."""
 class DerivedConfigInvalid(ValueError):
     """A config the suite built (from hints or declarations) that the channel's own model
     rejects: the check that needed it is NOT TESTED, never FAIL."""
+
+
+RESTORE_BUDGET_S = 0.7
+"""After a signal, the seconds the session's close gives the restore of every machine, all
+started at once (the power plan's worker of a machine ends its step in flight first, within
+the same budget): so that Ctrl-C or SIGTERM ends a run within about a second. A machine that
+reads its state at the start within it is :data:`RESTORED`; one whose power-on (or shutdown)
+was sent but that no reading showed back in its state within it is
+:data:`SENT_NOT_CONFIRMED`; one whose verb was never sent is :data:`NOT_RESTORED`. Nothing
+is sent once the budget is over, and nothing is called restored without a reading."""
+RESTORED = "restored"
+"""A machine read back in the state it had at the start."""
+SENT_NOT_CONFIRMED = "sent_not_confirmed"
+"""The verb that puts a machine back was sent, and no reading confirmed it: outcome unknown."""
+NOT_RESTORED = "not_restored"
+"""Nothing was sent to put the machine back (or it could not be)."""
+RESTORE_WORDS = {RESTORED: "restored",
+                 SENT_NOT_CONFIRMED: "restore sent, not confirmed (outcome unknown)",
+                 NOT_RESTORED: "not restored"}
+"""How a person reads each restore outcome."""
+
+
+class RestoreGate:
+    """One machine's restore after a signal: whether its verb may still leave (the gate
+    closes when the budget is over or at a second signal), whether it left, and how the
+    restore ended."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.closed = threading.Event()
+        """Set when nothing more may be sent: readback waits end at once too."""
+        self.sent: Verb | None = None
+        """The verb that was let through to put the machine back."""
+        self.want: PowerState | None = None
+        self.done = False
+        self.result: str | None = None
+        """How :meth:`ConformanceSession.restore` ended (None: the machine reads back)."""
+
+    def send(self, verb: Verb, want: PowerState) -> bool:
+        """Whether ``verb`` may leave now (recorded as sent when it may)."""
+        with self._lock:
+            if self.closed.is_set():
+                return False
+            self.sent, self.want = verb, want
+            return True
+
+    def finish(self, result: str | None) -> None:
+        with self._lock:
+            if not self.done:
+                self.result, self.done = result, True
+
+    def close(self) -> None:
+        """Nothing more leaves; what is sent stays sent."""
+        with self._lock:
+            self.closed.set()
+
+    def outcome(self, again: bool) -> tuple[str, str | None]:
+        """``(RESTORED | SENT_NOT_CONFIRMED | NOT_RESTORED, why not)`` once closed; ``again``:
+        a second signal closed it."""
+        with self._lock:
+            done, result, sent, want = self.done, self.result, self.sent, self.want
+        if done and result is None:
+            return RESTORED, None
+        cut = ("the run was interrupted again" if again
+               else f"the restore budget of {RESTORE_BUDGET_S:g} s ran out")
+        if sent is not None:
+            shown = f"; {result}" if done and result else ""
+            return SENT_NOT_CONFIRMED, (
+                f"{RESTORE_WORDS[SENT_NOT_CONFIRMED]}: {sent.value} was sent to bring it back "
+                f"{want.value if want else ''}, and no reading showed it "
+                + (f"({result})" if done and result else f"before {cut}")
+                + ("" if done else shown))
+        if done:
+            return NOT_RESTORED, f"{RESTORE_WORDS[NOT_RESTORED]}: {result}"
+        return NOT_RESTORED, (f"{RESTORE_WORDS[NOT_RESTORED]}: {cut} before anything was sent "
+                              "to put it back")
 
 
 FIRST_POLL_S = 0.02
@@ -187,6 +267,9 @@ class ConformanceSession:
         self.restored: dict[str, str | None] = {}
         """Per subject key, how the restore when the session closed ended: None when the
         machine reads the state it had at the start, else why not."""
+        self.restore_outcome: dict[str, str] = {}
+        """Per subject key, after a signal: :data:`RESTORED`, :data:`SENT_NOT_CONFIRMED` or
+        :data:`NOT_RESTORED` (see :data:`RESTORE_BUDGET_S`)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -218,46 +301,121 @@ class ConformanceSession:
     def close(self) -> None:
         """Wait for the network negatives' probes, stop the power plan, put every machine
         back the way it was (best effort, each outcome in :attr:`restored`), close the
-        channels. A KeyboardInterrupt (a second Ctrl-C, or SIGTERM) while closing leaves the
-        machines not yet restored as they are (said so in :attr:`restored`), sets
+        channels.
+
+        After a signal, the restore is bounded instead: every machine's starts at once and
+        the close waits :data:`RESTORE_BUDGET_S` for them (the probes, which touch no
+        machine, are not waited for); each machine's outcome is in
+        :attr:`restore_outcome`, and stderr says how to finish by hand what is not
+        confirmed. A KeyboardInterrupt (a second Ctrl-C, or SIGTERM) while closing leaves
+        the machines not yet restored as they are (said so in :attr:`restored`), sets
         :attr:`interrupted` and still closes the channels, within a short bound."""
         from powerplane_conformance.interrupt import received
         from powerplane_conformance.plan import stop_plan
         from powerplane_conformance.probes import stop_probes
 
-        if received():  # the plan's workers end the step in flight without waiting it out
-            self.stopping.set()
-            print(f"interrupted ({received()}): putting the machines back the way they were "
-                  "(Ctrl-C again leaves them as they are)", file=sys.stderr, flush=True)
-        try:
-            stop_probes(self)
-            stop_plan(self)
-        except KeyboardInterrupt:
-            self.interrupted = True
-        self.stopping.clear()
-        for subject in self.subjects:
-            if self.interrupted:
-                self.restored.setdefault(
-                    subject.key, "not restored: the run was interrupted again before its "
-                                 "restore")
-                continue
+        if received():
+            self._close_interrupted(received() or "")
+        else:
             try:
-                self.restored[subject.key] = self.restore(subject)
+                stop_probes(self)
+                stop_plan(self)
             except KeyboardInterrupt:
                 self.interrupted = True
-                self.restored[subject.key] = ("not restored: the run was interrupted again "
-                                              "during its restore")
-            except Exception as exc:
-                self.restored[subject.key] = describe_error(exc)
+            self.stopping.clear()
+            for subject in self.subjects:
+                if self.interrupted:
+                    self.restored.setdefault(
+                        subject.key, "not restored: the run was interrupted again before its "
+                                     "restore")
+                    continue
+                try:
+                    self.restored[subject.key] = self.restore(subject)
+                except KeyboardInterrupt:
+                    self.interrupted = True
+                    self.restored[subject.key] = ("not restored: the run was interrupted "
+                                                  "again during its restore")
+                except Exception as exc:
+                    self.restored[subject.key] = describe_error(exc)
         try:
-            self.loop.run(self.host.close(), 2 if self.interrupted else 30)
+            self.loop.run(self.host.close(), 2 if self.interrupted or received() else 30)
         except KeyboardInterrupt:
             self.interrupted = True
         except Exception:
-            if not self.interrupted:
+            if not (self.interrupted or received()):
                 raise
         finally:
             self.loop.close()
+
+    def _close_interrupted(self, signal_name: str) -> None:
+        """The bounded restore after a signal (see :data:`RESTORE_BUDGET_S`)."""
+        from powerplane_conformance.plan import plan_worker, stop_plan
+
+        deadline = time.monotonic() + RESTORE_BUDGET_S
+        self.stopping.set()  # the plan's workers end the step in flight without waiting it out
+        print(f"interrupted ({signal_name}): putting the machines back the way they were, "
+              f"at most {RESTORE_BUDGET_S:g} s (Ctrl-C again leaves them as they are)",
+              file=sys.stderr, flush=True)
+        gates = {s.key: RestoreGate() for s in self.subjects}
+        threads: list[threading.Thread] = []
+        try:
+            stop_plan(self, wait=False)  # no more steps; each machine's worker ends its own
+            for subject in self.subjects:
+                thread = threading.Thread(
+                    target=self._restore_one, daemon=True,
+                    args=(subject, gates[subject.key], plan_worker(self, subject.key),
+                          deadline),
+                    name=f"powerplane-conformance-restore-{subject.key}")
+                threads.append(thread)
+                thread.start()
+            for thread in threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt:
+            self.interrupted = True
+        for each in gates.values():
+            each.close()
+        for subject in self.subjects:
+            outcome, why = gates[subject.key].outcome(again=self.interrupted)
+            self.restore_outcome[subject.key] = outcome
+            self.restored[subject.key] = why
+        self._say_by_hand()
+
+    def _restore_one(self, subject: Subject, gate: RestoreGate,
+                     worker: threading.Thread | None, deadline: float) -> None:
+        """One machine's restore after a signal, once its plan worker (if any) is done."""
+        if worker is not None:
+            worker.join(max(0.0, deadline - time.monotonic()))
+            if worker.is_alive():
+                gate.finish("a power check's step on it was still in flight")
+                return
+        try:
+            gate.finish(self.restore(subject, gate))
+        except Exception as exc:
+            gate.finish(describe_error(exc))
+
+    def _say_by_hand(self) -> None:
+        """After a bounded restore: how to finish by hand what it did not confirm."""
+        left = [s for s in self.subjects
+                if self.restore_outcome.get(s.key, RESTORED) != RESTORED
+                and self.original.get(s.key) in (PowerState.ON, PowerState.OFF)
+                and s.key not in self.terminated]
+        if not left:
+            return
+        config = (f"--config {self.deployment.source} "
+                  if self.deployment.source.startswith(("/", ".")) or "/" in
+                  self.deployment.source else "")
+        print("not put back the way they were; to finish by hand:", file=sys.stderr)
+        for s in left:
+            original = self.original[s.key]
+            verb = Verb.POWER_ON if original is PowerState.ON else Verb.SHUTDOWN
+            word = RESTORE_WORDS[self.restore_outcome[s.key]]
+            first = (f"read it first (`powerplane {config}state {s.node}`); if it is not "
+                     f"{original.value}, " if self.restore_outcome[s.key] == SENT_NOT_CONFIRMED
+                     else "")
+            print(f"  {s.key}: {word}; it was {original.value} at the start: {first}"
+                  f"`powerplane {config}invoke {s.node} {verb.value}`",
+                  file=sys.stderr)
+        sys.stderr.flush()
 
     def _subjects(self) -> list[Subject]:
         out = []
@@ -420,15 +578,18 @@ class ConformanceSession:
         timeout: float | None = None,
         channel: Channel | None = None,
         full_window: bool = False,
+        stop: threading.Event | None = None,
     ) -> Observation:
-        """Read back until ``want`` shows (or for the whole window when ``full_window``)."""
+        """Read back until ``want`` shows (or for the whole window when ``full_window``);
+        ``stop`` (default :attr:`stopping`) ends the wait at once when set."""
+        stop = stop if stop is not None else self.stopping
         accept = self.accepts(subject, want)
         limit = timeout if timeout is not None else self.settings.settle_timeout_s
         obs = Observation(ok=False)
         start = time.monotonic()
         delays = poll_delays()
         while True:
-            if self.stopping.is_set():
+            if stop.is_set():
                 obs.error = obs.error or "the run was interrupted while waiting"
                 break
             began = time.monotonic()
@@ -452,12 +613,15 @@ class ConformanceSession:
             # the pause runs from the start of the last reading: a slow read is its own wait
             pause = next(delays) - (now - began)
             if pause > 0:
-                self.stopping.wait(min(pause, remaining))
+                stop.wait(min(pause, remaining))
         obs.elapsed = time.monotonic() - start
         return obs
 
-    def ensure(self, subject: Subject, want: PowerState) -> str | None:
-        """Bring the machine to ``want`` first; None when it is there, else why not."""
+    def ensure(self, subject: Subject, want: PowerState,
+               gate: RestoreGate | None = None) -> str | None:
+        """Bring the machine to ``want`` first; None when it is there, else why not. With
+        ``gate`` (a restore after a signal) the verb leaves only while the gate is open, no
+        person is asked, and the readback ends when it closes."""
         caps = self.caps(subject)
         if not isinstance(caps, CapabilitySet):
             return f"discovery failed: {caps}"
@@ -467,19 +631,22 @@ class ConformanceSession:
         except Exception as exc:
             return f"readback failed: {describe_error(exc)}"
         verb = Verb.POWER_ON if want is PowerState.ON else Verb.SHUTDOWN
-        if self.stopping.is_set():
+        if gate is None and self.stopping.is_set():
             return f"the run was interrupted before {verb.value} was sent to reach {want.value}"
         if not caps.advertises(verb):
             if want is PowerState.ON and self.settings.attended \
-                    and self.settings.allow_destructive:
+                    and self.settings.allow_destructive and gate is None:
                 return self._power_on_by_hand(subject)
             return (f"the machine is not {want.value} and channel {subject.channel!r} does not "
                     f"advertise {verb.value} to make it so")
+        if gate is not None and not gate.send(verb, want):
+            return (f"the run ended its restores before {verb.value} was sent to reach "
+                    f"{want.value}")
         try:
             self.invoke(subject, verb)
         except Exception as exc:
             return f"{verb.value} to reach {want.value} failed: {describe_error(exc)}"
-        obs = self.wait_for(subject, want)
+        obs = self.wait_for(subject, want, stop=gate.closed if gate is not None else None)
         if not obs.ok:
             ident = "POWER_ON_READBACK" if verb is Verb.POWER_ON else "SHUTDOWN_READBACK"
             return (f"the machine did not read {want.value} after {verb.value} "
@@ -513,11 +680,12 @@ class ConformanceSession:
             f"on: {obs.describe()}")))
         return None
 
-    def restore(self, subject: Subject) -> str | None:
-        """Bring the machine back to the state it had at the start; None when done."""
+    def restore(self, subject: Subject, gate: RestoreGate | None = None) -> str | None:
+        """Bring the machine back to the state it had at the start; None when done (see
+        :meth:`ensure` for ``gate``)."""
         if subject.key in self.terminated:
             return "the machine was terminated"
         original = self.original.get(subject.key)
         if original is None or original is PowerState.UNKNOWN:
             return "its original state is unknown"
-        return self.ensure(subject, original)
+        return self.ensure(subject, original, gate)

@@ -69,6 +69,13 @@ CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 ROLES: tuple[Role, ...] = ("bmc", "inband", "pdu", "cloud")
 
 
+STOP_GRACE_S = 0.3
+"""How long the peers' own stops (all at once) may take before their processes are killed:
+a peer's server that answers its terminate late (moto's takes most of a second) does not
+hold the demo's exit after Ctrl-C."""
+REAP_S = 0.3
+"""After the kill, how long a peer's own stop may still take to reap its processes."""
+
 @dataclass(frozen=True)
 class Slot:
     """One place in the demo's fleet a peer (or, when none starts, a stand-in) fills.
@@ -746,8 +753,9 @@ class Demo:
         return reading.state.value
 
     def stop_peers(self) -> None:
-        """Stop every started peer by its own handle, all at once (each stop waits for its
-        processes to end: one after the other, they added up to over a second)."""
+        """Stop every started peer by its own handle, all at once; a peer not gone within
+        :data:`STOP_GRACE_S` has its processes (and their children) killed, and is waited
+        for :data:`REAP_S` more (its own stop then reaps them)."""
         failures: list[tuple[str, Exception]] = []
 
         def stop(name: str, chan: StartedPeer) -> None:
@@ -756,15 +764,31 @@ class Demo:
             except Exception as exc:
                 failures.append((name, exc))
 
-        stoppers = [threading.Thread(target=stop, args=(name, chan), daemon=True,
-                                     name=f"stop-{name}")
+        stoppers = [(name, chan, threading.Thread(target=stop, args=(name, chan),
+                                                  daemon=True, name=f"stop-{name}"))
                     for name, chan in self.started.values()]
-        for thread in stoppers:
+        for _, _, thread in stoppers:
             thread.start()
-        for thread in stoppers:
-            thread.join()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for _, _, thread in stoppers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        late = [(name, chan, thread) for name, chan, thread in stoppers if thread.is_alive()]
+        if late:
+            table = process_table()
+            for _, chan, _ in late:
+                live = {p for p in chan.pids if p in table and table[p][1] != "Z"}
+                for pid in sorted(live | descendants(live, table)):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + REAP_S
+            for _, _, thread in late:
+                thread.join(max(0.0, deadline - time.monotonic()))
         for name, exc in failures:
             self.console.print(f"[red]could not stop {_esc(name)}:[/red] {_esc(exc)}")
+        for name, _, thread in late:
+            if thread.is_alive():
+                self.console.print(f"[red]could not stop {_esc(name)}[/red] within "
+                                   f"{STOP_GRACE_S + REAP_S:g} s, its processes killed")
         self.started.clear()
 
     def kept_pids(self) -> dict[str, list[int]]:
