@@ -11,16 +11,20 @@ any scheduler stands on, each with the same 4 workers per endpoint and no host: 
 calls made straight to the channels (the simulated channel's own cost per call is part of
 every wall), and the event loop alone (one ``asyncio.sleep(latency)`` per call, no
 channel), the time to the first result (``invoke_stream``, when the host has it), and the
-child's peak RSS (target <= 250 MiB at 50,000). Both floors run under the host's collector
-settings (``powerplane.scheduling.quiet_gc``, where the build has it), so they differ
-from the host's wall only by what the host does. The ideal counts no CPU at all: every
+child's peak RSS (target <= 250 MiB at 50,000). Both floors run under the same collector
+settings as the host in that child, so they differ from the host's wall only by what the
+host does. The host tunes no collector (GC tuning is the CLI's, for its own process):
+``--gc-tuned`` runs every child as a command does (the CLI's ``tune_gc`` once the host has
+started), to show what that tuning buys. The ideal counts no CPU at all: every
 call's start and end cost CPU time on one thread, so a wall can be no shorter than the
 CPU time the run needs, and at 50,000 nodes the event loop alone needs more than the
 ideal. The alternative beside it: a sequential ``invoke`` loop at 2,000 nodes (timed on
 200 nodes and scaled; it is linear).
 
 ``--base DIR``: every case also against the ``powerplane`` package under ``DIR`` (an older
-build's ``core/src``, e.g. from ``git archive``), in the same run, side by side.
+build's ``core/src``, e.g. from ``git archive``), in the same run, side by side;
+``--repeat N`` runs each case N times per build, alternating this build and the base, and
+compares the medians of the walls (the machine's noise hits both alike).
 
 ``--loops asyncio,uvloop`` (the default when uvloop is installed, else ``asyncio``): every
 case, host and both floors, once on each event loop, in a child process of its own, side
@@ -29,13 +33,14 @@ uvloop child runs the same coroutine in ``asyncio.Runner(loop_factory=uvloop.new
 
     .venv/bin/python bench/bench_invoke_many.py [--sizes 2000,10000,50000]
         [--latencies 50,20] [--runs 3] [--loops asyncio,uvloop] [--base /tmp/base/core/src]
+        [--repeat 3] [--gc-tuned]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import gc
 import importlib.util
 import json
 import math
@@ -87,13 +92,18 @@ def config(nodes: int, latency_ms: int) -> dict[str, Any]:
                        "total": min(100_000, PER_ENDPOINT * endpoints), "timeout_s": 30}}
 
 
-def _quiet_gc() -> contextlib.AbstractContextManager[None]:
-    """The host's collector settings for a fleet call, where this build has them."""
+def _tune_gc() -> None:
+    """What a command does to its own process's collector (the CLI's ``tune_gc``, where the
+    build has it, else the same settings written out)."""
     try:
-        from powerplane.scheduling import quiet_gc
+        from powerplane.cli._common import tune_gc
     except ImportError:
-        return contextlib.nullcontext()
-    return quiet_gc()
+        gc.freeze()
+        young, middle, old = gc.get_threshold()
+        if 0 < young < 100_000:
+            gc.set_threshold(100_000, middle, old)
+        return
+    tune_gc()
 
 
 def _check(results: dict[str, Any]) -> None:
@@ -102,9 +112,12 @@ def _check(results: dict[str, Any]) -> None:
         raise SystemExit(f"{len(bad)} nodes failed, e.g. {bad[0]}: {results[bad[0]]}")
 
 
-async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True) -> dict[str, Any]:
+async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
+                gc_tuned: bool = False) -> dict[str, Any]:
     ideal = math.ceil(PER_NODE_ENDPOINT / PER_ENDPOINT) * latency_ms / 1000
     async with PowerHost(parse_config(config(nodes, latency_ms))) as host:
+        if gc_tuned:
+            _tune_gc()
         names = list(host.nodes)
         walls: list[float] = []
         cpus: list[float] = []
@@ -133,15 +146,13 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True) -
         loops: list[float] = []
         loop_cpus: list[float] = []
         for _ in range(runs):
-            with _quiet_gc():
-                t0 = time.perf_counter()
-                await asyncio.gather(*(worker(ch, targets) for ch in chans for targets in shares))
-                floors.append(time.perf_counter() - t0)
-            with _quiet_gc():
-                t0, c0 = time.perf_counter(), time.process_time()
-                await asyncio.gather(*(sleeper(len(targets)) for _ in chans for targets in shares))
-                loops.append(time.perf_counter() - t0)
-                loop_cpus.append(time.process_time() - c0)
+            t0 = time.perf_counter()
+            await asyncio.gather(*(worker(ch, targets) for ch in chans for targets in shares))
+            floors.append(time.perf_counter() - t0)
+            t0, c0 = time.perf_counter(), time.process_time()
+            await asyncio.gather(*(sleeper(len(targets)) for _ in chans for targets in shares))
+            loops.append(time.perf_counter() - t0)
+            loop_cpus.append(time.process_time() - c0)
         first: float | None = None
         stream = getattr(host, "invoke_stream", None)
         if stream is not None:
@@ -172,7 +183,8 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True) -
 
 
 def run_case(nodes: int, latency: int, runs: int, base: str | None,
-             loop_name: str = "asyncio", seq_loop: bool = True) -> dict[str, Any] | str:
+             loop_name: str = "asyncio", seq_loop: bool = True,
+             gc_tuned: bool = False) -> dict[str, Any] | str:
     """One case in a child process on the named event loop (``base``: with that build's
     powerplane first on the path)."""
     env = dict(os.environ)
@@ -180,7 +192,8 @@ def run_case(nodes: int, latency: int, runs: int, base: str | None,
         env["PYTHONPATH"] = base + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run(
         [sys.executable, __file__, "--child", str(nodes), str(latency), "--runs", str(runs),
-         "--loop", loop_name, *(() if seq_loop else ("--no-seq",))],
+         "--loop", loop_name, *(() if seq_loop else ("--no-seq",)),
+         *(("--gc-tuned",) if gc_tuned else ())],
         capture_output=True, text=True, check=False, env=env,
     )
     if proc.returncode != 0:
@@ -218,11 +231,15 @@ def main() -> None:
                     help="event loops to measure each case on, side by side: asyncio,uvloop")
     ap.add_argument("--loop", choices=LOOPS, default="asyncio", help=argparse.SUPPRESS)
     ap.add_argument("--no-seq", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --base: runs per build and case, alternating; medians compared")
+    ap.add_argument("--gc-tuned", action="store_true",
+                    help="tune the collector in each child as the CLI does for a command")
     ap.add_argument("--child", nargs=2, type=int, metavar=("NODES", "LATENCY_MS"))
     args = ap.parse_args()
     if args.child:
         out = run_on(args.loop, child(args.child[0], args.child[1], args.runs,
-                                        not args.no_seq))
+                                        not args.no_seq, args.gc_tuned))
         print(json.dumps(out))
         return
     loops = [x.strip() for x in args.loops.split(",") if x.strip()]
@@ -245,7 +262,8 @@ def main() -> None:
             for name in loops:
                 label = f"{name:<7}"
                 # the sequential alternative once per case, on the first loop
-                r = run_case(nodes, latency, args.runs, None, name, name == loops[0])
+                r = run_case(nodes, latency, args.runs, None, name, name == loops[0],
+                             args.gc_tuned)
                 if not isinstance(r, str) and not r["loop"].startswith(f"{name}."):
                     r = f"ran on {r['loop']}, not {name}"
                 if isinstance(r, str):
@@ -273,13 +291,25 @@ def main() -> None:
                           f"(200 measured, scaled); invoke_many is {r['seq'] / r['wall']:.0f}x "
                           "faster")
                 if args.base:
-                    b = run_case(nodes, latency, args.runs, args.base, name, name == loops[0])
+                    b = run_case(nodes, latency, args.runs, args.base, name, False,
+                                 args.gc_tuned)
                     if isinstance(b, str):
                         print(f"        {label} baseline: failed: {b}")
-                    else:
-                        print(f"        {label} baseline:   {describe(b)}; this build is "
-                              f"{b['wall'] / r['wall']:.2f}x faster, "
-                              f"{r['rss_mib'] - b['rss_mib']:+.0f} MiB")
+                        continue
+                    print(f"        {label} baseline:   {describe(b)}")
+                    mine, theirs = [r["wall"]], [b["wall"]]
+                    for _ in range(args.repeat - 1):  # alternating, this build first
+                        for build, into in ((None, mine), (args.base, theirs)):
+                            x = run_case(nodes, latency, args.runs, build, name, False,
+                                         args.gc_tuned)
+                            if not isinstance(x, str):
+                                into.append(x["wall"])
+                    m, t = statistics.median(mine), statistics.median(theirs)
+                    print(f"        {label} median of {len(mine)} / {len(theirs)} alternating "
+                          f"runs: this build {m * 1000:.0f} ms, baseline {t * 1000:.0f} ms: "
+                          f"this build is {t / m:.3f}x as fast "
+                          f"({(m / t - 1) * 100:+.1f} % wall), "
+                          f"{r['rss_mib'] - b['rss_mib']:+.0f} MiB")
             if "asyncio" in walls and "uvloop" in walls:
                 print(f"        uvloop wall / asyncio wall: "
                       f"{walls['uvloop'] / walls['asyncio']:.2f}")
