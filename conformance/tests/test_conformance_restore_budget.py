@@ -59,7 +59,7 @@ def _outcomes_said(run: Run, data: dict[str, Any]) -> dict[str, str]:
             # the terminal says how to finish it by hand
             assert f"{m['subject']}: {OUTCOME_WORDS[outcome]}" in err, err
             verb = "power-on" if m["original"] == "on" else "shutdown"
-            assert f"invoke {m['node']} {verb}`" in err, err
+            assert f"invoke {m['node']} {verb} --reason" in err, err
         assert f'data-subject="{m["subject"]}" data-restored="{m["restored"]}" ' \
                f'data-restore="{outcome}"' in page
         out[m["subject"]] = outcome

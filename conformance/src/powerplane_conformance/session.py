@@ -401,20 +401,19 @@ class ConformanceSession:
                 and s.key not in self.terminated]
         if not left:
             return
-        config = (f"--config {self.deployment.source} "
-                  if self.deployment.source.startswith(("/", ".")) or "/" in
-                  self.deployment.source else "")
-        print("not put back the way they were; to finish by hand:", file=sys.stderr)
+        print("not put back the way they were; to finish by hand (with --config naming the "
+              "deployment: the target file without its conformance: section):",
+              file=sys.stderr)
         for s in left:
             original = self.original[s.key]
             verb = Verb.POWER_ON if original is PowerState.ON else Verb.SHUTDOWN
             word = RESTORE_WORDS[self.restore_outcome[s.key]]
-            first = (f"read it first (`powerplane {config}state {s.node}`); if it is not "
+            first = (f"read it first (`powerplane state {s.node}`); if it is not "
                      f"{original.value}, " if self.restore_outcome[s.key] == SENT_NOT_CONFIRMED
                      else "")
             print(f"  {s.key}: {word}; it was {original.value} at the start: {first}"
-                  f"`powerplane {config}invoke {s.node} {verb.value}`",
-                  file=sys.stderr)
+                  f"`powerplane invoke {s.node} {verb.value} --reason 'conformance restore' "
+                  "--wait 60`", file=sys.stderr)
         sys.stderr.flush()
 
     def _subjects(self) -> list[Subject]:
