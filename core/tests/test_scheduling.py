@@ -1,18 +1,16 @@
-"""The fleet scheduler's parts: the limiter, the worker slots, the collector settings."""
+"""The fleet scheduler's parts: the limiter, the worker slots. (The collector is tuned by the
+CLI's process only: ``test_cli_gc.py``; library code never tunes it: ``test_library_gc.py``.)"""
 
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections import deque
 
 import pytest
 
 from powerplane.scheduling import (
-    YOUNG_THRESHOLD,
     Limiter,
     acquire_both,
-    quiet_gc,
     slots_of,
     try_both,
 )
@@ -80,20 +78,6 @@ def test_slots_are_round_robin_and_at_most_per_key() -> None:
     queues = {"a": deque(range(5)), "b": deque(range(1)), "c": deque(range(3))}
     assert list(slots_of(queues, 2)) == ["a", "b", "c", "a", "c"]
     assert list(slots_of({"a": deque()}, 4)) == []
-
-
-def test_quiet_gc_freezes_and_collects_young_objects_less_often_then_restores() -> None:
-    before = gc.get_threshold()
-    assert before[0] < YOUNG_THRESHOLD  # CPython's default (700)
-    with quiet_gc():
-        assert gc.get_freeze_count() > 0
-        assert gc.get_threshold() == (YOUNG_THRESHOLD, before[1], before[2])
-        with quiet_gc():  # nested (a concurrent fleet call): still quiet
-            pass
-        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
-    assert gc.get_threshold() == before
-    assert gc.get_freeze_count() == 0
-    assert gc.isenabled()
 
 
 async def test_try_both_takes_both_units_or_neither() -> None:

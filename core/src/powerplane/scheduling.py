@@ -1,4 +1,4 @@
-"""Fleet-call scheduling: bounded workers per endpoint, one deadline timer per batch, quiet GC.
+"""Fleet-call scheduling: bounded workers per endpoint, one deadline timer per batch.
 
 ``PowerHost.invoke_many`` and ``invoke_stream`` run many calls. Instead of one task per
 node gathered at once, :func:`drain` runs a bounded pool of workers: at most
@@ -15,23 +15,21 @@ cancellation becomes :class:`TimeoutError` at the bound's exit), but every call 
 batch shares one loop timer: the calls all have the same timeout and start in order, so
 their deadlines come in order, and the timer is armed for the earliest one still running.
 
-:func:`quiet_gc` freezes the objects alive when a fleet call starts (the deployment, the
-host, its channels) so the garbage collector does not walk them again and again while the
-call creates and drops its per-node objects, and collects the young generation less often
-while the call runs; both are undone when the last such call ends.
+The garbage collector is not touched here (nor anywhere in library code): an application
+that embeds the host keeps its own settings. The CLI's process tunes it once for the whole
+command (:func:`powerplane.cli._common.tune_gc`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from types import TracebackType
 from typing import TypeVar
 
-__all__ = ["Limiter", "SharedDeadlines", "acquire_both", "drain", "quiet_gc", "run_workers",
+__all__ = ["Limiter", "SharedDeadlines", "acquire_both", "drain", "run_workers",
            "slots_of", "try_both"]
 
 K = TypeVar("K", bound=Hashable)
@@ -263,36 +261,3 @@ async def run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None
         await worker()
     elif count > 1:
         await asyncio.gather(*(worker() for _ in range(count)))
-
-
-YOUNG_THRESHOLD = 100_000
-"""The collector's first-generation threshold while a fleet call runs (CPython's default
-is 700): a call in flight keeps a few objects alive, so with 20,000 calls in flight the
-default would run a collection every few dozen calls, each walking every call's objects
-again and pushing them towards the full collections that walk everything."""
-
-_frozen = 0
-_thresholds: tuple[int, int, int] = (0, 0, 0)
-
-
-@contextlib.contextmanager
-def quiet_gc() -> Iterator[None]:
-    """Freeze what is alive now for the garbage collector, and collect the young
-    generation every :data:`YOUNG_THRESHOLD` allocations instead of every 700, until the
-    block (and any nested or concurrent one) ends; then the objects are unfrozen, and
-    collectable again, and the thresholds are what they were. The collector keeps
-    running (a fleet call's own objects form no reference cycles, but others' may)."""
-    global _frozen, _thresholds
-    if _frozen == 0:
-        gc.freeze()
-        _thresholds = gc.get_threshold()
-        if 0 < _thresholds[0] < YOUNG_THRESHOLD:
-            gc.set_threshold(YOUNG_THRESHOLD, _thresholds[1], _thresholds[2])
-    _frozen += 1
-    try:
-        yield
-    finally:
-        _frozen -= 1
-        if _frozen == 0:
-            gc.set_threshold(*_thresholds)
-            gc.unfreeze()
