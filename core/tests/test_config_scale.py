@@ -1,10 +1,12 @@
 """Config loading at scale: libyaml's parser, one pass with no collector runs, no per-node
-model copy, a node bound that grows with the file, and lines still named at node 9,999."""
+model copy, a node bound that grows with the file, and lines still named at node 9,999.
+(A generated fleet's JSON file at scale: ``test_config_json.py``.)"""
 
 from __future__ import annotations
 
 import gc
 import itertools
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,10 +80,10 @@ def test_a_10k_node_file_is_read_in_one_pass_with_no_collector_run(
     data, lines, _ = read_config(path)
     assert getattr(lines, "parser", None) == "libyaml"
     assert len(data["nodes"]) == NODES
-    assert during == []  # one pass (the first pass: no pass over libyaml's events)
+    assert during == [0]  # one pass over libyaml's events, no collector run
     assert gc.isenabled()  # and the collector is back as it was
     assert lines[("nodes", "node-09999", "channels", 0, "target")] == 5 * NODES + 5
-    assert during == [0]  # the lines: libyaml's pass, only when asked for, no collector run
+    assert during == [0, 0]  # the lines: libyaml's pass, only when asked for, no collector run
     gc.disable()
     try:
         load_yaml("a: 1\n", "x")
@@ -240,3 +242,57 @@ def test_a_config_from_a_pipe_is_refused_unread_and_a_file_read_up_to_the_bound(
     with pytest.raises(ConfigError) as info:
         read_config(path)
     assert "larger than 1000 bytes" in str(info.value)
+
+
+@pytest.mark.perf
+def test_a_big_json_file_is_read_by_the_decoder_alone_with_no_collector_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    yaml_passes: list[bool] = []  # one entry per pass over libyaml's events (True: lines)
+    build = _yaml._Builder.build
+
+    def counted_build(self: Any, events: Any) -> Any:
+        yaml_passes.append(self.track)
+        return build(self, events)
+
+    monkeypatch.setattr(_yaml._Builder, "build", counted_build)
+    nodes = 3_000
+    doc = {"channels": {"lab": {"type": "simulated",
+                                "machines": {f"m{i:05d}": "on" for i in range(nodes)}}},
+           "nodes": {f"node-{i:05d}": {"site": f"site-{i % 20}",
+                                       "labels": {"rack": f"r{i % 500}", "role": "worker"},
+                                       "channels": [{"channel": "lab", "target": f"m{i:05d}"}]}
+                     for i in range(nodes)}}
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps(doc, indent=2))
+    collections: list[int] = []
+    during: list[int] = []
+    decoder = _yaml._JSON
+
+    class Counted:
+        def decode(self, text: str) -> Any:
+            before = len(collections)
+            try:
+                return decoder.decode(text)
+            finally:
+                during.append(len(collections) - before)
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    monkeypatch.setattr(_yaml, "_JSON", Counted())
+    gc.callbacks.append(callback)
+    try:
+        data, lines, _ = read_config(path)
+    finally:
+        gc.callbacks.remove(callback)
+    assert yaml_passes == []  # no pass over libyaml's events
+    assert during == [0]  # one decode, and no collector pass while it built
+    assert gc.isenabled()
+    assert data == doc
+    # the lines, asked for: one YAML pass over the same text, only then
+    rows = path.read_text().splitlines()
+    target = max(i for i, row in enumerate(rows) if '"target": "m02999"' in row) + 1
+    assert lines[("nodes", "node-02999", "channels", 0, "target")] == target
+    assert yaml_passes == [True]

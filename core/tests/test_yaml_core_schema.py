@@ -4,7 +4,7 @@ The loader is YAML 1.2 for booleans (``on`` stays a string), but it kept PyYAML'
 1.1 integers and floats: ``x: 1:30`` read as 90 (sexagesimal), ``017`` as 15 (octal),
 ``1_000`` as 1000, ``0b101`` as 5, while ``0o17`` and ``1e3`` stayed strings. Each scalar
 below is checked against the core schema's own patterns (YAML 1.2.2, section 10.3.2), in
-the full path (libyaml's events) and in the big-file fast path, which shares the resolver.
+the full path (libyaml's events), in small files and in big ones.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from powerplane._yaml import FIRST_PASS_BYTES, load_yaml
+from powerplane._yaml import load_yaml
+
+BIG = 64 * 1024  # bytes: a big file (once read by a second grammar, gone since)
 
 # The core schema's patterns, as the spec writes them (tag resolution, section 10.3.2).
 SPEC_INT = [r"[-+]?[0-9]+", r"0o[0-7]+", r"0x[0-9a-fA-F]+"]
@@ -63,25 +65,15 @@ def test_a_plain_scalar_resolves_as_the_core_schema_says(text: str, value: Any) 
     assert _same(data["x"], value), (text, data["x"])
 
 
-def test_the_big_file_fast_path_resolves_the_same() -> None:
-    """A file of :data:`FIRST_PASS_BYTES` or more is read by the first pass: the same
-    values (its resolver is the full path's), with or without the cache of short scalars."""
+def test_a_big_file_resolves_the_same() -> None:
+    """A file of 64 KiB or more: the same values, with or without the cache of short
+    scalars."""
     body = "".join(f"k{i}: {text}\n" for i, (text, _) in enumerate(CASES))
-    pad = "".join(f"p{i}: v\n" for i in range(FIRST_PASS_BYTES // 6))
+    pad = "".join(f"p{i}: v\n" for i in range(BIG // 6))
     for text in (body + pad, pad + body + body.replace("k", "q")):
         data, _ = load_yaml(text, "big.yaml")
         for i, (_, value) in enumerate(CASES):
             assert _same(data[f"k{i}"], value), (CASES[i], data[f"k{i}"])
-
-
-def test_the_fast_path_takes_those_files() -> None:
-    """Not vacuous: the first pass reads the big file itself (it does not decline it)."""
-    from powerplane._yaml import _first_pass
-    from powerplane._yaml_block import DECLINE
-
-    body = "".join(f"k{i}: {text}\n" for i, (text, _) in enumerate(CASES))
-    pad = "".join(f"p{i}: v\n" for i in range(FIRST_PASS_BYTES // 6))
-    assert _first_pass(body + pad, 10 ** 7) is not DECLINE
 
 
 def test_a_sexagesimal_looking_value_is_a_string_to_a_number_key(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""YAML loading, bounded: line of every value, duplicate keys rejected, hostile input refused.
+"""YAML and JSON loading, bounded: line of every value, duplicate keys rejected, hostile
+input refused.
 
 The document is built from the event stream of libyaml's C parser (PyYAML's
 ``yaml._yaml.CParser``, whose events carry their marks, so every value keeps its line; the
@@ -21,14 +22,12 @@ The cost is linear in the size of the file: the line of each value is found only
 problem is reported (a second pass, :class:`Lines`), and the garbage collector is off
 while one document is built (it would walk every container made so far, again and again).
 
-A first pass comes before all this for a file of :data:`FIRST_PASS_BYTES` or more:
-:func:`powerplane._yaml_block.read_block` reads the plain block YAML big generated files
-are made of (``key: value`` lines, plain and quoted scalars, one-line flow collections,
-comments) line by line, several times faster, with this module's resolver and bounds,
-and builds exactly what the events would, with the collector off too. It declines
-anything else or doubtful (anchors, aliases, merge keys, tags, block or multi-line scalars,
-tabs, carriage returns, a duplicate key, a second document, a value the resolver refuses, a
-crossed bound); the text is then read as above, which reports every problem and its line.
+JSON is YAML 1.2, and :func:`load_json` reads it with the standard library's C decoder,
+several times faster than libyaml's events (the format for generated fleets of 10,000
+nodes and more), under the same bounds: nesting, nodes, the length of a number; a duplicate
+key and ``NaN``/``Infinity`` (not JSON) are refused. The lines, when a problem is reported,
+come from this module's YAML pass over the same text (the same paths), else from the JSON
+decoder's own position.
 
 Plain scalars resolve by the YAML 1.2 core schema. Booleans: only true/false; ``on``,
 ``off``, ``yes``, ``no`` stay strings (so ``machines: {m1: on}`` means the power state, not
@@ -45,19 +44,19 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
+from itertools import chain, compress
 from typing import Any
 
 import yaml
 
-from powerplane._yaml_block import DECLINE, read_block
 from powerplane.errors import ConfigError, ConfigProblem
 
 __all__ = [
     "BYTES_PER_NODE",
-    "FIRST_PASS_BYTES",
     "MAX_ALIASES",
     "MAX_BYTES",
     "MAX_DEPTH",
@@ -65,6 +64,7 @@ __all__ = [
     "MAX_PROBLEMS",
     "Lines",
     "format_path",
+    "load_json",
     "load_yaml",
     "node_bound",
     "without_gc",
@@ -89,9 +89,6 @@ BYTES_PER_NODE = 3
 file past a few times its own size (block YAML takes 7 to 8 bytes a node)."""
 MAX_PROBLEMS = 100
 """Most problems listed for one file; the rest are counted."""
-FIRST_PASS_BYTES = 64 * 1024
-"""Smallest document read by the fast first pass (a smaller one costs the full path a few
-milliseconds, about what compiling the first pass's patterns does)."""
 MAX_NUMBER_CHARS = 1000
 """Longest scalar that may be read as a number (longer ones are refused, not converted)."""
 
@@ -219,22 +216,23 @@ class Lines(Mapping[Path, int]):
     """
 
     def __init__(self, root: _Tree | int | None = None, *, text: str | None = None,
-                 max_nodes: int = MAX_NODES) -> None:
+                 max_nodes: int = MAX_NODES, json: bool = False) -> None:
         self._root = root
         self._text = text
         self._max_nodes = max_nodes
+        self._json = json
         self.parser = "libyaml" if _CParser is not None else "python"
 
     def _tree(self) -> _Tree | int | None:
         if self._text is not None:
+            text, self._text = self._text, None
             builder = _Builder(track=True, max_nodes=self._max_nodes)
-            events, dispose = _events(self._text)
-            try:
-                with without_gc():
-                    builder.build(events)
-            finally:
-                dispose()
-            self._root, self._text = builder.root_lines, None
+            if self._json:  # read as YAML, where libyaml reads JSON otherwise: no lines
+                with contextlib.suppress(_Limit, _Enough, yaml.YAMLError):
+                    _build_from(builder, _as_yaml(text))
+            else:
+                _build_from(builder, text)
+            self._root = builder.root_lines
         return self._root
 
     def _find(self, path: Path) -> int | None:
@@ -340,7 +338,8 @@ class _Enough(Exception):
 class _Builder:
     """Builds the document from events, one loop, every bound checked as it goes.
 
-    ``track``: also build the tree of lines (:class:`Lines`); the first pass does not.
+    ``track``: also build the tree of lines (:class:`Lines`); the pass that reads the
+    document does not.
     """
 
     def __init__(self, *, track: bool = False, max_nodes: int = MAX_NODES) -> None:
@@ -681,36 +680,14 @@ def _line_at(text: str, offset: int) -> int:
     return text[:offset].count("\n") + 1  # pragma: no cover
 
 
-class _Unmarked:
-    """What the resolver reads of an event for a scalar the first pass found: no marks
-    (a value it cannot construct is a problem, and the text is read again the full way)."""
-
-    start_mark = None
-    end_mark = None
-    implicit = (True, False)
-
-
-_UNMARKED = _Unmarked()
-# The first characters of the plain scalars a resolver may read as something other than
-# a string (``None``: any, when a resolver takes every first character).
-_RESOLVED_FIRST = None if _WILDCARD else frozenset(c for c, rs in _RESOLVERS.items() if rs)
-
-
-def _first_pass(text: str, bound: int) -> Any:
-    """The document by :func:`~powerplane._yaml_block.read_block` with this module's
-    resolver and bounds, or ``DECLINE`` (outside its subset, or a problem found)."""
-    builder = _Builder(max_nodes=bound)
-    plain = builder.plain
-
-    def resolve(value: str) -> Any:
-        return plain(_UNMARKED, value, 0)
-
+def _build_from(builder: _Builder, text: str) -> Any:
+    """``builder``'s document from the events of ``text``, the collector off."""
+    events, dispose = _events(text)
     try:
         with without_gc():
-            root = read_block(text, resolve, _RESOLVED_FIRST, bound, MAX_DEPTH)
-    except _Enough:
-        return DECLINE
-    return DECLINE if builder.problems else root
+            return builder.build(events)
+    finally:
+        dispose()
 
 
 def _full_pass(text: str, source: str, bound: int) -> Any:
@@ -769,9 +746,186 @@ def load_yaml(text: str, source: str, *, size: int | None = None) -> tuple[Any, 
         raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
                           source=source)
     bound = node_bound(size)
-    root = _first_pass(text, bound) if size >= FIRST_PASS_BYTES else DECLINE
-    if root is DECLINE:
-        root = _full_pass(text, source, bound)
+    root = _full_pass(text, source, bound)
     if root is None:
         return {}, Lines(None)
     return root, Lines(text=text, max_nodes=bound)
+
+
+# -- JSON ----------------------------------------------------------------------------------
+
+
+class _Refused(Exception):
+    """A value the JSON decoder's hooks refuse (a duplicate key, a number too long): the
+    text is read again as YAML, which names the problem's path and line."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+class _NotJson(Exception):
+    """``NaN``, ``Infinity`` or ``-Infinity``: accepted by Python's decoder, not JSON."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Refused(f"duplicate key {key!r}")
+            seen.add(key)
+    return out
+
+
+def _json_number(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    def read(text: str) -> Any:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise _Refused(f"number longer than {MAX_NUMBER_CHARS} characters")
+        return convert(text)
+
+    return read
+
+
+def _json_constant(name: str) -> Any:
+    raise _NotJson(name)
+
+
+_JSON = json.JSONDecoder(object_pairs_hook=_json_object, parse_int=_json_number(int),
+                         parse_float=_json_number(float), parse_constant=_json_constant)
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+_JSON_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_YAML_UNPRINTED = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+_SURROGATES = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})",
+                         re.IGNORECASE)
+
+
+def _as_yaml(text: str) -> str:
+    """JSON text as libyaml reads it to the same document, line for line: tabs and carriage
+    returns (only whitespace between tokens in JSON) as spaces, so the lines count line
+    feeds as JSON's do; in strings, the characters YAML does not print or breaks lines at
+    (DEL, C1 controls, U+2028, U+2029, U+FFFE, U+FFFF) as escapes, and a surrogate pair
+    ``\\ud83d\\ude00`` as one ``\\U0001f600``."""
+    text = text.replace("\t", " ").replace("\r", " ")
+    if not text.isascii() or "\x7f" in text:
+        text = _YAML_UNPRINTED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+    def pair(m: re.Match[str]) -> str:
+        high, low = int(m.group(2), 16), int(m.group(3), 16)
+        return f"{m.group(1)}\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}"
+
+    return _SURROGATES.sub(pair, text) if "\\u" in text else text
+
+
+def _json_bound(root: Any, bound: int) -> str | None:
+    """The bound ``root`` crosses, in words, else ``None``: nesting deeper than
+    :data:`MAX_DEPTH`, more than ``bound`` nodes (counted as the YAML path counts them:
+    each collection, key and value one). One level at a time, the collections among each
+    level's values picked out in C (no Python step per value)."""
+    nodes = 1
+    level: list[Any] = [root] if type(root) in _COLLECTIONS else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return f"nesting deeper than {MAX_DEPTH} levels"
+        dicts = [c for c in level if type(c) is dict]
+        lists = [c for c in level if type(c) is list] if len(dicts) != len(level) else []
+        nodes += 2 * sum(map(len, dicts)) + sum(map(len, lists))
+
+        def values(dicts: list[Any] = dicts, lists: list[Any] = lists) -> Iterator[Any]:
+            return chain(chain.from_iterable(map(dict.values, dicts)),
+                         chain.from_iterable(lists))
+
+        level = list(compress(values(), map(_COLLECTIONS.__contains__, map(type, values()))))
+    if nodes > bound:
+        return f"more than {bound} nodes"
+    return None
+
+
+_COLLECTIONS = frozenset({dict, list})
+
+
+def _refused_json(text: str, source: str, bound: int, message: str) -> ConfigError:
+    """The problem of a JSON document the decoder or the bounds refused, with its path and
+    line from this module's YAML pass over the same text, which reads a refused duplicate
+    key, number or nesting the same way; without them if libyaml reads it otherwise."""
+    try:
+        _full_pass(_as_yaml(text), source, bound)
+    except ConfigError as exc:
+        return exc
+    return ConfigError([ConfigProblem("", message)], source=source)
+
+
+def load_json(text: str, source: str, *, size: int | None = None,
+              or_yaml: bool = False) -> tuple[Any, Lines]:
+    """Parse JSON ``text`` as :func:`load_yaml` parses YAML: the data (the document YAML
+    1.2 reads from the same text) and a map from each value's path to its line.
+
+    The bounds are :func:`load_yaml`'s (size, nesting, nodes, the length of a number); a
+    duplicate key, ``NaN``, ``Infinity`` or ``-Infinity`` (not JSON) is refused. The lines
+    are found only when asked for (a problem to report), by the YAML pass over the text.
+    ``or_yaml``: a text that is not JSON, or that JSON refuses, is read by
+    :func:`load_yaml` instead (a YAML file that starts with a flow mapping ``{``), which
+    names every problem the YAML way.
+
+    Raises :class:`ConfigError` naming ``source`` and the line.
+    """
+    if size is None:
+        size = (len(text) if len(text) > MAX_BYTES or text.isascii()
+                else len(text.encode("utf-8", "replace")))
+    if size > MAX_BYTES:
+        raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
+                          source=source)
+    bound = node_bound(size)
+    body = text[1:] if text.startswith("\ufeff") else text
+    try:
+        with without_gc():
+            root = _JSON.decode(body)
+            crossed = _json_bound(root, bound)
+    except (json.JSONDecodeError, _NotJson, _Refused, RecursionError) as exc:
+        if or_yaml:  # not JSON, or JSON refused: YAML reads it and names every problem
+            return load_yaml(text, source, size=size)
+        raise _json_error(exc, body, source, bound) from None
+    if crossed is not None:
+        if or_yaml:
+            return load_yaml(text, source, size=size)
+        raise _refused_json(body, source, bound, crossed)
+    if root is None:
+        return {}, Lines(None)
+    return root, Lines(text=body, max_nodes=bound, json=True)
+
+
+def _json_error(exc: Exception, text: str, source: str, bound: int) -> ConfigError:
+    """The :class:`ConfigError` of JSON ``text`` the decoder refused with ``exc``."""
+    if isinstance(exc, json.JSONDecodeError):
+        return ConfigError([ConfigProblem(
+            "", f"JSON syntax error: {exc.msg} (column {exc.colno})", exc.lineno)],
+            source=source)
+    if isinstance(exc, _NotJson):
+        found = next((m for m in _JSON_TOKEN.finditer(text) if m.group(1)), None)
+        line = text.count("\n", 0, found.start()) + 1 if found is not None else None
+        return ConfigError([ConfigProblem(
+            "", f"{exc.name} is not JSON: a number must be finite", line)], source=source)
+    if isinstance(exc, _Refused):
+        return _refused_json(text, source, bound, exc.message)
+    return ConfigError([ConfigProblem("", f"nesting deeper than {MAX_DEPTH} levels",
+                                      _json_too_deep(text))], source=source)
+
+
+def _json_too_deep(text: str) -> int | None:
+    """The line of the first collection of JSON ``text`` nested deeper than
+    :data:`MAX_DEPTH` (brackets inside strings skipped)."""
+    depth = 0
+    for m in _JSON_BRACKET.finditer(text):
+        token = m.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return text.count("\n", 0, m.start()) + 1
+        elif token in "]}":
+            depth -= 1
+    return None
