@@ -11,7 +11,10 @@
 * Reading any file holds at most its bytes and its text at once: a 200 MB file of comments
   peaks under twice its size plus 100 MB (the documented bound).
 
-Each peak is the child process's own ``ru_maxrss``: an explicit memory bound, not a timing.
+Each peak is the child process's own high-water mark (``VmHWM`` in ``/proc/self/status``):
+an explicit memory bound, not a timing. Not ``ru_maxrss``: Linux carries it across
+``execve`` from the process that spawned the child, so a child of a large test worker would
+report the worker's peak.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ HEADROOM = 100 * MB
 BIG = 200 * MB
 
 PEAK = """
-import resource, sys
+import sys
 from powerplane.config import load_config
 from powerplane.errors import ConfigError
 try:
@@ -43,7 +46,9 @@ except ConfigError as exc:
     code = 2
 else:
     code = 0
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+with open("/proc/self/status") as status:
+    hwm = next(line for line in status if line.startswith("VmHWM:"))
+print(int(hwm.split()[1]) * 1024)
 sys.exit(code)
 """
 
