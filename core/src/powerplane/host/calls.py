@@ -102,8 +102,11 @@ class Calls:
         total = self.total
         assert total is not None, "use 'async with PowerHost(...)' or await start()"
         fn, is_async = how if how is not None else self.method(name, method)
-        sem = self.limiter(self.channels.endpoint(name, target) if endpoint is None
-                           else endpoint)
+        if endpoint is None:
+            endpoint = self.channels.endpoint(name, target)
+        sem = self.endpoints.get(endpoint)
+        if sem is None:
+            sem = self.limiter(endpoint)
         call_args = args if args else (target,)
         with SendGate() as gate:
             # free units are taken by a plain call: no awaitable unless the call must wait
