@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["check_cmd", "invoke_cmd", "offers_cmd", "plugins_cmd", "state_cmd"]
 
-DESTRUCTIVE = {"reboot", "shutdown", "terminate"}
-MAX_WAIT_S = 86_400.0
-
 
 @click.command("plugins")
 @output_option
@@ -269,6 +266,8 @@ def _offers_table(data: list[dict[str, Any]], failed: list[tuple[str, dict[str, 
 
 # -- invoke ------------------------------------------------------------------------------------
 def _wait_value(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    from powerplane.host.invoking import MAX_WAIT_S
+
     if math.isnan(value) or not 0 <= value <= MAX_WAIT_S:
         raise click.BadParameter(
             f"expected seconds from 0 to {MAX_WAIT_S:g} (not NaN, negative or infinite), "
@@ -350,7 +349,7 @@ def invoke_cmd(
                 if hazard is not None:
                     plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard)
             ready = [n for n, p in plans.items() if not isinstance(p, Exception)]
-            if ready and the_verb.value in DESTRUCTIVE:
+            if ready and the_verb in GUARDED:
                 first = plans[ready[0]]
                 assert not isinstance(first, Exception)
                 if ladder:

@@ -27,6 +27,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic_core import PydanticSerializationError
 
@@ -34,8 +35,11 @@ from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance, Phase
 
+if TYPE_CHECKING:
+    from powerplane.lifecycle.ports import MaintenanceStore
+
 __all__ = ["AlreadyActive", "ConcurrentChange", "InvalidText", "NotFound", "Store",
-           "StoreError"]
+           "StoreError", "find_maintenance"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS maintenance (
@@ -113,6 +117,22 @@ class NotFound(LifecycleError):
     """No such maintenance (or no maintenance for that node)."""
 
     exit_code = 2
+
+
+def find_maintenance(store: MaintenanceStore, name_or_node: str) -> NodeMaintenance:
+    """What every store's ``find`` answers: the maintenance by that name, else the latest
+    of the node by that name (its active one, else its most recent); raises ``NotFound``.
+
+    Through the store's own ``get`` and ``latest_for``, so each store keeps its own reads.
+    """
+    try:
+        return store.get(name_or_node)
+    except NotFound:
+        found = store.latest_for(name_or_node)
+        if found is None:
+            raise NotFound(f"no maintenance named {name_or_node!r} and none for a node "
+                           f"of that name") from None
+        return found
 
 
 class InvalidText(LifecycleError):
@@ -355,14 +375,7 @@ class Store:
 
     def find(self, name_or_node: str) -> NodeMaintenance:
         """A maintenance by name, else the latest of a node by that name."""
-        try:
-            return self.get(name_or_node)
-        except NotFound:
-            found = self.latest_for(name_or_node)
-            if found is None:
-                raise NotFound(f"no maintenance named {name_or_node!r} and none for a node "
-                               f"of that name") from None
-            return found
+        return find_maintenance(self, name_or_node)
 
     def all(self, active_only: bool = False) -> list[NodeMaintenance]:
         sql = "SELECT body FROM maintenance"
