@@ -42,7 +42,8 @@ from typing import Any
 
 import yaml
 
-from powerplane import Lifecycle, Phase, PowerHost, load_config
+from powerplane import PowerHost, load_config
+from powerplane.lifecycle import Lifecycle, Phase
 from powerplane.lifecycle.ceremony import Ceremony
 from powerplane_kubernetes.operator.leases import lease_name
 from powerplane_kubernetes.testing.apiserver import KubeApiServer

@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict
 
 import powerplane.plugins
 import powerplane.sim.channel
-from powerplane import ClusterType, ConfigError, PortContext, SecretKind, SecretRef, hookimpl
+from powerplane import ConfigError, SecretKind, SecretRef, hookimpl
 from powerplane.config import parse_config
+from powerplane.lifecycle import ClusterType, PortContext
 from powerplane.lifecycle.cluster import ClusterPort, NoCluster
 from powerplane.plugins import Registry
 from powerplane.secrets import SECRET_KINDS

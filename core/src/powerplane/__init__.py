@@ -21,11 +21,11 @@ protocols, settings); ``host``; ``config``, ``recovery`` and ``readback``; ``plu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import typing
 
 from powerplane._lazy import lazy_exports
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from powerplane.capabilities import CapabilitySet, Source, Verb
     from powerplane.channel import (
         Acceptance,
@@ -66,26 +66,6 @@ if TYPE_CHECKING:
     from powerplane.fields import StrictBool, StrictFloat, StrictInt, Timeouts, TlsVerify
     from powerplane.hookspecs import hookimpl
     from powerplane.host import InvokeResult, NodeReading, PowerHost
-    from powerplane.lifecycle.audit import Action, AuditRecord
-    from powerplane.lifecycle.cluster import ClusterPort, DrainProgress
-    from powerplane.lifecycle.evacuation import EvacuationHook, LonghornHook
-    from powerplane.lifecycle.model import Intent, NodeMaintenance, Phase
-    from powerplane.lifecycle.ports import (
-        ClusterType,
-        MaintenanceStore,
-        PermanentPortError,
-        PortContext,
-        PortError,
-        StorageType,
-        StoreContext,
-        StoreType,
-        TemporaryPortError,
-    )
-    from powerplane.lifecycle.service import Lifecycle
-    from powerplane.lifecycle.settings import LifecycleConfig
-    from powerplane.lifecycle.storage import StoragePort
-    from powerplane.lifecycle.store import AlreadyActive, ConcurrentChange, NotFound, StoreError
-    from powerplane.lifecycle.store import Conflict as StoreConflict
     from powerplane.readback import PowerOffConfirmed, PowerOffWatch
     from powerplane.recovery import NodeOffer, VerbOffer
     from powerplane.secrets import SecretKind, SecretRef
@@ -94,10 +74,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Acceptance",
-    "Action",
     "Address",
-    "AlreadyActive",
-    "AuditRecord",
     "AuthenticationFailed",
     "BatchDiscovery",
     "BatchInvoker",
@@ -106,36 +83,20 @@ __all__ = [
     "ChannelError",
     "ChannelTimeout",
     "ChannelType",
-    "ClusterPort",
-    "ClusterType",
-    "ConcurrentChange",
     "ConfigError",
     "ConfigProblem",
     "Deployment",
-    "DrainProgress",
-    "EvacuationHook",
     "HasBootMarker",
     "HasEndpoint",
     "Identifies",
-    "Intent",
     "InvokeResult",
-    "Lifecycle",
-    "LifecycleConfig",
-    "LonghornHook",
-    "MaintenanceStore",
-    "NodeMaintenance",
     "NodeOffer",
     "NodeReading",
-    "NotFound",
     "NotOffered",
     "NotSupported",
     "Outcome",
     "OutcomeUnknown",
-    "PermanentPortError",
-    "Phase",
     "PluginLoadError",
-    "PortContext",
-    "PortError",
     "PowerHost",
     "PowerOffConfirmed",
     "PowerOffWatch",
@@ -148,17 +109,10 @@ __all__ = [
     "SecretKind",
     "SecretRef",
     "Source",
-    "StoragePort",
-    "StorageType",
-    "StoreConflict",
-    "StoreContext",
-    "StoreError",
-    "StoreType",
     "StrictBool",
     "StrictFloat",
     "StrictInt",
     "TLSVerificationFailed",
-    "TemporaryPortError",
     "Terminates",
     "Timeouts",
     "TlsVerify",
@@ -177,6 +131,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        # the channel SDK: what a channel plugin imports (lazy_exports is imported above)
         "CapabilitySet": ".capabilities",
         "Source": ".capabilities",
         "Verb": ".capabilities",
@@ -190,36 +145,39 @@ __getattr__, __dir__ = lazy_exports(
         "HasEndpoint": ".channel",
         "Identifies": ".channel",
         "Outcome": ".channel",
-        "Terminates": ".channel",
         "PowerState": ".channel",
         "Reading": ".channel",
+        "Terminates": ".channel",
         "about_to_send": ".channel",
         "require": ".channel",
-        "Deployment": ".config",
-        "StrictBool": ".fields",
-        "StrictFloat": ".fields",
-        "StrictInt": ".fields",
-        "TlsVerify": ".fields",
-        "Timeouts": ".fields",
-        "load_config": ".config",
-        "parse_config": ".config",
         "AuthenticationFailed": ".errors",
         "ChannelError": ".errors",
         "ChannelTimeout": ".errors",
         "ConfigError": ".errors",
         "ConfigProblem": ".errors",
-        "NotOffered": ".errors",
         "NotSupported": ".errors",
         "OutcomeUnknown": ".errors",
-        "PluginLoadError": ".errors",
         "PowerplaneError": ".errors",
         "ProtocolError": ".errors",
         "RefusedByDevice": ".errors",
         "SecretError": ".errors",
         "TLSVerificationFailed": ".errors",
-        "UnknownNode": ".errors",
         "Unreachable": ".errors",
+        "StrictBool": ".fields",
+        "StrictFloat": ".fields",
+        "StrictInt": ".fields",
+        "Timeouts": ".fields",
+        "TlsVerify": ".fields",
         "hookimpl": ".hookspecs",
+        "SecretKind": ".secrets",
+        "SecretRef": ".secrets",
+        # the embedding API: what an application (or a tool) that drives power imports
+        "Deployment": ".config",
+        "load_config": ".config",
+        "parse_config": ".config",
+        "NotOffered": ".errors",
+        "PluginLoadError": ".errors",
+        "UnknownNode": ".errors",
         "InvokeResult": ".host",
         "NodeReading": ".host",
         "PowerHost": ".host",
@@ -227,33 +185,5 @@ __getattr__, __dir__ = lazy_exports(
         "PowerOffWatch": ".readback",
         "NodeOffer": ".recovery",
         "VerbOffer": ".recovery",
-        "SecretRef": ".secrets",
-        "Action": ".lifecycle.audit",
-        "AuditRecord": ".lifecycle.audit",
-        "ClusterPort": ".lifecycle.cluster",
-        "DrainProgress": ".lifecycle.cluster",
-        "EvacuationHook": ".lifecycle.evacuation",
-        "LonghornHook": ".lifecycle.evacuation",
-        "Intent": ".lifecycle.model",
-        "NodeMaintenance": ".lifecycle.model",
-        "Phase": ".lifecycle.model",
-        "ClusterType": ".lifecycle.ports",
-        "MaintenanceStore": ".lifecycle.ports",
-        "PermanentPortError": ".lifecycle.ports",
-        "PortContext": ".lifecycle.ports",
-        "PortError": ".lifecycle.ports",
-        "StorageType": ".lifecycle.ports",
-        "StoreContext": ".lifecycle.ports",
-        "StoreType": ".lifecycle.ports",
-        "TemporaryPortError": ".lifecycle.ports",
-        "Lifecycle": ".lifecycle.service",
-        "LifecycleConfig": ".lifecycle.settings",
-        "StoragePort": ".lifecycle.storage",
-        "AlreadyActive": ".lifecycle.store",
-        "ConcurrentChange": ".lifecycle.store",
-        "NotFound": ".lifecycle.store",
-        "StoreError": ".lifecycle.store",
-        "StoreConflict": ".lifecycle.store:Conflict",
-        "SecretKind": ".secrets",
     },
 )

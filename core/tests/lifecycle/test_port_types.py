@@ -20,24 +20,21 @@ import yaml
 from lifecycle_support import ceremony, make_config
 from pydantic import BaseModel, ConfigDict, Field
 
-from powerplane import (
+from powerplane import ConfigError, SecretError, SecretKind, SecretRef, hookimpl
+from powerplane.config import parse_config
+from powerplane.host import PowerHost
+from powerplane.lifecycle import (
     ClusterPort,
     ClusterType,
-    ConfigError,
     DrainProgress,
+    Lifecycle,
     MaintenanceStore,
     PortContext,
-    SecretError,
-    SecretKind,
-    SecretRef,
     StorageType,
     StoreContext,
     StoreType,
-    hookimpl,
+    lifecycle_config,
 )
-from powerplane.config import parse_config
-from powerplane.host import PowerHost
-from powerplane.lifecycle import Lifecycle, lifecycle_config
 from powerplane.lifecycle.ports import build_ports, open_store
 from powerplane.lifecycle.settings import SimulatedClusterConfig, SqliteStoreConfig
 from powerplane.lifecycle.storage import NoStorage, StoragePort

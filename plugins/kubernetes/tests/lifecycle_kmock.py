@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from powerplane import Lifecycle, PowerHost, parse_config
-from powerplane.lifecycle import Ceremony
+from powerplane import PowerHost, parse_config
+from powerplane.lifecycle import Ceremony, Lifecycle
 from powerplane_kubernetes.operator.manifests import cluster_role, lease_role
 from powerplane_kubernetes.testing.apiserver import KubeApiServer, RecordedRequest
 from powerplane_kubernetes.testing.seed import (

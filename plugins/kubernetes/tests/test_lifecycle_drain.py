@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lifecycle_kmock import EVICT, LONGHORN_W1, Clock, ceremony, open_cluster
 
-from powerplane import Phase
+from powerplane.lifecycle import Phase
 from powerplane_kubernetes.testing.apiserver import PODS, KubeApiServer
 
 PDB_CLUSTER = {

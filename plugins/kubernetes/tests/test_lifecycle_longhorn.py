@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lifecycle_kmock import EVICT, LONGHORN_W1, Clock, ceremony, open_cluster
 
-from powerplane import Phase
+from powerplane.lifecycle import Phase
 from powerplane_kubernetes.testing.apiserver import LONGHORN_REPLICAS, RecordedRequest
 
 BEGIN_END = [(False, False), (False, True), (False, False), (True, False)]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from lifecycle_kmock import ceremony, open_cluster, roles
 
-from powerplane import Phase
+from powerplane.lifecycle import Phase
 from powerplane_kubernetes.testing.apiserver import RecordedRequest
 from powerplane_kubernetes.testing.seed import RbacAttributes, rbac_attributes, ungranted
 

@@ -83,7 +83,7 @@ async def test_the_check_before_a_verb_stops_it_before_the_plugin() -> None:
 
 
 def test_phases_and_dispatch_outcomes_are_counted_once() -> None:
-    from powerplane import NodeMaintenance
+    from powerplane.lifecycle import NodeMaintenance
     from powerplane.lifecycle.model import (
         Dispatch,
         DispatchOutcome,

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from powerplane import Lifecycle, PowerHost, load_config
+from powerplane import PowerHost, load_config
+from powerplane.lifecycle import Lifecycle
 from powerplane.lifecycle.ceremony import Ceremony
 from powerplane.lifecycle.store import Store
 from powerplane.testing import SilentServer

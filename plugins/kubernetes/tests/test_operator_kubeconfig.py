@@ -17,9 +17,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from powerplane import Lifecycle, PowerHost
+from powerplane import PowerHost
 from powerplane.cli import cli
 from powerplane.config import load_config
+from powerplane.lifecycle import Lifecycle
 from powerplane.lifecycle.ceremony import Ceremony
 from powerplane_kubernetes.operator.run import Operator, OperatorOptions
 from powerplane_kubernetes.secrets import environment_kubeconfig

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from powerplane import Lifecycle, PowerHost, load_config
+from powerplane import PowerHost, load_config
+from powerplane.lifecycle import Lifecycle
 from powerplane.lifecycle.ceremony import Ceremony
 from powerplane_kubernetes.operator import manifests as m
 from powerplane_kubernetes.testing.apiserver import KubeApiServer

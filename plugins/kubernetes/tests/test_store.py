@@ -21,14 +21,14 @@ import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
-from powerplane import (
+from powerplane.lifecycle import (
     AlreadyActive,
     AuditRecord,
     ConcurrentChange,
     NotFound,
-    StoreConflict,
     StoreError,
 )
+from powerplane.lifecycle import Conflict as StoreConflict
 from powerplane.lifecycle.audit import Action
 from powerplane.lifecycle.model import (
     AbandonRequest,

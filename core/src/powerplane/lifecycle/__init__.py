@@ -24,41 +24,47 @@ simulated cluster, storage and machines are in :mod:`powerplane.sim`, above it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import typing
 
-from powerplane._lazy import lazy_exports
+from powerplane._lazy import lazy_exports as _lazy_exports
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from powerplane.lifecycle.audit import Action, AuditRecord
     from powerplane.lifecycle.ceremony import Ceremony, CeremonyRequired, MaintenanceRefused
+    from powerplane.lifecycle.cluster import ClusterPort, DrainProgress
     from powerplane.lifecycle.evacuation import (
         EvacuationHook,
         EvacuationStatus,
         LonghornHook,
         evacuation_status,
     )
-    from powerplane.lifecycle.guard import GuardRefused, InvokeGuard, LifecycleGuard, invoke_guard
+    from powerplane.lifecycle.guard import GuardRefused, invoke_guard
     from powerplane.lifecycle.model import Intent, NodeMaintenance, Phase
     from powerplane.lifecycle.ports import (
         ClusterType,
         MaintenanceStore,
+        PermanentPortError,
         PortContext,
+        PortError,
         StorageType,
         StoreContext,
         StoreType,
+        TemporaryPortError,
         open_store,
     )
-    from powerplane.lifecycle.reconciler import Reconciler, Result
+    from powerplane.lifecycle.reconciler import Result
     from powerplane.lifecycle.service import Lifecycle
     from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
+    from powerplane.lifecycle.storage import StoragePort
     from powerplane.lifecycle.store import (
         AlreadyActive,
         ConcurrentChange,
+        Conflict,
         NotFound,
         Store,
         StoreError,
+        find_maintenance,
     )
-    from powerplane.lifecycle.store import Conflict as Conflict  # the private retry signal
 
 __all__ = [
     "Action",
@@ -66,72 +72,83 @@ __all__ = [
     "AuditRecord",
     "Ceremony",
     "CeremonyRequired",
+    "ClusterPort",
     "ClusterType",
     "ConcurrentChange",
+    "Conflict",
+    "DrainProgress",
     "EvacuationHook",
     "EvacuationStatus",
     "GuardRefused",
     "Intent",
-    "InvokeGuard",
     "Lifecycle",
     "LifecycleConfig",
-    "LifecycleGuard",
     "LonghornHook",
     "MaintenanceRefused",
     "MaintenanceStore",
     "NodeMaintenance",
     "NotFound",
+    "PermanentPortError",
     "Phase",
     "PortContext",
-    "Reconciler",
+    "PortError",
     "Result",
+    "StoragePort",
     "StorageType",
     "Store",
     "StoreContext",
     "StoreError",
     "StoreType",
+    "TemporaryPortError",
     "evacuation_status",
+    "find_maintenance",
     "invoke_guard",
     "lifecycle_config",
     "open_store",
 ]
 
-__getattr__, __dir__ = lazy_exports(
+__getattr__, __dir__ = _lazy_exports(
     __name__,
     {
+        # the port SDK: what a cluster, storage or store plugin builds, registers and raises
         "Action": ".audit",
         "AuditRecord": ".audit",
-        "Ceremony": ".ceremony",
-        "CeremonyRequired": ".ceremony",
-        "MaintenanceRefused": ".ceremony",
+        "ClusterPort": ".cluster",
+        "DrainProgress": ".cluster",
         "EvacuationHook": ".evacuation",
-        "EvacuationStatus": ".evacuation",
         "LonghornHook": ".evacuation",
-        "evacuation_status": ".evacuation",
-        "GuardRefused": ".guard",
-        "InvokeGuard": ".guard",
-        "LifecycleGuard": ".guard",
-        "invoke_guard": ".guard",
         "Intent": ".model",
         "NodeMaintenance": ".model",
         "Phase": ".model",
         "ClusterType": ".ports",
         "MaintenanceStore": ".ports",
+        "PermanentPortError": ".ports",
         "PortContext": ".ports",
+        "PortError": ".ports",
         "StorageType": ".ports",
         "StoreContext": ".ports",
         "StoreType": ".ports",
-        "open_store": ".ports",
-        "Reconciler": ".reconciler",
-        "Result": ".reconciler",
-        "Lifecycle": ".service",
-        "LifecycleConfig": ".settings",
-        "lifecycle_config": ".settings",
+        "TemporaryPortError": ".ports",
+        "StoragePort": ".storage",
         "AlreadyActive": ".store",
         "ConcurrentChange": ".store",
         "Conflict": ".store",
         "NotFound": ".store",
-        "Store": ".store",
         "StoreError": ".store",
+        "find_maintenance": ".store",
+        # the embedding API: run maintenance, guard a direct invoke, read the settings
+        "Ceremony": ".ceremony",
+        "CeremonyRequired": ".ceremony",
+        "MaintenanceRefused": ".ceremony",
+        "EvacuationStatus": ".evacuation",
+        "evacuation_status": ".evacuation",
+        "GuardRefused": ".guard",
+        "invoke_guard": ".guard",
+        "open_store": ".ports",
+        "Result": ".reconciler",
+        "Lifecycle": ".service",
+        "LifecycleConfig": ".settings",
+        "lifecycle_config": ".settings",
+        "Store": ".store",
     },
 )

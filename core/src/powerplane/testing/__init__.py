@@ -23,11 +23,11 @@ not pay for the HTTP server or TLS (``cryptography`` is imported when a certific
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import typing
 
-from powerplane._lazy import lazy_exports
+from powerplane._lazy import lazy_exports as _lazy_exports
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from powerplane.testing.gate import send_gate
     from powerplane.testing.http import (
         DropWith,
@@ -67,7 +67,7 @@ __all__ = [
     "wait_ready",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, {
+__getattr__, __dir__ = _lazy_exports(__name__, {
     "DropWith": ".http",
     "HttpReply": ".http",
     "HttpRequest": ".http",

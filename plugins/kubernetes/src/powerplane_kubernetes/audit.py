@@ -29,7 +29,7 @@ import socket
 import uuid
 from typing import Any
 
-from powerplane import Action, AuditRecord
+from powerplane.lifecycle import Action, AuditRecord
 from powerplane_kubernetes.crd import (
     AUDIT_KIND,
     AUDIT_PLURAL,

@@ -38,7 +38,8 @@ from lightkube.resources.core_v1 import Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.types import PatchType
 
-from powerplane import ConfigError, ConfigProblem, PermanentPortError
+from powerplane import ConfigError, ConfigProblem
+from powerplane.lifecycle import PermanentPortError
 from powerplane_kubernetes.config import ApiAccess
 
 __all__ = ["FIELD_MANAGER", "KubeApi", "custom_resource"]

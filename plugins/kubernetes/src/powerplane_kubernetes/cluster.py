@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from powerplane import DrainProgress, PermanentPortError, TemporaryPortError
+from powerplane.lifecycle import DrainProgress, PermanentPortError, TemporaryPortError
 from powerplane_kubernetes.client import KubeApi
 from powerplane_kubernetes.config import KubernetesClusterConfig
 from powerplane_kubernetes.errors import answer_of, is_not_found, map_error

@@ -42,7 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from powerplane import AuditRecord
+from powerplane.lifecycle import AuditRecord
 
 __all__ = [
     "ACTIVE_LABEL",
@@ -171,7 +171,7 @@ def _model_schema(model: type[BaseModel] | TypeAdapter[Any]) -> dict[str, Any]:
 
 def maintenance_schemas() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``(spec, requests, status)`` structural schemas, generated from core's models."""
-    from powerplane import NodeMaintenance
+    from powerplane.lifecycle import NodeMaintenance
 
     # core's own models, reached through the public NodeMaintenance
     MaintenanceSpec = NodeMaintenance.model_fields["spec"].annotation

@@ -27,7 +27,7 @@ from typing import Any
 import httpx2
 from lightkube import ApiError
 
-from powerplane import PermanentPortError, PortError, TemporaryPortError
+from powerplane.lifecycle import PermanentPortError, PortError, TemporaryPortError
 
 __all__ = [
     "TEMPORARY_STATUSES",

@@ -25,7 +25,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from powerplane import EvacuationHook, LonghornHook
+from powerplane.lifecycle import EvacuationHook, LonghornHook
 from powerplane_kubernetes.client import KubeApi, custom_resource
 from powerplane_kubernetes.config import ApiAccess, LonghornConfig
 from powerplane_kubernetes.errors import answer_of, is_not_found, map_error

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 from powerplane import hookimpl, lazy_exports
 
 if TYPE_CHECKING:
-    from powerplane import (
+    from powerplane import SecretKind
+    from powerplane.lifecycle import (
         ClusterPort,
         ClusterType,
         MaintenanceStore,
         PortContext,
-        SecretKind,
         StoragePort,
         StorageType,
         StoreContext,
@@ -86,7 +86,7 @@ def _store(config: KubernetesStoreConfig, context: StoreContext) -> MaintenanceS
 
 
 def _kubernetes() -> ClusterType[KubernetesClusterConfig]:
-    from powerplane import ClusterType
+    from powerplane.lifecycle import ClusterType
     from powerplane_kubernetes.config import KubernetesClusterConfig
 
     return ClusterType(
@@ -99,7 +99,7 @@ def _kubernetes() -> ClusterType[KubernetesClusterConfig]:
 
 
 def _longhorn_type() -> StorageType[LonghornConfig]:
-    from powerplane import StorageType
+    from powerplane.lifecycle import StorageType
     from powerplane_kubernetes.config import LonghornConfig
 
     return StorageType(
@@ -111,7 +111,7 @@ def _longhorn_type() -> StorageType[LonghornConfig]:
 
 
 def _store_type() -> StoreType[KubernetesStoreConfig]:
-    from powerplane import StoreType
+    from powerplane.lifecycle import StoreType
     from powerplane_kubernetes.config import KubernetesStoreConfig
 
     return StoreType(

@@ -10,7 +10,7 @@ Writes
     ``requests`` or the metadata changed (``spec`` itself never may: the CRD's CEL rule),
     then ``PUT …/status`` (the only way ``status`` is written: the status subresource),
     each naming the ``resourceVersion`` it read. A ``409 Conflict`` restores
-    ``m.resource_version`` and raises ``powerplane.StoreConflict``: the caller reads again
+    ``m.resource_version`` and raises ``powerplane.lifecycle.Conflict``: the caller reads again
     and retries, as with the SQLite store. ``resource_version`` is the object's
     ``metadata.resourceVersion`` as an integer (a positive decimal integer, comparable, by
     KEP-5504; an API server answering anything else is a ``StoreError``). A maintenance
@@ -82,16 +82,17 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event
 
-from powerplane import (
+from powerplane.lifecycle import (
     AlreadyActive,
     AuditRecord,
     ConcurrentChange,
     NodeMaintenance,
     NotFound,
     Phase,
-    StoreConflict,
     StoreError,
+    find_maintenance,
 )
+from powerplane.lifecycle import Conflict as StoreConflict
 from powerplane_kubernetes.audit import audit_object, event_object, label_value, record_of
 from powerplane_kubernetes.client import FIELD_MANAGER, KubeApi
 from powerplane_kubernetes.config import ApiAccess
@@ -383,14 +384,7 @@ class KubernetesStore:
 
     def find(self, name_or_node: str) -> NodeMaintenance:
         """A maintenance by name, else the latest of a node by that name."""
-        try:
-            return self.get(name_or_node)
-        except NotFound:
-            found = self.latest_for(name_or_node)
-            if found is None:
-                raise NotFound(f"no maintenance named {name_or_node!r} and none for a node "
-                               f"of that name") from None
-            return found
+        return find_maintenance(self, name_or_node)
 
     def all(self, active_only: bool = False) -> list[NodeMaintenance]:
         objs = self._list({ACTIVE_LABEL: "true"} if active_only else {})

@@ -33,7 +33,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from powerplane import Deployment, NodeMaintenance
+from powerplane import Deployment
+from powerplane.lifecycle import NodeMaintenance
 
 __all__ = ["CHANNEL_METHODS", "OperatorMetrics", "metered_deployment"]
 

@@ -4,13 +4,13 @@ One process:
 
 1. loads the deployment file (``--config``), creates the host with every channel wrapped
    in the call meter (:mod:`.metrics`), and opens the lifecycle exactly as ``powerplane
-   maintenance run`` does (:meth:`powerplane.Lifecycle.for_host`: the store
+   maintenance run`` does (:meth:`powerplane.lifecycle.Lifecycle.for_host`: the store
    ``lifecycle.store`` names, the ports, the one :class:`Reconciler`);
 2. holds one :class:`~.leases.SiteLease` per site it may act for (a node's ``site``; a
    node without one is in site ``default``), tried and renewed every retry period;
 3. scans: the active maintenances, each one of a site whose
    lease this replica holds gets a driver task of its own, which reconciles it through
-   :meth:`powerplane.Lifecycle.reconcile` (``--max-in-flight`` reconciles at a time) until
+   :meth:`powerplane.lifecycle.Lifecycle.reconcile` (``--max-in-flight`` reconciles at a time) until
    it is parked or done, trying again every ``--interval`` while it waits on the world; a
    maintenance never waits for another's reconcile. A scan runs at every NodeMaintenance
    watch event (the ``kubernetes`` store: a list, then a watch from its
@@ -57,15 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from powerplane import (
-    ConfigError,
-    Deployment,
-    Lifecycle,
-    NodeMaintenance,
-    PowerHost,
-    PowerplaneError,
-    load_config,
-)
+from powerplane import ConfigError, Deployment, PowerHost, PowerplaneError, load_config
+from powerplane.lifecycle import Lifecycle, NodeMaintenance
 from powerplane_kubernetes.config import ApiAccess
 from powerplane_kubernetes.operator.health import Health, HealthServer
 from powerplane_kubernetes.operator.leases import LeaseTimings, SiteLease
