@@ -16,7 +16,6 @@ has one home, and every public name has a user: a plugin, a tool, or the documen
 
 from __future__ import annotations
 
-import __future__
 import ast
 import importlib
 import re
@@ -29,6 +28,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 HOMES = ("powerplane", "powerplane.lifecycle", "powerplane.testing")
+_FUTURE = type(annotations)  # what ``from __future__ import annotations`` binds
 
 
 def _init_file(home: str) -> Path:
@@ -74,7 +74,7 @@ def _importable(home: str) -> set[str]:
     return {
         name for name in dir(module)
         if not name.startswith("_")
-        and not isinstance(getattr(module, name), ModuleType | __future__._Feature)
+        and not isinstance(getattr(module, name), ModuleType | _FUTURE)
     }
 
 
