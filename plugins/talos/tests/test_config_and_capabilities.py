@@ -65,10 +65,15 @@ def test_endpoints_parse_with_the_talos_default_port(text: str, expected: tuple)
 
 
 def test_config_errors_name_the_field_path(tmp_path: Path) -> None:
+    # a missing talosconfig loads (the file is read when the channel opens, issue 24) and
+    # opening the channel is the error at the field's path
+    deployment = parse_config({"channels": {"t": {"type": "talos",
+                                                  "talosconfig": str(tmp_path / "missing")}}})
+    configured = deployment.channels["t"]
     with pytest.raises(ConfigError) as info:
-        parse_config({"channels": {"t": {"type": "talos",
-                                         "talosconfig": str(tmp_path / "missing")}}})
+        configured.type.factory("t", configured.config)
     assert "channels.t.talosconfig" in str(info.value)
+    assert "does not exist" in str(info.value)
     with pytest.raises(ConfigError, match="expected 'talosconfig', or 'endpoint' and 'ca'"):
         parse_config({"channels": {"t": {"type": "talos"}}})
     with pytest.raises(ConfigError) as info:

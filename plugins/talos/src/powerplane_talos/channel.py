@@ -15,6 +15,7 @@ boot; a failed read raises (never a marker). The talosctl transport publishes no
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Protocol
 
 from powerplane import (
@@ -33,6 +34,7 @@ from powerplane import (
 from powerplane_talos.config import RebootMode, TalosConfig, Transport
 from powerplane_talos.grpc_transport import GrpcTransport
 from powerplane_talos.talosconfig import (
+    ContextNotFound,
     Credentials,
     decode_pem,
     load_talosconfig,
@@ -41,7 +43,7 @@ from powerplane_talos.talosconfig import (
 )
 from powerplane_talos.talosctl_transport import TalosctlTransport
 
-__all__ = ["TalosChannel", "TalosTransport", "inline_credentials"]
+__all__ = ["TalosChannel", "TalosTransport", "inline_credentials", "talosconfig_credentials"]
 
 DARK = "a dark Talos machine is indistinguishable from a network fault"
 
@@ -61,14 +63,37 @@ class TalosTransport(Protocol):
 
 
 def _credentials(name: str, config: TalosConfig) -> Credentials:
-    """The channel's credentials, read now: the talosconfig (checked at load), or the
-    inline references resolved and checked (see :func:`inline_credentials`)."""
+    """The channel's credentials, read now, as it opens: the talosconfig file (see
+    :func:`talosconfig_credentials`) or the inline references (:func:`inline_credentials`)."""
     if config.talosconfig is not None:
-        try:
-            return load_talosconfig(config.talosconfig, config.context)
-        except ValueError as exc:
-            raise ConfigError([ConfigProblem(f"channels.{name}.talosconfig", str(exc))]) from exc
+        return talosconfig_credentials(name, config)
     return inline_credentials(name, config)
+
+
+def talosconfig_credentials(name: str, config: TalosConfig) -> Credentials:
+    """Read the ``talosconfig`` file (when the channel opens, never at load) and check it:
+    it exists, parses and has the context (its ``endpoints`` and ``nodes`` lists of
+    addresses), and its ``ca``, ``crt`` and ``key`` are PEMs of what they claim with the
+    key the certificate's. A mistake is a :class:`ConfigError` at
+    ``channels.<name>.talosconfig`` (``.context`` for a context the file lacks), naming
+    the file, never a value."""
+    from powerplane_talos import pem
+
+    path = config.talosconfig
+    assert path is not None
+    where = f"channels.{name}"
+    if not Path(path).expanduser().exists():
+        raise ConfigError([ConfigProblem(f"{where}.talosconfig",
+                                         f"talosconfig file {path!r} does not exist")])
+    try:
+        creds = load_talosconfig(path, config.context)
+        pem.check_credentials(creds)
+    except ContextNotFound as exc:
+        field = "context" if config.context else "talosconfig"
+        raise ConfigError([ConfigProblem(f"{where}.{field}", str(exc))]) from None
+    except ValueError as exc:
+        raise ConfigError([ConfigProblem(f"{where}.talosconfig", str(exc))]) from None
+    return creds
 
 
 def inline_credentials(name: str, config: TalosConfig) -> Credentials:

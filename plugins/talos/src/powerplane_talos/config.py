@@ -15,15 +15,19 @@ its base64, as a talosconfig stores it)::
     key: {env: TALOS_KEY}
     timeouts: {connect_s: 10, read_s: 10}
 
-Loading the config checks what it can without resolving a secret, each problem at the
-path of its field: the talosconfig parses, has the context, and its ``ca``, ``crt`` and
-``key`` are PEMs of what they claim with the key the certificate's; inline, ``endpoint``
-and ``ca`` are there and ``crt`` and ``key`` come together; the talosctl binary exists.
-Inline ``ca``, ``crt`` and ``key`` are secret references, resolved only when the channel
-is opened (a ``{k8s: ...}`` reference is not fetched, an ``{env: ...}`` one not read, by
-loading the file): the channel checks them then, as PEMs of what they claim and the key
-the certificate's, and a bad one is a :class:`~powerplane.ConfigError` at
-``channels.<name>.<field>`` (exit 2), naming the reference, never a value.
+Loading the config checks its shape without reading a file or resolving a secret, each
+problem at the path of its field: ``talosconfig`` or inline ``endpoint`` and ``ca``, not
+both; ``context`` only with ``talosconfig``; ``crt`` and ``key`` together; the endpoint
+parses; the talosctl binary exists. What is behind a path or a reference is read when the
+channel opens (so a command pays only for the channels it touches, and a broken
+talosconfig on a channel a node does not use never fails that node's ``state``;
+``powerplane check`` opens every channel): the talosconfig file exists, parses and has
+the context, the inline ``ca``, ``crt`` and ``key`` references resolve (a ``{k8s: ...}``
+reference is not fetched, an ``{env: ...}`` one not read, by loading the file), and
+either way the PEMs are of what they claim with the key the certificate's
+(:func:`powerplane_talos.channel.talosconfig_credentials`, ``inline_credentials``). A bad
+one is a :class:`~powerplane.ConfigError` at ``channels.<name>.<field>`` (exit 2),
+naming the file or the reference, never a value.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from __future__ import annotations
 import re
 import shutil
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from pydantic import (
@@ -44,11 +47,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from powerplane import SecretRef, StrictBool, Timeouts
-from powerplane_talos.talosconfig import (
-    ContextNotFound,
-    load_talosconfig,
-    split_endpoint,
-)
+from powerplane_talos.talosconfig import split_endpoint
 
 __all__ = ["RebootMode", "TalosConfig", "Transport", "parse_target"]
 
@@ -121,9 +120,10 @@ class TalosConfig(BaseModel):
 
     @field_validator("talosconfig")
     @classmethod
-    def _talosconfig_exists(cls, value: str | None) -> str | None:
-        if value is not None and not Path(value).expanduser().is_file():
-            raise ValueError(f"talosconfig file {value!r} does not exist")
+    def _talosconfig_named(cls, value: str | None) -> str | None:
+        """A path, not read here: the file is read when the channel opens."""
+        if value is not None and not value.strip():
+            raise ValueError("expected the path of a talosconfig file, not an empty string")
         return value
 
     @field_validator("endpoint")
@@ -145,8 +145,7 @@ class TalosConfig(BaseModel):
                     f"give either 'talosconfig' or inline 'endpoint'/'ca'/'crt'/'key', "
                     f"not both (found {', '.join(inline)})"
                 )
-            self._check_talosconfig(self.talosconfig)
-            return self
+            return self  # the file: read when the channel opens (talosconfig_credentials)
         if self.context is not None:
             raise _at("context", "'context' needs 'talosconfig'", self.context)
         if self.endpoint is None or self.ca is None:
@@ -157,17 +156,6 @@ class TalosConfig(BaseModel):
             missing = "key" if self.key is None else "crt"
             raise _at(missing, "'crt' and 'key' must be given together", None)
         return self  # the PEMs behind the references: checked at use (channel.credentials)
-
-    def _check_talosconfig(self, path: str) -> None:
-        from powerplane_talos import pem
-
-        try:
-            pem.check_credentials(load_talosconfig(path, self.context))
-        except ContextNotFound as exc:
-            raise _at("context" if self.context else "talosconfig", str(exc),
-                      self.context or path) from None
-        except ValueError as exc:
-            raise _at("talosconfig", str(exc), path) from None
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
