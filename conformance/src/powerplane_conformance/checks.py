@@ -12,6 +12,7 @@ import pytest
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import PowerState
 from powerplane_conformance.assertions import ASSERTIONS, Assertion, assertion_id
+from powerplane_conformance.model import START_STATE, describe_error
 
 if TYPE_CHECKING:
     from powerplane_conformance.session import ConformanceSession, Subject
@@ -80,8 +81,6 @@ class CheckSpec:
 
     def start_state(self, verb: Verb | None) -> PowerState | None:
         """The state the check brings its machine to first, for ``verb``; None: any."""
-        from powerplane_conformance.session import START_STATE
-
         if self.start == "verb":
             return START_STATE[verb] if verb is not None else None
         if self.start is None:
@@ -193,8 +192,6 @@ class CheckContext:
     def restore(self, subject: Subject) -> None:
         """Put ``subject`` back the way it was at the start; when that does not succeed
         (an error, or the reason it could not), the check's result says so."""
-        from powerplane_conformance.session import describe_error
-
         try:
             why = self.session.restore(subject)
         except Exception as exc:

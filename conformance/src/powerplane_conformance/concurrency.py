@@ -9,15 +9,11 @@ from __future__ import annotations
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
+from powerplane_conformance.model import END_STATE, ONE_NODE, VERBS3
 from powerplane_conformance.plan import Step, concurrent_groups, plan_for
-from powerplane_conformance.session import END_STATE
-from powerplane_conformance.verbs import VERBS3
 
 __all__ = ["ONE_NODE", "ConcurrencyChecks"]
 
-ONE_NODE = "the target names fewer than two nodes on one channel"
-"""How a concurrency check that had one node to act on starts its NOT TESTED reason (the
-report then calls the verb verified on one node, its concurrency not verified)."""
 
 
 class ConcurrencyChecks:

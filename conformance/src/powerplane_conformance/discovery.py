@@ -8,7 +8,7 @@ from powerplane.config import parse_config
 from powerplane.errors import ConfigError
 from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
-from powerplane_conformance.negatives import BOGUS_KEY
+from powerplane_conformance.hints import BOGUS_KEY
 
 __all__ = ["DiscoveryChecks"]
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -51,14 +50,14 @@ from powerplane.channel import BatchInvoker, PowerState, Reading, maybe_await, v
 from powerplane.errors import ChannelError
 from powerplane_conformance.checks import CheckSpec, spec_of
 from powerplane_conformance.iowatch import unwatched
-from powerplane_conformance.session import (
+from powerplane_conformance.model import (
     END_STATE,
     START_STATE,
-    ConformanceSession,
     Observation,
     Subject,
     describe_error,
 )
+from powerplane_conformance.session import ConformanceSession
 
 __all__ = [
     "PLANNED",
@@ -71,7 +70,6 @@ __all__ = [
     "concurrent_groups",
     "plan_for",
     "planned",
-    "stop_plan",
     "wait_all",
 ]
 
@@ -564,6 +562,13 @@ class Plan:
         for node in self.nodes.values():
             node.thread.start()
 
+    def worker(self, key: str) -> threading.Thread | None:
+        """The started worker that changes machine ``key``, if any."""
+        node = self.nodes.get(key)
+        if node is None or node.thread.ident is None:
+            return None
+        return node.thread
+
     def stop(self, wait: bool = True) -> None:
         """No more steps; wait for the workers (each ends its step in flight), unless not
         ``wait`` (a restore after a signal waits for each machine's own worker)."""
@@ -578,8 +583,6 @@ class Plan:
                                  + self.session.call_timeout + 5)
 
 
-_PLANS: weakref.WeakKeyDictionary[ConformanceSession, Plan] = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
 
 
 def _selected(item: pytest.Item, session: ConformanceSession) -> Iterator[tuple[Any, Verb | None,
@@ -620,11 +623,11 @@ def concurrent_groups(session: ConformanceSession, verb: Verb) -> list[list[Subj
 
 def plan_for(item: pytest.Item, session: ConformanceSession) -> Plan:
     """The session's plan, built and started at the first check that asks."""
-    with _LOCK:
-        plan = _PLANS.get(session)
-        if plan is not None:
-            return plan
-        plan = _PLANS[session] = Plan(session)
+    with session.owned_lock:
+        if isinstance(session.plan, Plan):
+            return session.plan
+        plan = Plan(session)
+        session.plan = plan  # the session stops it when it closes
         wants: dict[str, Wants] = {}
         groups: dict[Verb, list[list[Subject]]] = {}
         for spec, verb, subj in _selected(item, session):
@@ -684,22 +687,3 @@ def _check_groups(plan: Plan) -> None:
 
 def wait_all(steps: Sequence[Step]) -> list[Step]:
     return [x.wait() for x in steps]
-
-
-def stop_plan(session: ConformanceSession, wait: bool = True) -> None:
-    """Stop the session's plan, if it has one (the session is closing); ``wait``: for its
-    workers too."""
-    with _LOCK:
-        plan = _PLANS.get(session)
-    if plan is not None:
-        plan.stop(wait)
-
-
-def plan_worker(session: ConformanceSession, key: str) -> threading.Thread | None:
-    """The started worker of the session's plan that changes machine ``key``, if any."""
-    with _LOCK:
-        plan = _PLANS.get(session)
-    node = plan.nodes.get(key) if plan is not None else None
-    if node is None or node.thread.ident is None:
-        return None
-    return node.thread

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,7 +36,6 @@ __all__ = [
     "closed_port",
     "probes_of",
     "silent_server",
-    "stop_probes",
 ]
 
 MAX_PROBES = 4
@@ -136,28 +134,19 @@ class Probes:
             thread.join(timeout)
 
 
-_SESSIONS: weakref.WeakKeyDictionary[ConformanceSession, Probes] = weakref.WeakKeyDictionary()
-_SESSIONS_LOCK = threading.Lock()
-
-
 def probes_of(session: ConformanceSession, create: bool = False) -> Probes | None:
     """The session's probes; with ``create``, made when there are none yet (None: there
-    were already, and ``create`` asked for new ones only)."""
-    with _SESSIONS_LOCK:
-        found = _SESSIONS.get(session)
+    were already, and ``create`` asked for new ones only). The session owns them: it waits
+    for them when it closes."""
+    with session.owned_lock:
+        found = session.probes if isinstance(session.probes, Probes) else None
         if not create:
             return found
         if found is not None:
             return None
-        made = _SESSIONS[session] = Probes()
+        made = Probes()
+        session.probes = made
         return made
-
-
-def stop_probes(session: ConformanceSession) -> None:
-    """Wait for the session's probes, if any (each is bounded by its own timeouts)."""
-    probes = probes_of(session)
-    if probes is not None:
-        probes.wait(session.call_timeout * 2 + 10)
 
 
 _ports_lock = threading.Lock()

@@ -7,7 +7,7 @@ from powerplane.capabilities import Verb
 from powerplane.channel import PowerState
 from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
-from powerplane_conformance.session import describe_error
+from powerplane_conformance.model import describe_error
 
 __all__ = ["ReadbackChecks"]
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane_conformance.concurrency import ONE_NODE
+from powerplane_conformance.model import ONE_NODE
 from powerplane_conformance.outcomes import Outcome, Result
 from powerplane_conformance.session import ConformanceSession
 

@@ -7,7 +7,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -29,105 +28,48 @@ from powerplane.plugins import registry as default_registry
 from powerplane.secrets import SecretRef
 from powerplane_conformance.checks import CheckSpec
 from powerplane_conformance.gate import Gate, gate
+from powerplane_conformance.interrupt import received
 from powerplane_conformance.loop import LoopThread
+from powerplane_conformance.model import (
+    END_STATE,
+    MAX_POLL_S,
+    NOT_RESTORED,
+    RESTORE_BUDGET_S,
+    RESTORE_WORDS,
+    RESTORED,
+    SENT_NOT_CONFIRMED,
+    START_STATE,
+    DerivedConfigInvalid,
+    Observation,
+    PlanHandle,
+    PowerOnByHand,
+    ProbesHandle,
+    Subject,
+    describe_error,
+    poll_delays,
+)
 from powerplane_conformance.settings import ConformanceSettings, Target
 from powerplane_conformance.terminal import BY_HAND
 
 __all__ = [
     "BY_HAND",
+    "END_STATE",
+    "MAX_POLL_S",
     "NOT_RESTORED",
     "RESTORED",
     "RESTORE_BUDGET_S",
     "SENT_NOT_CONFIRMED",
+    "START_STATE",
     "ConformanceSession",
     "DerivedConfigInvalid",
     "Observation",
     "PowerOnByHand",
+    "RestoreGate",
     "Subject",
     "describe_error",
     "poll_delays",
 ]
-
-END_STATE = {Verb.REBOOT: PowerState.ON, Verb.POWER_ON: PowerState.ON,
-             Verb.SHUTDOWN: PowerState.OFF, Verb.TERMINATE: PowerState.OFF}
-"""The state each verb leads to."""
-START_STATE = {Verb.REBOOT: PowerState.ON, Verb.POWER_ON: PowerState.OFF,
-               Verb.SHUTDOWN: PowerState.ON, Verb.TERMINATE: PowerState.ON}
-"""The state each verb is tested from."""
-
-
-@dataclass(frozen=True)
-class Subject:
-    """One node as one of its channels addresses it."""
-
-    node: str
-    channel: str
-    target: Any
-    type_name: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.node}@{self.channel}"
-
-
-@dataclass
-class Observation:
-    """What readback showed while waiting for a state."""
-
-    ok: bool
-    states: list[str] = field(default_factory=list)
-    detail: str = ""
-    elapsed: float = 0.0
-    error: str = ""
-
-    def describe(self) -> str:
-        """``off, then unknown x3, then on (5 readings over 1.2 s)``."""
-        runs: list[list[Any]] = []
-        for s in self.states:
-            if runs and runs[-1][0] == s:
-                runs[-1][1] += 1
-            else:
-                runs.append([s, 1])
-        seq = ", then ".join(f"{s} x{n}" if n > 1 else str(s) for s, n in runs) or "nothing"
-        text = f"{seq} ({len(self.states)} readings over {self.elapsed:.1f} s)"
-        if self.detail:
-            text += f"; last detail: {self.detail}"
-        if self.error:
-            text += f"; error: {self.error}"
-        return text
-
-
-PowerOnByHand = Callable[[str, Any], None]
-"""A person at the rack, asked to power on ``(node, target)``; returns once they say it is
-done (what they say proves nothing: the suite reads the machine back)."""
-
-
-
-
-class DerivedConfigInvalid(ValueError):
-    """A config the suite built (from hints or declarations) that the channel's own model
-    rejects: the check that needed it is NOT TESTED, never FAIL."""
-
-
-RESTORE_BUDGET_S = 0.7
-"""After a signal, the seconds the session's close gives the restore of every machine, all
-started at once (the power plan's worker of a machine ends its step in flight first, within
-the same budget): so that Ctrl-C or SIGTERM ends a run within about a second. A machine that
-reads its state at the start within it is :data:`RESTORED`; one whose power-on (or shutdown)
-was sent but that no reading showed back in its state within it is
-:data:`SENT_NOT_CONFIRMED`; one whose verb was never sent is :data:`NOT_RESTORED`. Nothing
-is sent once the budget is over, and nothing is called restored without a reading."""
-RESTORED = "restored"
-"""A machine read back in the state it had at the start."""
-SENT_NOT_CONFIRMED = "sent_not_confirmed"
-"""The verb that puts a machine back was sent, and no reading confirmed it: outcome unknown."""
-NOT_RESTORED = "not_restored"
-"""Nothing was sent to put the machine back (or it could not be)."""
-RESTORE_WORDS = {RESTORED: "restored",
-                 SENT_NOT_CONFIRMED: "restore sent, not confirmed (outcome unknown)",
-                 NOT_RESTORED: "not restored"}
-"""How a person reads each restore outcome."""
-
+# the vocabulary lives in powerplane_conformance.model; these names stay importable here
 
 class RestoreGate:
     """One machine's restore after a signal: whether its verb may still leave (the gate
@@ -183,29 +125,6 @@ class RestoreGate:
             return NOT_RESTORED, f"{RESTORE_WORDS[NOT_RESTORED]}: {result}"
         return NOT_RESTORED, (f"{RESTORE_WORDS[NOT_RESTORED]}: {cut} before anything was sent "
                               "to put it back")
-
-
-FIRST_POLL_S = 0.02
-"""The pause before the second reading while waiting for a state (most changes show early)."""
-POLL_GROWTH = 1.5
-"""Each later pause is this much longer than the one before ..."""
-MAX_POLL_S = 0.5
-"""... up to this: a change that takes long is seen within half a second of showing."""
-
-
-def poll_delays() -> Iterator[float]:
-    """The pauses between readings while waiting for a state, from the start of one reading
-    to the start of the next: fast at first, then backing off (0.02 s, 0.03 s, 0.045 s, ...,
-    at most :data:`MAX_POLL_S`). Endless; the settle window bounds the wait."""
-    delay = FIRST_POLL_S
-    while True:
-        yield delay
-        delay = min(delay * POLL_GROWTH, MAX_POLL_S)
-
-
-def describe_error(exc: BaseException) -> str:
-    """``RefusedByDevice: channel 'lab', target m1: no such machine``."""
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _secret_refs(model: Any) -> Iterator[tuple[str, SecretRef]]:
@@ -267,6 +186,17 @@ class ConformanceSession:
         self.restored: dict[str, str | None] = {}
         """Per subject key, how the restore when the session closed ended: None when the
         machine reads the state it had at the start, else why not."""
+        self.plan: PlanHandle | None = None
+        """The power plan, once the first check started it: the session stops it when it
+        closes (:func:`powerplane_conformance.plan.plan_for` sets it)."""
+        self.probes: ProbesHandle | None = None
+        """The network negatives' probes, once started: the session waits for them when it
+        closes (:func:`powerplane_conformance.probes.probes_of` sets it)."""
+        self.probed: dict[tuple[str, str], object] = {}
+        """What each negative probe produced, by ``(kind, key)``, for the checks that search
+        it and the nodes that share it (:mod:`powerplane_conformance.negatives`)."""
+        self.owned_lock = threading.Lock()
+        """Held while the plan or the probes are made, so that each is made once."""
         self.restore_outcome: dict[str, str] = {}
         """Per subject key, after a signal: :data:`RESTORED`, :data:`SENT_NOT_CONFIRMED` or
         :data:`NOT_RESTORED` (see :data:`RESTORE_BUDGET_S`)."""
@@ -310,16 +240,14 @@ class ConformanceSession:
         confirmed. A KeyboardInterrupt (a second Ctrl-C, or SIGTERM) while closing leaves
         the machines not yet restored as they are (said so in :attr:`restored`), sets
         :attr:`interrupted` and still closes the channels, within a short bound."""
-        from powerplane_conformance.interrupt import received
-        from powerplane_conformance.plan import stop_plan
-        from powerplane_conformance.probes import stop_probes
-
         if received():
             self._close_interrupted(received() or "")
         else:
             try:
-                stop_probes(self)
-                stop_plan(self)
+                if self.probes is not None:  # each probe is bounded by its own timeouts
+                    self.probes.wait(self.call_timeout * 2 + 10)
+                if self.plan is not None:
+                    self.plan.stop()
             except KeyboardInterrupt:
                 self.interrupted = True
             self.stopping.clear()
@@ -349,8 +277,6 @@ class ConformanceSession:
 
     def _close_interrupted(self, signal_name: str) -> None:
         """The bounded restore after a signal (see :data:`RESTORE_BUDGET_S`)."""
-        from powerplane_conformance.plan import plan_worker, stop_plan
-
         deadline = time.monotonic() + RESTORE_BUDGET_S
         self.stopping.set()  # the plan's workers end the step in flight without waiting it out
         print(f"interrupted ({signal_name}): putting the machines back the way they were, "
@@ -359,12 +285,14 @@ class ConformanceSession:
         gates = {s.key: RestoreGate() for s in self.subjects}
         threads: list[threading.Thread] = []
         try:
-            stop_plan(self, wait=False)  # no more steps; each machine's worker ends its own
+            plan = self.plan
+            if plan is not None:
+                plan.stop(wait=False)  # no more steps; each machine's worker ends its own
             for subject in self.subjects:
+                worker = plan.worker(subject.key) if plan is not None else None
                 thread = threading.Thread(
                     target=self._restore_one, daemon=True,
-                    args=(subject, gates[subject.key], plan_worker(self, subject.key),
-                          deadline),
+                    args=(subject, gates[subject.key], worker, deadline),
                     name=f"powerplane-conformance-restore-{subject.key}")
                 threads.append(thread)
                 thread.start()

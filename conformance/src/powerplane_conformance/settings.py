@@ -44,6 +44,8 @@ from powerplane.config import (
 )
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.plugins import Registry
+from powerplane_conformance.assertions import ASSERTIONS
+from powerplane_conformance.hints import NegativeHints, hint_problems
 
 __all__ = ["ConformanceSettings", "NegativeHints", "Target", "load_target", "split_target"]
 
@@ -58,35 +60,6 @@ VerbName = Annotated[Verb, BeforeValidator(_verb)]
 """A verb, written ``power-on``, ``power_on`` or ``POWER_ON``."""
 Mode = Literal["graceful", "hard"]
 """How a verb is carried out: a sequenced OS action, or a power cut."""
-
-
-class NegativeHints(BaseModel):
-    """Overrides for how the suite builds the negative cases from one channel's config.
-
-    Without them the suite reads the channel type's declarations (``address=``, the
-    ``SecretRef`` fields, the ``Timeouts`` field); each key given here wins over them."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    address_key: str | None = None
-    """The channel config key that holds the device address (``endpoint``, ``host``)."""
-    address_format: str = "{host}:{port}"
-    """How to write a loopback address into ``address_key`` (``https://{host}:{port}``)."""
-    port_key: str | None = None
-    """Where the port goes when the channel keeps it in a key of its own."""
-    secret_key: str | None = None
-    """The channel config key that holds its secret (a ``{env:}``/``{file:}`` reference)."""
-    timeout_key: str | list[str] | None = None
-    """The channel config key(s) that bound one call (seconds); set low for the negative cases."""
-    timeout_s: StrictFloat = Field(1.0, gt=0, le=86_400, allow_inf_nan=False)
-    """The value written into ``timeout_key`` (or the ``Timeouts`` field's ``connect_s`` and
-    ``read_s``) for the negative cases: the fakes never answer, so a short bound proves the
-    same as a long one; a channel that retries waits ``(retries + 1) x read_s``."""
-    unknown_target: Any = None
-    """A target the device does not have (default: the first target with a suffix, if a string)."""
-    transport: Literal["tcp", "udp"] | None = None
-    """How the device is reached, for the closed-port and silent-server fakes (default: TCP
-    for an HTTP(S) URL address, else what the channel type's address declares)."""
 
 
 class ConformanceSettings(BaseModel):
@@ -209,8 +182,6 @@ def _check_against(
     settings: ConformanceSettings, deployment: Deployment, lines: Mapping[Any, int]
 ) -> list[ConfigProblem]:
     """What the section names that the deployment does not have."""
-    from powerplane_conformance.assertions import ASSERTIONS
-
     problems: list[ConfigProblem] = []
 
     def problem(loc: tuple[int | str, ...], msg: str) -> None:
@@ -240,10 +211,8 @@ def _check_negative_hints(
 ) -> list[ConfigProblem]:
     """Every config a ``negative:`` hint shapes, validated against the channel type's model
     now: a hint the model rejects is the target's mistake (exit 2), never the device's."""
-    from powerplane_conformance.negatives import hint_problems
-
     return [ConfigProblem(_format(loc), msg, _line(lines, loc))
-            for loc, msg in hint_problems(deployment, settings)]
+            for loc, msg in hint_problems(deployment, settings.negative)]
 
 
 def load_target(

@@ -23,17 +23,12 @@ from powerplane.errors import ChannelTimeout, NotSupported, Unreachable
 from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
 from powerplane_conformance.iowatch import IOWatch
+from powerplane_conformance.model import END_STATE, VERBS3, Subject, describe_error
 from powerplane_conformance.plan import Round, Step, plan_for, wait_all
-from powerplane_conformance.session import (
-    END_STATE,
-    ConformanceSession,
-    Subject,
-    describe_error,
-)
+from powerplane_conformance.session import ConformanceSession
 
 __all__ = ["VERBS3", "RestoreChecks", "Round", "VerbChecks", "accepted", "want_text"]
 
-VERBS3 = (Verb.REBOOT, Verb.SHUTDOWN, Verb.POWER_ON)
 
 
 def _steps(check: CheckContext, owner: str, verb: Verb | None = None) -> list[Step]:
