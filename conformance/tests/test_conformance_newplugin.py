@@ -251,3 +251,29 @@ def test_the_stand_in_serves_on_its_own_and_refuses_bad_input(
         assert proc.stop() == 0  # SIGTERM: it closes and exits 0
     text = log.read_text(encoding="utf-8")
     assert f"http://127.0.0.1:{port}" in text and "pw-stand-in-1" not in text
+
+
+def test_the_generated_plugin_module_has_the_in_tree_shape(generated: Path) -> None:
+    """As every in-tree plugin's ``plugin.py`` (plugins/redfish's, plugins/pdu's):
+    ``REGISTERS`` names the channel type, and importing the module imports neither the
+    config model nor the channel (the channel type is built on first use)."""
+    probe = ("import json, sys\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "import importlib\n"
+             "out = {}\n"
+             "for pkg in ('powerplane_acme_bmc', 'powerplane_redfish', 'powerplane_pdu'):\n"
+             "    plugin = importlib.import_module(pkg + '.plugin')\n"
+             "    out[pkg] = [{k: list(v) for k, v in plugin.REGISTERS.items()},\n"
+             "                pkg + '.config' in sys.modules, pkg + '.channel' in sys.modules]\n"
+             "print(json.dumps(out))\n")
+    proc = subprocess.run([sys.executable, "-c", probe, str(generated / "src")],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["powerplane_acme_bmc"] == [{"channel": ["acme-bmc"]}, False, False]
+    for pkg in ("powerplane_redfish", "powerplane_pdu"):  # the shape it copies
+        assert found[pkg][1:] == [False, False], pkg
+        assert list(found[pkg][0]) == ["channel"], pkg
+    plugin = importlib.import_module("powerplane_acme_bmc.plugin")
+    assert plugin.CHANNEL_TYPE is plugin.CHANNEL_TYPE  # built once
+    assert plugin.CHANNEL_TYPE.name == "acme-bmc"
