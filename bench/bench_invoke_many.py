@@ -96,7 +96,7 @@ def _tune_gc() -> None:
     """What a command does to its own process's collector (the CLI's ``tune_gc``, where the
     build has it, else the same settings written out)."""
     try:
-        from powerplane.cli._common import tune_gc
+        from powerplane.cli.kit import tune_gc  # the public kit (a baseline build may lack it)
     except ImportError:
         gc.freeze()
         young, middle, old = gc.get_threshold()

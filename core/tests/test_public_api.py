@@ -156,3 +156,51 @@ def test_every_public_name_has_a_user(home: str) -> None:
     module = importlib.import_module(home)
     unused = [n for n in module.__all__ if not re.search(rf"\b{re.escape(n)}\b", corpus)]
     assert unused == [], f"{home}: public names nobody uses or documents"
+
+
+def _private_core_imports(text: str) -> list[str]:
+    """Every import in ``text`` of a private core module (``powerplane._x``,
+    ``powerplane.cli._common``, ``from powerplane.cli import _common``)."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        else:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            if parts[0] == "powerplane" and any(p.startswith("_") for p in parts[1:]):
+                found.append(f"{node.lineno}: {target}")
+                break
+    return found
+
+
+def test_the_private_import_scan_sees_each_spelling() -> None:
+    text = ("import powerplane._yaml\nfrom powerplane.cli._common import esc\n"
+            "from powerplane.cli import _common\nfrom powerplane.cli.kit import esc\n"
+            "from powerplane import lazy_exports\n")
+    assert _private_core_imports(text) == ["1: powerplane._yaml", "2: powerplane.cli._common",
+                                           "3: powerplane.cli._common"]
+
+
+def test_no_plugin_or_tool_imports_a_private_core_module() -> None:
+    """Plugins, the demo and the conformance suite (their source and the plugin template)
+    reach core through its public homes; a CLI extension's kit is ``powerplane.cli.kit``.
+    (The benchmarks are white-box measurements and may time a private function.)"""
+    found = {
+        str(p.relative_to(REPO)): hits
+        for g in ("plugins/*/src/**/*.py", "demo/src/**/*.py", "conformance/src/**/*.py")
+        for p in REPO.glob(g)
+        if "_generated" not in p.parts and (hits := _private_core_imports(p.read_text("utf-8")))
+    }
+    assert found == {}
+
+
+def test_the_cli_kit_is_what_the_built_in_commands_use() -> None:
+    from powerplane.cli import _common, kit
+
+    assert kit.__all__ == sorted(kit.__all__)
+    for name in kit.__all__:
+        assert getattr(kit, name) is getattr(_common, name), name

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from powerplane.cli._common import config_path, emit_json, handle_errors, output_option
+from powerplane.cli.kit import config_path, emit_json, handle_errors, output_option
 
 if TYPE_CHECKING:
     from powerplane_conformance.settings import Target

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from powerplane._lazy import lazy_exports
+from powerplane import lazy_exports
 
 if TYPE_CHECKING:
     from powerplane_demo.cli import demo_cmd

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from powerplane.cli._common import console, handle_errors
+from powerplane.cli.kit import console, handle_errors
 
 __all__ = ["demo_cmd"]
 

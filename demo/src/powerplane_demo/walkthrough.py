@@ -157,7 +157,7 @@ def _matrix(data: dict[str, Any]) -> dict[str, str]:
 
 def _esc(text: object) -> str:
     """Rich markup escaped: plugin, device, config and exception text is never markup."""
-    from powerplane.cli._common import esc
+    from powerplane.cli.kit import esc
 
     return esc(text)
 
