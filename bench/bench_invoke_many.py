@@ -14,8 +14,9 @@ channel), the time to the first result (``invoke_stream``, when the host has it)
 child's peak RSS (target <= 250 MiB at 50,000). Both floors run under the same collector
 settings as the host in that child, so they differ from the host's wall only by what the
 host does. The host tunes no collector (GC tuning is the CLI's, for its own process):
-``--gc-tuned`` runs every child as a command does (the CLI's ``tune_gc`` once the host has
-started), to show what that tuning buys. The ideal counts no CPU at all: every
+``--gc-tuned`` runs every child as a command does (the CLI's ``tune_gc`` before each timed
+run: each run stands for one command, whose process froze what was alive before its call),
+to show what that tuning buys. The ideal counts no CPU at all: every
 call's start and end cost CPU time on one thread, so a wall can be no shorter than the
 CPU time the run needs, and at 50,000 nodes the event loop alone needs more than the
 ideal. The alternative beside it: a sequential ``invoke`` loop at 2,000 nodes (timed on
@@ -116,12 +117,12 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
                 gc_tuned: bool = False) -> dict[str, Any]:
     ideal = math.ceil(PER_NODE_ENDPOINT / PER_ENDPOINT) * latency_ms / 1000
     async with PowerHost(parse_config(config(nodes, latency_ms))) as host:
-        if gc_tuned:
-            _tune_gc()
         names = list(host.nodes)
         walls: list[float] = []
         cpus: list[float] = []
         for _ in range(runs):
+            if gc_tuned:  # each run stands for a command: its process tunes before its call
+                _tune_gc()
             t0, c0 = time.perf_counter(), time.process_time()
             results = await host.invoke_many(names, Verb.REBOOT, reason="bench")
             walls.append(time.perf_counter() - t0)
