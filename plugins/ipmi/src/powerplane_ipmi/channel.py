@@ -55,6 +55,25 @@ Boot marker: none. IPMI offers no per-boot value: Get System Restart Cause (chas
 names the cause of the last restart ("chassis control command", "power button"), which is
 the same on two consecutive restarts for the same cause, so it cannot tell that a new boot
 happened; the POH counter counts hours. This channel does not implement ``boot_marker``.
+
+pyghmi's private names, and why. pyghmi's public client (``pyghmi.ipmi.command.Command``)
+chooses the cipher suite itself (17, then 3, falling back silently), takes no bound on a
+login (its re-login can run on for ever), turns its own event loop, and accepts IPMI 1.5
+where a BMC offers only that; this channel can accept none of it. So the session is
+``pyghmi.ipmi.private.session.Session``, subclassed per suite and ``allow_insecure``
+(:func:`_session_class`: ``_open_rmcpplus_request`` pins the suite, ``_got_rakp2`` answers
+a RAKP 2 that did not verify with RAKP 3 so the BMC frees the slot, through
+``send_payload`` and ``constants.payload_types``, ``_get_session_challenge`` refuses IPMI
+1.5, each telling ``onlogon``); its login is turned through ``wait_for_rsp`` with a logon
+callback while ``sessioncontext`` tells the step reached; each command is bounded through
+its ``timeout``, ``maxtimeout`` and ``logontries`` attributes and abandoned through
+``logged`` and ``logout``; the suite used is read from ``currhashlen``; its class-wide table
+of logins in progress (``initting_sessions``) is cleaned (:func:`forget_login`); and the
+module's ``_io_wait`` is wrapped to wake every :data:`WAKE_SLICE_S` (:func:`_bound_waits`:
+process-wide, so every pyghmi session in the process waits in slices, which changes no
+outcome, only how soon an answer already queued is seen). pyghmi is pinned to
+``>=1.6.19,<1.7`` (the range tested) in this distribution's ``pyproject.toml``, and
+``tests/test_pyghmi_shape.py`` fails on a pyghmi whose names or signatures differ.
 """
 
 from __future__ import annotations
