@@ -246,6 +246,16 @@ def exit_code(data: Mapping[str, Any], pytest_status: int = 0, *,
     return 1 if require_complete or verdict != "incomplete" else 0
 
 
+def _wait_for(child: subprocess.Popen[bytes]) -> int:
+    """``child.wait()``, but a signal here is raised at once: :meth:`subprocess.Popen.wait`
+    waits a quarter of a second more on the first Ctrl-C (it takes the child to have had
+    the terminal's Ctrl-C too), and this child, in a session of its own, has it only once
+    it is forwarded. The child is reaped by ``wait`` once it is known to have ended."""
+    if hasattr(os, "waitid"):
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+    return child.wait()
+
+
 def _subprocess(argv: list[str]) -> int:
     """Run pytest in a child; its output goes to our stderr (stdout stays for the summary)."""
     try:
@@ -258,7 +268,7 @@ def _subprocess(argv: list[str]) -> int:
     # is forwarded once (the child would take a second one as "leave the machines")
     child = subprocess.Popen(argv, stdout=sys.stderr, start_new_session=True)
     try:
-        return child.wait()
+        return _wait_for(child)
     except KeyboardInterrupt:
         sig = signal.SIGTERM if received() == "SIGTERM" else signal.SIGINT
         child.send_signal(sig)
