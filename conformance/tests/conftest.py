@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conformance_targets import PASSWORD_ENV
 
-from powerplane.plugins import registry
+from powerplane.testing import registered
 from powerplane_conformance.api import RunSummary, run_suite
 
 
@@ -29,10 +29,8 @@ def _password() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def liars() -> Iterator[None]:
     """The liar channel types, registered for the session (in-process runs see them)."""
-    reg = registry()
-    reg.add_module("conformance-liars", conformance_liars, "tests", "0")
-    yield
-    reg.remove("conformance-liars")
+    with registered(conformance_liars, name="conformance-liars"):
+        yield
 
 
 @pytest.fixture
@@ -73,13 +71,11 @@ def lineproto_peer() -> Iterator[tuple[int, str]]:
         log = Path(work) / "lineproto.log"  # its first line is the port it listens on
         proc = Subprocess([sys.executable, str(script), "m1=on", "m2=off"], log=log,
                           env={**os.environ, "LINEPROTO_PASSWORD": password})
-        reg = registry()
-        reg.add_module("conformance-lineproto", conformance_lineproto, "tests", "0")
         try:
-            wait_ready(lambda: log.read_text().endswith("\n"), 30, "the line-protocol peer",
-                       proc)
-            port = int(log.read_text().splitlines()[0])
-            yield port, password
+            with registered(conformance_lineproto, name="conformance-lineproto"):
+                wait_ready(lambda: log.read_text().endswith("\n"), 30,
+                           "the line-protocol peer", proc)
+                port = int(log.read_text().splitlines()[0])
+                yield port, password
         finally:
-            reg.remove("conformance-lineproto")
             proc.stop(5)

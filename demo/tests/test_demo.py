@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,9 +10,9 @@ import pytest
 from rich.console import Console
 
 from powerplane import hookimpl
-from powerplane.plugins import Registry, load_plugins
+from powerplane.plugins import Registry
 from powerplane.sim.channel import SimulatedChannel, SimulatedConfig
-from powerplane.testing import Peer, StartedPeer
+from powerplane.testing import Peer, StartedPeer, plugin_registry
 from powerplane_demo import Demo, UnknownPeer, install_hint
 
 MARKUP_DESCRIPTION = "an in-memory BMC at [bold]rack[/bold] [/x] for this test"
@@ -52,15 +51,11 @@ class PeerPlugin:
 
 
 def demo_registry() -> Registry:
-    os.environ["POWERPLANE_LOAD_PLUGINS"] = "simulated"  # no real peer from installed plugins
-    try:
-        reg = load_plugins()
-    finally:
-        del os.environ["POWERPLANE_LOAD_PLUGINS"]
-    # the plugin's distribution is a real installed one: its metadata names the extra
-    # (powerplane-redfish[test]) that declares bcrypt
-    reg.add_module("peer-test", PeerPlugin(), distribution="powerplane-redfish")
-    return reg
+    # only=["simulated"]: no real peer from installed plugins; the plugin's distribution is
+    # a real installed one: its metadata names the extra (powerplane-redfish[test]) that
+    # declares bcrypt
+    return plugin_registry(only=["simulated"], add={"peer-test": PeerPlugin()},
+                           distribution="powerplane-redfish")
 
 
 def run_demo(tmp_path: Path, only: set[str] | None = None) -> tuple[int, str]:

@@ -12,6 +12,10 @@ and a vendor's own plugin need, written once:
 - :func:`make_ca` / :func:`issue_cert`: throwaway CAs and certificates as files
   (ECDSA, RSA, Ed25519; server and client certificates);
 - :func:`send_gate`: run a plugin call under one call's send gate, as the host does;
+- :func:`registered`: register a plugin object for one ``with`` block (the process-wide
+  registry, or one given), :func:`plugin_registry`: a registry of a test's own (built-ins,
+  the installed plugins it names, its own plugin objects), :func:`process_registry`: the
+  process-wide one;
 - :class:`JsonHttpServer`: JSON resources over HTTP(S) (a mockup directory or a mapping),
   with routes for the requests that change them, request counts, delays and dropped
   connections (:class:`HttpRequest`, :class:`HttpReply`).
@@ -40,6 +44,7 @@ if typing.TYPE_CHECKING:
     from powerplane.testing.peers import Peer, Role, StartedPeer
     from powerplane.testing.ports import PortKind, SilentServer, closed_port, free_port
     from powerplane.testing.process import PeerNotReady, Subprocess, wait_ready
+    from powerplane.testing.registries import plugin_registry, process_registry, registered
     from powerplane.testing.tls import KeyAlgorithm, KeyFormat, TLSFiles, issue_cert, make_ca
 
 __all__ = [
@@ -63,6 +68,9 @@ __all__ = [
     "issue_cert",
     "json_error",
     "make_ca",
+    "plugin_registry",
+    "process_registry",
+    "registered",
     "send_gate",
     "wait_ready",
 ]
@@ -88,6 +96,9 @@ __getattr__, __dir__ = _lazy_exports(__name__, {
     "issue_cert": ".tls",
     "json_error": ".http",
     "make_ca": ".tls",
+    "plugin_registry": ".registries",
+    "process_registry": ".registries",
+    "registered": ".registries",
     "send_gate": ".gate",
     "wait_ready": ".process",
 })
