@@ -1,8 +1,23 @@
 """powerplane: a plugin framework for controlling server power safely.
 
-Public names load lazily (through :func:`powerplane._lazy.lazy_exports`), so
-``import powerplane`` (and ``powerplane --help``) stays cheap: nothing heavy is imported
-until a name is used.
+Each audience imports from one home (docs/reference.md, "Public API: one home per
+audience"; ``core/tests/test_public_api.py`` keeps each home's ``__all__`` equal to what it
+gives):
+
+- ``powerplane`` (this module) is the **channel SDK**, what a channel plugin imports
+  (``hookimpl``, ``ChannelType``, ``Channel`` and its optional protocols, ``Verb``,
+  capabilities, the config key types, secret references, the errors a channel raises), and
+  the **embedding API**, what an application driving power imports (``PowerHost`` and what
+  its methods return, ``load_config``/``parse_config``, the errors a call raises);
+- :mod:`powerplane.lifecycle` is the **port SDK** (cluster, storage and store port types,
+  their protocols and errors) and the maintenance engine an application runs; none of its
+  names is exported here;
+- :mod:`powerplane.testing` the helpers for peers and tests, :mod:`powerplane.cli.kit` the
+  kit of a command added to the CLI.
+
+Every other module is internal. Public names load lazily (through
+:func:`powerplane._lazy.lazy_exports`), so ``import powerplane`` (and ``powerplane --help``)
+stays cheap: nothing heavy is imported until a name is used.
 
 :mod:`powerplane.testing` is the public helper set for peers, tests, benchmarks and
 vendors: loopback peers (``Peer``/``StartedPeer``), free and closed ports, a server that

@@ -8,8 +8,21 @@ keeps its objects in a store (:mod:`.store`: embedded SQLite by default). Cluste
 and store are port types plugins register through hooks (:mod:`.ports`). The same guard
 runs for a direct ``invoke`` of reboot, shutdown and terminate (:func:`invoke_guard`).
 
-Names load lazily (as :mod:`powerplane`'s do), so a plugin registering a port type does not
-import the reconciler.
+This package is the one public home of the lifecycle's names, for two audiences (its
+``__all__``; nothing of it is exported by :mod:`powerplane`):
+
+- port vendors, a plugin's cluster, storage or store type: ``ClusterType``, ``StorageType``,
+  ``StoreType``, ``PortContext``, ``StoreContext``, the protocols ``ClusterPort``,
+  ``StoragePort`` and ``MaintenanceStore`` (with ``find_maintenance``), what a store keeps
+  (``NodeMaintenance``, ``Phase``, ``AuditRecord``, ...) and what ports and stores raise
+  (``PortError`` and its two kinds, ``StoreError``, ``NotFound``, ``Conflict``: the store's
+  retry signal, ...);
+- embedders running maintenance: ``Lifecycle``, ``Store``, ``open_store``,
+  ``invoke_guard``, the ceremony, the settings (``lifecycle_config``).
+
+The engine's own classes (``Reconciler``, the guards' classes) are internal: importable from
+their modules, with no promise. Names load lazily (as :mod:`powerplane`'s do), so a plugin
+registering a port type does not import the reconciler.
 
 Modules: ``model`` (the object), ``phases`` (the graph), ``reconciler``, ``quorum``,
 ``guard`` (safety checks), ``evacuation`` (the hook), ``cluster``, ``storage``, ``ports``,
