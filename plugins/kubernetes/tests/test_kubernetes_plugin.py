@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from powerplane.errors import ConfigError
-from powerplane.plugins import load_plugins
+from powerplane.testing import plugin_registry
 from powerplane_kubernetes import plugin
 from powerplane_kubernetes.cluster import KubernetesCluster
 from powerplane_kubernetes.config import KubernetesClusterConfig, LonghornConfig
@@ -18,7 +18,7 @@ from powerplane_kubernetes.longhorn import LonghornStorage
 
 
 def test_the_entry_point_registers_kubernetes_and_longhorn() -> None:
-    registry = load_plugins()
+    registry = plugin_registry()
     assert registry.port_types("cluster")["kubernetes"] is plugin.KUBERNETES
     assert registry.port_types("storage")["longhorn"] is plugin.LONGHORN
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from powerplane import ConfigError, SecretError, SecretRef, parse_config
 from powerplane.cli import cli
-from powerplane.plugins import load_plugins
+from powerplane.testing import plugin_registry
 from powerplane_kubernetes import plugin
 from powerplane_kubernetes.secrets import parse
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
@@ -44,7 +44,7 @@ def _secret_reads(api: KubeApiServer) -> list[str]:
 
 
 def test_the_entry_point_registers_the_k8s_kind() -> None:
-    assert load_plugins().secret_kinds["k8s"] is plugin.K8S
+    assert plugin_registry().secret_kinds["k8s"] is plugin.K8S
 
 
 @pytest.mark.parametrize(("value", "words"), [

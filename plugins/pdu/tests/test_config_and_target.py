@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from powerplane import ConfigError, PowerHost, Verb, parse_config
-from powerplane.plugins import load_plugins
+from powerplane.testing import plugin_registry
 from powerplane_pdu import PROFILES, OutletRef, detect, parse_target
 
 
@@ -29,7 +29,7 @@ def community(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_pdu_type_is_registered_through_the_entry_point() -> None:
-    registry = load_plugins()
+    registry = plugin_registry()
     assert registry.owners["pdu"] == "pdu"
     info = next(p for p in registry.plugins if p.name == "pdu")
     assert info.channel_types == ("pdu",)

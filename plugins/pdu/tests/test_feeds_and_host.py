@@ -201,9 +201,9 @@ async def test_metered_outlet_below_standby_reads_unknown_not_on(
 
 
 async def test_demo_peer_starts_a_pdu_the_host_can_switch(tmp_path: Path) -> None:
-    from powerplane.plugins import load_plugins
+    from powerplane.testing import plugin_registry
 
-    peer = load_plugins().demo_peers["pdu"]
+    peer = plugin_registry().demo_peers["pdu"]
     assert peer.role == "pdu"
     started = peer.start(tmp_path)
     try:

@@ -91,9 +91,9 @@ async def test_reboot_through_the_host_reads_back_on(ed_mock: Any, node: str) ->
 
 
 def test_the_talos_type_declares_that_every_verb_passes_the_send_gate() -> None:
-    from powerplane.plugins import registry
+    from powerplane.testing import process_registry
 
-    talos = registry().get("talos")
+    talos = process_registry().get("talos")
     assert talos is not None and talos.gated_sends
 
 
