@@ -25,7 +25,7 @@ from conformance_targets import messages, outcome, sim_target
 
 from powerplane import ChannelType, ConfigError, hookimpl
 from powerplane.cli import cli
-from powerplane.plugins import registry
+from powerplane.testing import registered
 from powerplane_conformance.api import RunSummary, run_suite
 from powerplane_conformance.settings import load_target
 
@@ -225,8 +225,6 @@ def picky(lineproto_peer: tuple[int, str], tmp_path: Path) -> Iterator[Callable[
     port, password = lineproto_peer
     secret = tmp_path / "password"
     secret.write_text(password, encoding="utf-8")
-    reg = registry()
-    reg.add_module("conformance-picky", _PickyPlugin(), "tests", "0")
 
     def make(how: str) -> dict[str, Any]:
         return {
@@ -236,8 +234,8 @@ def picky(lineproto_peer: tuple[int, str], tmp_path: Path) -> Iterator[Callable[
             "conformance": {"nodes": ["n1"], "allow_destructive": False},
         }
 
-    yield make
-    reg.remove("conformance-picky")
+    with registered(_PickyPlugin(), name="conformance-picky"):
+        yield make
 
 
 @pytest.mark.parametrize("how, said", [

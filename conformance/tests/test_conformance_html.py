@@ -15,8 +15,8 @@ from conformance_chromium import Chromium, chromium_path, need_chromium
 from conformance_targets import sim_target
 
 from powerplane import ChannelType, hookimpl
-from powerplane.plugins import registry
 from powerplane.sim.channel import SimulatedChannel, SimulatedConfig, parse_target
+from powerplane.testing import registered
 from powerplane_conformance.api import run_suite
 from powerplane_conformance.html import render_html, write_html
 
@@ -68,10 +68,8 @@ class _IdentifiedPlugin:
 
 @pytest.fixture(scope="module")
 def identified() -> Iterator[None]:
-    reg = registry()
-    reg.add_module("conformance-html-identified", _IdentifiedPlugin(), "tests", "0")
-    yield
-    reg.remove("conformance-html-identified")
+    with registered(_IdentifiedPlugin(), name="conformance-html-identified"):
+        yield
 
 
 def _run(target: dict[str, Any], work: Path) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from powerplane.cli import cli
-from powerplane.plugins import registry
+from powerplane.testing import registered
 
 
 @pytest.fixture
@@ -24,10 +24,9 @@ def generated(tmp_path: Path) -> Iterator[Path]:
     root = tmp_path / "powerplane-acme-bmc"
     sys.path.insert(0, str(root / "src"))
     module = importlib.import_module("powerplane_acme_bmc.plugin")
-    reg = registry()
-    reg.add_module("acme-bmc", module, "powerplane-acme-bmc", "0.1.0")
-    yield root
-    reg.remove("acme-bmc")
+    with registered(module, name="acme-bmc", distribution="powerplane-acme-bmc",
+                    version="0.1.0"):
+        yield root
     sys.path.remove(str(root / "src"))
     for name in [m for m in sys.modules if m.startswith("powerplane_acme_bmc")]:
         del sys.modules[name]
