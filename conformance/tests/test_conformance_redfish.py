@@ -19,9 +19,9 @@ PASSWORD_ENV = "PP_CONFORMANCE_EMU_PASSWORD"
 def _declares_timeouts() -> bool:
     """Whether the installed redfish plugin embeds ``timeouts: Timeouts`` and declares its
     address (the one plugin shape), so the suite derives the negatives itself."""
-    from powerplane.plugins import registry
+    from powerplane.testing import process_registry
 
-    ctype = registry().channel_types.get("redfish")
+    ctype = process_registry().channel_types.get("redfish")
     return ctype is not None and ctype.timeouts_field() is not None \
         and getattr(ctype, "address", None) is not None
 

@@ -23,9 +23,9 @@ pytest.importorskip("powerplane_talos.mock")
 def _timeouts(seconds: float) -> dict[str, Any]:
     """``timeouts:`` where the talos plugin embeds core's Timeouts, else its old
     ``timeout_s`` (the plugin is moving to the one shape)."""
-    from powerplane.plugins import registry
+    from powerplane.testing import process_registry
 
-    ctype = registry().channel_types.get("talos")
+    ctype = process_registry().channel_types.get("talos")
     if ctype is not None and ctype.timeouts_field() == "timeouts":
         return {"timeouts": {"connect_s": seconds, "read_s": seconds}}
     return {"timeout_s": seconds}

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 from conformance_targets import messages, outcome
 
-from powerplane.plugins import registry
-from powerplane.testing import StartedPeer
+from powerplane.testing import StartedPeer, process_registry
 from powerplane_conformance.api import run_suite
 from powerplane_conformance.negatives import UNKNOWN_SUFFIX
 
@@ -42,7 +41,7 @@ PEERS = {"ipmi": "powerplane_ipmi.peer", "pdu": "powerplane_pdu.peer",
 
 @pytest.mark.parametrize("name", list(SAMPLES))
 def test_each_in_tree_type_derives_an_unknown_target_its_parser_accepts(name: str) -> None:
-    ctype = registry().channel_types[name]
+    ctype = process_registry().channel_types[name]
     node_target = ctype.target(SAMPLES[name]) if ctype.target else SAMPLES[name]
     if name in PEERS:
         assert ctype.unknown_target is not None, f"{name} declares no unknown_target"

@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from powerplane.plugins import registry
+from powerplane.testing import process_registry
 from powerplane_conformance import ConformanceSuite
 
 emulator = pytest.importorskip("powerplane_acme_redfish.testing.emulator")
@@ -47,14 +47,14 @@ PASSWORD_ENV = "PP_VENDOR_EMU_PASSWORD"
 
 
 def _timeouts() -> dict[str, Any]:
-    ctype = registry().channel_types["acme-redfish"]
+    ctype = process_registry().channel_types["acme-redfish"]
     if ctype.timeouts_field() == "timeouts":
         return {"timeouts": {"connect_s": 5, "read_s": 10}}
     return {"connect_timeout_s": 5, "read_timeout_s": 10}
 
 
 def _negative() -> dict[str, Any]:
-    ctype = registry().channel_types["acme-redfish"]
+    ctype = process_registry().channel_types["acme-redfish"]
     if ctype.timeouts_field() == "timeouts" and ctype.address is not None:
         return {}
     return {"bmc": {"address_key": "endpoint", "address_format": "https://{host}:{port}",
