@@ -1,10 +1,10 @@
-"""The host's parts (issue 25): one bounded call for every path, one rule cache with one
+"""The host's parts: one bounded call path (Calls.each) for every call, one rule cache with one
 invalidate(), optional channel parts found once into one traits record, the send gate's
 public seam."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -39,16 +39,19 @@ def fleet(endpoints: int, per: int) -> dict[str, Any]:
 
 
 def record_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, Any]]:
-    """Every Calls.call made, as (channel, method, target)."""
+    """Every call made through Calls.each (the one call path), as (channel, method, target)."""
     seen: list[tuple[str, str, Any]] = []
-    real = Calls.call
+    listed: list[Any] = []  # the workers of one fleet call share its queues (kept alive here)
+    real = Calls.each
 
-    async def call(self: Calls, name: str, method: str, target: Any, *args: Any,
-                   **kw: Any) -> Any:
-        seen.append((name, method, target))
-        return await real(self, name, method, target, *args, **kw)
+    async def each(self: Calls, slots: Any, queues: Mapping[Any, Iterable[Any]], method: str,
+                   *args: Any, **kw: Any) -> None:
+        if not any(q is queues for q in listed):
+            listed.append(queues)
+            seen.extend((job[1], method, job[2]) for q in queues.values() for job in q)
+        await real(self, slots, queues, method, *args, **kw)
 
-    monkeypatch.setattr(Calls, "call", call)
+    monkeypatch.setattr(Calls, "each", each)
     return seen
 
 

@@ -103,6 +103,8 @@ __all__ = [
     "Terminates",
     "about_to_send",
     "cut_calls",
+    "enter_gate",
+    "leave_gate",
     "maybe_await",
     "note_cut",
     "require",
@@ -610,6 +612,12 @@ assignments, so a lock object per call would cost more than the sharing does).""
 _GATE: contextvars.ContextVar[SendGate | None] = contextvars.ContextVar(
     "powerplane_send_gate", default=None
 )
+
+enter_gate: Callable[[SendGate], contextvars.Token[SendGate | None]] = _GATE.set
+"""``with gate:`` as two calls, for the host's call path (no Python frame per call): put
+``gate`` in force in the current context; returns the token :data:`leave_gate` takes."""
+leave_gate: Callable[[contextvars.Token[SendGate | None]], None] = _GATE.reset
+"""End what :data:`enter_gate` started (the token it returned)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ package is split by concern, each module importing only those below it::
     channels    the open channels: created on first use, traits found once, closed
 
 Every channel call -- discovery, a verb (one node or a fleet's), a readback -- is
-:meth:`powerplane.host.calls.Calls.call`, the path that carries the at-most-once promise.
+:meth:`powerplane.host.calls.Calls.each` (one job: ``Calls.call``), the path that carries
+the at-most-once promise.
 """
 
 from __future__ import annotations

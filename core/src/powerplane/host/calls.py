@@ -1,12 +1,15 @@
 """The one bounded channel call: the limiters, the send gate, the deadline, the error mapping.
 
 Every call the host makes of a channel -- discovery, a verb of ``invoke`` or of a fleet
-call, a readback, a boot marker -- is :meth:`Calls.call`, the path that carries the
-at-most-once promise: it takes a unit of the endpoint's limiter (``limits.per_endpoint``)
-and of the total one (``limits.total``), puts a fresh :class:`~powerplane.channel.SendGate`
-in force, bounds the call by ``limits.timeout_s`` (its own timer, or a batch's shared
-:class:`~powerplane.scheduling.SharedDeadlines`), and maps whatever escapes: a timeout after
-the request may have left is :class:`~powerplane.errors.OutcomeUnknown`, one before it a
+call, a readback, a boot marker -- goes through :meth:`Calls.each`, the one path that
+carries the at-most-once promise (:meth:`Calls.call` is ``each`` for one job; a fleet
+call runs one ``each`` per worker over its endpoint queues, so no second copy of the path
+exists for speed). Per call it takes a unit of the endpoint's limiter
+(``limits.per_endpoint``) and of the total one (``limits.total``), puts a fresh
+:class:`~powerplane.channel.SendGate` in force, bounds the call by ``limits.timeout_s``
+(a timer of its own, or a batch's shared :class:`~powerplane.scheduling.SharedDeadlines`),
+and maps whatever escapes: a timeout after the request may have left is
+:class:`~powerplane.errors.OutcomeUnknown`, one before it a
 :class:`~powerplane.errors.ChannelTimeout`; a cancelled verb is recorded as a
 :class:`~powerplane.channel.CutCall`; an unmapped exception a
 :class:`~powerplane.errors.ProtocolError`. A plain-``def`` method runs in a daemon worker
@@ -18,23 +21,28 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from powerplane.channel import CutCall, SendGate, note_cut
+from powerplane.channel import CutCall, SendGate, enter_gate, leave_gate, note_cut
 from powerplane.config import Deployment
 from powerplane.errors import ChannelTimeout, OutcomeUnknown, PowerplaneError, ProtocolError
 from powerplane.host.channels import Channels
 from powerplane.scheduling import Limiter, SharedDeadlines, acquire_both, try_both
 from powerplane.workers import call as in_worker
 
-__all__ = ["VERB_METHODS", "Calls", "Method", "target_key"]
+__all__ = ["VERB_METHODS", "Calls", "Job", "Method", "target_key"]
 
 VERB_METHODS = frozenset({"reboot", "shutdown", "power_on", "terminate", "invoke_batch"})
 """The channel methods that change a machine's state (their timeouts may be unknown outcomes)."""
 
 Method = tuple[Callable[..., Any], bool]
 """A channel's bound method and whether it is ``async def``, as :meth:`Calls.method` finds it."""
+
+Job = tuple[Any, str, Any, tuple[Any, ...]]
+"""One call for :meth:`Calls.each`: (node or None, channel, target, args); the node is
+handed back to the caller's ``done`` or ``failed`` as it was given."""
 
 
 def target_key(target: Any) -> Any:
@@ -89,56 +97,111 @@ class Calls:
     async def call(
         self, name: str, method: str, target: Any, *args: Any,
         deadlines: SharedDeadlines | None = None, node: str | None = None,
-        how: Method | None = None, endpoint: Any = None,
+        endpoint: Any = None,
     ) -> Any:
         """Call ``method`` of channel ``name`` for ``target`` (with ``args``: instead of the
-        target), bounded, gated, timed and mapped.
+        target), bounded, gated, timed and mapped: :meth:`each` for one job.
 
         ``deadlines``: a batch's shared timer, else a timer of its own; ``node``: the node
-        the call is for, where the caller knows it (a cut verb names it); ``how`` and
-        ``endpoint``: :meth:`method` and :meth:`~Channels.endpoint` as the caller already
-        looked them up for many calls (a fleet call looks each up once per channel).
+        the call is for, where the caller knows it (a cut verb names it); ``endpoint``: the
+        limiter's key as the caller already computed it.
+        """
+        box: list[tuple[bool, Any]] = []
+        if endpoint is None:
+            endpoint = self.channels.endpoint(name, target)
+        await self.each(deque((endpoint,)), {endpoint: deque(((node, name, target, args),))},
+                        method, deadlines,
+                        lambda _n, _c, value: box.append((True, value)),
+                        lambda _n, _c, error: box.append((False, error)))
+        ok, value = box[0]
+        if ok:
+            return value
+        if value.__cause__ is not None or value.__suppress_context__:
+            raise value from value.__cause__  # None: as `from None`
+        raise value
+
+    async def each(
+        self, slots: deque[Any], queues: Mapping[Any, deque[Job]], method: str,
+        deadlines: SharedDeadlines | None,
+        done: Callable[[Any, str, Any], None],
+        failed: Callable[[Any, str, PowerplaneError], None],
+        methods: Mapping[str, Method | None] | None = None,
+        before: Callable[[Job], None] | None = None,
+    ) -> None:
+        """THE call path. Until ``slots`` is empty: take the next endpoint from it, and
+        call ``method`` for each ``(node, channel, target, args)`` of that endpoint's queue
+        in turn, bounded by the endpoint's and the total limiter, through a fresh
+        :class:`~powerplane.channel.SendGate`, timed by ``deadlines`` (a batch's shared
+        timer; None: ``limits.timeout_s`` of its own); hand the answer to ``done`` or the
+        mapped error to ``failed`` (``node`` is the caller's, as given; ``args`` empty: the
+        target alone). A fleet call runs one of these per worker over the same slots
+        (:func:`~powerplane.scheduling.slots_of`) and queues; :meth:`call` runs it for
+        one job. ``methods``: the channels' ``method`` as looked up once for many jobs
+        (None: looked up per job); ``before``: called with each job as it starts.
         """
         total = self.total
         assert total is not None, "use 'async with PowerHost(...)' or await start()"
-        fn, is_async = how if how is not None else self.method(name, method)
-        if endpoint is None:
-            endpoint = self.channels.endpoint(name, target)
-        sem = self.endpoints.get(endpoint)
-        if sem is None:
-            sem = self.limiter(endpoint)
-        call_args = args if args else (target,)
-        with SendGate() as gate:
-            # free units are taken by a plain call: no awaitable unless the call must wait
-            if not try_both(sem, total):
-                await acquire_both(sem, total)
-            try:
+        endpoints, timeout = self.endpoints, self.limits.timeout_s
+        while slots:
+            endpoint = slots.popleft()
+            queue = queues[endpoint]
+            sem = endpoints.get(endpoint)
+            if sem is None:
+                sem = self.limiter(endpoint)
+            while queue:
+                job = queue.popleft()
+                node, name, target, args = job
+                if before is not None:
+                    before(job)
+                how = methods.get(name) if methods is not None else None
+                if how is None:
+                    try:
+                        how = self.method(name, method)
+                    except PowerplaneError as exc:
+                        failed(node, name, exc)
+                        continue
+                fn, is_async = how
+                error: PowerplaneError | None = None
+                gate = SendGate()
+                token = enter_gate(gate)
                 try:
-                    if deadlines is None:
-                        async with asyncio.timeout(self.limits.timeout_s):
-                            if is_async:
-                                return await fn(*call_args)
-                            result = await in_worker(fn, *call_args)
-                            return (await result) if inspect.isawaitable(result) else result
-                    with deadlines.bound():
-                        if is_async:
-                            return await fn(*call_args)
-                        result = await in_worker(fn, *call_args)
-                        return (await result) if inspect.isawaitable(result) else result
-                except asyncio.CancelledError:
-                    # a cancelled call never sends afterwards
-                    self._cut(gate, name, method, target, is_async, node)
-                    raise
-                except Exception as exc:
-                    if not is_async and isinstance(exc, TimeoutError):
-                        self.gave_up.add(name)
-                    error = self._mapped(exc, gate, name, method, target)
-                    if error is exc:
+                    # free units are taken by a plain call: no awaitable unless it must wait
+                    if not try_both(sem, total):
+                        await acquire_both(sem, total)
+                    try:
+                        if deadlines is None:
+                            async with asyncio.timeout(timeout):
+                                if is_async:
+                                    result = await (fn(*args) if args else fn(target))
+                                else:
+                                    result = await in_worker(fn, *(args or (target,)))
+                                    if inspect.isawaitable(result):
+                                        result = await result
+                        else:
+                            with deadlines.bound():
+                                if is_async:
+                                    result = await (fn(*args) if args else fn(target))
+                                else:
+                                    result = await in_worker(fn, *(args or (target,)))
+                                    if inspect.isawaitable(result):
+                                        result = await result
+                    except asyncio.CancelledError:
+                        # a cancelled call never sends afterwards
+                        self._cut(gate, name, method, target, is_async, node)
                         raise
-                    raise error from error.__cause__  # None: as `from None`
-            finally:
-                total.release()
-                sem.release()
+                    except Exception as exc:
+                        if not is_async and isinstance(exc, TimeoutError):
+                            self.gave_up.add(name)
+                        error = self._mapped(exc, gate, name, method, target)
+                    finally:
+                        total.release()
+                        sem.release()
+                finally:
+                    leave_gate(token)
+                if error is None:
+                    done(node, name, result)
+                else:
+                    failed(node, name, error)
 
     def _mapped(
         self, exc: Exception, gate: SendGate, name: str, method: str, target: Any

@@ -5,7 +5,7 @@ the cached offer; then the lifecycle's :class:`InvokeGuard` once for every node 
 allowed), and dispatches what was allowed: one node, or a fleet by per-endpoint worker
 queues (:func:`~powerplane.scheduling.slots_of`, :func:`~powerplane.scheduling.run_workers`)
 with one shared deadline timer and ``invoke_batch`` for channels that have it. Every verb
-leaves through the one :meth:`~powerplane.host.calls.Calls.call`: sent at most once,
+leaves through the one call path, :meth:`~powerplane.host.calls.Calls.each`: sent at most once,
 never retried. :class:`InvokeResult` and :class:`Plan` are what it returns.
 """
 
@@ -16,7 +16,7 @@ import contextlib
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,7 +24,7 @@ from powerplane.capabilities import Verb
 from powerplane.channel import Acceptance, PowerState
 from powerplane.config import Deployment, NodeSpec
 from powerplane.errors import ChannelError, NotOffered, PowerplaneError
-from powerplane.host.calls import Method
+from powerplane.host.calls import Job, Method
 from powerplane.host.discovery import Discovery, spec_of
 from powerplane.host.reading import Reader, expected
 from powerplane.recovery import VerbOffer
@@ -267,9 +267,10 @@ class Invoker:
 
         Per-endpoint worker queues: at most ``limits.per_endpoint`` calls per endpoint and
         ``limits.total`` in all, by that many workers at most; one shared deadline timer for
-        the batch; each call the one :meth:`~powerplane.host.calls.Calls.call` (its method
-        and limiter looked up once per channel and endpoint); readbacks (``wait`` > 0) run
-        beside the workers so they do not hold an endpoint's slot.
+        the batch; each worker is one :meth:`~powerplane.host.calls.Calls.each`, the one
+        call path, over the endpoint slots and queues (each channel's method looked up once);
+        readbacks (``wait`` > 0) run beside the workers so they do not hold an endpoint's
+        slot.
         """
         refused, allowed, _ = await self.checked(nodes, verb, reason, hazard_reason)
         for node, error in refused.items():
@@ -278,7 +279,7 @@ class Invoker:
         calls = self.calls
         channels = calls.channels
         batches: dict[str, list[tuple[str, Any]]] = {}
-        queues: dict[Any, deque[tuple[str, str, Any]]] = {}
+        queues: dict[Any, deque[Job]] = {}
         fns: dict[str, Method | None] = {}
         traits = channels.traits
         for node, name, target, _ in allowed:
@@ -292,7 +293,7 @@ class Invoker:
                 except PowerplaneError:
                     fns[name] = None  # each call says why
             queues.setdefault(channels.endpoint(name, target), deque()).append(
-                (node, name, target))
+                (node, name, target, ()))
         del allowed
         if not queues and not batches:
             return
@@ -314,31 +315,24 @@ class Invoker:
 
         info = log.isEnabledFor(logging.INFO)
         slots = slots_of(queues, self.limits.per_endpoint)
-        call = calls.call
 
-        async def worker() -> None:
-            while slots:
-                endpoint = slots.popleft()
-                queue = queues[endpoint]
-                while queue:
-                    node, name, target = queue.popleft()
-                    if info:
-                        log.info("invoke %s %s via %s: %s", verb_name, node, name, reason)
-                    try:
-                        acceptance = await call(name, method, target, deadlines=deadlines,
-                                                node=node, how=fns[name], endpoint=endpoint)
-                    except PowerplaneError as exc:
-                        done(node, exc)
-                    else:
-                        accepted(node, name, acceptance)
+        def logged(job: Job) -> None:
+            log.info("invoke %s %s via %s: %s", verb_name, job[0], job[1], reason)
+
+        def failed(node: str, _name: str, error: PowerplaneError) -> None:
+            done(node, error)
+
+        def worker() -> Awaitable[None]:
+            return calls.each(slots, queues, method, deadlines, accepted, failed, fns,
+                              logged if info else None)
 
         async def batch(name: str, members: list[tuple[str, Any]]) -> None:
             if info:
                 for node, _ in members:
                     log.info("invoke %s %s via %s (batch): %s", verb_name, node, name, reason)
             try:
-                outcomes = await call(name, "invoke_batch", members[0][1], verb,
-                                      [t for _, t in members])
+                outcomes = await calls.call(name, "invoke_batch", members[0][1], verb,
+                                            [t for _, t in members])
             except PowerplaneError as exc:
                 for node, _ in members:
                     done(node, exc)
