@@ -18,7 +18,7 @@ from powerplane import (
     about_to_send,
     parse_config,
 )
-from powerplane.channel import ChannelTraits, SendGate
+from powerplane.channel import ChannelTraits, SendGate, enter_gate, leave_gate
 from powerplane.config import NodeSpec
 from powerplane.host.cache import RuleCache
 from powerplane.host.calls import Calls
@@ -165,3 +165,14 @@ def test_the_send_gate_is_put_in_force_by_a_with_block() -> None:
         about_to_send()
     about_to_send()  # the block ended: no gate in force again
     assert not closed.sent
+
+
+def test_enter_and_leave_gate_are_the_with_block_as_two_calls() -> None:
+    gate = SendGate()
+    token = enter_gate(gate)
+    try:
+        about_to_send()
+    finally:
+        leave_gate(token)
+    assert gate.sent
+    about_to_send()  # left: no gate in force
