@@ -246,14 +246,25 @@ def exit_code(data: Mapping[str, Any], pytest_status: int = 0, *,
     return 1 if require_complete or verdict != "incomplete" else 0
 
 
-def _wait_for(child: subprocess.Popen[bytes]) -> int:
-    """``child.wait()``, but a signal here is raised at once: :meth:`subprocess.Popen.wait`
-    waits a quarter of a second more on the first Ctrl-C (it takes the child to have had
-    the terminal's Ctrl-C too), and this child, in a session of its own, has it only once
-    it is forwarded. The child is reaped by ``wait`` once it is known to have ended."""
-    if hasattr(os, "waitid"):
+def _wait_for(child: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+    """``child.wait(timeout)``, but a signal here is raised at once: :meth:`subprocess.Popen.
+    wait` waits a quarter of a second more on a Ctrl-C (it takes the child to have had the
+    terminal's Ctrl-C too), and this child, in a session of its own, has each signal only
+    once it is forwarded. The child is reaped by ``wait`` once it is known to have ended;
+    :class:`subprocess.TimeoutExpired` when it has not within ``timeout``."""
+    if timeout is None and hasattr(os, "waitid"):
         os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
-    return child.wait()
+    elif timeout is not None and hasattr(os, "pidfd_open"):
+        import select
+
+        fd = os.pidfd_open(child.pid)  # readable once the child has ended
+        try:
+            ready, _, _ = select.select([fd], [], [], timeout)
+        finally:
+            os.close(fd)
+        if not ready:
+            raise subprocess.TimeoutExpired(child.args, timeout)
+    return child.wait(timeout)
 
 
 def _subprocess(argv: list[str]) -> int:
@@ -273,11 +284,11 @@ def _subprocess(argv: list[str]) -> int:
         sig = signal.SIGTERM if received() == "SIGTERM" else signal.SIGINT
         child.send_signal(sig)
         try:
-            child.wait(CHILD_GRACE_S)
+            _wait_for(child, CHILD_GRACE_S)
         except KeyboardInterrupt:  # again: the child leaves the machines as they are
             child.send_signal(sig)
             with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
-                child.wait(5)
+                _wait_for(child, 5)
         except subprocess.TimeoutExpired:
             pass
         if child.poll() is None:
