@@ -96,14 +96,16 @@ def test_a_slow_channel_restore_reports_each_machine_honestly(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", [(), ("--subprocess",)])
 def test_a_channel_that_never_answers_ends_the_restore_within_its_budget(
-    tmp_path: Path,
+    tmp_path: Path, mode: tuple[str, ...]
 ) -> None:
     """Every call waits on the lock the test holds until the command has exited: no
     machine can be read or sent anything, so none is restored, none had its verb sent, and
-    the command still exits (130) while the lock is held."""
+    the command still exits (130) while the lock is held, in this process or (with
+    ``--subprocess``) in pytest's child."""
     target, state = _slow_target(tmp_path)
-    run = Run(target, tmp_path)
+    run = Run(target, tmp_path, *mode)
     run.shown("POWER_ON_IDEMPOTENT")
     with held(state):
         run.in_a_call()
