@@ -28,7 +28,7 @@ from lifecycle_support import ceremony
 from powerplane.lifecycle import Phase, Result
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.model import MaintenanceSpec, MaintenanceStatus, NodeMaintenance
-from powerplane.lifecycle.store import Conflict, Store, StoreError
+from powerplane.lifecycle.store import Store, StoreConflict, StoreError
 
 
 def _count_dumps(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
@@ -186,7 +186,7 @@ def test_active_phases_carries_its_own_writes_without_reading_the_rows_again(
     stale = store.get("b")
     store.update(store.get("b"))
     stale.status.phase = Phase.FAILED
-    with pytest.raises(Conflict):
+    with pytest.raises(StoreConflict):
         store.update(stale)  # written by nobody: the rows stay as they are
     assert sorted(store.active_phases()) == [("b", "n2", Phase.REQUESTED),
                                              ("c", "n3", Phase.REQUESTED)]

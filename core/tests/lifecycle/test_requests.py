@@ -14,8 +14,8 @@ from powerplane.lifecycle import (
     AlreadyActive,
     Ceremony,
     CeremonyRequired,
-    Conflict,
     Phase,
+    StoreConflict,
     lifecycle_config,
 )
 from powerplane.lifecycle.ceremony import Step, required
@@ -96,7 +96,7 @@ async def test_optimistic_concurrency(open_lifecycle) -> None:
     a.status.last_error = "a"
     lc.store.update(a)
     b.status.last_error = "b"
-    with pytest.raises(Conflict):
+    with pytest.raises(StoreConflict):
         lc.store.update(b)
     assert lc.store.get(m.name).status.last_error == "a"
 

@@ -26,9 +26,9 @@ from powerplane.lifecycle import (
     AuditRecord,
     ConcurrentChange,
     NotFound,
+    StoreConflict,
     StoreError,
 )
-from powerplane.lifecycle import Conflict as StoreConflict
 from powerplane.lifecycle.audit import Action
 from powerplane.lifecycle.model import (
     AbandonRequest,

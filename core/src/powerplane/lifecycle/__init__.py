@@ -15,7 +15,7 @@ This package is the one public home of the lifecycle's names, for two audiences 
   ``StoreType``, ``PortContext``, ``StoreContext``, the protocols ``ClusterPort``,
   ``StoragePort`` and ``MaintenanceStore`` (with ``find_maintenance``), what a store keeps
   (``NodeMaintenance``, ``Phase``, ``AuditRecord``, ...) and what ports and stores raise
-  (``PortError`` and its two kinds, ``StoreError``, ``NotFound``, ``Conflict``: the store's
+  (``PortError`` and its two kinds, ``StoreError``, ``NotFound``, ``StoreConflict``: the store's
   retry signal, ...);
 - embedders running maintenance: ``Lifecycle``, ``Store``, ``open_store``,
   ``invoke_guard``, the ceremony, the settings (``lifecycle_config``).
@@ -72,9 +72,9 @@ if typing.TYPE_CHECKING:
     from powerplane.lifecycle.store import (
         AlreadyActive,
         ConcurrentChange,
-        Conflict,
         NotFound,
         Store,
+        StoreConflict,
         StoreError,
         find_maintenance,
     )
@@ -88,7 +88,6 @@ __all__ = [
     "ClusterPort",
     "ClusterType",
     "ConcurrentChange",
-    "Conflict",
     "DrainProgress",
     "EvacuationHook",
     "EvacuationStatus",
@@ -109,6 +108,7 @@ __all__ = [
     "StoragePort",
     "StorageType",
     "Store",
+    "StoreConflict",
     "StoreContext",
     "StoreError",
     "StoreType",
@@ -145,7 +145,7 @@ __getattr__, __dir__ = _lazy_exports(
         "StoragePort": ".storage",
         "AlreadyActive": ".store",
         "ConcurrentChange": ".store",
-        "Conflict": ".store",
+        "StoreConflict": ".store",
         "NotFound": ".store",
         "StoreError": ".store",
         "find_maintenance": ".store",

@@ -168,9 +168,9 @@ class MaintenanceStore(Protocol):
     """What the service, the reconciler, the guard and the CLI need from a store.
 
     Writes are optimistic: :meth:`update` names the ``resource_version`` it read and raises
-    :class:`~powerplane.lifecycle.store.Conflict` (``powerplane.lifecycle.Conflict``) when the
-    stored one differs, restoring ``m.resource_version``; the caller reads again and retries.
-    One active maintenance per node (:meth:`create` raises ``AlreadyActive``). A store that
+    :class:`~powerplane.lifecycle.store.StoreConflict` (``powerplane.lifecycle.StoreConflict``)
+    when the stored one differs, restoring ``m.resource_version``; the caller reads again and
+    retries. One active maintenance per node (:meth:`create` raises ``AlreadyActive``). A store that
     cannot be used raises ``StoreError`` (exit 1), naming where it is and why. Audit
     records are append-only and outlive the maintenances they name.
     """

@@ -38,7 +38,7 @@ from powerplane.lifecycle.phases import transition
 from powerplane.lifecycle.ports import MaintenanceStore, PermanentPortError, Ports
 from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.storage import apply_writes
-from powerplane.lifecycle.store import Conflict, StoreError
+from powerplane.lifecycle.store import StoreConflict, StoreError
 from powerplane.readback import PowerOffConfirmed, PowerOffWatch
 
 __all__ = ["Reconciler", "Result", "runner_alive", "set_condition"]
@@ -137,7 +137,7 @@ class Reconciler:
                 if after != before:
                     self._save(m)
                     before = after
-            except Conflict:
+            except StoreConflict:
                 m = None
                 continue  # another runner moved it: read again
             except StoreError:
@@ -164,7 +164,7 @@ class Reconciler:
             fresh.status.last_error = str(exc)
             set_condition(fresh, C.PORT_ERROR, S.TRUE, type(exc).__name__, str(exc))
             self.store.update(fresh)
-        except Conflict:
+        except StoreConflict:
             pass
 
     async def _fail_permanently(self, name: str, exc: PermanentPortError) -> Result:
@@ -177,7 +177,7 @@ class Reconciler:
             await self._fail(fresh, str(exc))  # ends an evacuation it began (best effort)
             try:
                 self.store.update(fresh)
-            except Conflict:
+            except StoreConflict:
                 continue
             self._drop_watch(name)
             return Result.DONE

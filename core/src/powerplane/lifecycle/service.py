@@ -55,7 +55,7 @@ from powerplane.lifecycle.phases import park_phase
 from powerplane.lifecycle.ports import MaintenanceStore, Ports, build_ports, open_store
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
-from powerplane.lifecycle.store import AlreadyActive, ConcurrentChange, Conflict, NotFound
+from powerplane.lifecycle.store import AlreadyActive, ConcurrentChange, NotFound, StoreConflict
 
 __all__ = ["Lifecycle", "NotResolvable", "NotReturnable", "default_actor"]
 
@@ -303,7 +303,7 @@ class Lifecycle:
                                            maintenance=m.name, at=self.clock()))
             try:
                 self.store.update(m, records[0])
-            except Conflict:
+            except StoreConflict:
                 continue
             for extra in records[1:]:
                 self.store.append_audit(extra)
@@ -326,7 +326,7 @@ class Lifecycle:
                                  maintenance=m.name, at=self.clock())
             try:
                 return self.store.update(m, record)
-            except Conflict:
+            except StoreConflict:
                 continue
         raise ConcurrentChange(f"maintenance of {node} kept changing; try again")
 
@@ -376,7 +376,7 @@ class Lifecycle:
             )
             try:
                 return self.store.update(m, record)
-            except Conflict:
+            except StoreConflict:
                 continue
         raise ConcurrentChange(f"maintenance of {node} kept changing; try again")
 

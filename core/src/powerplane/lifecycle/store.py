@@ -91,7 +91,7 @@ class _Conflict(Exception):
     """
 
 
-Conflict = _Conflict
+StoreConflict = _Conflict
 """The signal's name where the service, the reconciler and tests import it."""
 
 

@@ -10,7 +10,7 @@ Writes
     ``requests`` or the metadata changed (``spec`` itself never may: the CRD's CEL rule),
     then ``PUT …/status`` (the only way ``status`` is written: the status subresource),
     each naming the ``resourceVersion`` it read. A ``409 Conflict`` restores
-    ``m.resource_version`` and raises ``powerplane.lifecycle.Conflict``: the caller reads again
+    ``m.resource_version`` and raises ``powerplane.lifecycle.StoreConflict``: the caller reads again
     and retries, as with the SQLite store. ``resource_version`` is the object's
     ``metadata.resourceVersion`` as an integer (a positive decimal integer, comparable, by
     KEP-5504; an API server answering anything else is a ``StoreError``). A maintenance
@@ -89,10 +89,10 @@ from powerplane.lifecycle import (
     NodeMaintenance,
     NotFound,
     Phase,
+    StoreConflict,
     StoreError,
     find_maintenance,
 )
-from powerplane.lifecycle import Conflict as StoreConflict
 from powerplane_kubernetes.audit import audit_object, event_object, label_value, record_of
 from powerplane_kubernetes.client import FIELD_MANAGER, KubeApi
 from powerplane_kubernetes.config import ApiAccess
