@@ -79,7 +79,7 @@ if typing.TYPE_CHECKING:
         Unreachable,
     )
     from powerplane.fields import StrictBool, StrictFloat, StrictInt, Timeouts, TlsVerify
-    from powerplane.hookspecs import hookimpl
+    from powerplane.hookspecs import Registers, hookimpl
     from powerplane.host import InvokeResult, NodeReading, PowerHost
     from powerplane.readback import PowerOffConfirmed, PowerOffWatch
     from powerplane.recovery import NodeOffer, VerbOffer
@@ -120,6 +120,7 @@ __all__ = [
     "ProtocolError",
     "Reading",
     "RefusedByDevice",
+    "Registers",
     "SecretError",
     "SecretKind",
     "SecretRef",
@@ -183,6 +184,7 @@ __getattr__, __dir__ = lazy_exports(
         "StrictInt": ".fields",
         "Timeouts": ".fields",
         "TlsVerify": ".fields",
+        "Registers": ".hookspecs",
         "hookimpl": ".hookspecs",
         "SecretKind": ".secrets",
         "SecretRef": ".secrets",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from powerplane.hookspecs import hookimpl
+from powerplane.hookspecs import Registers, hookimpl
 
 if TYPE_CHECKING:  # imported inside the hooks; the adapters inside the factories
     from powerplane.lifecycle.cluster import ClusterPort
@@ -53,8 +53,8 @@ __all__ = [
 NAME = "powerplane"
 """The plugin name core's own registrations go under (owners in duplicate messages)."""
 
-REGISTERS = {"cluster": ("simulated", "none"), "storage": ("none", "simulated"),
-             "store": ("sqlite",), "secret": ("env", "file")}
+REGISTERS: Registers = {"cluster": ("simulated", "none"), "storage": ("none", "simulated"),
+                        "store": ("sqlite",), "secret": ("env", "file")}
 """What the hooks below register, read by the registry without calling them."""
 
 

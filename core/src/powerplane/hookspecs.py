@@ -40,8 +40,8 @@ through these same hooks (:mod:`powerplane.builtins`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 import pluggy
 
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from powerplane.testing import Peer
 
 __all__ = [
+    "Registers",
     "hookimpl",
     "hookspec",
     "register_channel_types",
@@ -70,6 +71,31 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 """Marks a hook specification of powerplane."""
 hookimpl = pluggy.HookimplMarker(PROJECT)
 """Marks a plugin's implementation of a powerplane hook."""
+
+
+class Registers(TypedDict, total=False):
+    """What a plugin module's hooks register, by kind: the optional module attribute
+    ``REGISTERS`` of the plugin contract::
+
+        REGISTERS: Registers = {"channel": ("mybmc",)}
+
+    A module that declares it has its hooks called only when one of these names is first
+    looked up (a command that never names ``mybmc`` never imports the plugin's config model
+    or channel). The declaration must be complete: a name the hooks register that is not
+    declared, or a declared name they do not register, is a load failure of the plugin.
+    A module without ``REGISTERS`` has its hooks called when plugins load.
+    """
+
+    channel: Sequence[str]
+    """Channel type names (``register_channel_types``)."""
+    cluster: Sequence[str]
+    """Cluster port type names (``register_cluster_types``)."""
+    storage: Sequence[str]
+    """Storage port type names (``register_storage_types``)."""
+    store: Sequence[str]
+    """Store type names (``register_store_types``)."""
+    secret: Sequence[str]
+    """Secret kind names (``register_secret_kinds``)."""
 
 
 @hookspec

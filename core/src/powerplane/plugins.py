@@ -126,7 +126,8 @@ BUILTINS = "powerplane.builtins"
 
 REGISTERS = "REGISTERS"
 """The module attribute a plugin declares what its hooks register in, by kind, so the
-registry can defer calling them: ``REGISTERS = {"channel": ("redfish",)}``."""
+registry can defer calling them: ``REGISTERS: Registers = {"channel": ("redfish",)}``
+(its shape is :class:`powerplane.hookspecs.Registers`, part of the plugin contract)."""
 
 V = TypeVar("V")
 

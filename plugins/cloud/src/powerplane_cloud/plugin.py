@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from powerplane import hookimpl, lazy_exports
+from powerplane import Registers, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from powerplane import Address, ChannelType
@@ -34,7 +34,7 @@ __all__ = [
     "register_demo_peers",
 ]
 
-REGISTERS = {"channel": ("ec2", "openstack")}
+REGISTERS: Registers = {"channel": ("ec2", "openstack")}
 """What the hooks register, read by the registry without calling them."""
 
 def _ec2_address() -> Address:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from powerplane import hookimpl, lazy_exports
+from powerplane import Registers, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from powerplane import SecretKind
@@ -54,8 +54,8 @@ __all__ = [
     "register_store_types",
 ]
 
-REGISTERS = {"cluster": ("kubernetes",), "storage": ("longhorn",), "store": ("kubernetes",),
-             "secret": ("k8s",)}
+REGISTERS: Registers = {"cluster": ("kubernetes",), "storage": ("longhorn",),
+                        "store": ("kubernetes",), "secret": ("k8s",)}
 """What the hooks register, read by the registry without calling them."""
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from powerplane import hookimpl, lazy_exports
+from powerplane import Registers, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from powerplane import Address, ChannelType
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["PDU", "REGISTERS", "UNKNOWN_OUTLET", "address", "register_channel_types",
            "register_demo_peers", "unknown_target"]
 
-REGISTERS = {"channel": ("pdu",)}
+REGISTERS: Registers = {"channel": ("pdu",)}
 """What the hooks register, read by the registry without calling them."""
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from powerplane import hookimpl, lazy_exports
+from powerplane import Registers, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from powerplane import ChannelType
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["REDFISH", "REGISTERS", "register_channel_types", "register_demo_peers"]
 
-REGISTERS = {"channel": ("redfish",)}
+REGISTERS: Registers = {"channel": ("redfish",)}
 """What the hooks register, read by the registry without calling them."""
 
 

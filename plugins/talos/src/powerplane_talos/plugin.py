@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from powerplane import hookimpl, lazy_exports
+from powerplane import Registers, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from powerplane import Address, ChannelType
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["ENDPOINT", "REGISTERS", "TALOS", "address_of", "make_channel",
            "register_channel_types", "register_demo_peers"]
 
-REGISTERS = {"channel": ("talos",)}
+REGISTERS: Registers = {"channel": ("talos",)}
 """What the hooks register, read by the registry without calling them."""
 
 
