@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from powerplane import ChannelType, ConfigError, _yaml, hookimpl, load_config, parse_config
 from powerplane._yaml import MAX_NODES, load_yaml, node_bound
+from powerplane.cli._common import collector_off
 from powerplane.config import NodeSpec, read_config
 from powerplane.plugins import load_plugins
 
@@ -77,12 +78,14 @@ def test_a_10k_node_file_is_read_in_one_pass_with_no_collector_run(
 
     monkeypatch.setattr(_yaml._Builder, "_build", counted)
     assert gc.isenabled()
-    data, lines, _ = read_config(path)
+    with collector_off():  # as the CLI loads a file in its own process
+        data, lines, _ = read_config(path)
     assert getattr(lines, "parser", None) == "libyaml"
     assert len(data["nodes"]) == NODES
     assert during == [0]  # one pass over libyaml's events, no collector run
     assert gc.isenabled()  # and the collector is back as it was
-    assert lines[("nodes", "node-09999", "channels", 0, "target")] == 5 * NODES + 5
+    with collector_off():
+        assert lines[("nodes", "node-09999", "channels", 0, "target")] == 5 * NODES + 5
     assert during == [0, 0]  # the lines: libyaml's pass, only when asked for, no collector run
     gc.disable()
     try:
@@ -284,7 +287,8 @@ def test_a_big_json_file_is_read_by_the_decoder_alone_with_no_collector_run(
     monkeypatch.setattr(_yaml, "_JSON", Counted())
     gc.callbacks.append(callback)
     try:
-        data, lines, _ = read_config(path)
+        with collector_off():  # as the CLI loads a file in its own process
+            data, lines, _ = read_config(path)
     finally:
         gc.callbacks.remove(callback)
     assert yaml_passes == []  # no pass over libyaml's events
@@ -296,3 +300,28 @@ def test_a_big_json_file_is_read_by_the_decoder_alone_with_no_collector_run(
     target = max(i for i, row in enumerate(rows) if '"target": "m02999"' in row) + 1
     assert lines[("nodes", "node-02999", "channels", 0, "target")] == target
     assert yaml_passes == [True]
+
+
+def test_library_loading_leaves_the_collector_as_the_caller_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GC tuning lives in the CLI process only: a library caller's collector stays on
+    while a document is built (and off, when it turned it off)."""
+    path = tmp_path / "powerplane.yaml"
+    path.write_text(deployment(50))
+    during: list[bool] = []
+    build = _yaml._Builder.build
+
+    def recorded(self: Any, events: Any) -> Any:
+        during.append(gc.isenabled())
+        return build(self, events)
+
+    monkeypatch.setattr(_yaml._Builder, "build", recorded)
+    load_config(path)
+    assert during == [True] and gc.isenabled()
+    gc.disable()
+    try:
+        load_config(path)
+        assert during == [True, False] and not gc.isenabled()
+    finally:
+        gc.enable()

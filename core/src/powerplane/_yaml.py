@@ -19,8 +19,9 @@ and the line, never a traceback, an endless expansion or a memory blow-up:
 * a merge key ``<<`` takes a mapping or a list of mappings, anything else is an error.
 
 The cost is linear in the size of the file: the line of each value is found only when a
-problem is reported (a second pass, :class:`Lines`), and the garbage collector is off
-while one document is built (it would walk every container made so far, again and again).
+problem is reported (a second pass, :class:`Lines`). The garbage collector is left as the
+caller has it (library code never tunes it); the CLI turns it off in its own process while
+a file loads, since each pass would walk every container made so far, again and again.
 
 JSON is YAML 1.2, and :func:`load_json` reads it with the standard library's C decoder,
 several times faster than libyaml's events (the format for generated fleets of 10,000
@@ -43,7 +44,6 @@ read ``٦٢٣`` as 623), ``!!timestamp`` a date or a date and time.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import math
 import re
@@ -67,7 +67,6 @@ __all__ = [
     "load_json",
     "load_yaml",
     "node_bound",
-    "without_gc",
 ]
 
 Path = tuple[str | int, ...]
@@ -275,23 +274,6 @@ class Lines(Mapping[Path, int]):
 
     def __bool__(self) -> bool:
         return self._text is not None or self._root is not None
-
-
-@contextlib.contextmanager
-def without_gc() -> Iterator[None]:
-    """The cyclic garbage collector off while one document is built, as it was after.
-
-    A document is a tree of new containers with no cycles (reference counting frees
-    them); each collection pass would walk every container made so far, which makes
-    the cost per node grow with the size of the file.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def node_bound(size: int) -> int:
@@ -681,11 +663,10 @@ def _line_at(text: str, offset: int) -> int:
 
 
 def _build_from(builder: _Builder, text: str) -> Any:
-    """``builder``'s document from the events of ``text``, the collector off."""
+    """``builder``'s document from the events of ``text``."""
     events, dispose = _events(text)
     try:
-        with without_gc():
-            return builder.build(events)
+        return builder.build(events)
     finally:
         dispose()
 
@@ -695,8 +676,7 @@ def _full_pass(text: str, source: str, bound: int) -> Any:
     builder = _Builder(max_nodes=bound)
     events, dispose = _events(text)
     try:
-        with without_gc():
-            root = builder.build(events)
+        root = builder.build(events)
     except _Limit as exc:
         raise ConfigError(
             [*builder.problems[:MAX_PROBLEMS],
@@ -883,9 +863,8 @@ def load_json(text: str, source: str, *, size: int | None = None,
     bound = node_bound(size)
     body = text[1:] if text.startswith("\ufeff") else text
     try:
-        with without_gc():
-            root = _JSON.decode(body)
-            crossed = _json_bound(root, bound)
+        root = _JSON.decode(body)
+        crossed = _json_bound(root, bound)
     except (json.JSONDecodeError, _NotJson, _Refused, RecursionError) as exc:
         if or_yaml:  # not JSON, or JSON refused: YAML reads it and names every problem
             return load_yaml(text, source, size=size)

@@ -36,7 +36,6 @@ from powerplane._yaml import (
     format_path,
     load_json,
     load_yaml,
-    without_gc,
 )
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.fields import (
@@ -236,8 +235,7 @@ def check_config(
     :class:`ConfigError` with each problem, its path and line.
     """
     data, lines, source = read_config(path)
-    with without_gc():
-        return _parse_config(data, registry, source, lines, also=_every_channel_proven)
+    return _parse_config(data, registry, source, lines, also=_every_channel_proven)
 
 
 def channel_secret_problems(
@@ -601,11 +599,10 @@ def parse_config(
 ) -> Deployment:
     """Validate already-parsed config data (a mapping) against the models and the registry.
 
-    The garbage collector is off meanwhile, as for the parse: the models are a tree of new
-    objects, and its passes over them would make the cost per node grow with the file.
+    Library code leaves the garbage collector as the caller has it; the CLI turns it off
+    in its own process while a file loads (:func:`powerplane.cli._common.collector_off`).
     """
-    with without_gc():
-        return _parse_config(data, registry, source, lines)
+    return _parse_config(data, registry, source, lines)
 
 
 def _parse_config(

@@ -18,12 +18,13 @@ settings, and what it froze stays frozen.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import os
 import re
 import sys
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from powerplane.channel import CutCall
+    from powerplane.config import Deployment
     from powerplane.host import PowerHost
 
 __all__ = [
@@ -72,6 +74,39 @@ def tune_gc() -> None:
     young, middle, old = gc.get_threshold()
     if 0 < young < YOUNG_THRESHOLD:  # 0: collection disabled by the user, left as it is
         gc.set_threshold(YOUNG_THRESHOLD, middle, old)
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """The cyclic garbage collector off while a deployment file loads in a command's own
+    process, as it was after (a caller that disabled it keeps it disabled).
+
+    A document and its models are a tree of new containers with no cycles (reference
+    counting frees them); each collection pass would walk every container made so far,
+    which makes the cost per node grow with the size of the file. Library callers of
+    :func:`powerplane.config.load_config` keep their own settings.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def load_deployment(ctx: click.Context, *, check: bool = False) -> Deployment:
+    """The deployment named by ``--config`` / ``$POWERPLANE_CONFIG`` (every secret resolved
+    and every channel opened with ``check``), loaded with the collector off when this is the
+    command's own process."""
+    from powerplane.cli import OWN_PROCESS
+    from powerplane.config import check_config, load_config
+
+    load = check_config if check else load_config
+    if (ctx.find_root().obj or {}).get(OWN_PROCESS):
+        with collector_off():
+            return load(config_path(ctx))
+    return load(config_path(ctx))
 
 
 class Interrupted(KeyboardInterrupt):
@@ -296,10 +331,9 @@ def open_host(
     default): every channel is created and discovered at start.
     """
     from powerplane.cli import OWN_PROCESS
-    from powerplane.config import load_config
     from powerplane.host import PowerHost
 
-    deployment = load_config(config_path(ctx))
+    deployment = load_deployment(ctx)
     if (ctx.find_root().obj or {}).get(OWN_PROCESS):
         tune_gc()  # the command's process: the collector tuned once, for the whole command
     if not guarded or (not deployment.lifecycle and "lifecycle" not in (deployment.raw or {})):

@@ -637,11 +637,10 @@ def check_cmd(ctx: click.Context, output: str) -> None:
     device: exit 0 when all of it holds, else exit 2 with every problem and its line.
     Other commands check only the secrets of the channels they touch.
     """
-    from powerplane.cli._common import config_path
-    from powerplane.config import check_config
+    from powerplane.cli._common import load_deployment
     from powerplane.secrets import secret_refs
 
-    deployment = check_config(config_path(ctx))
+    deployment = load_deployment(ctx, check=True)
     secrets = sum(len(list(secret_refs(c.config))) for c in deployment.channels.values())
     data = {"config": deployment.source, "ok": True, "channels": len(deployment.channels),
             "nodes": len(deployment.nodes), "secrets": secrets,

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from powerplane.cli._common import (
-    config_path,
     console,
     emit_json,
     esc,
     handle_errors,
+    load_deployment,
     open_host,
     output_option,
     printer,
@@ -76,11 +76,10 @@ def _host(ctx: click.Context, nodes: Iterable[str] | None) -> PowerHost:
 
 
 def _open_store(ctx: click.Context) -> MaintenanceStore:
-    from powerplane.config import load_config
     from powerplane.lifecycle.ports import open_store
     from powerplane.lifecycle.settings import lifecycle_config
 
-    deployment = load_config(config_path(ctx))
+    deployment = load_deployment(ctx)
     _require_lifecycle(deployment)
     config = lifecycle_config(deployment.lifecycle, deployment.source)
     return open_store(config, deployment.source)
