@@ -274,5 +274,7 @@ def test_the_generated_plugin_module_has_the_in_tree_shape(generated: Path) -> N
         assert found[pkg][1:] == [False, False], pkg
         assert list(found[pkg][0]) == ["channel"], pkg
     plugin = importlib.import_module("powerplane_acme_bmc.plugin")
+    source = (generated / "src/powerplane_acme_bmc/plugin.py").read_text(encoding="utf-8")
+    assert 'REGISTERS: Registers = {"channel": ("acme-bmc",)}' in source  # typed as in-tree
     assert plugin.CHANNEL_TYPE is plugin.CHANNEL_TYPE  # built once
     assert plugin.CHANNEL_TYPE.name == "acme-bmc"
