@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass
@@ -77,10 +78,27 @@ def _providers() -> dict[str, frozenset[str]]:
             for module, dists in packages_distributions().items()}
 
 
+def _parse(path: Path) -> ast.Module:
+    """``path``'s syntax tree. CPython 3.11 before 3.11.8 can raise ``SystemError: AST
+    constructor recursion depth mismatch`` in a process whose recursion bookkeeping an
+    earlier caught RecursionError left off (python/cpython#106905): the tree is then built
+    in a fresh interpreter and sent back as its import lines."""
+    source = path.read_text(encoding="utf-8")
+    try:
+        return ast.parse(source, str(path))
+    except SystemError:
+        script = ("import ast, sys; t = ast.parse(open(sys.argv[1], encoding='utf-8').read()); "
+                  "print('\\n'.join(ast.unparse(n) for n in ast.walk(t) "
+                  "if isinstance(n, (ast.Import, ast.ImportFrom))))")
+        lines = subprocess.run([sys.executable, "-c", script, str(path)], check=True,
+                               capture_output=True, text=True, timeout=60).stdout
+        return ast.parse(lines, str(path))
+
+
 def _imports(path: Path) -> set[str]:
     """The top-level names of every absolute import in one module."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(_parse(path)):
         if isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
