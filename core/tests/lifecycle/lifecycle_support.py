@@ -7,6 +7,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from powerplane.lifecycle import Ceremony
 
 CP_LABEL = "node-role.kubernetes.io/control-plane"
@@ -73,3 +75,25 @@ def ceremony(node: str, *, hazard: bool = False, actor: str = "alice") -> Ceremo
         ack_preflight=True,
         hazard_reason="planned window CHG-1234" if hazard else None,
     )
+
+
+def cp_deployment(tmp: Path) -> str:
+    """A deployment file in ``tmp``: three control-plane nodes and a worker on one simulated
+    channel, with a lifecycle (SQLite store, simulated cluster): the quorum guard applies."""
+    cp = {"node-role.kubernetes.io/control-plane": ""}
+    cfg: dict[str, Any] = {
+        "channels": {"lab": {"type": "simulated",
+                             "machines": {"m1": "on", "m2": "on", "m3": "on", "m4": "on"},
+                             "state_file": str(tmp / "lab.json")}},
+        "nodes": {
+            "cp-1": {"labels": cp, "channels": [{"channel": "lab", "target": "m1"}]},
+            "cp-2": {"labels": cp, "channels": [{"channel": "lab", "target": "m2"}]},
+            "cp-3": {"labels": cp, "channels": [{"channel": "lab", "target": "m3"}]},
+            "w-1": {"channels": [{"channel": "lab", "target": "m4"}]},
+        },
+        "lifecycle": {"store": str(tmp / "pp.db"),
+                      "cluster": {"type": "simulated", "state_file": str(tmp / "cl.json")}},
+    }
+    path = tmp / "powerplane.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)

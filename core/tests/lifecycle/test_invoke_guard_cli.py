@@ -4,32 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-import yaml
 from click.testing import CliRunner
+from lifecycle_support import cp_deployment
 
 from powerplane.cli import cli
-
-
-def deployment(tmp: Path) -> str:
-    cp = {"node-role.kubernetes.io/control-plane": ""}
-    cfg: dict[str, Any] = {
-        "channels": {"lab": {"type": "simulated",
-                             "machines": {"m1": "on", "m2": "on", "m3": "on", "m4": "on"},
-                             "state_file": str(tmp / "lab.json")}},
-        "nodes": {
-            "cp-1": {"labels": cp, "channels": [{"channel": "lab", "target": "m1"}]},
-            "cp-2": {"labels": cp, "channels": [{"channel": "lab", "target": "m2"}]},
-            "cp-3": {"labels": cp, "channels": [{"channel": "lab", "target": "m3"}]},
-            "w-1": {"channels": [{"channel": "lab", "target": "m4"}]},
-        },
-        "lifecycle": {"store": str(tmp / "pp.db"),
-                      "cluster": {"type": "simulated", "state_file": str(tmp / "cl.json")}},
-    }
-    path = tmp / "powerplane.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return str(path)
 
 
 def pp(config: str, *args: str) -> tuple[int, str, str]:
@@ -44,7 +23,7 @@ def dispatches(tmp: Path) -> list[list[str]]:
 
 
 def test_invoke_cannot_take_a_second_control_plane_node_down(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+    config = cp_deployment(tmp_path)
     code, _, err = pp(config, "maintenance", "request", "cp-1", "--intent", "shutdown",
                       "--reason", "replace the PSU", "--confirm-node", "cp-1", "--ack-preflight",
                       "--hazard-reason", "cp-2 and cp-3 stay up")
@@ -82,7 +61,7 @@ def test_invoke_cannot_take_a_second_control_plane_node_down(tmp_path: Path) -> 
 
 
 def test_invoke_many_counts_the_nodes_of_one_call_together(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+    config = cp_deployment(tmp_path)
     # the first member consumes the last of the margin: its hazard reason is given
     code, out, _ = pp(config, "invoke", "--selector", "node-role.kubernetes.io/control-plane=",
                       "reboot", "--yes", "--reason", "kernel update", "-o", "json",

@@ -16,12 +16,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from lifecycle_support import make_config
+from lifecycle_support import cp_deployment, make_config
 
 from powerplane.capabilities import Verb
 from powerplane.cli import cli
@@ -33,24 +32,6 @@ WHY = "kernel update"
 HAZARD = "cp-2 and cp-3 stay up"
 
 
-def deployment(tmp: Path) -> str:
-    cp = {"node-role.kubernetes.io/control-plane": ""}
-    cfg: dict[str, Any] = {
-        "channels": {"lab": {"type": "simulated",
-                             "machines": {"m1": "on", "m2": "on", "m3": "on", "m4": "on"},
-                             "state_file": str(tmp / "lab.json")}},
-        "nodes": {
-            "cp-1": {"labels": cp, "channels": [{"channel": "lab", "target": "m1"}]},
-            "cp-2": {"labels": cp, "channels": [{"channel": "lab", "target": "m2"}]},
-            "cp-3": {"labels": cp, "channels": [{"channel": "lab", "target": "m3"}]},
-            "w-1": {"channels": [{"channel": "lab", "target": "m4"}]},
-        },
-        "lifecycle": {"store": str(tmp / "pp.db"),
-                      "cluster": {"type": "simulated", "state_file": str(tmp / "cl.json")}},
-    }
-    path = tmp / "powerplane.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return str(path)
 
 
 def pp(config: str, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
@@ -67,7 +48,7 @@ def sent(tmp: Path) -> list[list[str]]:
 def test_the_reproduced_hazard_call_needs_the_hazard_reason_as_a_request_does(
     tmp_path: Path,
 ) -> None:
-    config = deployment(tmp_path)
+    config = cp_deployment(tmp_path)
     # the request path: HAZARD, needs --hazard-reason
     code, out, _ = pp(config, "maintenance", "request", "cp-1", "--intent", "reboot",
                       "--reason", WHY, "--dry-run", "-o", "json")
@@ -93,7 +74,7 @@ def test_the_reproduced_hazard_call_needs_the_hazard_reason_as_a_request_does(
 
 
 def test_yes_does_not_replace_the_typed_node_name_under_a_lifecycle(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+    config = cp_deployment(tmp_path)
     code, _, err = pp(config, "invoke", "w-1", "shutdown", "--reason", WHY, "--yes")
     assert code == 2
     assert "--confirm-node w-1" in err and "does not replace" in err
@@ -118,7 +99,7 @@ def test_yes_does_not_replace_the_typed_node_name_under_a_lifecycle(tmp_path: Pa
 
 
 def test_several_nodes_each_need_their_typed_name(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+    config = cp_deployment(tmp_path)
     code, _, err = pp(config, "invoke", "w-1", "cp-1", "reboot", "--reason", WHY, "--yes",
                       "--hazard-reason", HAZARD, "--confirm-node", "w-1")
     assert code == 2 and "--confirm-node cp-1" in err
@@ -131,7 +112,7 @@ def test_several_nodes_each_need_their_typed_name(tmp_path: Path) -> None:
 
 
 def test_without_a_lifecycle_yes_still_confirms_as_documented(tmp_path: Path) -> None:
-    cfg = yaml.safe_load(Path(deployment(tmp_path)).read_text())
+    cfg = yaml.safe_load(Path(cp_deployment(tmp_path)).read_text())
     del cfg["lifecycle"]
     path = tmp_path / "bare.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -186,7 +167,7 @@ def _until(fd: int, text: bytes, seen: bytearray, timeout_s: float = 60) -> None
 
 
 def test_at_a_terminal_the_hazard_reason_and_the_name_are_asked(tmp_path: Path) -> None:
-    config = deployment(tmp_path)
+    config = cp_deployment(tmp_path)
     parent, child = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "powerplane.cli", "--config", config, "invoke", "cp-1",
