@@ -1,9 +1,10 @@
-"""Core's own lifecycle port types and secret kinds, registered through the plugin hooks.
+"""Core's own port types, secret kinds and policy type, registered through the plugin hooks.
 
 ``simulated`` and ``none`` clusters, ``none`` and ``simulated`` storage, the ``sqlite``
-store, and the ``env`` and ``file`` secret kinds. :func:`powerplane.plugins.load_plugins`
-adds this module before any entry point, whatever ``POWERPLANE_LOAD_PLUGINS`` says: these
-are part of core's config language, not device plugins. :data:`REGISTERS` names them, so
+store, the ``env`` and ``file`` secret kinds and the ``local`` policy type.
+:func:`powerplane.plugins.load_plugins` adds this module before any entry point, whatever
+``POWERPLANE_LOAD_PLUGINS`` says: these are part of core's config language, not device
+plugins. :data:`REGISTERS` names them, so
 the hooks run (importing :mod:`powerplane.lifecycle.ports` and the settings models) only
 when a config or a command looks one of them up, and the factories import their adapters
 on first use: a power command on a deployment without ``lifecycle:`` imports neither.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from powerplane.hookspecs import Registers, hookimpl
 
 if TYPE_CHECKING:  # imported inside the hooks; the adapters inside the factories
+    from powerplane.authority.policy import PolicyType
     from powerplane.lifecycle.cluster import ClusterPort
     from powerplane.lifecycle.ports import (
         ClusterType,
@@ -45,6 +47,7 @@ __all__ = [
     "NAME",
     "REGISTERS",
     "register_cluster_types",
+    "register_policy_types",
     "register_secret_kinds",
     "register_storage_types",
     "register_store_types",
@@ -54,7 +57,8 @@ NAME = "powerplane"
 """The plugin name core's own registrations go under (owners in duplicate messages)."""
 
 REGISTERS: Registers = {"cluster": ("simulated", "none"), "storage": ("none", "simulated"),
-                        "store": ("sqlite",), "secret": ("env", "file")}
+                        "store": ("sqlite",), "secret": ("env", "file"),
+                        "policy": ("local",)}
 """What the hooks below register, read by the registry without calling them."""
 
 
@@ -150,3 +154,11 @@ def register_secret_kinds(register: Callable[[SecretKind], None]) -> None:
 
     for kind in CORE_KINDS.values():
         register(kind)
+
+
+@hookimpl
+def register_policy_types(register: Callable[[PolicyType[Any]], None]) -> None:
+    """Core's policy type: ``local`` (a roles file)."""
+    from powerplane.authority.roles import LOCAL
+
+    register(LOCAL)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import stat
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -31,12 +30,12 @@ from pydantic import (
 )
 
 from powerplane._yaml import (
-    MAX_BYTES,
     MAX_PROBLEMS,
     format_path,
     load_json,
     load_yaml,
 )
+from powerplane.authority.settings import AuditSettings, PolicySpec, validated_policy
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.fields import (
     BOOL_EXPECTED,
@@ -54,6 +53,7 @@ from powerplane.fields import (
     unknown_key,
 )
 from powerplane.fields import not_finite as _not_finite
+from powerplane.files import read_text
 from powerplane.secrets import SECRET_KINDS
 
 if TYPE_CHECKING:
@@ -177,6 +177,8 @@ class _Document(_Strict):
     recovery: Recovery = Field(default_factory=Recovery)
     lifecycle: dict[str, Any] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
+    policy: dict[str, Any] = Field(default_factory=dict)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,9 @@ class ConfiguredChannel:
     name: str
     type: ChannelType
     config: BaseModel
+
+
+_NO_AUDIT_SECTION = AuditSettings()
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,10 @@ class Deployment:
     lifecycle: Mapping[str, Any]
     source: str = "<memory>"
     raw: Mapping[str, Any] | None = None
+    policy: PolicySpec | None = None
+    """The ``policy:`` section (its type and validated config); None: no policy."""
+    audit: AuditSettings = _NO_AUDIT_SECTION
+    """The ``audit:`` section: where direct calls are audited."""
 
 
 def find_config(path: str | os.PathLike[str] | None = None) -> Path:
@@ -326,7 +335,7 @@ def read_config(
         origin = f"named by ${ENV_CONFIG}"
     else:
         origin = "the default: no --config was given and $POWERPLANE_CONFIG is not set"
-    text, size = _read_text(file, source, origin)
+    text, size = read_text(file, source, _missing_config(source, origin))
     if file.suffix.lower() == ".json":
         data, lines = load_json(text, source, size=size)
     elif _JSON_START.match(text):
@@ -336,109 +345,14 @@ def read_config(
     return data, lines, source
 
 
+def _missing_config(source: str, origin: str) -> str:
+    return (f"config file {source} does not exist ({origin}); name the deployment file with "
+            f"--config FILE (before or after the command) or ${ENV_CONFIG}=FILE, or create "
+            "./powerplane.yaml")
+
+
 _JSON_START = re.compile(r"[ \t\r\n]*\{")
 """A file that starts with ``{`` is read as JSON (a flow mapping that is not JSON, as YAML)."""
-
-
-_KINDS_OF_FILE = (
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-"""The ASCII control characters YAML refuses anywhere in a document (all but tab, line
-feed and carriage return): found in the bytes, before the text is decoded."""
-
-
-def _not_regular(mode: int) -> str | None:
-    """What a file of ``mode`` is when it is not a regular file, else ``None``."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((what for test, what in _KINDS_OF_FILE if test(mode)), "not a regular file")
-
-
-def _read_text(file: Path, source: str, origin: str) -> tuple[str, int]:
-    """The text of ``file`` and its size in bytes, under the bounds: a regular file (a
-    FIFO, directory, device or socket is refused before it is opened, and opened without
-    blocking in case it changed since), at most :data:`MAX_BYTES` (its size checked before
-    a byte is read), no control character, UTF-8. Memory: the file's bytes, then its text
-    (the bytes are dropped once decoded)."""
-    raw = _read_file(file, source, origin)
-    found = _CONTROL.search(raw)
-    if found is not None:
-        at = found.start()
-        line = raw.count(b"\n", 0, at) + 1
-        raise ConfigError(
-            [ConfigProblem("", f"YAML error: control characters are not allowed "
-                               f"(U+{raw[at]:04X} at byte {at})", line)],
-            source=source,
-        )
-    size = len(raw)
-    try:
-        return raw.decode("utf-8"), size
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(
-            [ConfigProblem("", f"not UTF-8 text (byte {exc.start})", line)], source=source
-        ) from None
-
-
-def _read_file(file: Path, source: str, origin: str) -> bytes:
-    """The bytes of regular file ``file``, refused by kind and size before they are read."""
-    try:
-        kind = _not_regular(os.stat(file).st_mode)
-        if kind is not None:
-            raise ConfigError(_not_a_file(source, kind), source=source)
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with open(fd, "rb", buffering=0, closefd=True) as handle:
-            raw = _read_bounded(handle, source)
-    except FileNotFoundError:
-        raise ConfigError(
-            f"config file {source} does not exist ({origin}); name the deployment file with "
-            f"--config FILE (before or after the command) or ${ENV_CONFIG}=FILE, or create "
-            "./powerplane.yaml",
-            source=source,
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file: {exc.strerror}", source=source) from None
-    if raw is None:
-        raise ConfigError(f"the file is larger than {MAX_BYTES} bytes ({MAX_BYTES // 2**20} "
-                          "MiB), the most a config may hold", source=source)
-    return raw
-
-
-def _not_a_file(source: str, kind: str) -> str:
-    return (f"config file {source} is {kind}, not a regular file; name the deployment "
-            "file itself with --config FILE")
-
-
-def _read_bounded(handle: typing.BinaryIO, source: str = "<file>") -> bytes | None:
-    """The bytes of regular file ``handle``, or ``None`` past :data:`MAX_BYTES`: its size
-    is checked before a byte is read, then it is read in one call of that size (one buffer,
-    no copy); a file that grew meanwhile is read on, a mebibyte at a time, to the bound."""
-    info = os.fstat(handle.fileno())
-    kind = _not_regular(info.st_mode)
-    if kind is not None:  # replaced between the stat and the open: still never read
-        raise ConfigError(_not_a_file(source, kind), source=source)
-    size = info.st_size
-    if size > MAX_BYTES:
-        return None
-    chunks = [handle.read(size + 1)] if size else []
-    total = sum(len(c) for c in chunks)
-    while total <= MAX_BYTES:
-        chunk = handle.read(min(1 << 20, MAX_BYTES + 1 - total))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    if total > MAX_BYTES:
-        return None
-    if len(chunks) == 1:
-        return chunks[0]
-    return b"".join(chunks)
 
 
 def _model_at(model: Any, loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -663,6 +577,10 @@ def _parse_config(
         sections["lifecycle"], found = validated_section(sections["lifecycle"], source, reg,
                                                           lines)
         problems.extend(found)
+    policy: PolicySpec | None = None
+    if "policy" in data and isinstance(sections.get("policy"), dict):
+        policy, found = validated_policy(data["policy"], source, reg, lines)
+        problems.extend(found)
     channels: dict[str, ConfiguredChannel] = {}
     for name, raw in doc_channels.items():
         base = ("channels", name)
@@ -750,4 +668,6 @@ def _parse_config(
         lifecycle=sections.get("lifecycle", {}),
         source=source,
         raw=data,
+        policy=policy,
+        audit=sections.get("audit", AuditSettings()),
     )

@@ -11,6 +11,8 @@ installed distribution defines a ``PowerplaneError`` subclass this drawing lacks
     ├── UnknownPeer                       2  demo --only names no offered peer (powerplane_demo)
     ├── NotOffered                        3  the recoverability rule withholds the verb (reason)
     ├── NotSupported                      3  a verb the channel does not advertise (no I/O)
+    ├── PolicyDenied                      3  the policy denies this identity the action (rule)
+    ├── AuditNotRecorded                  1  the act's audit record is not durable: not performed
     ├── ChannelError                      1  a channel or its device failed (channel, target)
     │   ├── Unreachable                   1  connection refused, DNS failure, no route
     │   ├── AuthenticationFailed          1  credentials or client certificate rejected
@@ -60,7 +62,8 @@ not load, or the lifecycle could not record (``ChannelError``, ``PluginLoadError
 ``ConcurrentChange``, ``StoreError``, ``StorageError``, ``PortError``); 2 bad input
 (``ConfigError``, ``UnknownNode``, ``UnknownPeer``, ``CeremonyRequired``,
 ``AlreadyActive``, ``NotFound``); 3 refused by the rule (``NotOffered``, ``NotSupported``,
-``MaintenanceRefused``).
+``MaintenanceRefused``, ``PolicyDenied``). A refusal carries its cause for JSON: ``rule``
+(the recoverability rule), ``guard`` (a lifecycle safety rule) or ``policy`` (who may act).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "AuditNotRecorded",
     "AuthenticationFailed",
     "ChannelError",
     "ChannelTimeout",
@@ -79,6 +83,7 @@ __all__ = [
     "NotSupported",
     "OutcomeUnknown",
     "PluginLoadError",
+    "PolicyDenied",
     "PowerplaneError",
     "ProtocolError",
     "RefusedByDevice",
@@ -159,6 +164,7 @@ class NotOffered(PowerplaneError):
     """The recoverability rule withholds this verb for this node."""
 
     exit_code = 3
+    cause = "rule"
 
     def __init__(self, node: str, verb: str, reason: str) -> None:
         self.node = node
@@ -171,12 +177,39 @@ class NotSupported(PowerplaneError):
     """A channel was asked for a verb it does not advertise; raised before any I/O."""
 
     exit_code = 3
+    cause = "rule"
 
     def __init__(self, channel: str, verb: str, detail: str = "") -> None:
         self.channel = channel
         self.verb = verb
         extra = f" ({detail})" if detail else ""
         super().__init__(f"channel {channel!r} does not advertise {verb}{extra}")
+
+
+class PolicyDenied(PowerplaneError):
+    """The deployment's policy does not allow this identity the action on the node.
+
+    ``decision`` is the :class:`powerplane.authority.Decision` with the rule that decided
+    it. A denial is never upgraded by any ceremony, and nothing was sent or recorded but
+    the denial itself.
+    """
+
+    exit_code = 3
+    cause = "policy"
+
+    def __init__(self, message: str, decision: object = None) -> None:
+        self.decision = decision
+        super().__init__(message)
+
+
+class AuditNotRecorded(PowerplaneError):
+    """The act's audit record could not be made durable, so the act was not performed.
+
+    Nothing was sent and nothing was recorded: an act is carried out only once its record
+    is durable.
+    """
+
+    exit_code = 1
 
 
 class ChannelError(PowerplaneError):

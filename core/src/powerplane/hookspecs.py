@@ -29,6 +29,8 @@ The hooks:
   ``factory(config, StoreContext) -> MaintenanceStore``;
 * ``register_secret_kinds``: ``SecretKind`` (``{KIND: VALUE}`` in a secret field),
   ``resolve(value) -> str`` called at use, never at load;
+* ``register_policy_types``: ``PolicyType`` (``policy.type``), factory
+  ``factory(config, PolicyContext) -> Policy`` (who may take which action);
 * ``register_demo_peers``: ``powerplane.testing.Peer`` (optional, for ``powerplane demo``).
 
 A port type's ``config`` is a pydantic model declaring ``type: Literal["<name>"]``. A name
@@ -48,6 +50,7 @@ import pluggy
 if TYPE_CHECKING:
     from typing import Any
 
+    from powerplane.authority.policy import PolicyType
     from powerplane.channel import ChannelType
     from powerplane.lifecycle.ports import ClusterType, StorageType, StoreType
     from powerplane.secrets import SecretKind
@@ -60,6 +63,7 @@ __all__ = [
     "register_channel_types",
     "register_cluster_types",
     "register_demo_peers",
+    "register_policy_types",
     "register_secret_kinds",
     "register_storage_types",
     "register_store_types",
@@ -96,6 +100,8 @@ class Registers(TypedDict, total=False):
     """Store type names (``register_store_types``)."""
     secret: Sequence[str]
     """Secret kind names (``register_secret_kinds``)."""
+    policy: Sequence[str]
+    """Policy type names (``register_policy_types``)."""
 
 
 @hookspec
@@ -153,6 +159,18 @@ def register_secret_kinds(register: Callable[[SecretKind], None]) -> None:
     raises ``ValueError``; ``present(VALUE)``, optional, runs when the channel holding the
     reference opens and raises ``ValueError`` when the secret is not there to be read. A
     kind name registered twice is a load error of the second plugin.
+    """
+
+
+@hookspec
+def register_policy_types(register: Callable[[PolicyType[Any]], None]) -> None:
+    """Register the policy types this plugin provides (who may take which action).
+
+    Call ``register(PolicyType(name, config, factory, description=...))`` once per type;
+    ``policy: {type: name, ...}`` is validated against ``config`` (a pydantic model with
+    ``type: Literal[name]``) when the deployment loads and built by ``factory(config,
+    PolicyContext)``, which returns a ``powerplane.authority.Policy``. A name registered
+    twice is a load error of the second plugin.
     """
 
 

@@ -15,7 +15,8 @@ not registered says when the variable may have hidden it (:meth:`Registry.restri
 Beside channel types a plugin registers lifecycle port types (``register_cluster_types``,
 ``register_storage_types``, ``register_store_types``: :attr:`Registry.cluster_types` and
 its siblings) and secret reference kinds (``register_secret_kinds``:
-:attr:`Registry.secret_kinds`). Core's own (``simulated``/``none`` clusters,
+:attr:`Registry.secret_kinds`) and policy types (``register_policy_types``:
+:attr:`Registry.policy_types`). Core's own (``simulated``/``none`` clusters,
 ``none``/``simulated`` storage, the ``sqlite`` store, the ``env``/``file`` secret kinds)
 come from :mod:`powerplane.builtins`, added before any entry point and whatever
 ``POWERPLANE_LOAD_PLUGINS`` says; they are not listed among :attr:`Registry.plugins`.
@@ -44,6 +45,7 @@ from powerplane import _entry_points, hookspecs
 from powerplane.errors import PluginLoadError
 
 if TYPE_CHECKING:
+    from powerplane.authority.policy import PolicyType
     from powerplane.channel import ChannelType
     from powerplane.lifecycle.ports import ClusterType, PortType, StorageType, StoreType
     from powerplane.secrets import SecretKind
@@ -68,13 +70,14 @@ PROVIDERS: Mapping[str, Mapping[str, str]] = {
     "storage": {"longhorn": "powerplane-kubernetes"},
     "store": {"kubernetes": "powerplane-kubernetes"},
     "secret": {"k8s": "powerplane-kubernetes"},
+    "policy": {"kubernetes": "powerplane-kubernetes"},
 }
 """Which project distribution provides a known port type or secret kind, by hook kind:
 named in the config error when it is not installed (``install powerplane-kubernetes``)."""
 
-_KINDS = ("channel", "cluster", "storage", "store", "secret")
+_KINDS = ("channel", "cluster", "storage", "store", "secret", "policy")
 _WHAT = {"channel": "channel type", "cluster": "cluster type", "storage": "storage type",
-         "store": "store type", "secret": "secret kind"}
+         "store": "store type", "secret": "secret kind", "policy": "policy type"}
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class PluginInfo:
     storage_types: tuple[str, ...] = ()
     store_types: tuple[str, ...] = ()
     secret_kinds: tuple[str, ...] = ()
+    policy_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,8 @@ class Registry:
     """``lifecycle.store.type`` name -> its store type."""
     secret_kinds: _Table[SecretKind] = field(init=False)
     """Secret reference kind -> its resolver."""
+    policy_types: _Table[PolicyType[Any]] = field(init=False)
+    """``policy.type`` name -> its policy type."""
     port_owners: dict[tuple[str, str], str] = field(default_factory=dict)
     """``(kind, name)`` -> the plugin that registered it, for cluster, storage, store and
     secret kinds."""
@@ -254,6 +260,7 @@ class Registry:
         self.storage_types = _Table(self)
         self.store_types = _Table(self)
         self.secret_kinds = _Table(self)
+        self.policy_types = _Table(self)
 
     @property
     def plugins(self) -> list[PluginInfo]:
@@ -310,7 +317,7 @@ class Registry:
         tables: dict[str, _Table[Any]] = {
             "channel": self.channel_types, "cluster": self.cluster_types,
             "storage": self.storage_types, "store": self.store_types,
-            "secret": self.secret_kinds,
+            "secret": self.secret_kinds, "policy": self.policy_types,
         }
         return tables[kind]
 
@@ -380,6 +387,7 @@ class Registry:
             (hooks.register_storage_types, _sink("storage", found["storage"])),
             (hooks.register_store_types, _sink("store", found["store"])),
             (hooks.register_secret_kinds, _sink("secret", found["secret"])),
+            (hooks.register_policy_types, _sink("policy", found["policy"])),
         ):
             for impl in hook.get_hookimpls():
                 if impl.plugin_name == name:
@@ -457,7 +465,7 @@ class Registry:
         info, builtin = entry
         declared = dict(zip(_KINDS, (info.channel_types, info.cluster_types,
                                      info.storage_types, info.store_types,
-                                     info.secret_kinds), strict=True))
+                                     info.secret_kinds, info.policy_types), strict=True))
         try:
             found = self._collect(name)
         except Exception as exc:  # a plugin's own bug: isolate it
@@ -529,7 +537,8 @@ _TYPES = {"channel": ("powerplane.channel", "ChannelType"),
           "cluster": ("powerplane.lifecycle.ports", "ClusterType"),
           "storage": ("powerplane.lifecycle.ports", "StorageType"),
           "store": ("powerplane.lifecycle.ports", "StoreType"),
-          "secret": ("powerplane.secrets", "SecretKind")}
+          "secret": ("powerplane.secrets", "SecretKind"),
+          "policy": ("powerplane.authority.policy", "PolicyType")}
 """The type each hook's ``register`` takes, by kind: imported when a hook registers one
 (a channel type's registration never imports the lifecycle's ports)."""
 

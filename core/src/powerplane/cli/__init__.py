@@ -39,6 +39,10 @@ BUILTIN: dict[str, tuple[str, str, str]] = {
               "Read a node's power state back through its channels."),
     "check": ("powerplane.cli.commands", "check_cmd",
               "Prove the whole deployment file: every key, every secret, every channel."),
+    "auth": ("powerplane.cli.auth", "auth_group",
+             "Explain what the policy decides for you (auth can-i ACTION NODE)."),
+    "audit": ("powerplane.cli.auth", "audit_cmd",
+              "The audit trail: who asked for what, and what the policy said."),
     "maintenance": ("powerplane.cli.maintenance", "maintenance_group",
                     "The node-maintenance lifecycle: request, status, list, run, return, "
                     "abandon, resolve."),

@@ -32,6 +32,7 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from powerplane.authority.identity import Identity
     from powerplane.channel import CutCall
     from powerplane.config import Deployment
     from powerplane.host import PowerHost
@@ -45,6 +46,8 @@ __all__ = [
     "emit_json",
     "esc",
     "handle_errors",
+    "on_behalf_of_identity",
+    "on_behalf_of_option",
     "open_host",
     "output_option",
     "printer",
@@ -345,4 +348,46 @@ def open_host(
     host = PowerHost(deployment, guard=guard, nodes=nodes)
     if guard is not None:
         guard.host = host  # the guard reads readiness through this host: one discovery
+        if deployment.audit.path is None:  # one trail: direct acts beside the maintenances
+            from powerplane.lifecycle.ports import open_store
+            from powerplane.lifecycle.store import StoreAudit
+
+            config, source = guard.config, deployment.source
+            host.authority.sink = StoreAudit(lambda: open_store(config, source))
     return host
+
+
+def _no_actor(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        raise click.UsageError(
+            "--actor no longer names the actor: the actor is the identity the platform "
+            "authenticated (this process's OS user); --on-behalf-of TEXT records whom you "
+            "act for beside it (it authorizes nothing)", ctx)
+
+
+def on_behalf_of_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--on-behalf-of TEXT`` (recorded beside the authenticated identity, authorizes
+    nothing), and ``--actor``, refused with why (it used to name the actor)."""
+    fn = click.option("--actor", default=None, hidden=True, expose_value=False,
+                      callback=_no_actor)(fn)
+    return click.option(
+        "--on-behalf-of", default=None,
+        help="Whom you act for, in words: recorded beside your identity (the OS user), "
+             "authorizes nothing.")(fn)
+
+
+def on_behalf_of_identity(on_behalf_of: str | None) -> Identity:
+    """This process's identity (its OS user and groups) with ``on_behalf_of`` beside it;
+    ``$POWERPLANE_ACTOR``, which used to name the actor, is refused (exit 2) rather than
+    silently ignored."""
+    import dataclasses
+
+    from powerplane.authority.identity import local_identity
+
+    if os.environ.get("POWERPLANE_ACTOR"):
+        raise click.UsageError(
+            "$POWERPLANE_ACTOR no longer names the actor: the actor is this process's OS "
+            "user; unset it, and use --on-behalf-of TEXT to record whom you act for")
+    found = local_identity()
+    text = (on_behalf_of or "").strip() or None
+    return dataclasses.replace(found, on_behalf_of=text) if text else found

@@ -24,6 +24,9 @@ from powerplane.cli._common import (
     emit_json,
     esc,
     handle_errors,
+    load_deployment,
+    on_behalf_of_identity,
+    on_behalf_of_option,
     open_host,
     output_option,
     printer,
@@ -163,8 +166,12 @@ def _worst(codes: Sequence[int]) -> int:
 
 
 def _error_dict(node: str, exc: PowerplaneError) -> dict[str, Any]:
-    return {"node": node, "error": type(exc).__name__, "message": str(exc),
-            "exit_code": exc.exit_code}
+    out = {"node": node, "error": type(exc).__name__, "message": str(exc),
+           "exit_code": exc.exit_code}
+    cause = getattr(exc, "cause", None)  # a refusal's: rule, guard or policy
+    if isinstance(cause, str):
+        out["cause"] = cause
+    return out
 
 
 # -- offers ------------------------------------------------------------------------------------
@@ -174,23 +181,49 @@ def _error_dict(node: str, exc: PowerplaneError) -> dict[str, Any]:
 @click.pass_context
 @handle_errors
 def offers_cmd(ctx: click.Context, nodes: tuple[str, ...], output: str) -> None:
-    """Per node, per verb: offered or withheld, the channel that carries it, the reason.
+    """Per node, per verb: offered or withheld, the channel that carries it, the reason,
+    and whether the policy allows you the verb's action.
 
     Exit 1 when a channel of a listed node could not be discovered (its error is stated
     once, under the table or in the node's "channels"); 2 when what it revealed is a config
-    error (a PDU profile that does not fit the device); else 0.
+    error (a PDU profile that does not fit the device); 3 when you may not read a node you
+    named (servers:read); else 0. With no node named, the nodes you may not read are left
+    out (their number on stderr); nothing of theirs is discovered.
     """
+    from powerplane.authority.actions import Action, action_for_verb
+    from powerplane.errors import UnknownNode
+    from powerplane.recovery import VERBS
 
-    async def go() -> tuple[list[dict[str, Any]], list[int], list[int]]:
-        # the nodes named: only what they use is discovered; none named: every node
-        async with open_host(ctx, nodes=list(nodes) or None) as host:
-            offers = host.offers(list(nodes) or None)
+    async def go() -> tuple[list[dict[str, Any]], list[int], list[Any], int]:
+        deployment = load_deployment(ctx)
+        known = deployment.nodes
+        for name in nodes:
+            if name not in known:
+                raise UnknownNode(name, list(known))
+        asked = list(dict.fromkeys(nodes)) or list(known)
+        host = open_host(ctx, nodes=())
+        refs = [(n, known[n]) for n in asked]
+        reads = await host.authority.decide(Action.READ, refs)
+        hidden = [n for (n, _), d in zip(refs, reads, strict=True) if not d.allowed]
+        if hidden and nodes:  # a node named and not readable: refused, nothing discovered
+            from powerplane.authority.policy import denied
+
+            raise denied(next(d for d in reads if not d.allowed), hidden[0])
+        shown = [r for r, d in zip(refs, reads, strict=True) if d.allowed]
+        names = [n for n, _ in shown]
+        may = {verb: await host.authority.decide(action_for_verb(verb), shown)
+               for verb in VERBS}
+        async with host:
+            await host.discover(names)
+            offers = host.offers(names)
             errors = [host.discovery_error(o.node) for o in offers]
-            # nodes decided alike share one verbs mapping (the host's memo): its id
-            return ([o.as_dict() for o in offers], [e.exit_code for e in errors if e is not None],
-                    [id(o.verbs) for o in offers])
+            rows, keys = _with_policy(offers, may)
+            return (rows, [e.exit_code for e in errors if e is not None], keys, len(hidden))
 
-    data, codes, decisions = run_async(go())
+    data, codes, decisions, hidden = run_async(go())
+    if hidden:
+        printer(stderr=True).print("{} node(s) not shown: you may not read them "
+                                   "(servers:read)", hidden)
     failed = [(str(n["node"]), ch) for n in data for ch in n.get("channels", [])
               if not ch["discovered"]]
     if output == "json":
@@ -202,13 +235,42 @@ def offers_cmd(ctx: click.Context, nodes: tuple[str, ...], output: str) -> None:
         sys.exit(code)
 
 
-def _shared_verbs(rows: list[dict[str, Any]], decisions: list[int]) -> list[dict[str, Any]]:
+def _with_policy(offers: Sequence[Any], may: dict[Any, list[Any]]
+                 ) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Each offer's JSON row with, per verb, whether the policy allows the caller its action
+    (``allowed``; a denial's rule as ``policy``), and a key per row: rows with equal keys
+    have equal verbs (the rule's memo and the policy's decisions shared)."""
+    from powerplane.recovery import _KEYED
+
+    merged: dict[tuple[int, ...], dict[str, Any]] = {}
+    rows, keys = [], []
+    for i, offer in enumerate(offers):
+        row = offer.as_dict()
+        decided = [may[v][i] for _, v in _KEYED]
+        key = (id(offer.verbs), *(id(d) for d in decided))
+        verbs = merged.get(key)
+        if verbs is None:
+            verbs = {}
+            for (name, _), d in zip(_KEYED, decided, strict=True):
+                entry = dict(row["verbs"][name])
+                entry["allowed"] = d.allowed
+                if not d.allowed:
+                    entry["policy"] = d.rule
+                verbs[name] = entry
+            merged[key] = verbs
+        row["verbs"] = verbs
+        rows.append(row)
+        keys.append(key)
+    return rows, keys
+
+
+def _shared_verbs(rows: list[dict[str, Any]], decisions: list[Any]) -> list[dict[str, Any]]:
     """``rows`` with each node's ``"verbs"`` encoded once per decision: nodes that share
     one (``decisions``: the id of their verbs mapping) and whose entries are equal share
     the text; the output bytes are those of encoding every row on its own."""
     from powerplane.cli._json import Encoded, dumps_indented
 
-    done: dict[int, tuple[Any, Encoded]] = {}
+    done: dict[Any, tuple[Any, Encoded]] = {}
     out = []
     for row, decision in zip(rows, decisions, strict=True):
         verbs = row["verbs"]
@@ -227,7 +289,7 @@ def _offers_table(data: list[dict[str, Any]], failed: list[tuple[str, dict[str, 
     from rich.table import Table
 
     table = Table(title="offers", title_justify="left", show_lines=False)
-    for col in ("node", "site", "verb", "offered", "channel", "why"):
+    for col in ("node", "site", "verb", "offered", "channel", "why", "you"):
         table.add_column(col, overflow="fold")
     for node in data:
         first = True
@@ -250,6 +312,7 @@ def _offers_table(data: list[dict[str, Any]], failed: list[tuple[str, dict[str, 
                 f"[green]yes[/green] ({mode})" if offered else "[red]no[/red]",
                 esc(o.get("channel", "") or ""),
                 esc(why or ""),
+                "may" if o.get("allowed") else f"may not: {esc(o.get('policy', ''))}",
             )
             first = False
         table.add_section()
@@ -303,13 +366,15 @@ def _wait_value(ctx: click.Context, param: click.Parameter, value: float) -> flo
               "send nothing.")
 @selector_option
 @site_option
+@on_behalf_of_option
 @output_option
 @click.pass_context
 @handle_errors
 def invoke_cmd(
     ctx: click.Context, nodes: tuple[str, ...], verb: str, reason: str, yes: bool,
     confirm_nodes: tuple[str, ...], hazard_reason: str | None, wait: float,
-    dry_run: bool, selectors: list[tuple[str, str]], sites: tuple[str, ...], output: str,
+    dry_run: bool, selectors: list[tuple[str, str]], sites: tuple[str, ...],
+    on_behalf_of: str | None, output: str,
 ) -> None:
     """Run VERB (reboot, shutdown, power-on, terminate) on NODE... under the rule.
 
@@ -318,7 +383,9 @@ def invoke_cmd(
     lifecycle's guard (quorum, virtual nodes, active maintenances, the reason policy) and
     climb the ceremony ladder of ``maintenance request``: the node name typed
     (``--confirm-node``; ``--yes`` does not replace it) and, where the call consumes the
-    last of the quorum margin, ``--hazard-reason``.
+    last of the quorum margin, ``--hazard-reason``. First of all, the policy decides the
+    verb's action (``servers:reboot``) for you (this process's OS user): a denial exits 3
+    before any prompt; every act is audited with your identity before it is sent.
     """
     from powerplane.capabilities import Verb
     from powerplane.errors import PowerplaneError
@@ -333,6 +400,8 @@ def invoke_cmd(
         check_text(value, what)
     if not nodes and not selectors and not sites:
         raise click.UsageError("name at least one NODE, or use --selector / --site")
+    check_text(on_behalf_of, "--on-behalf-of")
+    who = on_behalf_of_identity(on_behalf_of)
     single = len(nodes) == 1 and not selectors and not sites
 
     async def go() -> tuple[list[dict[str, Any]], list[int]]:
@@ -340,14 +409,16 @@ def invoke_cmd(
         async with open_host(ctx, guarded=True, nodes=()) as host:
             chosen = _select(host, nodes, selectors, sites)
             hazard = hazard_reason
-            plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard)
+            plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard,
+                                    identity=who)
             if dry_run:
                 return _dry_run_rows(plans)
             ladder = host.guard is not None and the_verb in GUARDED
             if ladder and hazard is None and not yes and sys.stdin.isatty():
                 hazard = _ask_hazard(plans)
                 if hazard is not None:
-                    plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard)
+                    plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard,
+                                            identity=who)
             ready = [n for n, p in plans.items() if not isinstance(p, Exception)]
             if ready and the_verb in GUARDED:
                 first = plans[ready[0]]
@@ -367,14 +438,15 @@ def invoke_cmd(
                     if isinstance(plan, Exception):
                         raise plan
                     result = await host.invoke(chosen[0], the_verb, reason=reason, wait=wait,
-                                               hazard_reason=hazard)
+                                               hazard_reason=hazard, identity=who)
                 except PowerplaneError as exc:
                     raise _NodeFailed(exc) from None
                 return [_result_row(result)], [_result_code(result)]
             bar, tick = _progress(len(chosen), output, f"{the_verb.value} {len(chosen)} nodes")
             with bar:
                 outcomes = await host.invoke_many(chosen, the_verb, reason, wait=wait,
-                                                  progress=tick, hazard_reason=hazard)
+                                                  progress=tick, hazard_reason=hazard,
+                                                  identity=who)
             rows, codes = [], []
             for node, outcome in outcomes.items():
                 if isinstance(outcome, Exception):
@@ -577,8 +649,10 @@ def state_cmd(ctx: click.Context, nodes: tuple[str, ...], selectors: list[tuple[
     Exit 1 when a node has no reading because every channel failed, naming each channel
     and its error on stderr (the table prints nothing on stdout for that node; ``-o json``
     keeps its document, each reading with its error class); 0 when a reading was taken (a
-    blind channel's declared unknown counts).
+    blind channel's declared unknown counts); 3 when you may not read a node
+    (servers:read: nothing of it is read).
     """
+    from powerplane.authority.actions import Action
     if not nodes and not selectors and not sites:
         raise click.UsageError("name at least one NODE, or use --selector / --site")
     single = len(nodes) == 1 and not selectors and not sites
@@ -587,6 +661,11 @@ def state_cmd(ctx: click.Context, nodes: tuple[str, ...], selectors: list[tuple[
         # nothing discovered up front: each read creates and reads only what it touches
         async with open_host(ctx, nodes=()) as host:
             chosen = _select(host, nodes, selectors, sites)
+            reads = await host.authority.authorize(
+                Action.READ, [(n, host.nodes[n]) for n in chosen])
+            for decision in reads.values():
+                if isinstance(decision, Exception):
+                    raise decision
             bar, tick = _progress(len(chosen), output, f"reading {len(chosen)} nodes")
             with bar:
                 readings = await host.read_many(chosen, every_channel=True, progress=tick)

@@ -1,8 +1,10 @@
 """``powerplane maintenance``: request, status, list, abandon, return, resolve, run.
 
 The ceremony comes as flags for scripts (``--confirm-node``, ``--ack-preflight``,
-``--hazard-reason``, ``--actor``) or as prompts for a person at a terminal. A refusal is
-never turned into a prompt: below quorum, a virtual node or a withheld verb exits 3.
+``--hazard-reason``) or as prompts for a person at a terminal. A refusal is never turned
+into a prompt: denied by the policy, below quorum, a virtual node or a withheld verb exits
+3. The requester is this process's OS user and groups (the platform says who; no flag
+does): ``--on-behalf-of TEXT`` is recorded beside it and authorizes nothing.
 ``request --dry-run`` prints the pre-flight and the ceremony a request needs and records
 nothing (exit 0 when it would be accepted, 3 when refused).
 
@@ -26,6 +28,8 @@ from powerplane.cli._common import (
     esc,
     handle_errors,
     load_deployment,
+    on_behalf_of_identity,
+    on_behalf_of_option,
     open_host,
     output_option,
     printer,
@@ -33,8 +37,9 @@ from powerplane.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Coroutine, Iterable
 
+    from powerplane.authority.identity import Identity
     from powerplane.config import Deployment
     from powerplane.host import PowerHost
     from powerplane.lifecycle.model import NodeMaintenance, Preflight
@@ -106,10 +111,10 @@ def _ask_reason(value: str | None, what: str = "reason") -> str:
     return str(click.prompt(f"{what.capitalize()} (recorded in the audit trail)"))
 
 
-def _actor(value: str | None) -> str:
-    from powerplane.lifecycle.service import default_actor
-
-    return value or default_actor()
+def _identity(on_behalf_of: str | None) -> Identity:
+    """Who asks: this process's OS user (the platform says so, never a flag), with the
+    ``--on-behalf-of`` text recorded beside it."""
+    return on_behalf_of_identity(on_behalf_of)
 
 
 def _print_preflight(
@@ -164,7 +169,7 @@ def _print_dry_run(doc: dict[str, Any]) -> None:
 @click.option("--intent", type=click.Choice(["cordon", "drain", "reboot", "shutdown"]),
               required=True, help="How far the maintenance goes.")
 @click.option("--reason", default=None, help="Why (must meet the reason policy).")
-@click.option("--actor", default=None, help="Who asks (default: $POWERPLANE_ACTOR or login).")
+@on_behalf_of_option
 @click.option("--confirm-node", default=None, help="The node name, typed (reboot, shutdown).")
 @click.option("--ack-preflight", is_flag=True, help="Acknowledge the pre-flight impact.")
 @click.option("--hazard-reason", default=None,
@@ -180,7 +185,7 @@ def request_cmd(
     node: str,
     intent: str,
     reason: str | None,
-    actor: str | None,
+    on_behalf_of: str | None,
     confirm_node: str | None,
     ack_preflight: bool,
     hazard_reason: str | None,
@@ -193,7 +198,7 @@ def request_cmd(
     from powerplane.lifecycle.service import Lifecycle
 
     the_intent = Intent(intent)
-    _text_arguments(node=node, reason=reason, actor=actor, confirm_node=confirm_node,
+    _text_arguments(node=node, reason=reason, on_behalf_of=on_behalf_of, confirm_node=confirm_node,
                     hazard_reason=hazard_reason)
 
     if dry_run:
@@ -205,7 +210,7 @@ def request_cmd(
                 try:
                     return await lc.dry_run(
                         node, the_intent,
-                        Ceremony(reason=reason or "", actor=_actor(actor),
+                        Ceremony(reason=reason or "", identity=_identity(on_behalf_of),
                                  confirm_node=confirm_node, ack_preflight=ack_preflight,
                                  hazard_reason=hazard_reason),
                     )
@@ -223,7 +228,10 @@ def request_cmd(
         async with _host(ctx, nodes=[node]) as host:
             lc = Lifecycle.for_host(host)
             try:
-                pre, verdict = await lc.admit(node, the_intent)  # refusals never prompt
+                # the policy and the rules first: a refusal never prompts
+                pre, verdict, _ = await lc.admit(
+                    node, the_intent, Ceremony(reason=reason or "",
+                                               identity=_identity(on_behalf_of)))
                 steps = required(action_for(the_intent), verdict.hazard)
                 people = _interactive()
                 if people:
@@ -244,7 +252,7 @@ def request_cmd(
                 m = await lc.request(
                     node,
                     the_intent,
-                    Ceremony(reason=why, actor=_actor(actor), confirm_node=typed,
+                    Ceremony(reason=why, identity=_identity(on_behalf_of), confirm_node=typed,
                              ack_preflight=ack, hazard_reason=hazard),
                 )
                 return m.summary()
@@ -346,19 +354,19 @@ def _person_request(
     ctx: click.Context,
     node: str,
     reason: str | None,
-    actor: str | None,
+    on_behalf_of: str | None,
     output: str,
-    act: Callable[[Any, Any], NodeMaintenance],
+    act: Callable[[Any, Any], Coroutine[Any, Any, NodeMaintenance]],
 ) -> None:
     from powerplane.lifecycle.ceremony import Ceremony
     from powerplane.lifecycle.service import Lifecycle
 
-    _text_arguments(node=node, reason=reason, actor=actor)
+    _text_arguments(node=node, reason=reason, on_behalf_of=on_behalf_of)
     host = _host(ctx, nodes=())
     why = _ask_reason(reason)
     lc = Lifecycle.for_host(host)  # records a request: no channel touched
     try:
-        m = act(lc, Ceremony(reason=why, actor=_actor(actor)))
+        m = run_async(act(lc, Ceremony(reason=why, identity=_identity(on_behalf_of))))
     finally:
         lc.close()
     data = m.summary()
@@ -372,33 +380,34 @@ def _person_request(
 @maintenance_group.command("return")
 @click.argument("node")
 @click.option("--reason", default=None, help="Why (must meet the reason policy).")
-@click.option("--actor", default=None, help="Who asks (default: $POWERPLANE_ACTOR or login).")
+@on_behalf_of_option
 @click.option("--machine-on", is_flag=True,
               help="Confirm a person powered the machine back on (where power-on is withheld).")
 @output_option
 @click.pass_context
 @handle_errors
 def return_cmd(
-    ctx: click.Context, node: str, reason: str | None, actor: str | None, machine_on: bool,
-    output: str,
+    ctx: click.Context, node: str, reason: str | None, on_behalf_of: str | None,
+    machine_on: bool, output: str,
 ) -> None:
     """Return NODE to service from a parked maintenance (power-on where offered, uncordon)."""
-    _person_request(ctx, node, reason, actor, output,
+    _person_request(ctx, node, reason, on_behalf_of, output,
                     lambda lc, c: lc.return_to_service(node, c, machine_on=machine_on))
 
 
 @maintenance_group.command("abandon")
 @click.argument("node")
 @click.option("--reason", default=None, help="Why (must meet the reason policy).")
-@click.option("--actor", default=None, help="Who asks (default: $POWERPLANE_ACTOR or login).")
+@on_behalf_of_option
 @output_option
 @click.pass_context
 @handle_errors
 def abandon_cmd(
-    ctx: click.Context, node: str, reason: str | None, actor: str | None, output: str
+    ctx: click.Context, node: str, reason: str | None, on_behalf_of: str | None, output: str
 ) -> None:
     """Abandon NODE's active maintenance; it returns the node through Returning."""
-    _person_request(ctx, node, reason, actor, output, lambda lc, c: lc.abandon(node, c))
+    _person_request(ctx, node, reason, on_behalf_of, output,
+                    lambda lc, c: lc.abandon(node, c))
 
 
 @maintenance_group.command("resolve")
@@ -409,13 +418,13 @@ def abandon_cmd(
               help="The verb did not take effect: send it once more.")
 @click.option("--reason", default=None, help="Why (must meet the reason policy).")
 @click.option("--confirm-node", default=None, help="The node name, typed.")
-@click.option("--actor", default=None, help="Who says so (default: $POWERPLANE_ACTOR or login).")
+@on_behalf_of_option
 @output_option
 @click.pass_context
 @handle_errors
 def resolve_cmd(
     ctx: click.Context, node: str, applied: bool, not_applied: bool, reason: str | None,
-    confirm_node: str | None, actor: str | None, output: str,
+    confirm_node: str | None, on_behalf_of: str | None, output: str,
 ) -> None:
     """Settle a power verb of NODE that evidence could not tell (audited).
 
@@ -430,15 +439,16 @@ def resolve_cmd(
                                "exactly one (nothing was recorded)")
     if not applied and not not_applied:
         raise click.UsageError("one of --applied or --not-applied is required")
-    _text_arguments(node=node, reason=reason, confirm_node=confirm_node, actor=actor)
+    _text_arguments(node=node, reason=reason, confirm_node=confirm_node,
+                    on_behalf_of=on_behalf_of)
     why = _ask_reason(reason)
     if confirm_node is None and _interactive():
         confirm_node = str(click.prompt("Type the node name to confirm", default="",
                                         show_default=False))
     lc = Lifecycle.for_host(_host(ctx, nodes=()))  # records a resolution: none touched
     try:
-        m = lc.resolve(node, Ceremony(reason=why, actor=_actor(actor),
-                                      confirm_node=confirm_node), applied)
+        m = run_async(lc.resolve(node, Ceremony(reason=why, identity=_identity(on_behalf_of),
+                                                confirm_node=confirm_node), applied))
     finally:
         lc.close()
     data = m.summary()

@@ -26,6 +26,8 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from powerplane.authority.identity import Identity
+from powerplane.authority.service import Authority, authority_for
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import Channel
 from powerplane.config import Deployment, NodeSpec, load_config
@@ -54,6 +56,9 @@ class PowerHost:
     """Discovers channels' capabilities, offers verbs under the rule, invokes them.
 
     ``nodes``: start for these nodes only (see :meth:`start`); None, every node.
+    ``authority``: who may act and where acts are recorded (default:
+    :func:`~powerplane.authority.authority_for` the deployment: its ``policy:`` section,
+    its audit file, this process's OS user).
     """
 
     def __init__(
@@ -62,13 +67,17 @@ class PowerHost:
         *,
         guard: InvokeGuard | None = None,
         nodes: Iterable[str] | None = None,
+        authority: Authority | None = None,
     ) -> None:
+        self.authority = authority if authority is not None else authority_for(deployment)
+        """The policy every act is decided by and the audit every act is recorded in."""
         self.limits = deployment.limits
         self._channels = Channels(deployment)
         self._calls = Calls(deployment, self._channels)
         self._discovery = Discovery(deployment, self._calls)
         self._reader = Reader(deployment, self._discovery)
-        self._invoker = Invoker(deployment, self._discovery, self._reader, guard)
+        self._invoker = Invoker(deployment, self._discovery, self._reader, guard,
+                                self.authority)
         self._deployment = deployment
         self._scope = None if nodes is None else tuple(nodes)
         """What ``async with`` starts for: None every node, else only these (see start)."""
@@ -106,9 +115,11 @@ class PowerHost:
         *,
         guard: InvokeGuard | None = None,
         nodes: Iterable[str] | None = None,
+        authority: Authority | None = None,
     ) -> PowerHost:
         """A host for the deployment file at ``path`` (as ``find_config`` finds it)."""
-        return cls(load_config(path, registry=registry), guard=guard, nodes=nodes)
+        return cls(load_config(path, registry=registry), guard=guard, nodes=nodes,
+                   authority=authority)
 
     async def __aenter__(self) -> PowerHost:
         await self.start(self._scope)
@@ -207,9 +218,20 @@ class PowerHost:
     # -- invocation --------------------------------------------------------------------------
     async def invoke(
         self, node: str, verb: Verb | str, reason: str, *, wait: float = 0.0,
-        hazard_reason: str | None = None,
+        hazard_reason: str | None = None, identity: Identity | None = None,
+        audited: bool = False,
     ) -> InvokeResult:
-        """Run one verb on one node under the rule and the guard. Sent at most once; never retried.
+        """Run one verb on one node under the policy, the rule and the guard. Sent at most
+        once; never retried.
+
+        The policy decides the verb's action (``servers:reboot``) for ``identity`` (default:
+        the host authority's, this process's OS user; an embedder that authenticated its
+        caller itself passes that identity): a denial raises
+        :class:`~powerplane.errors.PolicyDenied` (exit 3) and is recorded. The accepted
+        act's audit record is made durable before the verb is sent
+        (:class:`~powerplane.errors.AuditNotRecorded`: nothing sent). ``audited``: the
+        act's record is already durable (the lifecycle executing a request it recorded
+        when it accepted it): the policy is still asked, no second record is written.
 
         ``wait`` > 0 reads the node back until it reaches the state the verb leads to or the
         wait ends (``readback`` stays None when ``wait`` is 0; see ``InvokeResult.reached``).
@@ -221,38 +243,45 @@ class PowerHost:
         verb = parse_verb(verb)
         check_reason(reason)
         wait = check_wait(wait)
-        plan = (await self.plan([node], verb, reason, hazard_reason=hazard_reason))[node]
-        if isinstance(plan, PowerplaneError):
-            raise plan
-        return await self._invoker.dispatch(plan, reason, wait)
+        refused, allowed, said, decisions = await self._invoker.checked(
+            [node], verb, reason, hazard_reason, identity)
+        if node in refused:
+            raise refused[node]
+        _, channel, target, offer = allowed[0]
+        plan = Plan(node, verb, channel, target, offer.graceful, said, offer.recovery)
+        return await self._invoker.dispatch(plan, None if audited else decisions[node],
+                                            reason, wait, identity)
 
     async def plan(
         self, nodes: Sequence[str], verb: Verb | str, reason: str, *,
-        hazard_reason: str | None = None,
+        hazard_reason: str | None = None, identity: Identity | None = None,
     ) -> dict[str, Plan | PowerplaneError]:
         """What ``invoke``/``invoke_many`` would send for each node, sending nothing.
 
-        Runs exactly the checks they run: the rule decided again (not the cached offer),
-        then the guard for reboot, shutdown and terminate. Each node maps to its
+        Runs exactly the checks they run: the policy for ``identity`` (a denial is
+        recorded), the rule decided again (not the cached offer), then the guard for
+        reboot, shutdown and terminate. Each node maps to its
         :class:`Plan` or to the error invoking it would raise. What these nodes use and
         is not discovered yet is discovered first (every channel of each node, so the
         rule sees them all).
         """
         verb = parse_verb(verb)
         check_reason(reason)
-        return await self._invoker.plan(nodes, verb, reason, hazard_reason)
+        return await self._invoker.plan(nodes, verb, reason, hazard_reason, identity)
 
     async def invoke_many(
         self, nodes: Sequence[str], verb: Verb | str, reason: str, *, wait: float = 0.0,
         progress: Callable[[str, InvokeResult | PowerplaneError], None] | None = None,
-        hazard_reason: str | None = None,
+        hazard_reason: str | None = None, identity: Identity | None = None,
     ) -> dict[str, InvokeResult | PowerplaneError]:
         """Run one verb on many nodes concurrently, bounded per endpoint and in total.
 
         One node's failure never stops the others; the result maps each node to its
-        :class:`InvokeResult` or its error. The rule and the guard run first, for all the
-        nodes together. Channels that offer ``invoke_batch(verb, targets)`` receive their
-        nodes in one batch. ``progress`` is called as each node finishes. The work in
+        :class:`InvokeResult` or its error. The policy (for ``identity``, as
+        :meth:`invoke`), the rule and the guard run first, for all the nodes together;
+        every accepted act's record is made durable before the first verb is sent.
+        Channels that offer ``invoke_batch(verb, targets)`` receive their nodes in one
+        batch. ``progress`` is called as each node finishes. The work in
         flight is bounded by the limits, not the fleet (see :meth:`invoke_stream`).
         """
         verb = parse_verb(verb)
@@ -266,12 +295,12 @@ class PowerHost:
             if progress is not None:
                 progress(node, outcome)
 
-        await self._invoker.each(nodes, verb, reason, wait, done, hazard_reason)
+        await self._invoker.each(nodes, verb, reason, wait, done, hazard_reason, identity)
         return results
 
     def invoke_stream(
         self, nodes: Sequence[str], verb: Verb | str, reason: str, *, wait: float = 0.0,
-        hazard_reason: str | None = None,
+        hazard_reason: str | None = None, identity: Identity | None = None,
     ) -> AsyncIterator[tuple[str, InvokeResult | PowerplaneError]]:
         """``invoke_many`` as an async iterator: ``(node, outcome)`` as each node finishes.
 
@@ -289,7 +318,7 @@ class PowerHost:
         verb = parse_verb(verb)
         check_reason(reason)
         wait = check_wait(wait)
-        return self._invoker.stream(nodes, verb, reason, wait, hazard_reason)
+        return self._invoker.stream(nodes, verb, reason, wait, hazard_reason, identity)
 
     # -- readback ----------------------------------------------------------------------------
     async def read_power_state(self, node: str, *, every_channel: bool = False) -> NodeReading:

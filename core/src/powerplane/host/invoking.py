@@ -20,10 +20,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from powerplane.authority.actions import action_for_verb
+from powerplane.authority.identity import Identity
+from powerplane.authority.policy import Decision
+from powerplane.authority.service import Authority
 from powerplane.capabilities import Verb
 from powerplane.channel import Acceptance, PowerState
 from powerplane.config import Deployment, NodeSpec
-from powerplane.errors import ChannelError, NotOffered, PowerplaneError
+from powerplane.errors import AuditNotRecorded, ChannelError, NotOffered, PowerplaneError
 from powerplane.host.calls import Job, Method
 from powerplane.host.discovery import Discovery, spec_of
 from powerplane.host.reading import Reader, expected
@@ -148,8 +152,9 @@ class Invoker:
     """The verbs of one host (see the module docstring)."""
 
     def __init__(self, deployment: Deployment, discovery: Discovery, reader: Reader,
-                 guard: InvokeGuard | None) -> None:
+                 guard: InvokeGuard | None, authority: Authority) -> None:
         self.deployment = deployment
+        self.authority = authority
         self.limits = deployment.limits
         self.discovery = discovery
         self.calls = discovery.calls
@@ -184,9 +189,11 @@ class Invoker:
 
     async def plan(
         self, nodes: Sequence[str], verb: Verb, reason: str, hazard_reason: str | None,
+        identity: Identity | None = None,
     ) -> dict[str, Plan | PowerplaneError]:
         """``PowerHost.plan`` (``verb`` and ``reason`` checked)."""
-        refused, allowed, said = await self.checked(nodes, verb, reason, hazard_reason)
+        refused, allowed, said, _ = await self.checked(nodes, verb, reason, hazard_reason,
+                                                       identity)
         out: dict[str, Plan | PowerplaneError] = dict(refused)
         for node, channel, target, offer in allowed:
             out[node] = Plan(node, verb, channel, target, offer.graceful, said, offer.recovery)
@@ -194,14 +201,31 @@ class Invoker:
 
     async def checked(
         self, nodes: Sequence[str], verb: Verb, reason: str, hazard_reason: str | None = None,
-    ) -> tuple[dict[str, PowerplaneError], list[tuple[str, str, Any, VerbOffer]], str]:
+        identity: Identity | None = None,
+    ) -> tuple[dict[str, PowerplaneError], list[tuple[str, str, Any, VerbOffer]], str,
+               dict[str, Decision]]:
         """:meth:`plan`'s checks: (refused node -> error, allowed (node, channel, target,
-        offer) in order, what the guard said). The rule first for every node, then the
-        guard once for every node the rule allowed."""
-        await self.discovery.ensure(nodes)
+        offer) in order, what the guard said, the policy's decision per allowed node).
+        The policy first (who may take the verb's action on each node: a denial is
+        recorded and never upgraded), then the rule for every node the policy allowed,
+        then the guard once for every node the rule allowed."""
         refused: dict[str, PowerplaneError] = {}
+        decisions: dict[str, Decision] = {}
+        known = self.deployment.nodes
+        asked = [(n, known[n]) for n in dict.fromkeys(nodes) if n in known]
+        if asked:
+            decided = await self.authority.authorize(action_for_verb(verb), asked, identity,
+                                                     reason=reason)
+            for node, decision in decided.items():
+                if isinstance(decision, PowerplaneError):
+                    refused[node] = decision
+                else:
+                    decisions[node] = decision
+        await self.discovery.ensure([n for n in nodes if n not in refused])
         allowed: list[tuple[str, NodeSpec, VerbOffer]] = []
         for node in dict.fromkeys(nodes):
+            if node in refused:
+                continue
             try:
                 spec, offer = self.check(node, verb)
             except PowerplaneError as exc:
@@ -225,11 +249,26 @@ class Invoker:
                 continue
             assert offer.channel is not None
             out.append((node, offer.channel, _target(spec, offer.channel), offer))
-        return refused, out, said
+        return refused, out, said, decisions
+
+    def audit(self, acts: Sequence[tuple[str, Decision]], reason: str,
+              identity: Identity | None) -> None:
+        """Make the records of the acts about to be performed durable (raises
+        :class:`~powerplane.errors.AuditNotRecorded`: then none is performed)."""
+        if not acts:
+            return
+        who = identity or self.authority.identity
+        self.authority.record([self.authority.record_of(who, decision, node, reason)
+                               for node, decision in acts])
 
     # -- dispatch ----------------------------------------------------------------------------
-    async def dispatch(self, plan: Plan, reason: str, wait: float = 0.0) -> InvokeResult:
-        """Send a verb the rule and the guard have just allowed (``plan`` right before)."""
+    async def dispatch(self, plan: Plan, decision: Decision | None, reason: str,
+                       wait: float = 0.0, identity: Identity | None = None) -> InvokeResult:
+        """Send a verb the policy (``decision``), the rule and the guard have just allowed:
+        its audit record first, durable, or nothing is sent (``decision`` None: the act's
+        record is already durable)."""
+        if decision is not None:
+            self.audit([(plan.node, decision)], reason, identity)
         log.info("invoke %s %s via %s: %s", plan.verb.value, plan.node, plan.channel, reason)
         acceptance = await self.calls.call(plan.channel, plan.verb.method, plan.target)
         detail = acceptance.detail if isinstance(acceptance, Acceptance) else ""
@@ -239,7 +278,7 @@ class Invoker:
 
     async def stream(
         self, nodes: Sequence[str], verb: Verb, reason: str, wait: float,
-        hazard_reason: str | None = None,
+        hazard_reason: str | None = None, identity: Identity | None = None,
     ) -> AsyncIterator[tuple[str, InvokeResult | PowerplaneError]]:
         """``PowerHost.invoke_stream``'s iterator (arguments checked)."""
         queue: asyncio.Queue[tuple[str, InvokeResult | PowerplaneError] | None] = (
@@ -247,7 +286,7 @@ class Invoker:
         runner = asyncio.create_task(
             self.each(nodes, verb, reason, wait,
                       lambda node, outcome: queue.put_nowait((node, outcome)),
-                      hazard_reason))
+                      hazard_reason, identity))
         runner.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (item := await queue.get()) is not None:
@@ -261,7 +300,7 @@ class Invoker:
 
     async def each(
         self, nodes: Sequence[str], verb: Verb, reason: str, wait: float, done: Done,
-        hazard_reason: str | None = None,
+        hazard_reason: str | None = None, identity: Identity | None = None,
     ) -> None:
         """Plan ``nodes``, then dispatch every allowed one, calling ``done`` per node.
 
@@ -272,9 +311,17 @@ class Invoker:
         readbacks (``wait`` > 0) run beside the workers so they do not hold an endpoint's
         slot.
         """
-        refused, allowed, _ = await self.checked(nodes, verb, reason, hazard_reason)
+        refused, allowed, _, decisions = await self.checked(nodes, verb, reason,
+                                                            hazard_reason, identity)
         for node, error in refused.items():
             done(node, error)
+        try:  # every act's record durable before the first is sent, or none is sent
+            self.audit([(node, decisions[node]) for node, _, _, _ in allowed], reason,
+                       identity)
+        except AuditNotRecorded as exc:
+            for node, _, _, _ in allowed:
+                done(node, exc)
+            return
         method, verb_name = verb.method, verb.value  # enum attributes cost: read once
         calls = self.calls
         channels = calls.channels

@@ -24,7 +24,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from powerplane.capabilities import Verb
+from powerplane.authority.actions import action_for_verb
+from powerplane.authority.identity import Identity
 from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action
 from powerplane.lifecycle.model import Intent, QuorumNumbers
@@ -64,10 +65,13 @@ class Step(str, Enum):
 
 @dataclass(frozen=True)
 class Ceremony:
-    """What the requester supplied."""
+    """What the requester supplied. Who they are is not part of it: the identity comes
+    from the platform (:class:`~powerplane.authority.Identity`), never from the request."""
 
     reason: str
-    actor: str
+    identity: Identity | None = None
+    """The authenticated requester (None: the lifecycle's host authority's identity, this
+    process's OS user). Only an embedder that authenticated its caller sets it."""
     confirm_node: str | None = None
     ack_preflight: bool = False
     hazard_reason: str | None = None
@@ -87,6 +91,7 @@ class MaintenanceRefused(LifecycleError):
     """A safety rule refuses the request; no ceremony can upgrade it."""
 
     exit_code = 3
+    cause = "guard"
 
     def __init__(self, node: str, reason: str, numbers: QuorumNumbers | None = None) -> None:
         self.node = node
@@ -106,19 +111,6 @@ _ACTIONS = {
 def action_for(intent: Intent) -> Action:
     """The action name a request of ``intent`` is audited under."""
     return _ACTIONS[intent]
-
-
-_VERB_ACTIONS = {
-    Verb.REBOOT: Action.REBOOT,
-    Verb.SHUTDOWN: Action.SHUTDOWN,
-    Verb.POWER_ON: Action.POWER_ON,
-    Verb.TERMINATE: Action.TERMINATE,
-}
-
-
-def action_for_verb(verb: Verb) -> Action:
-    """The action name of a direct call of ``verb`` (its rung of the ladder)."""
-    return _VERB_ACTIONS[Verb(verb)]
 
 
 _POWER = (Action.REBOOT, Action.SHUTDOWN, Action.TERMINATE)
@@ -227,6 +219,4 @@ def missing(
         problem = step_problem(step, node, action, ceremony, policy)
         if problem:
             problems.append(problem)
-    if not ceremony.actor.strip():
-        problems.append("an actor is required")
     return problems

@@ -279,7 +279,11 @@ class Dispatcher:
         crashpoint(f"dispatch-recorded:{verb.value}")
         try:
             with guard.own_dispatch(m.name):
-                result = await self.ports.host.invoke(m.node, verb, reason=m.spec.reason)
+                # the requester's right asked again by the host (authoritative); the act's
+                # record was made durable when the request was accepted
+                result = await self.ports.host.invoke(
+                    m.node, verb, reason=m.spec.reason, identity=m.spec.requester,
+                    audited=True)
         except OutcomeUnknown as exc:  # it may have left: settle by evidence, never Failed
             d.outcome = O.UNKNOWN
             d.outcome_at = self.clock()

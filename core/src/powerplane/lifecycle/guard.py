@@ -268,7 +268,7 @@ class LifecycleGuard:
         active = self._active()
         action = action_for_verb(verb)
         policy = self.config.reason_policy
-        carried = Ceremony(reason=reason, actor="", hazard_reason=hazard_reason)
+        carried = Ceremony(reason=reason, hazard_reason=hazard_reason)
         problem = step_problem(Step.REASON, "", action, carried, policy)
         own = _OWN_DISPATCH.get()
         pending: list[str] = []

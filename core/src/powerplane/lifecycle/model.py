@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from powerplane.authority.identity import Identity
+
 __all__ = [
     "ACTIVE_PHASES",
     "TERMINAL_PHASES",
@@ -109,6 +111,9 @@ class ConditionType(str, Enum):
     """What a condition is about (the key of ``status.conditions``)."""
 
     ABANDONED = "Abandoned"
+    AUTHORIZED = "Authorized"
+    """Whether the policy still allows the requester the maintenance's action (checked
+    again before every act: a right removed after the request holds it)."""
     AWAITING_POWER_ON = "AwaitingPowerOn"
     AWAITING_RESOLUTION = "AwaitingResolution"
     """A dispatch's outcome cannot be told from evidence: a person must resolve it."""
@@ -322,11 +327,24 @@ class MaintenanceSpec(_Model):
     intent: Intent
     reason: str
     requested_by: str = Field(alias="requestedBy")
+    """The authenticated user who asked (never a name the requester typed)."""
+    requester_groups: list[str] = Field(default_factory=list, alias="requesterGroups")
+    """The authenticated groups of :attr:`requested_by`."""
+    requested_via: str = Field("local", alias="requestedVia")
+    """Who authenticated the requester: ``local``, ``kubernetes``, ``oidc``."""
+    on_behalf_of: str | None = Field(None, alias="onBehalfOf")
+    """Text the requester added ("for the night shift"): recorded, authorizes nothing."""
     preflight: Preflight = Field(default_factory=Preflight)
     return_request: ReturnRequest | None = Field(None, alias="returnRequest")
     abandon: AbandonRequest | None = None
     resolutions: list[Resolution] = Field(default_factory=list)
     """Every resolution a person gave, in order."""
+
+    @property
+    def requester(self) -> Identity:
+        """The identity that asked, as recorded."""
+        return Identity(user=self.requested_by, groups=tuple(self.requester_groups),
+                        via=self.requested_via, on_behalf_of=self.on_behalf_of)
 
 
 class Transition(_Model):
@@ -435,6 +453,9 @@ class NodeMaintenance(_Model):
             "resolutions": [r.model_dump(mode="json", by_alias=True)
                             for r in self.spec.resolutions],
             "requestedBy": self.spec.requested_by,
+            "requesterGroups": list(self.spec.requester_groups),
+            "requestedVia": self.spec.requested_via,
+            "onBehalfOf": self.spec.on_behalf_of,
             "reason": self.spec.reason,
             "abandoned": (
                 {"by": self.spec.abandon.actor, "reason": self.spec.abandon.reason,

@@ -20,8 +20,9 @@ from enum import Enum
 from typing import Any
 
 from powerplane.capabilities import Verb
-from powerplane.errors import PowerplaneError
+from powerplane.errors import PolicyDenied, PowerplaneError
 from powerplane.lifecycle import guard
+from powerplane.lifecycle.ceremony import action_for
 from powerplane.lifecycle.crash import crashpoint
 from powerplane.lifecycle.dispatch import Dispatcher, Drive, runner_alive, set_condition
 from powerplane.lifecycle.evacuation import EvacuationStatus, evacuation_status
@@ -242,7 +243,38 @@ class Reconciler:
     def _returnable(self, m: NodeMaintenance) -> bool:
         return m.spec.return_request is not None
 
+    async def _authorized(self, m: NodeMaintenance) -> PolicyDenied | None:
+        """The policy asked again, where the act is executed (authoritative): the
+        requester's right to the maintenance's action now, or the denial."""
+        spec = self.ports.host.nodes.get(m.node)
+        found = (await self.ports.host.authority.authorize(
+            action_for(m.spec.intent), [(m.node, spec)], m.spec.requester,
+            reason=m.spec.reason))[m.node]
+        if isinstance(found, PolicyDenied):
+            return found
+        return None
+
+    async def _hold_if_denied(self, m: NodeMaintenance) -> bool:
+        """Hold (with the rule) when the requester lost the right after the node was
+        cordoned: nothing more is done until a person with the right abandons or returns
+        it, or the right comes back."""
+        denial = await self._authorized(m)
+        if denial is None:
+            cond = m.condition(C.AUTHORIZED)
+            if cond is not None and cond.status is not S.TRUE:
+                set_condition(m, C.AUTHORIZED, S.TRUE, "Allowed", "the policy allows it again")
+            return False
+        set_condition(m, C.AUTHORIZED, S.FALSE, "Denied", str(denial))
+        m.status.refusal_reason = str(denial)
+        return True
+
     async def _requested(self, m: NodeMaintenance) -> Result:
+        denial = await self._authorized(m)
+        if denial is not None:
+            m.status.refusal_reason = str(denial)
+            set_condition(m, C.AUTHORIZED, S.FALSE, "Denied", str(denial))
+            transition(m, P.REFUSED, str(denial))
+            return Result.DONE
         verdict = await self._safety(m)
         if not verdict.allowed:
             m.status.refusal = verdict.numbers
@@ -269,7 +301,7 @@ class Reconciler:
                 transition(m, P.RETURNING, "return to service requested")
                 return Result.ADVANCED
             return Result.PARKED
-        if await self._hold_if_unsafe(m):
+        if await self._hold_if_unsafe(m) or await self._hold_if_denied(m):
             return Result.PARKED
         if m.spec.intent.powers:
             result = await self._evacuate(m)
@@ -377,7 +409,7 @@ class Reconciler:
         transition(m, P.FAILED, why)
 
     async def _safe_to_send(self, m: NodeMaintenance) -> bool:
-        return not await self._hold_if_unsafe(m)
+        return not (await self._hold_if_unsafe(m) or await self._hold_if_denied(m))
 
     async def _drained(self, m: NodeMaintenance) -> Result:
         if m.spec.intent is Intent.DRAIN:

@@ -4,25 +4,38 @@
 
     async with PowerHost(deployment) as host:
         lc = Lifecycle.for_host(host)
-        m = await lc.request("node-1", "reboot", Ceremony(reason=..., actor=..., ...))
+        m = await lc.request("node-1", "reboot", Ceremony(reason=..., confirm_node=..., ...))
         await lc.run(until_idle=True)
 
-Each accepted request appends an audit record (what a person asked for) in the same
-transaction that records it; the status records what the machine then did.
+Every request is first decided by the host's authority (the policy, for the requester's
+authenticated identity: the ceremony's ``identity``, else this process's OS user), before
+its ceremony is looked at; a denial is recorded and raised
+(:class:`~powerplane.errors.PolicyDenied`). Each accepted request appends an audit record
+with that identity (what a person asked for) in the same transaction that records it; the
+status records what the machine then did. The lifecycle's host records its direct acts
+in the same store (:meth:`Lifecycle.for_host` points the authority's audit there).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
-import getpass
-import os
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from powerplane.authority.identity import Identity
+from powerplane.authority.policy import Decision
 from powerplane.capabilities import Verb
-from powerplane.errors import ChannelError, ConfigError, NotOffered, PowerplaneError, UnknownNode
+from powerplane.errors import (
+    ChannelError,
+    ConfigError,
+    NotOffered,
+    PolicyDenied,
+    PowerplaneError,
+    UnknownNode,
+)
 from powerplane.host import PowerHost
 from powerplane.lifecycle import guard
 from powerplane.lifecycle.audit import Action, AuditRecord
@@ -55,9 +68,15 @@ from powerplane.lifecycle.phases import park_phase
 from powerplane.lifecycle.ports import MaintenanceStore, Ports, build_ports, open_store
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
-from powerplane.lifecycle.store import AlreadyActive, ConcurrentChange, NotFound, StoreConflict
+from powerplane.lifecycle.store import (
+    AlreadyActive,
+    ConcurrentChange,
+    NotFound,
+    StoreAudit,
+    StoreConflict,
+)
 
-__all__ = ["Lifecycle", "NotResolvable", "NotReturnable", "default_actor"]
+__all__ = ["Lifecycle", "NotResolvable", "NotReturnable"]
 
 
 class NotReturnable(NotFound):
@@ -66,17 +85,6 @@ class NotReturnable(NotFound):
 
 class NotResolvable(NotFound):
     """Resolve applies to a maintenance awaiting a person's word on a dispatch."""
-
-
-def default_actor() -> str:
-    """The person at this terminal (``$POWERPLANE_ACTOR``, else the login name)."""
-    actor = os.environ.get("POWERPLANE_ACTOR")
-    if actor:
-        return actor
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
 
 
 class Lifecycle:
@@ -114,6 +122,8 @@ class Lifecycle:
         deployment = host.deployment
         config = lifecycle_config(deployment.lifecycle, deployment.source)
         store = open_store(config, deployment.source, create=create_store)
+        if deployment.audit.path is None:  # one trail: direct acts beside the maintenances
+            host.authority.sink = StoreAudit(store)
         return cls(host, config, store, clock=clock)
 
     def close(self) -> None:
@@ -154,12 +164,36 @@ class Lifecycle:
             verdict,
         )
 
-    async def _decide(
-        self, node: str, intent: Intent
-    ) -> tuple[Preflight | None, guard.SafetyVerdict | None, PowerplaneError | None]:
-        """The pre-flight, the verdict, and the error a request would be rejected with."""
+    def _who(self, ceremony: Ceremony) -> Identity:
+        return ceremony.identity or self.host.authority.identity
+
+    async def _authorize(self, node: str, action: Action, ceremony: Ceremony) -> Decision:
+        """The policy's decision for the requester (before the ceremony is looked at: no
+        one types a node name for an act they may not take); a denial is recorded and
+        raised."""
         if node not in self.host.nodes:
             raise UnknownNode(node, list(self.host.nodes))
+        return await self.host.authority.require(
+            action, node, self.host.nodes[node], self._who(ceremony), reason=ceremony.reason)
+
+    async def _decide(
+        self, node: str, intent: Intent, ceremony: Ceremony,
+    ) -> tuple[Preflight | None, guard.SafetyVerdict | None, PowerplaneError | None,
+               Decision | None]:
+        """The pre-flight, the verdict, the error a request would be rejected with, and the
+        policy's decision."""
+        if node not in self.host.nodes:
+            raise UnknownNode(node, list(self.host.nodes))
+        try:
+            decision = await self._authorize(node, action_for(intent), ceremony)
+        except PolicyDenied as exc:
+            return None, None, exc, None
+        pre, verdict, error = await self._guarded(node, intent)
+        return pre, verdict, error, decision
+
+    async def _guarded(
+        self, node: str, intent: Intent
+    ) -> tuple[Preflight | None, guard.SafetyVerdict | None, PowerplaneError | None]:
         active = self.store.active_for(node)
         if active is not None:
             return None, None, AlreadyActive(node, active.name)
@@ -177,19 +211,21 @@ class Lifecycle:
         return pre, verdict, None
 
     async def admit(
-        self, node: str, intent: Intent | str
-    ) -> tuple[Preflight, guard.SafetyVerdict]:
-        """The pre-flight and verdict of a request the rules admit; else raises why not.
+        self, node: str, intent: Intent | str, ceremony: Ceremony | None = None,
+    ) -> tuple[Preflight, guard.SafetyVerdict, Decision]:
+        """The pre-flight, verdict and policy decision of a request the rules admit; else
+        raises why not.
 
-        What :meth:`request` checks before the ceremony: an active maintenance (exit 2),
-        the guard (3), the power offer (3 withheld by the rule, 1 undiscoverable channel, 2
-        a channel whose config is bad).
+        What :meth:`request` checks before the ceremony: the policy for the requester
+        (3, recorded), an active maintenance (exit 2), the guard (3), the power offer (3
+        withheld by the rule, 1 undiscoverable channel, 2 a channel whose config is bad).
         """
-        pre, verdict, error = await self._decide(node, Intent(intent))
+        pre, verdict, error, decision = await self._decide(
+            node, Intent(intent), ceremony or Ceremony(reason=""))
         if error is not None:
             raise error
-        assert pre is not None and verdict is not None
-        return pre, verdict
+        assert pre is not None and verdict is not None and decision is not None
+        return pre, verdict, decision
 
     async def dry_run(
         self, node: str, intent: Intent | str, ceremony: Ceremony
@@ -204,7 +240,7 @@ class Lifecycle:
         Unknown nodes raise as for a request.
         """
         intent = Intent(intent)
-        pre, verdict, error = await self._decide(node, intent)
+        pre, verdict, error, _ = await self._decide(node, intent, ceremony)
         action = action_for(intent)
         hazard = verdict.hazard if verdict is not None else False
         steps = describe(node, action, hazard, ceremony, self.config.reason_policy)
@@ -236,11 +272,12 @@ class Lifecycle:
     ) -> NodeMaintenance:
         """Accept a maintenance request (or raise why not); appends its audit record."""
         intent = Intent(intent)
-        pre, verdict = await self.admit(node, intent)
+        pre, verdict, decision = await self.admit(node, intent, ceremony)
         action = action_for(intent)
         problems = missing(node, action, verdict.hazard, ceremony, self.config.reason_policy)
         if problems:
             raise CeremonyRequired(problems)
+        who = self._who(ceremony)
         stamp = self.clock().strftime("%Y%m%d%H%M%S")
         m = NodeMaintenance(
             name=f"{node}-{intent.value}-{stamp}-{uuid.uuid4().hex[:6]}",
@@ -248,7 +285,10 @@ class Lifecycle:
                 node=node,
                 intent=intent,
                 reason=ceremony.reason.strip(),
-                requested_by=ceremony.actor,
+                requested_by=who.user,
+                requester_groups=list(who.groups),
+                requested_via=who.via,
+                on_behalf_of=who.on_behalf_of,
                 preflight=pre,
             ),
         )
@@ -256,11 +296,16 @@ class Lifecycle:
         detail = ""
         if verdict.hazard:
             detail = f"hazard acknowledged: {(ceremony.hazard_reason or '').strip()}"
-        record = AuditRecord(
-            actor=ceremony.actor, action=action, reason=m.spec.reason, node=node,
-            maintenance=m.name, at=self.clock(), detail=detail,
-        )
+        record = self._record(who, decision, node, m.spec.reason, m.name, detail)
         return self.store.create(m, record)
+
+    def _record(self, who: Identity, decision: Decision, node: str, reason: str,
+                maintenance: str, detail: str = "", action: Action | None = None,
+                ) -> AuditRecord:
+        rec = self.host.authority.record_of(who, decision, node, reason,
+                                            maintenance=maintenance, detail=detail,
+                                            action=action)
+        return dataclasses.replace(rec, at=self.clock())
 
     def _active(self, node: str) -> NodeMaintenance:
         m = self.store.active_for(node)
@@ -268,13 +313,17 @@ class Lifecycle:
             raise NotFound(f"node {node} has no active maintenance")
         return m
 
-    def return_to_service(
+    async def return_to_service(
         self, node: str, ceremony: Ceremony, machine_on: bool = False
     ) -> NodeMaintenance:
-        """Ask for a parked maintenance to return the node (``servers:uncordon``)."""
+        """Ask for a parked maintenance to return the node (``servers:uncordon``; a
+        machine left off is powered on under ``servers:power-on``, also asked)."""
+        decision = await self._authorize(node, Action.UNCORDON, ceremony)
         problems = missing(node, Action.UNCORDON, False, ceremony, self.config.reason_policy)
         if problems:
             raise CeremonyRequired(problems)
+        who = self._who(ceremony)
+        power_on: Decision | None = None
         for _ in range(5):
             m = self._active(node)
             parked = (
@@ -288,19 +337,17 @@ class Lifecycle:
                     f"maintenance parked at {park_phase(m.spec.intent) or 'no phase'}; "
                     "use abandon to stop it"
                 )
+            if m.phase is Phase.POWERED_OFF and not machine_on and power_on is None:
+                power_on = await self._authorize(node, Action.POWER_ON, ceremony)
             m.spec.return_request = ReturnRequest(
-                actor=ceremony.actor, reason=ceremony.reason.strip(),
+                actor=who.user, reason=ceremony.reason.strip(),
                 machine_confirmed=machine_on, at=self.clock(),
             )
-            records = [AuditRecord(actor=ceremony.actor, action=Action.UNCORDON,
-                                   reason=ceremony.reason.strip(),
-                                   node=node, maintenance=m.name, at=self.clock(),
-                                   detail="machine confirmed on by a person" if machine_on
-                                   else "")]
-            if m.phase is Phase.POWERED_OFF and not machine_on:
-                records.append(AuditRecord(actor=ceremony.actor, action=Action.POWER_ON,
-                                           reason=ceremony.reason.strip(), node=node,
-                                           maintenance=m.name, at=self.clock()))
+            records = [self._record(who, decision, node, ceremony.reason.strip(), m.name,
+                                    "machine confirmed on by a person" if machine_on else "")]
+            if m.phase is Phase.POWERED_OFF and not machine_on and power_on is not None:
+                records.append(self._record(who, power_on, node, ceremony.reason.strip(),
+                                            m.name))
             try:
                 self.store.update(m, records[0])
             except StoreConflict:
@@ -310,27 +357,27 @@ class Lifecycle:
             return m
         raise ConcurrentChange(f"maintenance of {node} kept changing; try again")
 
-    def abandon(self, node: str, ceremony: Ceremony) -> NodeMaintenance:
+    async def abandon(self, node: str, ceremony: Ceremony) -> NodeMaintenance:
         """Abandon the node's active maintenance; it returns through ``Returning``."""
+        decision = await self._authorize(node, Action.ABANDON, ceremony)
         problems = missing(node, Action.ABANDON, False, ceremony, self.config.reason_policy)
         if problems:
             raise CeremonyRequired(problems)
+        who = self._who(ceremony)
         for _ in range(5):
             m = self._active(node)
             if m.spec.abandon is None:
                 m.spec.abandon = AbandonRequest(
-                    actor=ceremony.actor, reason=ceremony.reason.strip(), at=self.clock()
+                    actor=who.user, reason=ceremony.reason.strip(), at=self.clock()
                 )
-            record = AuditRecord(actor=ceremony.actor, action=Action.ABANDON,
-                                 reason=ceremony.reason.strip(), node=node,
-                                 maintenance=m.name, at=self.clock())
+            record = self._record(who, decision, node, ceremony.reason.strip(), m.name)
             try:
                 return self.store.update(m, record)
             except StoreConflict:
                 continue
         raise ConcurrentChange(f"maintenance of {node} kept changing; try again")
 
-    def resolve(self, node: str, ceremony: Ceremony, applied: bool) -> NodeMaintenance:
+    async def resolve(self, node: str, ceremony: Ceremony, applied: bool) -> NodeMaintenance:
         """A person settles the dispatch evidence could not tell (``servers:maintenance-resolve``).
 
         ``applied``: the verb took effect; the maintenance moves on, recording who said so.
@@ -338,15 +385,15 @@ class Lifecycle:
         the guard). The ceremony is a reason and the typed node name. A resolution never
         upgrades a refusal: a maintenance held by a safety rule is refused (exit 3).
         """
+        decision = await self._authorize(node, Action.RESOLVE, ceremony)
         problems = [p for p in (
             reason_problem(ceremony.reason, self.config.reason_policy),
             step_problem(Step.TYPED_NODE, node, Action.RESOLVE, ceremony,
                          self.config.reason_policy),
         ) if p]
-        if not ceremony.actor.strip():
-            problems.append("an actor is required")
         if problems:
             raise CeremonyRequired(problems)
+        who = self._who(ceremony)
         for _ in range(5):
             m = self._active(node)
             pending = [d for d in m.status.dispatches
@@ -365,15 +412,13 @@ class Lifecycle:
                 raise NotResolvable(f"{d.verb} of {m.name} is already resolved; "
                                     "`powerplane maintenance run` carries it out")
             m.spec.resolutions.append(Resolution(
-                actor=ceremony.actor, reason=ceremony.reason.strip(), applied=applied,
+                actor=who.user, reason=ceremony.reason.strip(), applied=applied,
                 attempt_id=d.attempt_id, at=self.clock(),
             ))
-            record = AuditRecord(
-                actor=ceremony.actor, action=Action.RESOLVE, reason=ceremony.reason.strip(),
-                node=node, maintenance=m.name, at=self.clock(),
-                detail=(f"{d.verb} attempt {d.attempt} applied" if applied else
-                        f"{d.verb} attempt {d.attempt} not applied: sent once more"),
-            )
+            record = self._record(
+                who, decision, node, ceremony.reason.strip(), m.name,
+                f"{d.verb} attempt {d.attempt} applied" if applied else
+                f"{d.verb} attempt {d.attempt} not applied: sent once more")
             try:
                 return self.store.update(m, record)
             except StoreConflict:

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic_core import PydanticSerializationError
 
-from powerplane.errors import LifecycleError
+from powerplane.errors import AuditNotRecorded, LifecycleError, PowerplaneError
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance, Phase
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from powerplane.lifecycle.ports import MaintenanceStore
 
 __all__ = ["AlreadyActive", "ConcurrentChange", "InvalidText", "NotFound", "Store",
-           "StoreError", "find_maintenance"]
+           "StoreAudit", "StoreError", "find_maintenance"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS maintenance (
@@ -63,7 +64,8 @@ CREATE TABLE IF NOT EXISTS audit (
     node TEXT NOT NULL,
     maintenance TEXT NOT NULL,
     source TEXT NOT NULL,
-    detail TEXT NOT NULL
+    detail TEXT NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}'
 );
 """
 
@@ -213,6 +215,10 @@ class Store:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.executescript(_SCHEMA)
+                columns = {row[1] for row in self._db.execute("PRAGMA table_info(audit)")}
+                if "extra" not in columns:  # a store made before identities were recorded
+                    self._db.execute("ALTER TABLE audit ADD COLUMN extra TEXT NOT NULL "
+                                     "DEFAULT '{}'")
         except StoreError:
             self._db.close()
             raise
@@ -410,10 +416,11 @@ class Store:
     # -- audit -------------------------------------------------------------------------------
     def _insert_audit(self, rec: AuditRecord) -> None:
         self.db.execute(
-            "INSERT INTO audit (at, actor, action, reason, node, maintenance, source, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO audit (at, actor, action, reason, node, maintenance, source, detail, "
+            "extra) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rec.at.isoformat(), rec.actor, rec.action.value, rec.reason, rec.node,
-             rec.maintenance, rec.source, rec.detail),
+             rec.maintenance, rec.source, rec.detail,
+             json.dumps(rec.extra(), separators=(",", ":"))),
         )
 
     def append_audit(self, rec: AuditRecord) -> None:
@@ -424,7 +431,8 @@ class Store:
             self.db.execute("COMMIT")
 
     def audit(self, node: str | None = None) -> list[AuditRecord]:
-        sql = "SELECT at, actor, action, reason, node, maintenance, source, detail FROM audit"
+        sql = ("SELECT at, actor, action, reason, node, maintenance, source, detail, extra "
+               "FROM audit")
         args: tuple[str, ...] = ()
         if node is not None:
             sql += " WHERE node = ?"
@@ -432,9 +440,48 @@ class Store:
         sql += " ORDER BY id"
         with self._errors():
             return [
-                AuditRecord(
-                    actor=r[1], action=Action(r[2]), reason=r[3], node=r[4], maintenance=r[5],
-                    source=r[6], at=dt.datetime.fromisoformat(r[0]), detail=r[7],
-                )
+                AuditRecord.from_dict({
+                    "actor": r[1], "action": Action(r[2]), "reason": r[3], "node": r[4],
+                    "maintenance": r[5], "source": r[6], "at": r[0], "detail": r[7],
+                    **json.loads(r[8] or "{}")})
                 for r in self.db.execute(sql, args)
             ]
+
+
+class StoreAudit:
+    """A maintenance store's audit as the authority's sink: direct calls under a lifecycle
+    are recorded beside the maintenances (one trail).
+
+    ``store``: an open store, or a function that opens one (each use opens it and closes it
+    again: a direct call's command keeps no store open between its acts).
+    """
+
+    def __init__(self, store: MaintenanceStore | Callable[[], MaintenanceStore],
+                 description: str = "the lifecycle store") -> None:
+        self._store = store
+        self.description = description
+
+    @contextlib.contextmanager
+    def _opened(self) -> Iterator[MaintenanceStore]:
+        if not callable(self._store):
+            yield self._store
+            return
+        store = self._store()
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def append(self, records: Sequence[AuditRecord]) -> None:
+        try:
+            with self._opened() as store:
+                for rec in records:
+                    store.append_audit(rec)
+        except PowerplaneError as exc:
+            raise AuditNotRecorded(
+                f"the audit record could not be written to {self.description} ({exc}): "
+                "nothing was done") from None
+
+    def records(self, node: str | None = None) -> list[AuditRecord]:
+        with self._opened() as store:
+            return store.audit(node)

@@ -1,0 +1,316 @@
+"""The ``local`` policy type: a roles file of roles and bindings (deny wins).
+
+::
+
+    policy: {type: local, file: roles.yaml}     # in the deployment file (relative: beside it)
+
+    # roles.yaml
+    roles:
+      admin: {tier: admin}                      # every action
+      viewer: {tier: read}                      # servers:read
+      maintenance-engineer:
+        tier: read
+        allow: [servers:cordon, servers:uncordon]
+      night-shift:
+        allow: [servers:reboot]
+        deny: [servers:shutdown]
+        sites: [plant-a]                        # scope: only nodes of these sites
+        labels: {rack: a}                       # scope: only nodes with these labels
+    bindings:
+      - {role: admin, users: [alice]}
+      - {role: maintenance-engineer, groups: [plant-eng]}
+
+A role grants every action whose default tier (:data:`~powerplane.authority.actions.DEFAULT_TIER`)
+is at most its ``tier`` (``none`` when not given), plus its ``allow:`` list, minus nothing:
+``deny:`` is separate and wins over every allow of every role. An identity holds the
+roles bound to its user or to any of its groups; a scoped role counts only for the nodes
+in its scope. No role that allows the action: denied. The file is read with the
+deployment's bounds (size, nesting, hostile YAML refused) when the deployment loads: a
+file that cannot be read, an unknown action ("did you mean"), a binding to an unknown role
+or a role bound to nobody's benefit (no users, no groups) is a config problem (exit 2)
+naming the file, the path and the line; never "allow".
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from powerplane._yaml import format_path, load_yaml
+from powerplane.authority.actions import DEFAULT_TIER, Action, Tier, parse_action
+from powerplane.authority.identity import Identity
+from powerplane.authority.policy import BASE_DIR, Decision, PolicyContext, PolicyType
+from powerplane.errors import ConfigError, ConfigProblem
+from powerplane.files import read_text
+
+if TYPE_CHECKING:
+    from powerplane.config import NodeSpec
+
+__all__ = ["LOCAL", "LocalPolicy", "LocalPolicyConfig", "Role", "RolesFile", "load_roles"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _actions(values: Any) -> Any:
+    if not isinstance(values, list):
+        return values
+    return [parse_action(v) if isinstance(v, str) else v for v in values]
+
+
+class Role(_Strict):
+    """A role: a tier, and actions allowed or denied beyond it, optionally scoped."""
+
+    tier: Tier = Tier.NONE
+    """What it grants without naming actions: ``none``, ``read`` or ``admin``."""
+    allow: list[Action] = Field(default_factory=list)
+    """Actions allowed beyond the tier (a delegation: one deliberate line each)."""
+    deny: list[Action] = Field(default_factory=list)
+    """Actions denied, whatever any role allows (deny wins)."""
+    sites: list[str] | None = None
+    """Scope: only nodes of these sites (absent: every node)."""
+    labels: dict[str, str] | None = None
+    """Scope: only nodes carrying every one of these labels (absent: every node)."""
+    description: str = ""
+    """What the role is for, in words."""
+
+    @field_validator("allow", "deny", mode="before")
+    @classmethod
+    def _action_names(cls, value: Any) -> Any:
+        return _actions(value)
+
+
+class Binding(_Strict):
+    """Users and groups that hold a role."""
+
+    role: str
+    """The role's name under ``roles:``."""
+    users: list[str] = Field(default_factory=list)
+    """User names (as the platform authenticates them: OS user, API server user, token)."""
+    groups: list[str] = Field(default_factory=list)
+    """Group names."""
+
+
+class RolesFile(_Strict):
+    """A roles file: roles by name, and who holds them."""
+
+    roles: dict[str, Role] = Field(default_factory=dict)
+    bindings: list[Binding] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _bound_roles_exist(self) -> RolesFile:
+        problems = []
+        names = list(self.roles)
+        for i, b in enumerate(self.bindings):
+            if b.role not in self.roles:
+                close = difflib.get_close_matches(b.role, names, n=1, cutoff=0.6)
+                mean = f"; did you mean {close[0]!r}?" if close else ""
+                problems.append(f"bindings[{i}].role: unknown role {b.role!r}; roles: "
+                                f"{', '.join(names) or 'none'}{mean}")
+            if not b.users and not b.groups:
+                problems.append(f"bindings[{i}]: binds role {b.role!r} to no user and no "
+                                "group")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def _problems(exc: ValidationError, lines: Mapping[Any, int]) -> list[ConfigProblem]:
+    out = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = tuple(p for p in err["loc"] if p != "function-after[_bound_roles_exist()]")
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if not loc and message.startswith("bindings["):  # the model's own check: per binding
+            for part in message.split("; "):
+                where, _, what = part.partition(": ")
+                index = int(where.split("[", 1)[1].split("]", 1)[0])
+                path: tuple[Any, ...] = ("bindings", index)
+                if where.endswith(".role"):
+                    path = (*path, "role")
+                out.append(ConfigProblem(format_path(path), what, _line(lines, path)))
+            continue
+        if err["type"] == "extra_forbidden":
+            message = f"unknown key {loc[-1]!r}"
+        out.append(ConfigProblem(format_path(loc), message, _line(lines, loc)))
+    return out
+
+
+def _line(lines: Mapping[Any, int], path: tuple[Any, ...]) -> int | None:
+    while path:
+        found = lines.get(path)
+        if found is not None:
+            return found
+        path = path[:-1]
+    return None
+
+
+def load_roles(file: Path) -> RolesFile:
+    """Read and validate a roles file; :class:`ConfigError` with every problem and line."""
+    source = str(file)
+    text, size = read_text(file, source, f"roles file {source} does not exist")
+    data, lines = load_yaml(text, source, size=size)
+    if not isinstance(data, dict):
+        raise ConfigError("a roles file is a mapping with roles: and bindings:", source=source)
+    try:
+        return RolesFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc, lines), source=source) from None
+
+
+class LocalPolicyConfig(_Strict):
+    """``policy: {type: local, file: PATH}``: a roles file (relative to the deployment's folder)."""
+
+    type: Literal["local"]
+    file: str
+    """The roles file: YAML, read with the deployment file's bounds."""
+
+    _roles: RolesFile | None = PrivateAttr(default=None)
+    _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _load(self, info: ValidationInfo) -> LocalPolicyConfig:
+        base = info.context.get(BASE_DIR) if isinstance(info.context, dict) else None
+        path = Path(self.file)
+        if not path.is_absolute() and base is not None:
+            path = Path(base) / path
+        try:
+            self._roles = load_roles(path)
+        except ConfigError as exc:
+            raise ValueError("; ".join(
+                f"roles file {exc.source or path}: {p}" for p in exc.problems)) from None
+        self._path = path
+        return self
+
+    @property
+    def roles(self) -> RolesFile:
+        assert self._roles is not None
+        return self._roles
+
+    @property
+    def path(self) -> Path:
+        assert self._path is not None
+        return self._path
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    name: str
+    tier: Tier
+    grants: frozenset[Action]
+    deny: frozenset[Action]
+    sites: frozenset[str] | None
+    labels: tuple[tuple[str, str], ...] | None
+
+    def covers(self, spec: NodeSpec | None) -> bool:
+        if self.sites is not None and (spec is None or spec.site not in self.sites):
+            return False
+        if self.labels is not None:
+            if spec is None:
+                return False
+            got = spec.labels
+            return all(got.get(k) == v for k, v in self.labels)
+        return True
+
+
+def _compile(name: str, role: Role) -> _Compiled:
+    grants = {a for a, t in DEFAULT_TIER.items() if t.rank <= role.tier.rank}
+    grants.update(role.allow)
+    return _Compiled(
+        name, role.tier, frozenset(grants), frozenset(role.deny),
+        frozenset(role.sites) if role.sites is not None else None,
+        tuple(sorted(role.labels.items())) if role.labels is not None else None,
+    )
+
+
+def decide_roles(
+    roles: Sequence[_Compiled], identity: Identity, action: Action, spec: NodeSpec | None,
+    source: str,
+) -> Decision:
+    """The decision of the roles ``identity`` holds for ``action`` on a node of ``spec``."""
+    if not roles:
+        return Decision(False, action, identity, f"no role in {source} is bound to this user "
+                                                 "or its groups")
+    held = [r for r in roles if r.covers(spec)]
+    for r in held:
+        if action in r.deny:
+            return Decision(False, action, identity, f"role {r.name} denies it (deny wins)")
+    for r in held:
+        if action in r.grants:
+            how = (f"tier {r.tier.value}" if DEFAULT_TIER[action].rank <= r.tier.rank
+                   else "its allow list")
+            return Decision(True, action, identity, f"role {r.name} allows it ({how})")
+    out = []
+    for r in roles:
+        names = ", ".join(a.value for a in Action if a in r.grants) or "nothing"
+        scope = "" if r.covers(spec) else ", not this node (out of its scope)"
+        out.append(f"role {r.name} allows {names}{scope}")
+    return Decision(False, action, identity, "no role allows it; " + "; ".join(out))
+
+
+class LocalPolicy:
+    """Decides from a roles file (see the module docstring)."""
+
+    def __init__(self, roles: RolesFile, source: str) -> None:
+        self.source = source
+        self.description = f"roles file {source}"
+        self._roles = {name: _compile(name, r) for name, r in roles.roles.items()}
+        self._bindings = roles.bindings
+        self._held: dict[Identity, tuple[_Compiled, ...]] = {}
+        self._scope_labels = sorted({k for r in self._roles.values() if r.labels
+                                     for k, _ in r.labels})
+        self._cache: dict[tuple[Any, ...], Decision] = {}
+
+    def held(self, identity: Identity) -> tuple[_Compiled, ...]:
+        """The roles bound to ``identity``'s user or groups, in binding order."""
+        found = self._held.get(identity)
+        if found is None:
+            groups = set(identity.groups)
+            names = [b.role for b in self._bindings
+                     if identity.user in b.users or groups.intersection(b.groups)]
+            found = self._held[identity] = tuple(self._roles[n] for n in dict.fromkeys(names))
+        return found
+
+    async def decide(
+        self, identity: Identity, action: Action,
+        nodes: Sequence[tuple[str, NodeSpec | None]],
+    ) -> list[Decision]:
+        return [self.decide_one(identity, action, spec) for _, spec in nodes]
+
+    def decide_one(self, identity: Identity, action: Action, spec: NodeSpec | None) -> Decision:
+        roles = self.held(identity)
+        scoped = any(r.sites is not None or r.labels is not None for r in roles)
+        if scoped and spec is not None:
+            key: tuple[Any, ...] = (identity, action, spec.site,
+                                    tuple(spec.labels.get(k) for k in self._scope_labels))
+        else:
+            key = (identity, action, scoped and spec is None)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = decide_roles(roles, identity, action, spec, self.source)
+        return found
+
+
+def _local(config: LocalPolicyConfig, context: PolicyContext) -> LocalPolicy:
+    return LocalPolicy(config.roles, str(config.path))
+
+
+LOCAL: PolicyType[LocalPolicyConfig] = PolicyType(
+    "local", LocalPolicyConfig, _local,
+    description="a roles file: roles (tier, allow, deny, scope) and bindings; deny wins",
+)
+"""The built-in ``local`` policy type."""

@@ -1,0 +1,93 @@
+"""The deployment's ``policy:`` and ``audit:`` sections, validated with the rest of the file.
+
+::
+
+    policy: {type: local, file: roles.yaml}    # who may take which action (absent: anyone)
+    audit: {path: /var/log/powerplane/audit.jsonl}   # where direct calls are audited
+                                               # (absent: the lifecycle store, else
+                                               # $XDG_STATE_HOME/powerplane/audit.jsonl)
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from powerplane._yaml import format_path
+from powerplane.authority.policy import BASE_DIR, PolicyType
+from powerplane.errors import ConfigProblem
+
+if TYPE_CHECKING:
+    from powerplane.plugins import Registry
+
+__all__ = ["AuditSettings", "PolicySpec", "validated_policy"]
+
+
+class AuditSettings(BaseModel):
+    """``audit:``: where the audit records of direct calls go."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str | None = None
+    """An append-only JSON-lines file (relative: beside the deployment file). Absent: the
+    lifecycle store's audit when there is a ``lifecycle:`` section, else
+    ``$XDG_STATE_HOME/powerplane/audit.jsonl``."""
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A validated ``policy:`` section: its type and its validated config."""
+
+    type: PolicyType[Any]
+    config: BaseModel
+
+
+def _line(lines: Mapping[Any, int], path: tuple[Any, ...]) -> int | None:
+    while path:
+        found = lines.get(path)
+        if found is not None:
+            return found
+        path = path[:-1]
+    return None
+
+
+def validated_policy(
+    raw: Any, source: str, registry: Registry, lines: Mapping[Any, int],
+) -> tuple[PolicySpec | None, list[ConfigProblem]]:
+    """The ``policy:`` section validated by its registered type (its roles file read now)."""
+    base = ("policy",)
+    if not isinstance(raw, dict):
+        return None, [ConfigProblem("policy", "expected a mapping with a type:",
+                                    _line(lines, base))]
+    tname = raw.get("type")
+    if not isinstance(tname, str):
+        return None, [ConfigProblem("policy.type", "required key is missing: the policy "
+                                    "type (local, or one a plugin registers)",
+                                    _line(lines, base))]
+    ptype = registry.policy_types.get(tname)
+    if ptype is None:
+        names = sorted(registry.policy_types)
+        close = difflib.get_close_matches(tname, names, n=1, cutoff=0.6)
+        mean = f"; did you mean {close[0]!r}?" if close else ""
+        return None, [ConfigProblem(
+            "policy.type", f"unknown policy type {tname!r}; registered types: "
+            f"{', '.join(names) or 'none'}{registry.missing_hint('policy', tname)}{mean}",
+            _line(lines, (*base, "type")))]
+    folder = Path(source).parent if source and not source.startswith("<") else Path.cwd()
+    try:
+        config = ptype.config.model_validate(raw, context={BASE_DIR: folder})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False, include_input=False):
+            loc = (*base, *err["loc"])
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown key {err['loc'][-1]!r}"
+            problems.append(ConfigProblem(format_path(loc), msg, _line(lines, loc)))
+        return None, problems
+    return PolicySpec(ptype, config), []
