@@ -1,9 +1,14 @@
-"""The operator's manifests: every object valid against Kubernetes' own schemas, the
-ClusterRole exactly the verbs the operator's run uses, its leases only in its namespace, the
-maintainer's roles (who runs ``maintenance request``) with the node locks in the store's."""
+"""The operator's manifests: every object valid against Kubernetes' own schemas at the
+lowest and highest minor the docs support, the Namespace first (one apply on a clean
+cluster), the ClusterRole exactly the verbs the operator's run uses, its leases only in its
+namespace, ``secrets get`` only on the Secrets the deployment file names, a writable volume
+where a ``state_file`` needs one and a SQLite store refused, the maintainer's roles (who
+runs ``maintenance request``) with the node locks in the store's namespace."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate  # type: ignore[import-untyped]
@@ -11,8 +16,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from powerplane import ConfigError, load_config
 from powerplane_kubernetes.operator import manifests as m
-from powerplane_kubernetes.testing.schemas import KUBERNETES_VERSION
+
+LOWEST, HIGHEST = "1.30.0", "1.37.0"
+"""The Kubernetes minors the docs support (plugins/kubernetes/README.md): the lowest has
+ValidatingAdmissionPolicy v1; the highest is the newest kubernetes-validate ships."""
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def _rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -20,16 +30,58 @@ def _rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
             for r in rule["resources"] for v in rule["verbs"]}
 
 
-def test_every_object_validates_against_kubernetes_schemas() -> None:
-    docs = m.manifests("powerplane", "example.org/powerplane:0.1.0")
-    kinds = [d["kind"] for d in docs]
-    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                 "Deployment"):
-        assert kind in kinds
-    if m.crd_missing() is None:
-        assert kinds[0] == "CustomResourceDefinition"
-    for doc in docs:
-        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+def write_config(tmp: Path, *, store: Any = None, lab: dict[str, Any] | None = None,
+                 cluster: dict[str, Any] | None = None) -> Path:
+    """A deployment file: a simulated channel ``lab`` (``lab`` adds keys to it), the
+    kubernetes store unless ``store`` says otherwise (``"absent"``: no ``store`` key)."""
+    lifecycle: dict[str, Any] = {
+        "store": {"type": "kubernetes", "namespace": "ops"} if store is None else store,
+        "cluster": cluster or {"type": "kubernetes"},
+    }
+    if store == "absent":
+        del lifecycle["store"]
+    cfg = {"channels": {"lab": {"type": "simulated", "machines": {"n1": "on"}, **(lab or {})}},
+           "nodes": {"n1": {"channels": [{"channel": "lab", "target": "n1"}]}},
+           "lifecycle": lifecycle}
+    path = tmp / "powerplane.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return path
+
+
+SECRETS = {"password": {"k8s": "ops/bmc-credentials/password"},
+           "expect_password": {"k8s": "vault/lab-expected/password"}}
+
+
+def every_variant(tmp: Path) -> list[list[dict[str, Any]]]:
+    """The manifests with no file, with referenced Secrets (two namespaces) and a state
+    file (the data volume), and with the store's namespace another one."""
+    full = load_config(write_config(tmp, lab={**SECRETS, "state_file": "machines.json"}))
+    return [m.manifests("powerplane", "example.org/powerplane:0.1.0"),
+            m.manifests("ops", deployment=full),
+            m.manifests("ops", store_namespace="maint")]
+
+
+@pytest.mark.parametrize("version", [LOWEST, HIGHEST])
+def test_every_object_validates_at_the_lowest_and_highest_supported_minor(
+        version: str, tmp_path: Path) -> None:
+    for docs in every_variant(tmp_path):
+        kinds = [d["kind"] for d in docs]
+        for kind in ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                     "Role", "RoleBinding", "Deployment"):
+            assert kind in kinds
+        assert kinds[0] == "Namespace"  # first: everything namespaced goes into it
+        if m.crd_missing() is None:
+            assert "CustomResourceDefinition" in kinds
+        for doc in docs:
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_docs_state_the_range_the_schemas_are_checked_at() -> None:
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    low, high = (".".join(v.split(".")[:2]) for v in (LOWEST, HIGHEST))
+    assert f"Kubernetes {low} to {high}" in text
+    assert re.search(r"kubernetes-validate>=" + re.escape(high), (
+        README.parent / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 def test_a_field_the_schema_does_not_have_is_refused() -> None:
@@ -37,7 +89,7 @@ def test_a_field_the_schema_does_not_have_is_refused() -> None:
     role = m.cluster_role()
     role["rules"][0]["verb"] = ["get"]
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(role, KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(role, HIGHEST, strict=True)
 
 
 def test_cluster_role_holds_exactly_the_verbs_the_operator_uses() -> None:
@@ -109,8 +161,12 @@ def test_deployment_two_replicas_probes_and_metrics_port() -> None:
     assert c["ports"][0]["containerPort"] == m.HTTP_PORT
 
 
-def test_cli_prints_one_multi_document_yaml() -> None:
+def test_cli_prints_one_multi_document_yaml(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from powerplane_kubernetes.operator.cli import operator_group
+
+    monkeypatch.delenv("POWERPLANE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./powerplane.yaml: no Secret, no data volume
 
     result = CliRunner().invoke(operator_group, ["manifests", "--namespace", "ops",
                                                  "--image", "img:2"])
@@ -122,3 +178,131 @@ def test_cli_prints_one_multi_document_yaml() -> None:
     assert result.exit_code == 0, result.output
     assert list(yaml.safe_load_all(result.stdout)) == m.manifests(
         "ops", "powerplane:0.1.0", store_namespace="maint")
+
+
+def _namespaced(docs: list[dict[str, Any]]) -> set[str]:
+    return {d["metadata"]["namespace"] for d in docs if "namespace" in d["metadata"]}
+
+
+def test_the_namespaces_come_first_so_one_apply_installs_on_a_clean_cluster() -> None:
+    docs = m.manifests("ops", store_namespace="maint")
+    assert [d["metadata"]["name"] for d in docs[:2]] == ["ops", "maint"]
+    assert {d["kind"] for d in docs[:2]} == {"Namespace"}
+    assert not any(d["kind"] == "Namespace" for d in docs[2:])
+    assert _namespaced(docs) == {"ops", "maint"}
+    same = m.manifests("ops")
+    assert [d["kind"] for d in same].count("Namespace") == 1
+
+
+def _secret_rules(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(d["metadata"].get("namespace", "*"), rule) for d in docs
+            if d["kind"] in ("Role", "ClusterRole") for rule in d["rules"]
+            if "secrets" in rule["resources"]]
+
+
+def test_secrets_get_only_on_the_secrets_the_file_names(tmp_path: Path) -> None:
+    deployment = load_config(write_config(tmp_path, lab=SECRETS))
+    assert m.referenced_secrets(deployment) == {"ops": ["bmc-credentials"],
+                                               "vault": ["lab-expected"]}
+    docs = m.manifests("ops", deployment=deployment)
+    assert _secret_rules(docs) == [
+        ("ops", {"apiGroups": [""], "resources": ["secrets"],
+                 "resourceNames": ["bmc-credentials"], "verbs": ["get"]}),
+        ("vault", {"apiGroups": [""], "resources": ["secrets"],
+                   "resourceNames": ["lab-expected"], "verbs": ["get"]})]
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"
+                and d["roleRef"]["name"] == m.SECRETS_ROLE]
+    assert {b["metadata"]["namespace"] for b in bindings} == {"ops", "vault"}
+    assert all(b["subjects"] == [{"kind": "ServiceAccount", "name": m.NAME,
+                                  "namespace": "ops"}] for b in bindings)
+    # a Namespace is made only for the operator's own: a Secret's is the user's
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"] == ["ops"]
+
+
+def test_no_secret_referenced_no_secret_granted(tmp_path: Path) -> None:
+    deployment = load_config(write_config(tmp_path, lab={"password": {"env": "SIM_PW"}}))
+    assert m.referenced_secrets(deployment) == {}
+    for docs in (m.manifests("ops", deployment=deployment), m.manifests("ops")):
+        assert _secret_rules(docs) == []
+        assert not any(d["metadata"]["name"] == m.SECRETS_ROLE for d in docs)
+
+
+def _pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    return dict(dep["spec"]["template"]["spec"])
+
+
+def test_a_state_file_gets_the_writable_data_volume(tmp_path: Path) -> None:
+    plain = _pod(m.manifests("ops", deployment=load_config(write_config(tmp_path))))
+    (c,) = plain["containers"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {v["mountPath"] for v in c["volumeMounts"]} == {"/etc/powerplane", "/tmp"}
+    for state in ({"lab": {"state_file": "machines.json"}},
+                  {"lab": {"state_file": f"{m.DATA_DIR}/sim/machines.json"}},
+                  {"cluster": {"type": "simulated", "state_file": "cluster.json"}}):
+        pod = _pod(m.manifests("ops", deployment=load_config(write_config(tmp_path, **state))))
+        (c,) = pod["containers"]
+        assert {"name": "data", "mountPath": m.DATA_DIR} in c["volumeMounts"], state
+        assert {"name": "data", "emptyDir": {"sizeLimit": "256Mi"}} in pod["volumes"]
+
+
+def test_a_state_file_outside_the_data_directory_is_refused(tmp_path: Path) -> None:
+    config = write_config(tmp_path, lab={"state_file": "/etc/powerplane/machines.json"})
+    with pytest.raises(ConfigError, match=r"channels\.lab\.state_file.*outside "
+                       + re.escape(m.DATA_DIR)):
+        m.manifests("ops", deployment=load_config(config))
+
+
+@pytest.mark.parametrize("store", ["lifecycle.db", {"type": "sqlite", "path": "x.db"}, "absent"])
+def test_a_sqlite_store_is_refused_for_the_cluster(store: Any, tmp_path: Path) -> None:
+    config = write_config(tmp_path, store=store)
+    with pytest.raises(ConfigError, match=r"lifecycle\.store.*SQLite.*type: kubernetes") as err:
+        m.manifests("ops", deployment=load_config(config))
+    assert ("the default when lifecycle.store is absent" in str(err.value)) == (
+        store == "absent")
+
+
+def test_the_store_namespace_comes_from_the_file_and_must_agree(tmp_path: Path) -> None:
+    deployment = load_config(write_config(tmp_path, store={"type": "kubernetes",
+                                                           "namespace": "maint"}))
+    docs = m.manifests("ops", deployment=deployment)
+    locks = next(d for d in docs if d["metadata"]["name"] == m.MAINTAINER_LOCKS)
+    assert locks["metadata"]["namespace"] == "maint"
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"] == ["ops", "maint"]
+    with pytest.raises(ConfigError, match="--store-namespace says 'other'"):
+        m.manifests("ops", store_namespace="other", deployment=deployment)
+
+
+def _root_cli(args: list[str]) -> Any:
+    from powerplane.cli import cli
+
+    return CliRunner().invoke(cli, args)
+
+
+def test_cli_reads_the_deployment_file_and_refuses_what_cannot_run_in_the_cluster(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POWERPLANE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    config = write_config(tmp_path, lab=SECRETS)
+    result = _root_cli(["--config", str(config), "operator", "manifests", "--namespace", "ops"])
+    assert result.exit_code == 0, result.output
+    assert list(yaml.safe_load_all(result.stdout)) == m.manifests(
+        "ops", deployment=load_config(config))
+    # ./powerplane.yaml is the deployment file when nothing else names one
+    result = _root_cli(["operator", "manifests", "--namespace", "ops"])
+    assert result.exit_code == 0, result.output
+    assert m.SECRETS_ROLE in result.stdout
+    sqlite = write_config(tmp_path, store="lifecycle.db")
+    result = _root_cli(["--config", str(sqlite), "operator", "manifests"])
+    assert result.exit_code == 2
+    assert "SQLite" in result.stderr and "type: kubernetes" in result.stderr
+    assert result.stdout == ""
+
+
+def test_the_default_image_is_the_one_dev_image_builds() -> None:
+    from powerplane_kubernetes import __version__
+    from powerplane_kubernetes.operator.cli import manifests_cmd
+
+    assert f"powerplane:{__version__}" == m.IMAGE
+    (image,) = [p for p in manifests_cmd.params if p.name == "image"]
+    assert image.default == m.IMAGE

@@ -22,27 +22,45 @@ def operator_group() -> None:
 
 @operator_group.command("manifests")
 @click.option("--namespace", default="powerplane-system", show_default=True,
-              help="The operator's namespace (its ServiceAccount, Deployment and leases).")
+              help="The operator's namespace (its Namespace, ServiceAccount, Deployment and "
+              "leases).")
 @click.option("--image", default="powerplane:0.1.0", show_default=True,
-              help="The operator's container image.")
+              help="The operator's container image (`./dev image` builds this tag).")
 @click.option("--replicas", type=click.IntRange(1), default=2, show_default=True,
               help="Replicas of the operator's Deployment (one per site acts: the Lease "
               "holder; the others stand by).")
 @click.option("--store-namespace", default=None,
               help="lifecycle.store.namespace (the node locks and Events of `maintenance "
-              "request`); absent: --namespace.")
-def manifests_cmd(namespace: str, image: str, replicas: int,
+              "request`); absent: the deployment file's, else --namespace.")
+@click.pass_context
+def manifests_cmd(ctx: click.Context, namespace: str, image: str, replicas: int,
                   store_namespace: str | None) -> None:
-    """Print the CRD, ServiceAccount, RBAC and Deployment as one multi-document YAML, and
-    the roles of who runs `powerplane maintenance request` (unbound)."""
+    """Print the Namespace, CRDs, ServiceAccount, RBAC and Deployment as one multi-document
+    YAML, and the roles of who runs `powerplane maintenance request` (unbound). The
+    deployment file (--config, else $POWERPLANE_CONFIG, else ./powerplane.yaml when it
+    exists) decides the Secrets granted and the writable volume; one that cannot run in the
+    cluster (a SQLite store, a state_file outside /var/lib/powerplane) is exit 2."""
     import yaml
 
+    from powerplane import PowerplaneError, load_config
+    from powerplane.config import find_config
     from powerplane_kubernetes.operator.manifests import crd_missing, manifests
 
     missing = crd_missing()
     if missing is not None:
         click.echo(f"note: {missing}", err=True)
-    docs = manifests(namespace, image, replicas=replicas, store_namespace=store_namespace)
+    given = (ctx.find_root().obj or {}).get("config")
+    path = find_config(given if isinstance(given, str) else None)
+    try:
+        deployment = load_config(path) if given or path.exists() else None
+        if deployment is None:
+            click.echo(f"note: no deployment file ({path} does not exist): no Secret is "
+                       "granted and no writable volume mounted", err=True)
+        docs = manifests(namespace, image, replicas=replicas, store_namespace=store_namespace,
+                         deployment=deployment)
+    except PowerplaneError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
     click.echo(yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True), nl=False)
 
 

@@ -1,11 +1,29 @@
 """The objects that install the operator: ``powerplane operator manifests``.
 
-:func:`manifests` returns, in apply order: the ``NodeMaintenance`` CRD (from
+:func:`manifests` returns, in apply order, so that one ``kubectl apply -f -`` installs it
+on a clean cluster: the operator's ``Namespace`` (and the store's, when
+``lifecycle.store.namespace`` is another), the ``NodeMaintenance`` CRD (from
 :func:`powerplane_kubernetes.crd.crd_manifest`, imported on use; when that module is
 absent the CRD is left out and :func:`crd_missing` says why), a ServiceAccount, the
 ClusterRole (:func:`cluster_role`), its ClusterRoleBinding, a namespaced Role for the
-site leases and its RoleBinding, and a two-replica Deployment with ``/healthz`` and
-``/readyz`` probes and the metrics port.
+site leases and its RoleBinding, a Role and RoleBinding per namespace holding Secrets the
+deployment file references (:func:`secret_roles`), and a two-replica Deployment of
+:data:`IMAGE` (what ``./dev image`` builds) with ``/healthz`` and ``/readyz`` probes and
+the metrics port.
+
+Secrets: the operator gets ``get`` on exactly the Secrets the deployment file names in
+``{k8s: NAMESPACE/NAME/KEY}`` references (``resourceNames``, one Role per namespace), and
+no Secret at all when it names none (:func:`referenced_secrets`).
+
+In the cluster (:func:`in_cluster`): the image's root file system is read-only; ``/tmp``
+is always an ``emptyDir``, and :data:`DATA_DIR` (the working directory) is one when a
+``state_file`` is configured (a simulated world: per pod, gone with it). A SQLite
+lifecycle store is refused (``ConfigError``, exit 2): its file would live inside one pod,
+where ``maintenance request`` run anywhere else never reaches it, each replica would keep
+its own, and an ``emptyDir`` loses every maintenance, its dispatch record and its audit
+when the pod is replaced (a PVC keeps it for one pod at a time, not for two replicas, and
+SQLite's locking is not safe on network file systems). The ``kubernetes`` store keeps
+them in the API server.
 
 The ClusterRole grants exactly the verbs the operator's run uses and nothing else (the
 least-privilege tests check every request of the lifecycle tests and of a real ``operator
@@ -29,23 +47,39 @@ the site's nodes and channels.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from powerplane_kubernetes import __version__
+
+if TYPE_CHECKING:
+    from powerplane import Deployment
 
 __all__ = [
     "APP",
     "CONFIG_MAP",
+    "DATA_DIR",
     "HTTP_PORT",
+    "IMAGE",
     "LEASE_ROLE",
     "MAINTAINER",
     "MAINTAINER_LOCKS",
     "NAME",
+    "SECRETS_ROLE",
+    "InCluster",
     "cluster_role",
     "crd_missing",
     "crd_objects",
+    "in_cluster",
     "lease_role",
     "maintainer_lock_role",
     "maintainer_role",
     "manifests",
+    "namespace_object",
+    "referenced_secrets",
+    "secret_roles",
 ]
 
 NAME = "powerplane-operator"
@@ -62,6 +96,14 @@ APP = "powerplane-operator"
 """The ``app.kubernetes.io/name`` label of the operator's objects and pods."""
 HTTP_PORT = 8080
 """The port serving ``/metrics``, ``/healthz`` and ``/readyz``."""
+IMAGE = f"powerplane:{__version__}"
+"""The operator's image as ``./dev image`` tags it (``plugins/kubernetes/image``)."""
+SECRETS_ROLE = "powerplane-operator-secrets"
+"""The Role (and RoleBinding) granting ``get`` on the referenced Secrets of one namespace."""
+DATA_DIR = "/var/lib/powerplane"
+"""The image's working directory: an ``emptyDir`` when a ``state_file`` is configured."""
+RUN_AS = 65532
+"""The image's user and group (``powerplane``; no root)."""
 
 GROUP = "powerplane.io"
 """The API group of the operator's own custom resources."""
@@ -186,7 +228,131 @@ def _subject(namespace: str) -> list[dict[str, str]]:
     return [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
 
 
-def _deployment(namespace: str, image: str, replicas: int) -> dict[str, Any]:
+def namespace_object(namespace: str) -> dict[str, Any]:
+    """The ``Namespace`` the operator's namespaced objects go into (first in the output)."""
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": _labels()}}
+
+
+def _k8s_refs(value: Any) -> Iterator[str]:
+    """Every ``{k8s: NAMESPACE/NAME/KEY}`` mapping in a raw document (any section)."""
+    if isinstance(value, Mapping):
+        given = {k: v for k, v in value.items() if v is not None}
+        if list(given) == ["k8s"] and isinstance(given["k8s"], str):
+            yield given["k8s"]
+            return
+        for item in value.values():
+            yield from _k8s_refs(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _k8s_refs(item)
+
+
+def referenced_secrets(deployment: Deployment) -> dict[str, list[str]]:
+    """The Secrets the deployment file references with ``{k8s: ...}``: namespace -> names,
+    sorted. Read from the file as written (every section) and from the validated channel
+    configs (a deployment built in memory has no file)."""
+    from powerplane.secrets import secret_refs
+    from powerplane_kubernetes.secrets import parse
+
+    refs = set(_k8s_refs(deployment.raw or {}))
+    for configured in deployment.channels.values():
+        refs |= {ref.ref for _, ref in secret_refs(configured.config) if ref.kind == "k8s"}
+    out: dict[str, set[str]] = {}
+    for ref in refs:
+        namespace, name, _ = parse(ref)
+        out.setdefault(namespace, set()).add(name)
+    return {ns: sorted(names) for ns, names in sorted(out.items())}
+
+
+def secret_roles(namespace: str, secrets: Mapping[str, list[str]]) -> list[dict[str, Any]]:
+    """Per namespace holding referenced Secrets: a Role granting ``get`` on those names only
+    (``resourceNames``) and its RoleBinding to the operator's ServiceAccount. None when no
+    Secret is referenced."""
+    out: list[dict[str, Any]] = []
+    for secret_ns, names in secrets.items():
+        meta = {"name": SECRETS_ROLE, "namespace": secret_ns, "labels": _labels()}
+        out += [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+             "rules": [{"apiGroups": [""], "resources": ["secrets"],
+                        "resourceNames": list(names), "verbs": ["get"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": dict(meta),
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                         "name": SECRETS_ROLE},
+             "subjects": _subject(namespace)},
+        ]
+    return out
+
+
+@dataclass(frozen=True)
+class InCluster:
+    """What a deployment file needs of the operator's pod (:func:`in_cluster`)."""
+
+    secrets: dict[str, list[str]] = field(default_factory=dict)
+    """The referenced Secrets, namespace -> names."""
+    data_volume: bool = False
+    """A ``state_file`` is configured: :data:`DATA_DIR` is a writable ``emptyDir``."""
+    store_namespace: str | None = None
+    """``lifecycle.store.namespace`` (the node locks and Events)."""
+
+
+def _state_files(deployment: Deployment) -> Iterator[tuple[str, str]]:
+    """``(config path, state_file)`` of every channel and lifecycle port that has one."""
+    for name, configured in deployment.channels.items():
+        value = getattr(configured.config, "state_file", None)
+        if isinstance(value, str):
+            yield f"channels.{name}.state_file", value
+    for port, section in (deployment.lifecycle or {}).items():
+        value = section.get("state_file") if isinstance(section, Mapping) else None
+        if isinstance(value, str):
+            yield f"lifecycle.{port}.state_file", value
+
+
+def in_cluster(deployment: Deployment) -> InCluster:
+    """What running ``deployment`` in the operator's pod takes: the Secrets to grant, the
+    writable volume, the store's namespace. Raises ``ConfigError`` (exit 2) for what cannot
+    work there: a SQLite lifecycle store (the default when ``lifecycle.store`` is absent),
+    and a ``state_file`` outside :data:`DATA_DIR` (the root file system is read-only)."""
+    from powerplane import ConfigError, ConfigProblem
+    from powerplane.lifecycle import lifecycle_config
+    from powerplane.lifecycle.settings import SqliteStoreConfig
+
+    problems: list[ConfigProblem] = []
+    settings = lifecycle_config(deployment.lifecycle or {}, deployment.source)
+    store_namespace: str | None = None
+    if isinstance(settings.store, SqliteStoreConfig):
+        given = "store" in (deployment.lifecycle or {})
+        problems.append(ConfigProblem("lifecycle.store", (
+            "the SQLite store" + ("" if given else " (the default when lifecycle.store is "
+                                  "absent)") +
+            " cannot serve the operator in the cluster: its file lives inside one pod, "
+            "where `maintenance request` run anywhere else never reaches it, each replica "
+            "would keep its own, and a pod's emptyDir loses every maintenance, its dispatch "
+            "record and its audit when the pod is replaced (a PersistentVolumeClaim keeps "
+            "it for one pod at a time, not for two replicas, and SQLite's locking is not "
+            "safe on network file systems); use lifecycle.store: {type: kubernetes}")))
+    else:
+        value = getattr(settings.store, "namespace", None)
+        store_namespace = value if isinstance(value, str) else None
+    data_volume = False
+    for where, value in _state_files(deployment):
+        data_volume = True
+        path = PurePosixPath(value)
+        if path.is_absolute() and not path.is_relative_to(DATA_DIR):
+            problems.append(ConfigProblem(where, (
+                f"{value!r} is outside {DATA_DIR}, the one writable directory of the "
+                "operator's pod (its root file system is read-only; the manifests mount "
+                f"an emptyDir there, the working directory): use a relative path or one "
+                f"under {DATA_DIR}")))
+    if problems:
+        raise ConfigError(problems, source=deployment.source)
+    return InCluster(secrets=referenced_secrets(deployment), data_volume=data_volume,
+                     store_namespace=store_namespace)
+
+
+def _deployment(namespace: str, image: str, replicas: int,
+                data_volume: bool) -> dict[str, Any]:
     probe = {"httpGet": {"path": "/healthz", "port": "http"},
              "periodSeconds": 10, "failureThreshold": 3}
     ready = {"httpGet": {"path": "/readyz", "port": "http"},
@@ -197,6 +363,19 @@ def _deployment(namespace: str, image: str, replicas: int) -> dict[str, Any]:
          "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "POWERPLANE_CONFIG", "value": "/etc/powerplane/powerplane.yaml"},
     ]
+    # the root file system is read-only: /tmp is always writable; the working directory
+    # (DATA_DIR) only where a state_file is configured
+    mounts: list[dict[str, Any]] = [
+        {"name": "config", "mountPath": "/etc/powerplane", "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": CONFIG_MAP}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+    ]
+    if data_volume:
+        mounts.append({"name": "data", "mountPath": DATA_DIR})
+        volumes.append({"name": "data", "emptyDir": {"sizeLimit": "256Mi"}})
     container = {
         "name": "operator",
         "image": image,
@@ -214,7 +393,7 @@ def _deployment(namespace: str, image: str, replicas: int) -> dict[str, Any]:
             "runAsNonRoot": True,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/powerplane", "readOnly": True}],
+        "volumeMounts": mounts,
     }
     return {
         "apiVersion": "apps/v1",
@@ -232,21 +411,44 @@ def _deployment(namespace: str, image: str, replicas: int) -> dict[str, Any]:
                 },
                 "spec": {
                     "serviceAccountName": NAME,
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS,
+                                        "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [container],
-                    "volumes": [{"name": "config", "configMap": {"name": CONFIG_MAP}}],
+                    "volumes": volumes,
                 },
             },
         },
     }
 
 
-def manifests(namespace: str, image: str, *, replicas: int = 2,
-              store_namespace: str | None = None) -> list[dict[str, Any]]:
-    """Every object that installs the operator into ``namespace``, in apply order, then the
-    maintainer's roles (unbound; their Role in ``store_namespace``, default ``namespace``)."""
+def manifests(namespace: str, image: str = IMAGE, *, replicas: int = 2,
+              store_namespace: str | None = None,
+              deployment: Deployment | None = None) -> list[dict[str, Any]]:
+    """Every object that installs the operator into ``namespace``, in apply order (the
+    Namespaces first), then the maintainer's roles (unbound; their Role in
+    ``store_namespace``, default ``lifecycle.store.namespace``, else ``namespace``; a
+    ``store_namespace`` the deployment's store does not use is a ``ConfigError``).
+
+    With ``deployment`` (the file the ConfigMap will hold): ``get`` on the Secrets it
+    references, the writable volume its ``state_file`` needs, and ``ConfigError`` for what
+    cannot run in the cluster (:func:`in_cluster`). Without: no Secret, no data volume.
+    """
+    needs = in_cluster(deployment) if deployment is not None else InCluster()
+    if store_namespace is not None and needs.store_namespace not in (None, store_namespace):
+        from powerplane import ConfigError, ConfigProblem
+
+        raise ConfigError([ConfigProblem("lifecycle.store.namespace", (
+            f"is {needs.store_namespace!r}, but --store-namespace says {store_namespace!r}: "
+            "the node locks' Role would be in a namespace the store does not use"))],
+            source=deployment.source if deployment is not None else None)
+    if store_namespace is None:
+        store_namespace = needs.store_namespace or namespace
+    namespaces = [namespace_object(namespace)]
+    if store_namespace != namespace:
+        namespaces.append(namespace_object(store_namespace))
     return [
+        *namespaces,
         *crd_objects(),
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()}},
@@ -262,7 +464,8 @@ def manifests(namespace: str, image: str, *, replicas: int = 2,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                      "name": LEASE_ROLE},
          "subjects": _subject(namespace)},
-        _deployment(namespace, image, replicas),
+        *secret_roles(namespace, needs.secrets),
+        _deployment(namespace, image, replicas, needs.data_volume),
         maintainer_role(),
-        maintainer_lock_role(store_namespace or namespace),
+        maintainer_lock_role(store_namespace),
     ]
