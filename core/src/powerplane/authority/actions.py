@@ -29,7 +29,7 @@ from enum import Enum
 
 from powerplane.capabilities import Verb
 
-__all__ = ["DEFAULT_TIER", "Action", "Tier", "action_for_verb", "parse_action"]
+__all__ = ["DEFAULT_TIER", "ENTRY_POINTS", "Action", "Tier", "action_for_verb", "parse_action"]
 
 
 class Action(str, Enum):
@@ -113,3 +113,75 @@ def parse_action(name: str) -> Action:
         close = difflib.get_close_matches(f"servers:{name}", list(_BY_VALUE), n=1, cutoff=0.6)
     mean = f"; did you mean {close[0]!r}?" if close else ""
     raise ValueError(f"unknown action {name!r}; the actions: {', '.join(_BY_VALUE)}{mean}")
+
+
+ENTRY_POINTS: Mapping[str, Action | str] = {
+    # the CLI: a command (with the verb or intent that chooses its action)
+    "cli: offers": Action.READ,
+    "cli: state": Action.READ,
+    "cli: audit": Action.READ,
+    "cli: maintenance status": Action.READ,
+    "cli: maintenance list": Action.READ,
+    "cli: invoke reboot": Action.REBOOT,
+    "cli: invoke shutdown": Action.SHUTDOWN,
+    "cli: invoke power-on": Action.POWER_ON,
+    "cli: invoke terminate": Action.TERMINATE,
+    "cli: maintenance request --intent cordon": Action.CORDON,
+    "cli: maintenance request --intent drain": Action.DRAIN,
+    "cli: maintenance request --intent reboot": Action.REBOOT,
+    "cli: maintenance request --intent shutdown": Action.SHUTDOWN,
+    "cli: maintenance return": Action.UNCORDON,
+    "cli: maintenance abandon": Action.ABANDON,
+    "cli: maintenance resolve": Action.RESOLVE,
+    "cli: maintenance run": "executes recorded requests: each act is asked again for the "
+                           "identity that requested it",
+    "cli: operator run": "executes recorded requests: each act is asked again for the "
+                         "identity that requested it",
+    "cli: auth can-i": "reads the policy only; acts on no server",
+    "cli: plugins": "lists the installed plugins; reads no server",
+    "cli: check": "proves the deployment file; calls no device",
+    "cli: operator manifests": "prints manifests; reads no server",
+    "cli: conformance": "qualifies a backend on the target file's own nodes, through the "
+                        "channel (the tester's file, not a deployment under policy)",
+    "cli: new-plugin": "writes a plugin distribution; reads no server",
+    "cli: demo": "runs on loopback peers of its own; reads no server",
+    # the embedding API: PowerHost
+    "api: PowerHost.invoke": "the verb's action (action_for_verb)",
+    "api: PowerHost.invoke_many": "the verb's action (action_for_verb)",
+    "api: PowerHost.invoke_stream": "the verb's action (action_for_verb)",
+    "api: PowerHost.plan": "the verb's action (action_for_verb), asked; nothing is sent",
+    "api: PowerHost.offer_for": Action.READ,
+    "api: PowerHost.offers": Action.READ,
+    "api: PowerHost.read_power_state": Action.READ,
+    "api: PowerHost.read_many": Action.READ,
+    "api: PowerHost.boot_marker": Action.READ,
+    "api: PowerHost.confirm_power_off": Action.READ,
+    "api: PowerHost.capabilities": Action.READ,
+    "api: PowerHost.discovery_error": Action.READ,
+    "api: PowerHost.discover": Action.READ,
+    "api: PowerHost.refresh": Action.READ,
+    "api: PowerHost.start": Action.READ,
+    "api: PowerHost.close": "releases the host's channels; acts on no server",
+    "api: PowerHost.channel": "the channel object itself: the embedder's, under no policy",
+    "api: PowerHost.from_config": "builds a host; acts on no server",
+    # the embedding API: the lifecycle
+    "api: Lifecycle.request": "the intent's action (ceremony.action_for)",
+    "api: Lifecycle.return_to_service": Action.UNCORDON,
+    "api: Lifecycle.abandon": Action.ABANDON,
+    "api: Lifecycle.resolve": Action.RESOLVE,
+    "api: Lifecycle.admit": "the intent's action (ceremony.action_for), asked",
+    "api: Lifecycle.dry_run": "the intent's action (ceremony.action_for), asked",
+    "api: Lifecycle.preflight": Action.READ,
+    "api: Lifecycle.reconcile": "executes recorded requests: each act asked again for its "
+                                "requester",
+    "api: Lifecycle.run_pass": "executes recorded requests: each act asked again for its "
+                               "requester",
+    "api: Lifecycle.run": "executes recorded requests: each act asked again for its "
+                          "requester",
+    "api: Lifecycle.for_host": "builds a lifecycle; acts on no server",
+    "api: Lifecycle.close": "releases the store; acts on no server",
+}
+"""Every entry point of the CLI and the embedding API, and the one action it is (or why it
+is none): a test enumerates the click tree and the public methods of ``PowerHost`` and
+``Lifecycle`` and fails on one missing here. Reads through the library are the embedder's
+(it holds the channels' credentials); the CLI and the Servers surface ask ``servers:read``."""

@@ -37,16 +37,16 @@ import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
     ValidationInfo,
-    field_validator,
     model_validator,
 )
 
@@ -67,10 +67,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _actions(values: Any) -> Any:
-    if not isinstance(values, list):
-        return values
-    return [parse_action(v) if isinstance(v, str) else v for v in values]
+def _action(value: Any) -> Any:
+    return parse_action(value) if isinstance(value, str) else value
+
+
+ActionName = Annotated[Action, BeforeValidator(_action)]
+"""An action name in a roles file (an unknown one: "did you mean")."""
 
 
 class Role(_Strict):
@@ -78,9 +80,9 @@ class Role(_Strict):
 
     tier: Tier = Tier.NONE
     """What it grants without naming actions: ``none``, ``read`` or ``admin``."""
-    allow: list[Action] = Field(default_factory=list)
+    allow: list[ActionName] = Field(default_factory=list)
     """Actions allowed beyond the tier (a delegation: one deliberate line each)."""
-    deny: list[Action] = Field(default_factory=list)
+    deny: list[ActionName] = Field(default_factory=list)
     """Actions denied, whatever any role allows (deny wins)."""
     sites: list[str] | None = None
     """Scope: only nodes of these sites (absent: every node)."""
@@ -88,11 +90,6 @@ class Role(_Strict):
     """Scope: only nodes carrying every one of these labels (absent: every node)."""
     description: str = ""
     """What the role is for, in words."""
-
-    @field_validator("allow", "deny", mode="before")
-    @classmethod
-    def _action_names(cls, value: Any) -> Any:
-        return _actions(value)
 
 
 class Binding(_Strict):
@@ -112,38 +109,36 @@ class RolesFile(_Strict):
     roles: dict[str, Role] = Field(default_factory=dict)
     bindings: list[Binding] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _bound_roles_exist(self) -> RolesFile:
-        problems = []
-        names = list(self.roles)
-        for i, b in enumerate(self.bindings):
-            if b.role not in self.roles:
-                close = difflib.get_close_matches(b.role, names, n=1, cutoff=0.6)
-                mean = f"; did you mean {close[0]!r}?" if close else ""
-                problems.append(f"bindings[{i}].role: unknown role {b.role!r}; roles: "
-                                f"{', '.join(names) or 'none'}{mean}")
-            if not b.users and not b.groups:
-                problems.append(f"bindings[{i}]: binds role {b.role!r} to no user and no "
-                                "group")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+
+def _binding_problems(data: dict[str, Any], lines: Mapping[Any, int]) -> list[ConfigProblem]:
+    """Each binding to a role the file does not define, or to no user and no group (read
+    from the raw file, so they are found beside every other problem in one pass)."""
+    roles, bindings = data.get("roles"), data.get("bindings")
+    if not isinstance(roles, dict) or not isinstance(bindings, list):
+        return []
+    names = [str(n) for n in roles]
+    out = []
+    for i, b in enumerate(bindings):
+        if not isinstance(b, dict) or not isinstance(b.get("role"), str):
+            continue
+        if b["role"] not in roles:
+            close = difflib.get_close_matches(b["role"], names, n=1, cutoff=0.6)
+            mean = f"; did you mean {close[0]!r}?" if close else ""
+            path: tuple[Any, ...] = ("bindings", i, "role")
+            out.append(ConfigProblem(format_path(path), f"unknown role {b['role']!r}; roles: "
+                                     f"{', '.join(names) or 'none'}{mean}", _line(lines, path)))
+        if not b.get("users") and not b.get("groups"):
+            path = ("bindings", i)
+            out.append(ConfigProblem(format_path(path), f"binds role {b['role']!r} to no "
+                                     "user and no group", _line(lines, path)))
+    return out
 
 
 def _problems(exc: ValidationError, lines: Mapping[Any, int]) -> list[ConfigProblem]:
     out = []
     for err in exc.errors(include_url=False, include_input=False):
-        loc = tuple(p for p in err["loc"] if p != "function-after[_bound_roles_exist()]")
+        loc = tuple(err["loc"])
         message = str(err["msg"]).removeprefix("Value error, ")
-        if not loc and message.startswith("bindings["):  # the model's own check: per binding
-            for part in message.split("; "):
-                where, _, what = part.partition(": ")
-                index = int(where.split("[", 1)[1].split("]", 1)[0])
-                path: tuple[Any, ...] = ("bindings", index)
-                if where.endswith(".role"):
-                    path = (*path, "role")
-                out.append(ConfigProblem(format_path(path), what, _line(lines, path)))
-            continue
         if err["type"] == "extra_forbidden":
             message = f"unknown key {loc[-1]!r}"
         out.append(ConfigProblem(format_path(loc), message, _line(lines, loc)))
@@ -166,10 +161,14 @@ def load_roles(file: Path) -> RolesFile:
     data, lines = load_yaml(text, source, size=size)
     if not isinstance(data, dict):
         raise ConfigError("a roles file is a mapping with roles: and bindings:", source=source)
+    problems = _binding_problems(data, lines)
     try:
-        return RolesFile.model_validate(data)
+        found = RolesFile.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_problems(exc, lines), source=source) from None
+        problems = [*_problems(exc, lines), *problems]
+    if problems:
+        raise ConfigError(problems, source=source)
+    return found
 
 
 class LocalPolicyConfig(_Strict):
@@ -188,11 +187,7 @@ class LocalPolicyConfig(_Strict):
         path = Path(self.file)
         if not path.is_absolute() and base is not None:
             path = Path(base) / path
-        try:
-            self._roles = load_roles(path)
-        except ConfigError as exc:
-            raise ValueError("; ".join(
-                f"roles file {exc.source or path}: {p}" for p in exc.problems)) from None
+        self._roles = load_roles(path)  # a ConfigError passes through pydantic as it is
         self._path = path
         return self
 

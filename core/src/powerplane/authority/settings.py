@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from powerplane._yaml import format_path
 from powerplane.authority.policy import BASE_DIR, PolicyType
-from powerplane.errors import ConfigProblem
+from powerplane.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
     from powerplane.plugins import Registry
@@ -81,6 +81,10 @@ def validated_policy(
     folder = Path(source).parent if source and not source.startswith("<") else Path.cwd()
     try:
         config = ptype.config.model_validate(raw, context={BASE_DIR: folder})
+    except ConfigError as exc:  # a file the section names (a roles file): its own problems
+        where = exc.source or "policy"
+        return None, [ConfigProblem(f"{where}: {p.path}" if p.path else where,
+                                    p.message, p.line) for p in exc.problems]
     except ValidationError as exc:
         problems = []
         for err in exc.errors(include_url=False, include_input=False):

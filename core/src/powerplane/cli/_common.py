@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from powerplane.authority.identity import Identity
+    from powerplane.authority.service import Authority
     from powerplane.channel import CutCall
     from powerplane.config import Deployment
     from powerplane.host import PowerHost
@@ -41,6 +42,7 @@ __all__ = [
     "INTERRUPTED",
     "Interrupted",
     "Printer",
+    "authority_of",
     "config_path",
     "console",
     "emit_json",
@@ -339,22 +341,39 @@ def open_host(
     deployment = load_deployment(ctx)
     if (ctx.find_root().obj or {}).get(OWN_PROCESS):
         tune_gc()  # the command's process: the collector tuned once, for the whole command
-    if not guarded or (not deployment.lifecycle and "lifecycle" not in (deployment.raw or {})):
+    authority = authority_of(deployment)
+    if not guarded or not _has_lifecycle(deployment):
         # no lifecycle: section, no guard (as invoke_guard says): the lifecycle stays unloaded
-        return PowerHost(deployment, nodes=nodes)
+        return PowerHost(deployment, nodes=nodes, authority=authority)
     from powerplane.lifecycle.guard import invoke_guard
 
     guard = invoke_guard(deployment)
-    host = PowerHost(deployment, guard=guard, nodes=nodes)
+    host = PowerHost(deployment, guard=guard, nodes=nodes, authority=authority)
     if guard is not None:
         guard.host = host  # the guard reads readiness through this host: one discovery
-        if deployment.audit.path is None:  # one trail: direct acts beside the maintenances
-            from powerplane.lifecycle.ports import open_store
-            from powerplane.lifecycle.store import StoreAudit
-
-            config, source = guard.config, deployment.source
-            host.authority.sink = StoreAudit(lambda: open_store(config, source))
     return host
+
+
+def _has_lifecycle(deployment: Deployment) -> bool:
+    return bool(deployment.lifecycle) or "lifecycle" in (deployment.raw or {})
+
+
+def authority_of(deployment: Deployment) -> Authority:
+    """The deployment's authority for a command: its policy, this process's OS user, and
+    its audit trail: ``audit.path`` when set, else the lifecycle store where the deployment
+    has a ``lifecycle:`` section (one trail: direct acts beside the maintenances), else
+    the default audit file."""
+    from powerplane.authority.service import authority_for
+
+    if deployment.audit.path is not None or not _has_lifecycle(deployment):
+        return authority_for(deployment)
+    from powerplane.lifecycle.ports import open_store
+    from powerplane.lifecycle.settings import lifecycle_config
+    from powerplane.lifecycle.store import StoreAudit
+
+    config, source = lifecycle_config(deployment.lifecycle, deployment.source), deployment.source
+    return authority_for(deployment, sink=StoreAudit(
+        lambda create: open_store(config, source, create=create)))
 
 
 def _no_actor(ctx: click.Context, param: click.Parameter, value: str | None) -> None:

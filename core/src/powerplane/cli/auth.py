@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from powerplane.cli._common import (
+    authority_of,
     console,
     emit_json,
     esc,
@@ -96,7 +97,6 @@ def audit_cmd(ctx: click.Context, node: str | None, actor: str | None, action: s
     """The audit trail: who asked for what, when, why, and what the policy said."""
     from powerplane.authority.actions import Action, parse_action
     from powerplane.authority.audit import AuditSink
-    from powerplane.authority.service import authority_for
 
     wanted = None
     if action is not None:
@@ -114,22 +114,9 @@ def audit_cmd(ctx: click.Context, node: str | None, actor: str | None, action: s
         if after.tzinfo is None:
             after = after.replace(tzinfo=dt.UTC)
     deployment = load_deployment(ctx)
-    authority = authority_for(deployment)
+    authority = authority_of(deployment)
     sink: AuditSink = authority.sink
-    store = None
-    if deployment.lifecycle and deployment.audit.path is None:
-        from powerplane.lifecycle.ports import open_store
-        from powerplane.lifecycle.settings import lifecycle_config
-        from powerplane.lifecycle.store import StoreAudit
-
-        config = lifecycle_config(deployment.lifecycle, deployment.source)
-        store = open_store(config, deployment.source, create=False)
-        sink = StoreAudit(store)
-    try:
-        records = sink.records(node)
-    finally:
-        if store is not None:
-            store.close()
+    records = sink.records(node)
     picked = [r for r in records
               if (actor is None or r.actor == actor)
               and (wanted is None or r.action is wanted)

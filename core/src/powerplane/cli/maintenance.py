@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from powerplane.cli._common import (
+    authority_of,
     console,
     emit_json,
     esc,
@@ -88,6 +89,29 @@ def _open_store(ctx: click.Context) -> MaintenanceStore:
     _require_lifecycle(deployment)
     config = lifecycle_config(deployment.lifecycle, deployment.source)
     return open_store(config, deployment.source)
+
+
+def _readable(ctx: click.Context, nodes: Iterable[str]) -> set[str]:
+    """The nodes among ``nodes`` the policy lets you read (``servers:read``); a denial of
+    a node the deployment no longer has is decided without its spec."""
+    from powerplane.authority.actions import Action
+
+    deployment = load_deployment(ctx)
+    asked = [(n, deployment.nodes.get(n)) for n in dict.fromkeys(nodes)]
+    decisions = run_async(authority_of(deployment).decide(Action.READ, asked))
+    return {n for (n, _), d in zip(asked, decisions, strict=True) if d.allowed}
+
+
+def _require_read(ctx: click.Context, node: str) -> None:
+    """Refuse (exit 3, the denial recorded) unless the policy lets you read ``node``."""
+    from powerplane.authority.actions import Action
+    from powerplane.errors import PolicyDenied
+
+    deployment = load_deployment(ctx)
+    found = run_async(authority_of(deployment).authorize(
+        Action.READ, [(node, deployment.nodes.get(node))]))[node]
+    if isinstance(found, PolicyDenied):
+        raise found
 
 
 def _text_arguments(**values: str | None) -> None:
@@ -306,6 +330,7 @@ def status_cmd(ctx: click.Context, node_or_name: str, output: str) -> None:
         data = store.find(node_or_name).summary()
     finally:
         store.close()
+    _require_read(ctx, data["node"])
     if output == "json":
         emit_json(data)
     else:
@@ -324,6 +349,12 @@ def list_cmd(ctx: click.Context, show_all: bool, output: str) -> None:
         rows = [m.summary() for m in store.all(active_only=not show_all)]
     finally:
         store.close()
+    readable = _readable(ctx, [r["node"] for r in rows])
+    hidden = sum(1 for r in rows if r["node"] not in readable)
+    rows = [r for r in rows if r["node"] in readable]
+    if hidden:
+        printer(stderr=True).print("{} maintenance(s) not shown: you may not read their "
+                                   "nodes (servers:read)", hidden)
     if output == "json":
         emit_json({"maintenances": rows})
         return

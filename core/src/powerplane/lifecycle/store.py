@@ -452,21 +452,22 @@ class StoreAudit:
     """A maintenance store's audit as the authority's sink: direct calls under a lifecycle
     are recorded beside the maintenances (one trail).
 
-    ``store``: an open store, or a function that opens one (each use opens it and closes it
-    again: a direct call's command keeps no store open between its acts).
+    ``store``: an open store, or a function that opens one, ``store(create=...)`` (each use
+    opens it and closes it again: a direct call's command keeps no store open between its
+    acts; reading the trail creates no store).
     """
 
-    def __init__(self, store: MaintenanceStore | Callable[[], MaintenanceStore],
+    def __init__(self, store: MaintenanceStore | Callable[..., MaintenanceStore],
                  description: str = "the lifecycle store") -> None:
         self._store = store
         self.description = description
 
     @contextlib.contextmanager
-    def _opened(self) -> Iterator[MaintenanceStore]:
+    def _opened(self, create: bool = True) -> Iterator[MaintenanceStore]:
         if not callable(self._store):
             yield self._store
             return
-        store = self._store()
+        store = self._store(create=create)
         try:
             yield store
         finally:
@@ -483,5 +484,5 @@ class StoreAudit:
                 "nothing was done") from None
 
     def records(self, node: str | None = None) -> list[AuditRecord]:
-        with self._opened() as store:
+        with self._opened(create=False) as store:
             return store.audit(node)
