@@ -19,9 +19,18 @@ median of ``--runs`` runs:
 * the store's reads per maintenance and the guard's observations of the cluster per
   maintenance (what each step costs),
 * peak memory (max RSS of the child),
+* how often the policy was asked per maintenance and the time spent inside it,
 * the load average at the start and the end (the machine may be shared).
 
+The requester is this process's OS user (the identity comes from the platform). With
+``--policy`` the deployment has a ``policy:`` section: a roles file whose maintenance role,
+bound to the requester's primary group, allows every action the rolling reboot takes (the
+policy is asked at the request and again where each step executes); without it, every
+action is allowed (no ``policy:`` section). ``bench/bench_policy.py`` runs both side by
+side.
+
 Usage: python bench/bench_lifecycle.py [--nodes N] [--parallel K] [--latency-ms L] [--runs R]
+                                       [--policy]
 """
 
 from __future__ import annotations
@@ -49,7 +58,33 @@ RACKS = 10
 TARGET = 1.1
 
 
-def deployment(tmp: Path, nodes: int, latency_ms: float) -> tuple[dict[str, Any], list[str]]:
+ROLES = """\
+roles:
+  admin: {tier: admin, description: the platform team}
+  viewer: {tier: read}
+  maintenance-engineer:
+    tier: read
+    allow: [servers:cordon, servers:uncordon, servers:drain, servers:reboot]
+    description: rolling reboots, nothing else
+bindings:
+  - {role: admin, users: [platform-oncall]}
+  - {role: viewer, groups: [auditors]}
+  - {role: maintenance-engineer, groups: [%s]}
+"""
+
+
+def write_roles(tmp: Path) -> Path:
+    """A roles file that allows the requester the rolling reboot through a group binding
+    (this process's primary group), and no role through its user name."""
+    from powerplane.authority.identity import local_identity
+
+    path = tmp / "roles.yaml"
+    path.write_text(ROLES % local_identity().groups[0], encoding="utf-8")
+    return path
+
+
+def deployment(tmp: Path, nodes: int, latency_ms: float,
+               policy: bool = False) -> tuple[dict[str, Any], list[str]]:
     names = [f"n{i:04d}" for i in range(nodes)]
     cps = ["cp1", "cp2", "cp3"]
     channels: dict[str, Any] = {
@@ -62,7 +97,7 @@ def deployment(tmp: Path, nodes: int, latency_ms: float) -> tuple[dict[str, Any]
         channels[rack]["machines"][n] = "on"
         labels = {"node-role.kubernetes.io/control-plane": ""} if n in cps else {}
         spec[n] = {"labels": labels, "channels": [{"channel": rack, "target": n}]}
-    return {
+    raw: dict[str, Any] = {
         "channels": channels,
         "nodes": spec,
         "limits": {"per_endpoint": 4, "total": 256, "timeout_s": 30},
@@ -74,7 +109,10 @@ def deployment(tmp: Path, nodes: int, latency_ms: float) -> tuple[dict[str, Any]
             "storage": {"type": "none"},
             "tick_s": 0.005,
         },
-    }, names
+    }
+    if policy:
+        raw["policy"] = {"type": "local", "file": str(write_roles(tmp))}
+    return raw, names
 
 
 class _Counted:
@@ -92,11 +130,12 @@ class _Counted:
         return found
 
 
-async def one_run(nodes: int, parallel: int, latency_ms: float) -> dict[str, Any]:
+async def one_run(nodes: int, parallel: int, latency_ms: float,
+                  policy: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pp-bench-lc-") as tmpdir:
         tmp = Path(tmpdir)
-        raw, names = deployment(tmp, nodes, latency_ms)
-        host = PowerHost(parse_config(raw))
+        raw, names = deployment(tmp, nodes, latency_ms, policy)
+        host = PowerHost(parse_config(raw, source=str(tmp / "deployment.yaml")))
         t0 = time.perf_counter()
         await host.start()
         discovery = time.perf_counter() - t0
@@ -112,6 +151,20 @@ async def one_run(nodes: int, parallel: int, latency_ms: float) -> dict[str, Any
             return await real_observe(*args, **kwargs)
 
         guard_module.observe = observe  # type: ignore[assignment]
+        asked_of: Any = host.authority.policy
+        asked = [0, 0, 0.0]  # calls, nodes decided, seconds inside the policy
+        real_decide = asked_of.decide
+
+        async def decide(identity: Any, action: Any, refs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return await real_decide(identity, action, refs)
+            finally:
+                asked[0] += 1
+                asked[1] += len(refs)
+                asked[2] += time.perf_counter() - t
+
+        asked_of.decide = decide
         slots = asyncio.Semaphore(parallel)
         passes = 0
 
@@ -119,7 +172,7 @@ async def one_run(nodes: int, parallel: int, latency_ms: float) -> dict[str, Any
             nonlocal passes
             async with slots:  # 10 in flight; the next starts as soon as one completes
                 m = await lc.request(node, "reboot", Ceremony(
-                    reason="rolling kernel update", actor="bench", confirm_node=node,
+                    reason="rolling kernel update", confirm_node=node,
                     ack_preflight=True))
                 while await lc.reconcile(m.name) is not Result.DONE:
                     passes += 1
@@ -130,11 +183,15 @@ async def one_run(nodes: int, parallel: int, latency_ms: float) -> dict[str, Any
         await asyncio.gather(*(one(n) for n in names))
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
         guard_module.observe = real_observe  # type: ignore[assignment]
+        asked_of.decide = real_decide
         reads = counted.reads
         every = counted.all()
         complete = sum(1 for m in every if m.phase is Phase.COMPLETE)
         reboots = sum(len(host.channel(f"rack-{r}").dispatches) for r in range(RACKS))
         writes = counted.writes
+        trail = counted.audit()
+        accepted = sum(1 for r in trail if r.outcome == "accepted")
+        denials = len(trail) - accepted
         lc.close()
         await host.close()
     if complete != nodes or reboots != nodes:
@@ -142,18 +199,20 @@ async def one_run(nodes: int, parallel: int, latency_ms: float) -> dict[str, Any
     return {
         "discovery": discovery, "complete": complete, "reboots": reboots, "passes": passes,
         "wall": wall, "cpu": cpu, "writes": writes / nodes, "reads": reads / nodes,
-        "observations": observations / nodes,
+        "observations": observations / nodes, "audited": accepted, "denied": denials,
+        "policy": type(asked_of).__name__, "decide_calls": asked[0] / nodes,
+        "decide_s": asked[2],
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
-def main(nodes: int, parallel: int, latency_ms: float, runs: int) -> None:
+def main(nodes: int, parallel: int, latency_ms: float, runs: int, policy: bool) -> None:
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     results = []
     for _ in range(runs):
         out = subprocess.run(
             [sys.executable, __file__, "--one", "--nodes", str(nodes), "--parallel",
-             str(parallel), "--latency-ms", str(latency_ms)],
+             str(parallel), "--latency-ms", str(latency_ms), *(["--policy"] if policy else [])],
             check=True, capture_output=True, text=True,
         ).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
@@ -178,6 +237,10 @@ def main(nodes: int, parallel: int, latency_ms: float, runs: int) -> None:
     print(f"  store reads per maintenance: {med('reads'):.2f}; guard observations of the "
           f"cluster per maintenance: {med('observations'):.2f}")
     print(f"  peak memory (max RSS): {med('rss_mib'):.1f} MiB")
+    print(f"  policy: {results[0]['policy']}; asked {results[0]['decide_calls']:.1f} times per "
+          f"maintenance, {med('decide_s') * 1000:.1f} ms inside it in all "
+          f"({med('decide_s') / med('wall') * 100:.2f}% of the wall); audit records: "
+          f"{results[0]['audited']} accepted, {results[0]['denied']} denied")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
@@ -187,9 +250,12 @@ if __name__ == "__main__":
     parser.add_argument("--parallel", type=int, default=10)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--policy", action="store_true",
+                        help="with a policy: section (a roles file allowing the requester)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(asyncio.run(one_run(args.nodes, args.parallel, args.latency_ms))))
+        print(json.dumps(asyncio.run(one_run(args.nodes, args.parallel, args.latency_ms,
+                                             args.policy))))
     else:
-        main(args.nodes, args.parallel, args.latency_ms, args.runs)
+        main(args.nodes, args.parallel, args.latency_ms, args.runs, args.policy)
