@@ -14,8 +14,11 @@ errors of the port and are read by the callers before this table applies: an evi
 Longhorn's resources (nothing to evacuate).
 
 Every message names what was attempted, the status and reason, and the API server's own
-words. The API server's messages carry no credentials, and the transport's text is only
-the exception's class and message (the URL of the API server at most, never a token).
+words where its body was read: a watch's answer is a stream, and the client raises on its
+status before reading it (then closes it), so its status and reason phrase are the whole
+answer (the body is never read here: reading an unread stream raises). The API server's
+messages carry no credentials, and the transport's text is only the exception's class and
+message (the URL of the API server at most, never a token).
 """
 
 from __future__ import annotations
@@ -62,12 +65,9 @@ def answer_of(exc: BaseException) -> ApiAnswer | None:
     if isinstance(exc, ApiError):
         status = exc.status
         details: dict[str, Any] = {}
-        try:
-            body = exc.response.json() if exc.response is not None else {}
-            if isinstance(body, dict) and isinstance(body.get("details"), dict):
-                details = body["details"]
-        except ValueError:
-            details = {}
+        body = _json_body(exc.response) if exc.response is not None else None
+        if isinstance(body, dict) and isinstance(body.get("details"), dict):
+            details = body["details"]
         code = status.code or (exc.response.status_code if exc.response is not None else 0)
         return ApiAnswer(
             code=int(code),
@@ -77,8 +77,11 @@ def answer_of(exc: BaseException) -> ApiAnswer | None:
         )
     if isinstance(exc, httpx2.HTTPStatusError):
         # not JSON: the API server's mux answers an unknown path with "404 page not found"
-        text = exc.response.text.strip()
         reason = exc.response.reason_phrase
+        read = _text(exc.response)
+        if read is None:  # a stream never read (a watch): its status is the answer
+            return ApiAnswer(exc.response.status_code, reason)
+        text = read.strip()
         try:
             body = json.loads(text)
         except ValueError:
@@ -93,6 +96,25 @@ def answer_of(exc: BaseException) -> ApiAnswer | None:
             )
         return ApiAnswer(exc.response.status_code, reason, text[:200])
     return None
+
+
+def _text(response: httpx2.Response) -> str | None:
+    """The body of an answer that was read (None: a stream not read, or closed unread)."""
+    try:
+        return response.text
+    except httpx2.StreamError:  # ResponseNotRead among them
+        return None
+
+
+def _json_body(response: httpx2.Response) -> Any:
+    """The JSON body of an answer that was read (None: unread, or not JSON)."""
+    text = _text(response)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def is_not_found(exc: BaseException) -> bool:

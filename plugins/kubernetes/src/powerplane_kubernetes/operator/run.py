@@ -24,6 +24,15 @@ One process:
    the store. The cache only decides what to reconcile: the Reconciler reads and writes
    each maintenance through the store, with ``resourceVersion`` checks.
 
+Every request the operator makes that fails (a 429 or 5xx answer, a refused or dropped
+connection, a timeout) is tried again after a backoff from 0.2 s doubling to 10 s
+(:data:`BACKOFF_S`, :data:`BACKOFF_MAX_S`), never the end of the run: the start's read of
+the store (the first list), the watch and its list, a scan's read of the store, a
+reconcile the store failed; the site leases are tried every ``--retry-period`` by their
+own protocol. A node whose channel could not be discovered is discovered again before it
+is reconciled (a ``{k8s:}`` secret the API server could not give for now does not park
+its maintenance). Only bad input ends the run (exit 2).
+
 A site whose lease is not held (never acquired, lost, or past its renew deadline) is not
 reconciled; its reconciles still running are cancelled at the renew deadline, and every
 power verb checks the lease synchronously just before the plugin is called (a replica
@@ -55,10 +64,10 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from powerplane import ConfigError, Deployment, PowerHost, PowerplaneError, load_config
-from powerplane.lifecycle import Lifecycle, NodeMaintenance
+from powerplane.lifecycle import Lifecycle, NodeMaintenance, TemporaryPortError
 from powerplane_kubernetes.config import ApiAccess
 from powerplane_kubernetes.operator.health import Health, HealthServer
 from powerplane_kubernetes.operator.leases import LeaseTimings, SiteLease
@@ -68,14 +77,22 @@ __all__ = ["CLEANUP_S", "DEFAULT_SITE", "Operator", "OperatorOptions", "main", "
 
 log = logging.getLogger("powerplane.operator")
 
+T = TypeVar("T")
+
 DEFAULT_SITE = "default"
 """The site of a node whose ``site`` is not set."""
 
 
-WATCH_BACKOFF_S = 0.2
-"""The first wait before a failed watch is tried again (doubled per failure)."""
-WATCH_BACKOFF_MAX_S = 10.0
-"""The longest wait before a failed watch is tried again."""
+BACKOFF_S = 0.2
+"""The first wait before a failed request of the operator is tried again (doubled per
+failure in a row): the start's read of the store, the watch and its list, a scan's read, a
+reconcile the store or a port failed, a channel's discovery that failed for a while."""
+BACKOFF_MAX_S = 10.0
+"""The longest wait before a failed request is tried again."""
+WATCH_BACKOFF_S = BACKOFF_S
+"""The first wait before a failed watch or list is tried again (:data:`BACKOFF_S`)."""
+WATCH_BACKOFF_MAX_S = BACKOFF_MAX_S
+"""The longest wait before a failed watch or list is tried again (:data:`BACKOFF_MAX_S`)."""
 WATCH_SERVER_TIMEOUT_S = 300
 """The server ends each watch after this long (lightkube resumes it from the last version)."""
 
@@ -132,6 +149,10 @@ class Operator:
         self.lifecycle: Lifecycle | None = None
         self.results: dict[str, str] = {}
         self._stop = asyncio.Event()
+        self._start_error: str | None = None
+        """Why the start's read of the store failed last (``--timeout``'s message)."""
+        self._started = False
+        """Whether the start's read of the store answered."""
         self._deadline: float | None = None
         """``time.monotonic()`` at which ``--timeout`` expires (no verb is sent after it)."""
         self._waiting: dict[str, int] = {}
@@ -255,25 +276,39 @@ class Operator:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), seconds)
 
-    async def _drive(self, lc: Lifecycle, name: str, site: str) -> None:
+    async def _drive(self, lc: Lifecycle, name: str, site: str, node: str) -> None:
         """One maintenance through the Reconciler until it is parked or done, or this
         replica stops acting for its site: ``--max-in-flight`` reconciles at a time, each
-        one that waits on the world tried again after ``--interval`` (outside the limit)."""
+        one that waits on the world tried again after ``--interval`` (outside the limit),
+        one the store failed after a backoff (:data:`BACKOFF_S` doubling to
+        :data:`BACKOFF_MAX_S`, at least ``--interval``).
+
+        A node whose channel could not be discovered (for any reason but bad config) is
+        discovered again before its reconcile: the host keeps a failed discovery, and a
+        verb withheld for it parks the maintenance. A discovery that failed temporarily
+        (:class:`~powerplane.lifecycle.TemporaryPortError`: a ``{k8s:}`` secret the API
+        server could not give now) does not park it: it is tried again after the
+        backoff."""
         state = self.sites[site]
         task = asyncio.current_task()
         assert task is not None
         state.tasks.add(task)
+        backoff = BACKOFF_S
         try:
             while not self._stop.is_set() and state.lease.held():
                 async with self._sem:
                     if not state.lease.held():
                         return
+                    await self._rediscover(lc, node)
                     self.trace.append(("reconcile", name))
                     try:
                         result = (await lc.reconcile(name)).value
                     except PowerplaneError as exc:  # the store or a port failed: again later
                         log.warning("%s: %s", name, exc)
                         result = "error"
+                if result == "parked" and isinstance(_discovery_error(lc, node),
+                                                     TemporaryPortError):
+                    result = "error"  # withheld while a channel failed for now: not parked
                 self.results[name] = result
                 if result == "done":
                     self._finished(lc, name)
@@ -282,12 +317,28 @@ class Operator:
                     with contextlib.suppress(PowerplaneError):
                         self._parked[name] = lc.store.get(name).resource_version
                     return
+                if result == "error":
+                    await self._sleep(max(self.options.interval, backoff))
+                    backoff = min(2 * backoff, BACKOFF_MAX_S)
+                    continue
+                backoff = BACKOFF_S
                 if result != "advanced":
                     await self._sleep(self.options.interval)
         finally:
             state.tasks.discard(task)
             self._driving.pop(name, None)
             self._wake_for(f"{name} {self.results.get(name, 'stopped')}")
+
+    async def _rediscover(self, lc: Lifecycle, node: str) -> None:
+        """Discover ``node``'s channels again when one of them failed (not bad config)."""
+        error = _discovery_error(lc, node)
+        if error is None or isinstance(error, ConfigError):
+            return
+        self.trace.append(("discover", node))
+        try:
+            await lc.host.refresh([node])
+        except PowerplaneError as exc:
+            log.warning("discovering %s again: %s", node, exc)
 
     def _finished(self, lc: Lifecycle, name: str) -> None:
         """A maintenance that became terminal: read once more for the metrics, then only its
@@ -330,8 +381,8 @@ class Operator:
             waiting[site] = waiting.get(site, 0) + 1
             if m.name in self._driving or not state.lease.held():
                 continue  # already driven, or another replica acts for it (or nobody yet)
-            self._driving[m.name] = asyncio.create_task(self._drive(lc, m.name, site),
-                                                        name=f"drive {m.name}")
+            self._driving[m.name] = asyncio.create_task(
+                self._drive(lc, m.name, site, m.node), name=f"drive {m.name}")
         self._waiting = waiting
         self.health.tick()
         return idle and not self._driving
@@ -410,6 +461,25 @@ class Operator:
             await self._sleep(backoff)
             backoff = min(2 * backoff, WATCH_BACKOFF_MAX_S)
 
+    async def _answered(self, call: Callable[[], T], what: str) -> T | None:
+        """``call()``'s answer, tried again after a backoff (:data:`BACKOFF_S` doubling to
+        :data:`BACKOFF_MAX_S`) while it fails with anything but bad input; None once the
+        run is stopped first (``--timeout`` cancels the wait)."""
+        backoff = BACKOFF_S
+        while not self._stop.is_set():
+            try:
+                return call()
+            except ConfigError:
+                raise
+            except PowerplaneError as exc:
+                self._start_error = f"{what}: {exc}"
+                self.health.set_ready(False, str(exc))
+                self.trace.append(("start", "failed"))
+                log.warning("%s: %s; again in %g s", what, exc, backoff)
+            await self._sleep(backoff)
+            backoff = min(2 * backoff, BACKOFF_MAX_S)
+        return None
+
     def _not_idle(self) -> str:
         """Why ``--until-idle`` had not ended when ``--timeout`` expired."""
         parts = []
@@ -425,6 +495,8 @@ class Operator:
                                     if state.lease.last_error else "")
             parts.append(f"site {site}: {waiting} maintenance(s) not parked or done, "
                          f"lease {who}")
+        if not self._started and self._start_error is not None:
+            return f"not started: {self._start_error}"
         return "; ".join(parts) or "not started (the API server or the store did not answer)"
 
     async def run(self) -> int:
@@ -490,7 +562,11 @@ class Operator:
         try:
             await host.start()
             lc = self.lifecycle = Lifecycle.for_host(host)
-            every = lc.store.all()  # once: later scans read active maintenances only
+            # once: later scans read active maintenances only
+            every = await self._answered(lc.store.all, "reading the maintenances")
+            if every is None:  # stopped before the store answered
+                return 0
+            self._started = True
             self.metrics.observe(every, count=False)
             for m in every:
                 if m.phase.terminal:
@@ -504,6 +580,8 @@ class Operator:
             if isinstance(lc.store, KubernetesStore):
                 watch_task = asyncio.create_task(self._watch_loop(client))
             cause, next_resync = "start", loop.time() + o.resync
+            backoff: float = BACKOFF_S
+            retry_in: float | None = None
             while not self._stop.is_set():
                 for background in (lease_task, watch_task):
                     if background is not None and background.done():
@@ -512,10 +590,12 @@ class Operator:
                     idle = self._scan(lc, cause)
                 except PowerplaneError as exc:  # the store failed: not ready, try again
                     self.health.set_ready(False, str(exc))
-                    log.warning("%s", exc)
+                    retry_in, backoff = backoff, min(2 * backoff, BACKOFF_MAX_S)
+                    log.warning("%s; again in %g s", exc, retry_in)
                     idle = False
                 else:
                     self.health.set_ready(True)
+                    backoff, retry_in = BACKOFF_S, None
                 if o.until_idle and idle:
                     return 0
                 # the next scan: at an event (the watch, a driver ending, a lease held), at
@@ -524,6 +604,8 @@ class Operator:
                 wait = next_resync - loop.time()
                 if watch_task is None:
                     wait = min(wait, o.interval)
+                if retry_in is not None:  # the scan failed: the same scan after the backoff
+                    wait = min(wait, retry_in)
                 await self._woken(max(0.0, wait))
                 if self._stop.is_set():
                     break
@@ -531,7 +613,7 @@ class Operator:
                     cause = self._cause
                 elif loop.time() >= next_resync:
                     cause, next_resync = "resync", loop.time() + o.resync
-                else:
+                elif retry_in is None:
                     cause = "poll"
             return 0
         finally:
@@ -552,6 +634,14 @@ class Operator:
             await _bounded(api.aclose(), "closing the API client")
             if self.server is not None:
                 self.server.stop()
+
+
+def _discovery_error(lc: Lifecycle, node: str) -> PowerplaneError | None:
+    """Why one of ``node``'s channels could not be discovered (None: all were)."""
+    try:
+        return lc.host.discovery_error(node)
+    except PowerplaneError:
+        return None
 
 
 def _at_or_below(m: NodeMaintenance, version: int | None) -> bool:

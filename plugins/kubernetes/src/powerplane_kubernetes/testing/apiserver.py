@@ -53,6 +53,14 @@ every request. It does not emulate what this distribution depends on, so
 * **watches**: kmock streams them (every stored object as ``ADDED`` first, whatever the
   ``resourceVersion``); :meth:`KubeApiServer.answer_watches` makes the next ones end at
   once or answer ``410`` (an ``ERROR`` event in the stream, or the HTTP status).
+* **faults** (:meth:`KubeApiServer.fail_requests`): the next requests of a verb and
+  resource (``list`` of ``powerplane.io/v1alpha1/nodemaintenances``, ``get`` of
+  ``v1/secrets``, ...) are answered ``500 InternalError``, ``429 TooManyRequests`` (API
+  Priority and Fairness' words, ``Retry-After: 1``) or dropped (``disconnect``: the
+  connection closed with no answer), one each, before anything else answers them;
+  :attr:`KubeApiServer.faults_served` lists what was injected, in order. A refused
+  connection is an API server not listening yet: a kubeconfig for a :func:`free_port`,
+  and ``KubeApiServer(port=...)`` started on it later.
 
 Requests the ports make are kept in :attr:`KubeApiServer.requests` (method, path, query,
 body, the client) for tests to assert on, and counted by client, method and resource in
@@ -110,6 +118,7 @@ import kmock
 from kmock import Response  # type: ignore[attr-defined]  # kmock's namespace, not its __all__
 
 __all__ = [
+    "FAULTS",
     "LONGHORN_NODES",
     "LONGHORN_REPLICAS",
     "NODES",
@@ -120,6 +129,7 @@ __all__ = [
     "KubeApiServer",
     "RecordedRequest",
     "Validator",
+    "free_port",
 ]
 
 T = TypeVar("T")
@@ -144,6 +154,9 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
 }
 
 _FIELDS = {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"}
+
+FAULTS = ("500", "429", "disconnect")
+"""The answers :meth:`KubeApiServer.fail_requests` injects."""
 
 Validator = Callable[[dict[str, Any] | None, dict[str, Any]], str | None]
 """An admission check: (old object or None, new object) -> a refusal sentence or None."""
@@ -281,12 +294,15 @@ class RecordedRequest:
 
 
 def _status(code: int, reason: str, message: str,
-            details: dict[str, Any] | None = None) -> Response:
+            details: dict[str, Any] | None = None,
+            headers: Mapping[str, str] | None = None) -> Response:
     body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {},
                             "status": "Failure", "message": message, "reason": reason,
                             "code": code}
     if details is not None:
         body["details"] = details
+    if headers:
+        return Response(status=code, payload=body, headers=dict(headers))
     return Response(status=code, payload=body)
 
 
@@ -491,7 +507,7 @@ class KubeApiServer:
     """
 
     def __init__(self, *, longhorn: bool = True, linger: bool = False,
-                 host: str = "127.0.0.1",
+                 host: str = "127.0.0.1", port: int | None = None,
                  crds: Iterable[Mapping[str, Any]] | None = None,
                  record: bool = True) -> None:
         self.longhorn = longhorn
@@ -505,6 +521,8 @@ class KubeApiServer:
         """Answer every eviction with API Priority and Fairness' 429 ("Too many requests,
         please try again later."), whatever the budgets say."""
         self.host = host
+        self.port = port
+        """The port to serve on (None: one the OS picks)."""
         self.url = ""
         """``http://127.0.0.1:PORT`` once started."""
         self.validators: dict[str, list[Validator]] = {}
@@ -535,6 +553,9 @@ class KubeApiServer:
         for manifest in crds:
             self.install_crd(manifest)
         self._watch_answers: list[str] = []
+        self._faults: list[tuple[str, str, collections.deque[str]]] = []
+        self.faults_served: list[str] = []
+        """Every fault injected, in order (``"500 list v1/secrets"``)."""
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._failure: BaseException | None = None
@@ -551,7 +572,8 @@ class KubeApiServer:
 
     # -- start and stop --------------------------------------------------------------------
     def start(self) -> KubeApiServer:
-        """Serve on a port the OS picks (the server reports it; no free-port race)."""
+        """Serve on ``port``, else on a port the OS picks (the server reports it; no
+        free-port race)."""
         if self._thread is not None:
             raise RuntimeError("the API server was started already")
         self._thread = threading.Thread(target=self._run, name="kmock-apiserver", daemon=True)
@@ -591,7 +613,7 @@ class KubeApiServer:
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
         async with _Emulator() as emulator, \
-                kmock.Server(emulator, host=self.host) as server:
+                kmock.Server(emulator, host=self.host, port=self.port) as server:
             emulator.on_request = self._received
             self._kmock = emulator
             self._index = emulator.index_objects()
@@ -620,7 +642,8 @@ class KubeApiServer:
         return path
 
     # -- the request log -------------------------------------------------------------------
-    def _received(self, request: kmock.Request) -> None:
+    def _classify(self, request: kmock.Request) -> tuple[str, str, str]:
+        """``(client, verb, resource)`` of a request, as :meth:`request_counts` keys it."""
         auth = next((v for k, v in request.headers.items() if k.lower() == "authorization"),
                     "")
         client = self._clients.get(auth, "")
@@ -633,9 +656,14 @@ class KubeApiServer:
             if verb == "get" and request.name is None:
                 watch = str(request.params.get("watch", "")).lower()
                 verb = "watch" if watch not in ("", "false", "0") else "list"
+        return client, verb, what
+
+    def _received(self, request: kmock.Request) -> None:
+        client, verb, what = self._classify(request)
         self._counts[client, verb, what] += 1
         if self.record:
-            self._log.append(RecordedRequest(method, request.url.path, dict(request.params),
+            self._log.append(RecordedRequest(str(request.method.value), request.url.path,
+                                             dict(request.params),
                                              request.data if request.body else None, client))
 
     @property
@@ -819,7 +847,60 @@ class KubeApiServer:
             self._watch_answers.extend(answers)
         self._call(add)
 
+    def fail_requests(self, verb: str, resource: str, *answers: str) -> None:
+        """Answer the next requests of ``verb`` (``get``, ``list``, ``watch``, ``create``,
+        ``update``, ``patch``, ``delete``) on ``resource`` (a key of
+        :meth:`request_counts`: ``powerplane.io/v1alpha1/nodemaintenances``,
+        ``v1/secrets``) with ``answers``, one each in order: ``"500"`` (``InternalError``),
+        ``"429"`` (``TooManyRequests``) or ``"disconnect"`` (the connection is closed
+        with no answer). The requests after them are served as usual."""
+        unknown = set(answers) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown faults: {sorted(unknown)} (known: {FAULTS})")
+
+        def add() -> None:
+            self._faults.append((verb, resource, collections.deque(answers)))
+        self._call(add)
+
+    def faults_left(self) -> int:
+        """How many injected faults have not been served yet."""
+        return self._call(lambda: sum(len(q) for _, _, q in self._faults))
+
+    def _fault_gate(self, request: kmock.Request) -> Any:
+        if not self._faults:
+            return NotImplemented
+        _, verb, what = self._classify(request)
+        for want_verb, want, queue in self._faults:
+            if queue and want_verb == verb and want == what:
+                answer = queue.popleft()
+                break
+        else:
+            return NotImplemented
+        self.faults_served.append(f"{answer} {verb} {what}")
+        if answer == "500":
+            return _status(500, "InternalError",
+                           "Internal error occurred: injected by the test API server")
+        if answer == "429":
+            return _status(429, "TooManyRequests", "Too many requests, please try again later.",
+                           headers={"Retry-After": "1"})
+        raw = getattr(request, "_raw_request", None)  # kmock's request keeps aiohttp's
+        transport = getattr(raw, "transport", None)
+        if transport is not None:
+            transport.abort()  # no answer: the client sees the connection dropped
+        return Response(status=500, payload=b"")
+
+    def _faulty(self, handler: Callable[[kmock.Request], Any]) -> Callable[[kmock.Request], Any]:
+        """``handler``, after an injected fault (kmock matches its filtered reactions before
+        an unfiltered one, so each reaction asks :meth:`_fault_gate` first)."""
+        def answer(request: kmock.Request) -> Any:
+            fault = self._fault_gate(request)
+            return handler(request) if fault is NotImplemented else fault
+        return answer
+
     def _watch_gate(self, request: kmock.Request) -> Any:
+        fault = self._fault_gate(request)  # kmock matches a watch here before the catch-all
+        if fault is not NotImplemented:
+            return fault
         if not self._watch_answers:
             return NotImplemented  # kmock's own watch stream
         answer = self._watch_answers.pop(0)
@@ -914,15 +995,16 @@ class KubeApiServer:
     def _install(self, k: kmock.KubernetesEmulator) -> None:
         for resource, (_, kind, namespaced) in self._kinds.items():
             k.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
+        k << self._fault_gate  # a request no reaction below takes (kmock's own: DELETE)
         if not self.longhorn:
             k[kmock.resource(group="longhorn.io")] << (lambda req: _page_not_found())
         k[kmock.action.WATCH] << self._watch_gate
-        k[kmock.action.LIST] << _answer(self._list)
-        k[kmock.action.FETCH] << _answer(self._fetch)
-        k["post", kmock.subresource("eviction")] << _answer(self._evict)
-        k[kmock.action.CREATE] << _answer(self._created)
-        k[kmock.action.UPDATE] << _answer(self._patched)
-        k[kmock.method.PUT] << _answer(self._replace)
+        k[kmock.action.LIST] << self._faulty(_answer(self._list))
+        k[kmock.action.FETCH] << self._faulty(_answer(self._fetch))
+        k["post", kmock.subresource("eviction")] << self._faulty(_answer(self._evict))
+        k[kmock.action.CREATE] << self._faulty(_answer(self._created))
+        k[kmock.action.UPDATE] << self._faulty(_answer(self._patched))
+        k[kmock.method.PUT] << self._faulty(_answer(self._replace))
 
     @staticmethod
     def _not_found(resource: str, name: str) -> Response:
@@ -1179,3 +1261,12 @@ class KubeApiServer:
     def _eviction_ok() -> dict[str, Any]:
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "code": 201}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A loopback port nothing listens on now (a connection to it is refused)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
