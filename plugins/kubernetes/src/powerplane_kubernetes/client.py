@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
@@ -57,6 +58,22 @@ def custom_resource(
     return create_namespaced_resource(group, version, kind, plural)
 
 
+def _named(where: str, key: str) -> str:
+    """The config path of ``key`` under ``where`` (``lifecycle.cluster.kubeconfig``); an
+    option or a variable (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``) as it is."""
+    return where if where[:1] in ("-", "$", "~") else f"{where}.{key}"
+
+
+def _why(exc: BaseException) -> str:
+    """What was wrong, without the file's content (an error's class, and lightkube's own
+    message, which names keys, never values)."""
+    if isinstance(exc, LightkubeConfigError):
+        return str(exc)
+    if isinstance(exc, AttributeError):
+        return "empty, or not a mapping"
+    return f"{type(exc).__name__}"
+
+
 def _as_dict(obj: Any) -> dict[str, Any]:
     out = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
     assert isinstance(out, dict)
@@ -67,37 +84,65 @@ class KubeApi:
     """The API access of one port, and the calls it makes."""
 
     def __init__(self, access: ApiAccess, config_dir: Path | None = None,
-                 *, where: str = "lifecycle.cluster") -> None:
+                 *, where: str = "lifecycle.cluster", context_where: str | None = None) -> None:
         self.access = access
         self.where = where
-        """The config path named in a bad-input error (``lifecycle.cluster``)."""
+        """The config path named in a bad-input error (``lifecycle.cluster``), or the
+        option or variable the kubeconfig came from (``--kubeconfig``, ``$KUBECONFIG``)."""
+        self.context_where = context_where or _named(where, "context")
+        """Where the context came from (``lifecycle.cluster.context``, ``--context``)."""
         self.kubeconfig = access.kubeconfig_path(config_dir)
         if self.kubeconfig is not None and not self.kubeconfig.is_file():
-            raise ConfigError([ConfigProblem(f"{where}.kubeconfig",
+            raise ConfigError([ConfigProblem(_named(where, "kubeconfig"),
                                              f"no such file: {self.kubeconfig}")])
         self._client: AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        if self.kubeconfig is not None:
+            self._config()  # at load: a kubeconfig that cannot be used is bad input
 
     # -- the client ------------------------------------------------------------------------
     def _config(self) -> Any:
+        """The one cluster, user and context to use: a kubeconfig's context (``context``,
+        else its ``current-context``), or the pod's service account.
+
+        A kubeconfig that cannot be used -- not YAML, empty or not a mapping, no current
+        context, a context it does not have -- is a ``ConfigError`` naming the file and the
+        config path (exit 2); a service account that cannot be read a
+        ``PermanentPortError``."""
+        if self.kubeconfig is None:
+            try:
+                return KubeConfig.from_service_account()
+            except (LightkubeConfigError, OSError, ValueError) as exc:
+                raise PermanentPortError(
+                    "Kubernetes API access from the in-cluster service account (no kubeconfig "
+                    f"configured): {type(exc).__name__}: {exc}") from None
+        where, path, context = _named(self.where, "kubeconfig"), self.kubeconfig, \
+            self.access.context
         try:
-            if self.kubeconfig is not None:
-                config = KubeConfig.from_file(self.kubeconfig)
-                if self.access.context is not None:
-                    single = config.get(self.access.context)
-                    if single is None:
-                        raise LightkubeConfigError(f"no context {self.access.context!r}")
-                    return single
-                return config
-            return KubeConfig.from_service_account()
-        except LightkubeConfigError as exc:
-            source = (f"kubeconfig {self.kubeconfig}" if self.kubeconfig is not None
-                      else "the in-cluster service account (no kubeconfig configured)")
-            raise PermanentPortError(f"Kubernetes API access from {source}: {exc}") from None
-        except (OSError, ValueError) as exc:
-            raise PermanentPortError(
-                f"Kubernetes API access: cannot read the kubeconfig {self.kubeconfig}: "
-                f"{type(exc).__name__}") from None
+            config = KubeConfig.from_file(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError([ConfigProblem(where, f"cannot read the kubeconfig {path}: "
+                                             f"{type(exc).__name__}")]) from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" (line {mark.line + 1})" if mark is not None else ""
+            raise ConfigError([ConfigProblem(where, f"the kubeconfig {path} is not YAML{at}")]) \
+                from None
+        except (LightkubeConfigError, AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ConfigError([ConfigProblem(where, f"the kubeconfig {path} is not a "
+                                             f"kubeconfig ({_why(exc)})")]) from None
+        try:
+            if context is not None and context not in config.contexts:
+                raise ConfigError([ConfigProblem(
+                    self.context_where, f"the kubeconfig {path} has no context {context!r} "
+                    f"(contexts: {', '.join(sorted(config.contexts)) or 'none'})")])
+            return config.get(context)
+        except LightkubeConfigError as exc:  # no current context, or one it lacks
+            raise ConfigError([ConfigProblem(where, f"the kubeconfig {path}: {exc}")]) \
+                from None
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ConfigError([ConfigProblem(where, f"the kubeconfig {path} is not a "
+                                             f"kubeconfig ({_why(exc)})")]) from None
 
     def client(self) -> AsyncClient:
         """The client of the running event loop (made on first use in it)."""

@@ -2,17 +2,51 @@
 
 Added to the ``powerplane`` command by the ``powerplane.cli`` entry point ``operator`` of
 this distribution. Exit codes as every powerplane command: 0 done (``--until-idle``:
-nothing can advance), 1 a device, channel or the API server failed, 2 bad input.
+nothing can advance), 1 a device, channel or the API server failed, 2 bad input: among
+it every timing that is not a finite number at or above its minimum (NaN and infinities
+too), an empty ``--context``, and a kubeconfig that cannot be used (named).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+from typing import Any
 
 import click
 
 __all__ = ["operator_group"]
+
+
+class Seconds(click.ParamType[float]):
+    """A finite number of seconds at or above ``minimum``: NaN, an infinity or a number
+    below it is a usage error naming the option (click's ``FloatRange`` lets NaN through:
+    every comparison with it is false)."""
+
+    name = "seconds"
+
+    def __init__(self, minimum: float) -> None:
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        if number < self.minimum:
+            self.fail(f"{value!r} is below the minimum of {self.minimum:g} s", param, ctx)
+        return number
+
+
+def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise click.BadParameter("an empty context names none (leave the option out to "
+                                 "use the kubeconfig's current context)", ctx, param)
+    return value
 
 
 @click.group("operator", context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,7 +103,8 @@ def manifests_cmd(ctx: click.Context, namespace: str, image: str, replicas: int,
               help="A kubeconfig for the leases and the store (it must exist); absent: "
               "lifecycle.cluster's kubeconfig, else as kubectl: in the cluster the pod's "
               "service account, else $KUBECONFIG, else ~/.kube/config.")
-@click.option("--context", "kube_context", default=None, help="The kubeconfig context.")
+@click.option("--context", "kube_context", default=None, callback=_not_empty,
+              help="The kubeconfig context (absent: its current context).")
 @click.option("--site", "sites", multiple=True,
               help="A site this replica may act for (repeatable); absent: every site.")
 @click.option("--until-idle", is_flag=True,
@@ -83,21 +118,21 @@ def manifests_cmd(ctx: click.Context, namespace: str, image: str, replicas: int,
               help="Serve /metrics, /healthz and /readyz on this port (0: a free one).")
 @click.option("--http-host", default="0.0.0.0", show_default=True,
               help="The address --http-port serves /metrics, /healthz and /readyz on.")
-@click.option("--lease-duration", type=click.FloatRange(min=0.1), default=15.0,
+@click.option("--lease-duration", type=Seconds(0.1), default=15.0,
               show_default=True, help="Seconds a lease is held without renewal.")
-@click.option("--renew-deadline", type=click.FloatRange(min=0.05), default=10.0,
+@click.option("--renew-deadline", type=Seconds(0.05), default=10.0,
               show_default=True,
               help="Seconds after the last renewal after which this replica stops acting.")
-@click.option("--retry-period", type=click.FloatRange(min=0.01), default=2.0,
+@click.option("--retry-period", type=Seconds(0.01), default=2.0,
               show_default=True, help="Seconds between renewals and acquire attempts.")
-@click.option("--interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+@click.option("--interval", type=Seconds(0.01), default=1.0, show_default=True,
               help="Seconds before a waiting maintenance is reconciled again; the store's poll "
                    "period when there is nothing to watch (SQLite).")
-@click.option("--resync", type=click.FloatRange(min=0.01), default=30.0, show_default=True,
+@click.option("--resync", type=Seconds(0.01), default=30.0, show_default=True,
               help="Seconds between full scans beside the watch's events (parked ones too).")
 @click.option("--max-in-flight", type=click.IntRange(1), default=10, show_default=True,
               help="Maintenances driven at once per replica.")
-@click.option("--timeout", type=click.FloatRange(min=0.0), default=None,
+@click.option("--timeout", type=Seconds(0.0), default=None,
               help="--until-idle: give up (exit 1) after this many seconds.")
 @click.pass_context
 def run_cmd(ctx: click.Context, kubeconfig: str | None, kube_context: str | None,

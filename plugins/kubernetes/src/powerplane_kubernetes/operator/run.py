@@ -536,7 +536,8 @@ class Operator:
         access, config_dir, where = self._access(deployment)
         from powerplane_kubernetes.client import KubeApi
 
-        api = KubeApi(access, config_dir, where=where)
+        api = KubeApi(access, config_dir, where=where,
+                      context_where="--context" if o.context else None)
         self._map_targets(deployment)
         wanted = o.sites or tuple(sorted(set(self.node_site.values())))
         unknown = [s for s in wanted if s not in set(self.node_site.values())]
