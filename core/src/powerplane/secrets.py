@@ -42,7 +42,7 @@ from pydantic import (
     model_validator,
 )
 
-from powerplane.errors import SecretError
+from powerplane.errors import PowerplaneError, SecretError
 
 __all__ = ["CORE_KINDS", "SECRET_KINDS", "SecretKind", "SecretKindSource", "SecretRef",
            "secret_kinds", "secret_problems", "secret_refs"]
@@ -58,9 +58,12 @@ class SecretKind:
 
     ``resolve(value)`` returns the secret; it runs at use only, and raises
     :class:`~powerplane.errors.SecretError` naming the reference (never a value) when it
-    cannot. ``check(value)``, optional, runs at load and raises ``ValueError`` with a plain
-    message when the reference cannot be right by its shape (it must read no secret and
-    not reach the network: a channel no command touches must never fail the load).
+    cannot (bad input), or another ``PowerplaneError`` of its choice, passed on as it is,
+    when the failure may pass (e.g. the lifecycle's ``TemporaryPortError`` for a store
+    that answered 503). ``check(value)``, optional, runs at load and raises
+    ``ValueError`` with a plain message when the reference cannot be right by its shape
+    (it must read no secret and not reach the network: a channel no command touches must
+    never fail the load).
     ``present(value)``, optional, runs when the channel holding the reference opens and
     raises ``ValueError`` when the secret is not there to be read (an unset variable, a
     missing file), without reading it.
@@ -241,8 +244,8 @@ class SecretRef(BaseModel):
             raise SecretError(f"secret {self}: no secret kind {self.kind!r} is registered")
         try:
             return kind.resolve(self.ref)
-        except SecretError:
-            raise
+        except PowerplaneError:  # raised on purpose, naming the reference (SecretError: bad
+            raise                # input; another class: e.g. its store failed for now)
         except Exception as exc:  # its message may quote what was read: name the class only
             raise SecretError(f"secret {self}: {type(exc).__name__} while resolving") from None
 

@@ -397,9 +397,9 @@ def test_denials_are_recorded_rate_limited_per_identity(tmp_path: Path) -> None:
     authority = authority_for(deployment)
 
     async def loop() -> None:
-        for _ in range(200):
+        for i in range(200):
             await authority.authorize(Action.REBOOT, [("n1", deployment.nodes["n1"])],
-                                      VICTOR, reason="again")
+                                      VICTOR, reason=f"attempt {i}")
         await authority.authorize(Action.REBOOT, [("n1", deployment.nodes["n1"])], ERIN,
                                   reason="once")
 
@@ -407,6 +407,16 @@ def test_denials_are_recorded_rate_limited_per_identity(tmp_path: Path) -> None:
     records = jsonl(audit)
     assert [r["actor"] for r in records].count("victor") == authority.limiter.burst
     assert [r["actor"] for r in records].count("erin") == 1
+
+
+async def test_a_denial_asked_twice_for_one_request_is_recorded_once(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    deployment = load_config(write_deployment(tmp_path, audit=str(audit)))
+    async with PowerHost(deployment) as host:
+        await host.plan(["n1", "n2"], Verb.REBOOT, "kernel", identity=VICTOR)
+        out = await host.invoke_many(["n1", "n2"], Verb.REBOOT, "kernel", identity=VICTOR)
+    assert all(isinstance(e, PolicyDenied) for e in out.values())
+    assert sorted(r["node"] for r in jsonl(audit)) == ["n1", "n2"]
 
 
 def test_the_denial_limiter_says_how_many_it_left_out() -> None:

@@ -147,6 +147,13 @@ class JsonLinesAudit:
         with self._lock:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise AuditNotRecorded(
+                    f"the audit record could not be written: the folder of {self.path} "
+                    f"cannot be made ({exc.strerror or exc}): nothing was done; set "
+                    "audit.path in the deployment file to a file this user can append to"
+                ) from None
+            try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
                              | getattr(os, "O_CLOEXEC", 0), 0o600)
                 try:

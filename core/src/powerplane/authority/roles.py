@@ -188,7 +188,7 @@ class LocalPolicyConfig(_Strict):
         if not path.is_absolute() and base is not None:
             path = Path(base) / path
         self._roles = load_roles(path)  # a ConfigError passes through pydantic as it is
-        self._path = path
+        self._path = path.absolute()
         return self
 
     @property
@@ -265,39 +265,64 @@ class LocalPolicy:
         self.description = f"roles file {source}"
         self._roles = {name: _compile(name, r) for name, r in roles.roles.items()}
         self._bindings = roles.bindings
-        self._held: dict[Identity, tuple[_Compiled, ...]] = {}
+        self._held: dict[Identity, tuple[tuple[_Compiled, ...], bool]] = {}
         self._scope_labels = sorted({k for r in self._roles.values() if r.labels
                                      for k, _ in r.labels})
-        self._cache: dict[tuple[Any, ...], Decision] = {}
+        self._cache: dict[tuple[Identity, Action], dict[Any, Decision]] = {}
 
-    def held(self, identity: Identity) -> tuple[_Compiled, ...]:
-        """The roles bound to ``identity``'s user or groups, in binding order."""
+    def held(self, identity: Identity) -> tuple[tuple[_Compiled, ...], bool]:
+        """The roles bound to ``identity``'s user or groups, in binding order, and whether
+        any of them is scoped (else every node is decided alike)."""
         found = self._held.get(identity)
         if found is None:
             groups = set(identity.groups)
             names = [b.role for b in self._bindings
                      if identity.user in b.users or groups.intersection(b.groups)]
-            found = self._held[identity] = tuple(self._roles[n] for n in dict.fromkeys(names))
+            roles = tuple(self._roles[n] for n in dict.fromkeys(names))
+            scoped = any(r.sites is not None or r.labels is not None for r in roles)
+            found = self._held[identity] = (roles, scoped)
         return found
 
     async def decide(
         self, identity: Identity, action: Action,
         nodes: Sequence[tuple[str, NodeSpec | None]],
     ) -> list[Decision]:
-        return [self.decide_one(identity, action, spec) for _, spec in nodes]
+        """Per node; what depends only on who asks (the roles held, whether any is scoped)
+        is worked out once per call, and nodes alike in scope share one decision: a
+        lookup per node."""
+        roles, scoped = self.held(identity)
+        decided = self._cache.get((identity, action))
+        if decided is None:
+            decided = self._cache[(identity, action)] = {}
+        if not scoped:
+            found = decided.get(_ANY)
+            if found is None:
+                found = decided[_ANY] = decide_roles(roles, identity, action, None,
+                                                     self.source)
+            return [found] * len(nodes)
+        labels = self._scope_labels
+        out = []
+        for _, spec in nodes:
+            key = _NONE if spec is None else (spec.site, *map(spec.labels.get, labels))
+            found = decided.get(key)
+            if found is None:
+                found = decided[key] = decide_roles(roles, identity, action, spec,
+                                                    self.source)
+            out.append(found)
+        return out
 
     def decide_one(self, identity: Identity, action: Action, spec: NodeSpec | None) -> Decision:
-        roles = self.held(identity)
-        scoped = any(r.sites is not None or r.labels is not None for r in roles)
-        if scoped and spec is not None:
-            key: tuple[Any, ...] = (identity, action, spec.site,
-                                    tuple(spec.labels.get(k) for k in self._scope_labels))
-        else:
-            key = (identity, action, scoped and spec is None)
-        found = self._cache.get(key)
-        if found is None:
-            found = self._cache[key] = decide_roles(roles, identity, action, spec, self.source)
-        return found
+        """One node's decision (as :meth:`decide`)."""
+        roles, scoped = self.held(identity)
+        if not scoped:
+            spec = None
+        return decide_roles(roles, identity, action, spec, self.source)
+
+
+_ANY = ("any node",)
+"""The decision key of an identity with no scoped role: every node alike."""
+_NONE = ("no node spec",)
+"""The decision key of a node the deployment does not define (a scoped role covers none)."""
 
 
 def _local(config: LocalPolicyConfig, context: PolicyContext) -> LocalPolicy:

@@ -55,6 +55,9 @@ class Authority:
         self._sink = sink
         self._identity = identity
         self.limiter = limiter if limiter is not None else DenialLimiter()
+        self._denials: set[tuple[str, Action, str, str]] = set()
+        """The denials this authority recorded (user, action, node, reason): asked again
+        for the same request (a plan, then the call), a denial is recorded once."""
 
     @property
     def identity(self) -> Identity:
@@ -95,6 +98,10 @@ class Authority:
                 out[node] = decision
                 continue
             out[node] = denied(decision, node)
+            seen = (who.user, action, node, reason)
+            if seen in self._denials:
+                continue
+            self._denials.add(seen)
             left_out = self.limiter.admit(who.user)
             if left_out is not None:
                 more = (f"{left_out} earlier denial(s) of this user not recorded (rate limit)"

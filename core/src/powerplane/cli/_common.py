@@ -103,15 +103,26 @@ def collector_off() -> Iterator[None]:
 def load_deployment(ctx: click.Context, *, check: bool = False) -> Deployment:
     """The deployment named by ``--config`` / ``$POWERPLANE_CONFIG`` (every secret resolved
     and every channel opened with ``check``), loaded with the collector off when this is the
-    command's own process."""
+    command's own process; read once per command (kept in the context's ``meta``)."""
     from powerplane.cli import OWN_PROCESS
     from powerplane.config import check_config, load_config
 
+    if not check and _LOADED in ctx.meta:
+        found: Deployment = ctx.meta[_LOADED]
+        return found
     load = check_config if check else load_config
     if (ctx.find_root().obj or {}).get(OWN_PROCESS):
         with collector_off():
-            return load(config_path(ctx))
-    return load(config_path(ctx))
+            deployment = load(config_path(ctx))
+    else:
+        deployment = load(config_path(ctx))
+    if not check:
+        ctx.meta[_LOADED] = deployment
+    return deployment
+
+
+_LOADED = "powerplane.deployment"
+"""Key of the command's loaded deployment in the click context's ``meta``."""
 
 
 class Interrupted(KeyboardInterrupt):

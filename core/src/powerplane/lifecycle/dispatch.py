@@ -22,6 +22,10 @@ resent blindly:
 An indeterminate dispatch waits for a person (``maintenance resolve``): ``applied`` moves
 on, ``not applied`` sends once more. Nothing here upgrades a refusal: a verb the rule or
 the guard refuses fails and is never sent again.
+A ``TemporaryPortError`` out of the send (raised before anything left: e.g. a channel's
+``{k8s:}`` secret the API server could not give now) is no answer of the device: the
+dispatch record is removed again and the error goes to the reconciler, which tries the
+verb next pass.
 
 The settle window (``lifecycle.settle_window_s``) defaults to the host's
 ``limits.timeout_s`` plus :data:`SETTLE_GRACE_S`: a request that may have left has had its
@@ -54,7 +58,7 @@ from powerplane.lifecycle.model import (
     Resolution,
     utcnow,
 )
-from powerplane.lifecycle.ports import Ports
+from powerplane.lifecycle.ports import Ports, TemporaryPortError
 from powerplane.lifecycle.settings import LifecycleConfig
 
 __all__ = [
@@ -284,6 +288,10 @@ class Dispatcher:
                 result = await self.ports.host.invoke(
                     m.node, verb, reason=m.spec.reason, identity=m.spec.requester,
                     audited=True)
+        except TemporaryPortError:  # before anything left, and it may pass (a secret its
+            m.status.dispatches.remove(d)  # store could not give now): no dispatch; the
+            self._save(m)  # reconciler records the error and sends it next pass
+            raise
         except OutcomeUnknown as exc:  # it may have left: settle by evidence, never Failed
             d.outcome = O.UNKNOWN
             d.outcome_at = self.clock()

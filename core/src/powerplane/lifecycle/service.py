@@ -65,7 +65,13 @@ from powerplane.lifecycle.model import (
     utcnow,
 )
 from powerplane.lifecycle.phases import park_phase
-from powerplane.lifecycle.ports import MaintenanceStore, Ports, build_ports, open_store
+from powerplane.lifecycle.ports import (
+    MaintenanceStore,
+    Ports,
+    TemporaryPortError,
+    build_ports,
+    open_store,
+)
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
 from powerplane.lifecycle.store import (
@@ -203,8 +209,9 @@ class Lifecycle:
         if intent.powers and not pre.power.get("offered"):
             if pre.power.get("cause") == "channel":  # undiscoverable: a channel failure (1)
                 failed = self.host.discovery_error(node)
-                # a channel whose config is bad (e.g. at its open) is bad input (2)
-                if isinstance(failed, ChannelError | ConfigError):
+                # a channel whose config is bad (e.g. at its open) is bad input (2); one
+                # that failed for now (a secret its store could not give) is a failure (1)
+                if isinstance(failed, ChannelError | ConfigError | TemporaryPortError):
                     return pre, verdict, failed
             return pre, verdict, NotOffered(node, str(pre.power.get("verb")),
                                             str(pre.power.get("reason", "")))
