@@ -5,6 +5,11 @@
                           contracts (lint-imports) and pytest ARGS
                           (in 3 worker processes; POWERPLANE_TEST_WORKERS=1 for one)
     ./dev bench           install if needed, then every benchmark under bench/
+    ./dev image [ARGS]    install if needed, then build the operator image powerplane:VERSION
+                          without a registry (root; Debian's mmdebstrap and buildah) and
+                          print where it is: dist/image/powerplane-VERSION.oci.tar (OCI
+                          archive) and .docker.tar (for kind and k3d); ARGS: --no-cache,
+                          --out DIR, --cache DIR (plugins/kubernetes/image/build.py)
     ./dev install         install only
     ./dev run CMD ...     install if needed, then run CMD inside the venv
 
@@ -94,6 +99,8 @@ def main(argv: list[str]) -> int:
         return run([str(BIN / "powerplane"), "demo", *rest], env=env)
     if cmd == "run":
         return run(rest, env=env)
+    if cmd == "image":
+        return run([str(PY), str(ROOT / "plugins/kubernetes/image/build.py"), *rest], env=env)
     if cmd == "bench":
         rc = 0
         for script in sorted((ROOT / "bench").glob("bench_*.py")):
