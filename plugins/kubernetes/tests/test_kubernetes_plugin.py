@@ -38,7 +38,9 @@ def test_a_missing_kubeconfig_is_bad_input_naming_the_path(tmp_path: Path) -> No
 
 
 def test_longhorn_takes_the_cluster_ports_access(tmp_path: Path) -> None:
-    (tmp_path / "kc").write_text("{}")
+    (tmp_path / "kc").write_text(  # a usable kubeconfig: it is read when the port is made
+        "{clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}], users: [{name: u, "
+        "user: {}}], contexts: [{name: prod, context: {cluster: c, user: u}}]}")
     cluster = KubernetesClusterConfig(type="kubernetes", kubeconfig="kc", context="prod")
     context = SimpleNamespace(labels={"n1": {"a": "b"}}, config_dir=tmp_path,
                               lifecycle=SimpleNamespace(cluster=cluster))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from test_operator import request
 from test_operator_watch import kube_store_config, replica, until
 
@@ -124,3 +125,91 @@ async def test_an_api_server_not_listening_yet_is_waited_for(tmp_path: Path) -> 
             assert await asyncio.wait_for(task, 30) == 0
         finally:
             late.stop()
+
+
+# -- a transient answer while a {k8s:} secret is read ---------------------------------------
+SECRETS = "v1/secrets"
+
+
+def secret_config(tmp: Path, kubeconfig: Path) -> Path:
+    """The kubernetes-store world, its simulated channel's password a ``{k8s:}`` secret
+    that the channel checks (a wrong or unread one is refused)."""
+    config = kube_store_config(tmp, kubeconfig)
+    raw = yaml.safe_load(config.read_text())
+    raw["channels"]["lab"]["password"] = {"k8s": "ops/bmc/password"}
+    raw["channels"]["lab"]["expect_password"] = {"env": "EXPECTED_PW"}
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return config
+
+
+@pytest.fixture
+def secret_env(tmp_path: Path, api: KubeApiServer,
+               monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    api.add_secret("ops", "bmc", {"password": "pw"})
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setenv("EXPECTED_PW", "pw")
+    return {"KUBECONFIG": str(kubeconfig), "EXPECTED_PW": "pw"}
+
+
+REQUEST = ["maintenance", "request", "w1", "--intent", "reboot", "--reason",
+           "replace the PSU", "--confirm-node", "w1", "--ack-preflight"]
+
+
+@pytest.mark.parametrize("fault", ["500", "429", "disconnect"])
+def test_a_transient_answer_for_the_secret_is_a_failure_an_absent_one_bad_input(
+        tmp_path: Path, api: KubeApiServer, secret_env: dict[str, str], fault: str) -> None:
+    config = secret_config(tmp_path, Path(secret_env["KUBECONFIG"]))
+    api.fail_requests("get", SECRETS, *([fault] * 20))
+    done = cli("--config", str(config), *REQUEST, env=secret_env)
+    assert api.faults_served[:1] == [f"{fault} get {SECRETS}"]
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "secret {k8s: ops/bmc/password}" in done.stderr
+    assert "invalid config" not in done.stderr and "Traceback" not in done.stderr
+    assert not [o for o in api.objects(NM)]  # nothing requested
+    # a Secret really absent, or without the key, stays bad input (exit 2)
+    api.clear_faults()
+    raw = yaml.safe_load(config.read_text())
+    for secret, words in (("ops/absent/password", "no Secret absent in namespace ops"),
+                          ("ops/bmc/nokey", "has no key nokey")):
+        raw["channels"]["lab"]["password"] = {"k8s": secret}
+        config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        bad = cli("--config", str(config), *REQUEST, env=secret_env)
+        assert bad.returncode == 2, (bad.stdout, bad.stderr)
+        assert words in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["discovery", "verb"])
+async def test_the_operator_tries_a_secret_that_failed_for_now_again(
+        tmp_path: Path, api: KubeApiServer, secret_env: dict[str, str], when: str) -> None:
+    """A 500/429 on the Secret when the operator discovers the channel (the verb would be
+    withheld: the maintenance parked in Drained for good) or at the verb itself (it
+    failed for good, the node left cordoned): the maintenance completes, the reboot
+    applied once."""
+    kubeconfig = Path(secret_env["KUBECONFIG"])
+    config = secret_config(tmp_path, kubeconfig)
+    name = await asyncio.to_thread(request, config)
+    op = replica(config, kubeconfig)
+    faults = ("500", "429", "500")
+    if when == "discovery":
+        api.fail_requests("get", SECRETS, *faults)
+    else:
+        before = op._before_verb
+
+        def at_the_verb(channel: str, method: str, args: tuple[Any, ...]) -> None:
+            if not api.faults_served:
+                api.fail_requests("get", SECRETS, *faults)  # the verb's own read of it
+            before(channel, method, args)
+        op._before_verb = at_the_verb  # type: ignore[method-assign]
+    task = asyncio.create_task(op.run())
+    try:
+        await until(lambda: op.results.get(name) == "done" or task.done(), f"{name} done")
+        assert not task.done(), task.result()
+    finally:
+        op._stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+    assert api.faults_served == [f"{f} get {SECRETS}" for f in faults]
+    assert phase(api, name) == "Complete"
+    state = json.loads((tmp_path / "machines.json").read_text())
+    assert state["dispatches"] == [["reboot", "w1"]], state  # sent once, applied once

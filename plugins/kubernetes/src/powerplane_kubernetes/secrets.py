@@ -22,9 +22,14 @@ names (the first of its list that exists, as kubectl reads it), else ``~/.kube/c
 The reader needs ``get`` on that Secret and nothing more.
 
 At load nothing imports lightkube (plugin discovery stays light). The value is never
-logged, kept, or put in an error: a missing Secret or key, a refusal (403) or an
-unreachable API server is a ``SecretError`` naming ``NS/NAME/KEY`` and the cause (the HTTP
-status, or the error's class), never the Secret's content.
+logged, kept, or put in an error. A Secret that is not there (404), a key it lacks, a
+refusal (401, 403, any other 4xx) or no usable API access is bad input: a ``SecretError``
+(exit 2) naming ``NS/NAME/KEY`` and the cause (the HTTP status, or the error's class),
+never the Secret's content. An answer that may pass -- 408, 409, 429, any 5xx, a refused,
+dropped or timed-out connection -- is a
+:class:`~powerplane.lifecycle.TemporaryPortError` (exit 1) naming the same: the channel
+that needed the secret failed for now, and is tried again (the operator discovers a node
+whose channel failed again before its next reconcile), never "invalid config".
 """
 
 from __future__ import annotations
@@ -90,6 +95,7 @@ def environment_kubeconfig(service_account: Path = SERVICE_ACCOUNT) -> Path | No
 
 def _client() -> Client:
     import httpx2
+    import yaml
     from lightkube import Client, KubeConfig
     from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
@@ -99,12 +105,13 @@ def _client() -> Client:
         path = environment_kubeconfig()
         config = (KubeConfig.from_service_account() if path is None
                   else KubeConfig.from_file(path))
-    except (LightkubeConfigError, OSError, ValueError, KeyError) as exc:
+        return Client(config, timeout=httpx2.Timeout(_READ_S, connect=_CONNECT_S),
+                      field_manager=FIELD_MANAGER, trust_env=False)
+    except (LightkubeConfigError, OSError, ValueError, KeyError, TypeError, AttributeError,
+            yaml.YAMLError) as exc:
         raise SecretError(f"no Kubernetes API access (no in-cluster service account, no "
-                          f"readable KUBECONFIG or ~/.kube/config): {type(exc).__name__}") \
+                          f"usable KUBECONFIG or ~/.kube/config): {type(exc).__name__}") \
             from None
-    return Client(config, timeout=httpx2.Timeout(_READ_S, connect=_CONNECT_S),
-                  field_manager=FIELD_MANAGER, trust_env=False)
 
 
 def resolve(value: str) -> str:
@@ -114,7 +121,8 @@ def resolve(value: str) -> str:
     import httpx2
     from lightkube.resources.core_v1 import Secret
 
-    from powerplane_kubernetes.errors import answer_of
+    from powerplane.lifecycle import TemporaryPortError
+    from powerplane_kubernetes.errors import TEMPORARY_STATUSES, answer_of
 
     try:
         namespace, name, key = parse(value)
@@ -129,11 +137,14 @@ def resolve(value: str) -> str:
         code = answer.code if answer is not None else 0
         if code == 404:
             raise SecretError(f"{ref}: no Secret {name} in namespace {namespace}") from None
-        raise SecretError(f"{ref}: the API server answered HTTP {code}"
-                          f"{' ' + answer.reason if answer and answer.reason else ''}") from None
-    except (httpx2.HTTPError, OSError) as exc:
-        raise SecretError(f"{ref}: the API server cannot be reached "
-                          f"({type(exc).__name__})") from None
+        said = (f"the API server answered HTTP {code}"
+                f"{' ' + answer.reason if answer and answer.reason else ''}")
+        if code in TEMPORARY_STATUSES or code >= 500:  # it may pass: not bad input
+            raise TemporaryPortError(f"{ref}: {said} (temporary: tried again)") from None
+        raise SecretError(f"{ref}: {said}") from None
+    except (httpx2.HTTPError, OSError) as exc:  # refused, dropped, timed out: may pass
+        raise TemporaryPortError(f"{ref}: the API server cannot be reached "
+                                 f"({type(exc).__name__}; temporary: tried again)") from None
     finally:
         client.close()
     data = secret.data or {}

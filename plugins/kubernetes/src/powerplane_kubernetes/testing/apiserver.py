@@ -862,6 +862,10 @@ class KubeApiServer:
             self._faults.append((verb, resource, collections.deque(answers)))
         self._call(add)
 
+    def clear_faults(self) -> None:
+        """Drop the injected faults not served yet."""
+        self._call(self._faults.clear)
+
     def faults_left(self) -> int:
         """How many injected faults have not been served yet."""
         return self._call(lambda: sum(len(q) for _, _, q in self._faults))
