@@ -162,7 +162,7 @@ async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None
             async def one(node: str) -> None:
                 async with slots:  # 10 in flight; the next starts as soon as one completes
                     m = await lc.request(node, "reboot", Ceremony(
-                        reason="rolling kernel update", actor="bench", confirm_node=node,
+                        reason="rolling kernel update", confirm_node=node,
                         ack_preflight=True))
                     while not finished(m.name):
                         if op.poll() is not None:

@@ -95,7 +95,7 @@ async def worker(
             async with slots:
                 t0 = time.perf_counter()
                 m = await lc.request(node, "reboot", Ceremony(
-                    reason="rolling kernel update", actor="bench", confirm_node=node,
+                    reason="rolling kernel update", confirm_node=node,
                     ack_preflight=True))
                 while await lc.reconcile(m.name) is not Result.DONE:
                     await asyncio.sleep(lc.config.tick_s)

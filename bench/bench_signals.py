@@ -289,7 +289,7 @@ def rows_held_reset(tmp: Path) -> Iterator[Row]:
         req = subprocess.run(
             [sys.executable, "-m", "powerplane.cli", "--config", str(config), "maintenance",
              "request", "r1", "--intent", "reboot", "--reason", "bench: kernel update",
-             "--confirm-node", "r1", "--ack-preflight", "--actor", "bench"],
+             "--confirm-node", "r1", "--ack-preflight"],
             capture_output=True, text=True, env={**os.environ, **env}, timeout=REACH_S,
             check=False)
         if req.returncode != 0:

@@ -21,8 +21,8 @@ def test_core_refuses_the_section_as_an_unknown_key() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config(sim_target())
     assert [(p.path, p.message) for p in err.value.problems] == [
-        ("conformance", "unknown key; accepted keys: channels, lifecycle, limits, nodes, "
-                        "recovery")]
+        ("conformance", "unknown key; accepted keys: audit, channels, lifecycle, limits, "
+                        "nodes, policy, recovery")]
     assert "conformance" not in Deployment.__dataclass_fields__
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from powerplane.config import MAX_BYTES
+from powerplane._yaml import MAX_BYTES  # the bound of every config file core reads
 from powerplane_conformance import plugin
 
 

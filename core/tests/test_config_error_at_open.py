@@ -241,8 +241,7 @@ async def test_a_maintenance_request_is_refused_as_bad_input(
     async with PowerHost(deployment, nodes=()) as host:
         lc = Lifecycle.for_host(host)
         try:
-            ceremony = Ceremony(reason="kernel 6.8", actor="ops", confirm_node="n1",
-                                ack_preflight=True)
+            ceremony = Ceremony(reason="kernel 6.8", confirm_node="n1", ack_preflight=True)
             with pytest.raises(ConfigError) as info:
                 await lc.request("n1", "reboot", ceremony)
             assert _is_the_open_error(info.value)

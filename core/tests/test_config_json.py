@@ -215,10 +215,10 @@ def test_the_node_bound_and_a_number_too_long_are_refused(
 def test_a_json_file_over_the_size_bound_is_refused_unread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from powerplane import config
+    from powerplane import files  # the deployment's reads and their bound
 
     path = write(tmp_path, "big.json", json.dumps(DOC))
-    monkeypatch.setattr(config, "MAX_BYTES", 100)
+    monkeypatch.setattr(files, "MAX_BYTES", 100)
     with pytest.raises(ConfigError) as info:
         read_config(path)
     assert "larger than 100 bytes" in str(info.value)

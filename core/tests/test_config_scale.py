@@ -225,7 +225,7 @@ def test_a_config_from_a_pipe_is_refused_unread_and_a_file_read_up_to_the_bound(
     before a FIFO with no writer was found to block the command forever.)"""
     import os
 
-    from powerplane import config
+    from powerplane import files  # the deployment's reads and their bound
 
     read, write = os.pipe()
     try:
@@ -241,7 +241,7 @@ def test_a_config_from_a_pipe_is_refused_unread_and_a_file_read_up_to_the_bound(
     path.write_text(deployment(50))
     data, _, _ = read_config(path)
     assert len(data["nodes"]) == 50
-    monkeypatch.setattr(config, "MAX_BYTES", 1000)
+    monkeypatch.setattr(files, "MAX_BYTES", 1000)
     with pytest.raises(ConfigError) as info:
         read_config(path)
     assert "larger than 1000 bytes" in str(info.value)

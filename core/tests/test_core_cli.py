@@ -62,13 +62,18 @@ def test_offers_json_matches_the_contract(config: str) -> None:
                 "node": "node-1",
                 "site": "plant-a",
                 "verbs": {
-                    "reboot": {"offered": True, "channel": "plant-talos", "graceful": True},
+                    # "allowed": what the policy says of the verb's action for the
+                    # caller (no policy: section, so every action)
+                    "reboot": {"offered": True, "channel": "plant-talos", "graceful": True,
+                               "allowed": True},
                     "shutdown": {"offered": True, "channel": "plant-talos", "graceful": True,
-                                 "recovery": "channel rack-a can power on"},
-                    "power-on": {"offered": True, "channel": "rack-a", "graceful": False},
+                                 "recovery": "channel rack-a can power on", "allowed": True},
+                    "power-on": {"offered": True, "channel": "rack-a", "graceful": False,
+                                 "allowed": True},
                     "terminate": {"offered": False, "cause": "rule", "reason": (
                         "terminate withheld: channel 'plant-talos' does not advertise "
-                        "terminate; channel 'rack-a' does not advertise terminate")},
+                        "terminate; channel 'rack-a' does not advertise terminate"),
+                                  "allowed": True},
                 },
             }
         ]

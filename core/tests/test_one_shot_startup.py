@@ -319,7 +319,7 @@ def test_a_malformed_declaration_is_a_failure_of_its_plugin() -> None:
     reg = load_plugins()
     reg.add_module("bad", _declared("bad_mod", {"channels": ("x",)}, lambda register: None))
     assert {f.name: f.error for f in reg.failures}["bad"].startswith(
-        "REGISTERS must map kinds (channel, cluster, storage, store, secret)")
+        "REGISTERS must map kinds (channel, cluster, storage, store, secret, policy)")
 
 
 def test_plugins_json_lists_every_plugin_with_its_types() -> None:

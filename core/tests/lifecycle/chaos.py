@@ -156,7 +156,7 @@ def run_chaos(tmp: Path, maintenances: int, workers: int, seed: int = 0,
 
         async def request(lc: Lifecycle, intents: dict[str, str] = intents) -> list[str]:
             return [(await lc.request(n, i, Ceremony(
-                reason="chaos maintenance", actor="chaos", confirm_node=n,
+                reason="chaos maintenance", confirm_node=n,
                 ack_preflight=True))).name for n, i in intents.items()]
 
         names = _lifecycle_call(config, request)
@@ -169,7 +169,7 @@ def run_chaos(tmp: Path, maintenances: int, workers: int, seed: int = 0,
         async def back(lc: Lifecycle, off: list[str] = off) -> None:
             for name in off:
                 node = lc.store.get(name).node
-                lc.return_to_service(node, Ceremony(reason="chaos return", actor="chaos"))
+                await lc.return_to_service(node, Ceremony(reason="chaos return"))
 
         _lifecycle_call(config, back)
         terminal = {Phase.COMPLETE, Phase.FAILED, Phase.REFUSED}

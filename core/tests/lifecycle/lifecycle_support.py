@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from powerplane.authority.identity import Identity
 from powerplane.lifecycle import Ceremony
 
 CP_LABEL = "node-role.kubernetes.io/control-plane"
@@ -66,11 +67,12 @@ class Clock:
         self.now += dt.timedelta(seconds=seconds)
 
 
-def ceremony(node: str, *, hazard: bool = False, actor: str = "alice") -> Ceremony:
-    """A complete ceremony for ``node``."""
+def ceremony(node: str, *, hazard: bool = False, actor: str | None = None) -> Ceremony:
+    """A complete ceremony for ``node``; ``actor``: the user of an identity an embedder
+    authenticated (None: this process's OS user, as the host's authority says)."""
     return Ceremony(
         reason="replace the PSU in slot 2",
-        actor=actor,
+        identity=Identity(actor) if actor is not None else None,
         confirm_node=node,
         ack_preflight=True,
         hazard_reason="planned window CHG-1234" if hazard else None,

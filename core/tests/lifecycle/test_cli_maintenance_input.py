@@ -125,10 +125,11 @@ def test_a_mismatched_typed_name_on_a_cordon_is_refused_not_ignored(tmp_path: Pa
 @pytest.mark.parametrize("args", [
     ["status", "\udcff"],
     ["request", "w1", "--intent", "cordon", "--reason", "caf\udce9 upgrade window"],
-    ["request", "w1", "--intent", "cordon", "--reason", WHY, "--actor", "ren\udce9"],
+    ["request", "w1", "--intent", "cordon", "--reason", WHY, "--on-behalf-of", "ren\udce9"],
     ["abandon", "w1", "--reason", "caf\udce9 upgrade window"],
-    ["resolve", "w1", "--applied", "--reason", WHY, "--actor", "\udce9"],
-], ids=["status-node", "request-reason", "request-actor", "abandon-reason", "resolve-actor"])
+    ["resolve", "w1", "--applied", "--reason", WHY, "--on-behalf-of", "\udce9"],
+], ids=["status-node", "request-reason", "request-on-behalf-of", "abandon-reason",
+       "resolve-on-behalf-of"])
 def test_an_argument_that_is_not_text_is_bad_input_not_a_damaged_store(
     tmp_path: Path, args: list[str]
 ) -> None:
@@ -199,10 +200,9 @@ async def test_the_library_records_nothing_for_a_reason_that_is_not_text(
 ) -> None:
     lc = await open_lifecycle()
     with pytest.raises(InvalidText) as caught:
-        await lc.request("w1", "cordon", Ceremony(reason="caf\udce9 upgrade window",
-                                                 actor="alice"))
+        await lc.request("w1", "cordon", Ceremony(reason="caf\udce9 upgrade window"))
     assert caught.value.exit_code == 2 and "damaged" not in str(caught.value)
     assert lc.store.all() == [] and lc.store.audit() == []
     # the store is fine: the same request in text is recorded
-    await lc.request("w1", "cordon", Ceremony(reason="cafe upgrade window", actor="alice"))
+    await lc.request("w1", "cordon", Ceremony(reason="cafe upgrade window"))
     assert [a.action.value for a in lc.store.audit()] == ["servers:cordon"]

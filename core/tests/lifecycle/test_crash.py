@@ -28,6 +28,7 @@ import yaml
 from lifecycle_support import ceremony
 from lifecycle_worlds import WORLDS, KubernetesWorld, SimulatedWorld, make_world
 
+from powerplane.authority.identity import local_identity
 from powerplane.config import load_config
 from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle, Phase, lifecycle_config, open_store
@@ -213,8 +214,7 @@ def test_sigkill_around_shutdown_and_power_on(
     if first == -signal.SIGKILL:
         assert powerplane(config, "maintenance", "run", "--until-idle") == 0
     assert load(tmp_path, name)[0].phase is Phase.POWERED_OFF
-    assert powerplane(config, "maintenance", "return", "w1", "--reason", "PSU replaced ok",
-                      "--actor", "bob") == 0
+    assert powerplane(config, "maintenance", "return", "w1", "--reason", "PSU replaced ok") == 0
     second = powerplane(config, "maintenance", "run", "--until-idle", crash_at=point)
     assert (first == -signal.SIGKILL) != (second == -signal.SIGKILL)
     if second == -signal.SIGKILL:
@@ -229,7 +229,7 @@ def test_sigkill_around_shutdown_and_power_on(
 
 def resolve(config: Path, *args: str) -> int:
     return powerplane(config, "maintenance", "resolve", "w1", *args,
-                      "--reason", "checked at the rack console", "--actor", "carol")
+                      "--reason", "checked at the rack console", "--on-behalf-of", "carol")
 
 
 @pytest.mark.parametrize("intent", ["reboot", "shutdown"])
@@ -254,7 +254,8 @@ def test_blind_channel_parks_and_not_applied_sends_exactly_once(
     assert [d.outcome.value for d in m.status.dispatches] == ["not-applied", "accepted"]
     assert [a.action.value for a in audit] == [f"servers:{intent}",
                                                "servers:maintenance-resolve"]
-    assert audit[1].actor == "carol"
+    # the actor is the OS user running the command; the text it added is recorded beside it
+    assert (audit[1].actor, audit[1].on_behalf_of) == (local_identity().user, "carol")
 
 
 def test_blind_channel_resolved_applied_completes_without_sending(
@@ -271,6 +272,6 @@ def test_blind_channel_resolved_applied_completes_without_sending(
     m, audit = load(tmp_path, name)
     assert m.phase is Phase.COMPLETE
     assert sent(tmp_path) == []
-    assert m.status.dispatches[0].settled_by == "person:carol"
+    assert m.status.dispatches[0].settled_by == f"person:{local_identity().user}"
     assert m.status.conditions["RebootObserved"].status == "Unknown"
     assert [a.action.value for a in audit] == ["servers:reboot", "servers:maintenance-resolve"]

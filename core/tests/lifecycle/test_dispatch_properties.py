@@ -85,7 +85,9 @@ class FakeHost:
             state = PowerState.UNKNOWN
         return SimpleNamespace(state=state, channel="lab")
 
-    async def invoke(self, node: str, verb: Verb, reason: str) -> Any:
+    async def invoke(self, node: str, verb: Verb, reason: str, *, identity: Any = None,
+                     audited: bool = False) -> Any:
+        assert audited  # the act's record was made when the request was accepted
         mode = self.machine.mode
         if mode == "refused":
             raise RefusedByDevice("refused", channel="lab", target=node)

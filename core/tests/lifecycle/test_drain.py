@@ -59,7 +59,7 @@ async def test_return_from_drained_uncordons(open_lifecycle) -> None:
     m = await lc.request("w1", "drain", ceremony("w1"))
     await lc.run(until_idle=True)
     assert await lc.ports.cluster.is_cordoned("w1")
-    lc.return_to_service("w1", ceremony("w1"))
+    await lc.return_to_service("w1", ceremony("w1"))
     await lc.run(until_idle=True)
     assert lc.store.get(m.name).phase is Phase.COMPLETE
     assert not await lc.ports.cluster.is_cordoned("w1")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner
 from lifecycle_support import make_config
 
+from powerplane.authority.identity import local_identity
 from powerplane.cli import cli
 
 
@@ -26,7 +28,7 @@ def pp(config: Path, *args: str, stdin: str | None = None):  # type: ignore[no-u
 
 
 REBOOT = ("request", "w1", "--intent", "reboot", "--reason", "kernel 6.8 rollout",
-          "--actor", "ops-bot", "--confirm-node", "w1", "--ack-preflight", "-o", "json")
+          "--confirm-node", "w1", "--ack-preflight", "-o", "json")
 
 
 def test_request_run_status_json(config: Path) -> None:
@@ -53,13 +55,13 @@ def test_missing_ceremony_exits_2_and_records_nothing(config: Path) -> None:
 
 
 def test_below_quorum_exits_3_whatever_the_ceremony(config: Path) -> None:
-    hazard = ("--actor", "a", "--confirm-node", "cp1", "--ack-preflight",
+    hazard = ("--confirm-node", "cp1", "--ack-preflight",
               "--hazard-reason", "planned window CHG-7")
     assert pp(config, "request", "cp1", "--intent", "cordon", "--reason", "rack move",
               *hazard).exit_code == 0
     assert pp(config, "run", "--until-idle").exit_code == 0
     res = pp(config, "request", "cp2", "--intent", "cordon", "--reason", "rack move",
-             "--actor", "a", "--confirm-node", "cp2", "--ack-preflight",
+             "--confirm-node", "cp2", "--ack-preflight",
              "--hazard-reason", "planned window CHG-7")
     assert res.exit_code == 3
     assert "3 control-plane members, 2 ready, quorum 2, margin 0" in res.output
@@ -73,26 +75,26 @@ def test_prompts_for_a_person(config: Path, monkeypatch: pytest.MonkeyPatch) -> 
     import powerplane.cli.maintenance as mod
 
     monkeypatch.setattr(mod, "_interactive", lambda: True)
-    res = pp(config, "request", "w1", "--intent", "shutdown", "--actor", "eve",
+    res = pp(config, "request", "w1", "--intent", "shutdown",
              stdin="swap the PSU in slot 2\ny\nw1\n")
     assert res.exit_code == 0, res.output
     assert "pre-flight" in res.output and "web-1" in res.output
     status = json.loads(pp(config, "status", "w1", "-o", "json").output)
-    assert status["intent"] == "shutdown" and status["requestedBy"] == "eve"
+    assert status["intent"] == "shutdown" and status["requestedBy"] == local_identity().user
 
 
 def test_return_and_abandon(config: Path) -> None:
     assert pp(config, "request", "w1", "--intent", "drain", "--reason", "rack move",
-              "--actor", "a", "--ack-preflight").exit_code == 0
+              "--ack-preflight").exit_code == 0
     assert pp(config, "run", "--until-idle").exit_code == 0
     assert json.loads(pp(config, "status", "w1", "-o", "json").output)["phase"] == "Drained"
-    res = pp(config, "return", "w1", "--reason", "rack moved", "--actor", "a", "-o", "json")
+    res = pp(config, "return", "w1", "--reason", "rack moved", "-o", "json")
     assert res.exit_code == 0, res.output
     assert pp(config, "run", "--until-idle").exit_code == 0
     assert json.loads(pp(config, "status", "w1", "-o", "json").output)["phase"] == "Complete"
-    assert pp(config, "request", "w1", "--intent", "cordon", "--reason", "rack move",
-              "--actor", "a").exit_code == 0
-    assert pp(config, "abandon", "w1", "--reason", "not today", "--actor", "a").exit_code == 0
+    assert pp(config, "request", "w1", "--intent", "cordon", "--reason", "rack move"
+              ).exit_code == 0
+    assert pp(config, "abandon", "w1", "--reason", "not today").exit_code == 0
     assert pp(config, "run", "--until-idle").exit_code == 0
     data = json.loads(pp(config, "status", "w1", "-o", "json").output)
     assert data["phase"] == "Complete"
@@ -146,7 +148,7 @@ def test_dry_run_of_a_hazard_names_the_hazard_reason(config: Path) -> None:
 
 
 def test_dry_run_of_a_refused_request_exits_3(config: Path) -> None:
-    hazard = ("--actor", "a", "--confirm-node", "cp1", "--ack-preflight",
+    hazard = ("--confirm-node", "cp1", "--ack-preflight",
               "--hazard-reason", "planned window CHG-7")
     assert pp(config, "request", "cp1", "--intent", "cordon", "--reason", "rack move",
               *hazard).exit_code == 0
@@ -174,22 +176,22 @@ def test_dry_run_of_a_withheld_verb_exits_3(tmp_path: Path) -> None:
 
 
 def test_list_all_shows_who_abandoned_and_why(config: Path) -> None:
-    assert pp(config, "request", "w1", "--intent", "cordon", "--reason", "rack move",
-              "--actor", "a").exit_code == 0
-    assert pp(config, "abandon", "w1", "--reason", "window [closed] early",
-              "--actor", "bob").exit_code == 0
+    me = local_identity().user  # who abandons: the OS user running the command
+    assert pp(config, "request", "w1", "--intent", "cordon", "--reason", "rack move"
+              ).exit_code == 0
+    assert pp(config, "abandon", "w1", "--reason", "window [closed] early").exit_code == 0
     assert pp(config, "run", "--until-idle").exit_code == 0
     assert pp(config, *REBOOT).exit_code == 0
     assert pp(config, "run", "--until-idle").exit_code == 0
     rows = json.loads(pp(config, "list", "--all", "-o", "json").output)["maintenances"]
     assert [r["phase"] for r in rows] == ["Complete", "Complete"]
-    assert rows[0]["abandoned"]["by"] == "bob"
+    assert rows[0]["abandoned"]["by"] == me
     assert rows[0]["abandoned"]["reason"] == "window [closed] early"
     assert rows[1]["abandoned"] is None
     table = pp(config, "list", "--all").output
-    assert "by bob: window [closed] early" in table
+    assert f"by {me}: window [closed] early" in table
     status = pp(config, "status", rows[0]["name"]).output
-    assert "abandoned by bob" in status and "window [closed] early" in status
+    assert f"abandoned by {me}" in status and "window [closed] early" in status
 
 
 def test_an_undiscoverable_channel_is_a_channel_failure_not_a_refusal(tmp_path: Path) -> None:
@@ -205,3 +207,60 @@ def test_an_undiscoverable_channel_is_a_channel_failure_not_a_refusal(tmp_path: 
              "--confirm-node", "w1", "--ack-preflight")
     assert res.exit_code == 1, res.output
     assert "lab" in res.output
+
+
+def _recorded(config: Path) -> tuple[list[Any], list[Any]]:
+    """The maintenances and the audit records in the store (none when it was never made)."""
+    from powerplane.lifecycle import Store
+
+    if not (config.parent / "lifecycle.db").exists():
+        return [], []
+    store = Store(config.parent / "lifecycle.db")
+    try:
+        return store.all(), store.audit()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("args", [
+    ("request", "w1", "--intent", "cordon", "--reason", "rack move"),
+    ("return", "w1", "--reason", "rack moved"),
+    ("abandon", "w1", "--reason", "not today"),
+    ("resolve", "w1", "--applied", "--reason", "checked at the rack console",
+     "--confirm-node", "w1"),
+], ids=["request", "return", "abandon", "resolve"])
+def test_actor_is_refused_and_records_nothing(config: Path, args: tuple[str, ...]) -> None:
+    """``--actor`` no longer names who asks (the OS user does): a usage error, exit 2, and
+    nothing recorded, rather than a name silently ignored."""
+    res = pp(config, *args, "--actor", "mallory")
+    assert res.exit_code == 2, res.output
+    assert "--actor" in res.output and "--on-behalf-of" in res.output
+    assert _recorded(config) == ([], [])
+
+
+def test_powerplane_actor_is_refused_and_records_nothing(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POWERPLANE_ACTOR", "mallory")
+    res = pp(config, "request", "w1", "--intent", "cordon", "--reason", "rack move")
+    assert res.exit_code == 2, res.output
+    assert "POWERPLANE_ACTOR" in res.output
+    assert _recorded(config) == ([], [])
+
+
+def test_on_behalf_of_is_recorded_beside_the_os_user(config: Path) -> None:
+    """``--on-behalf-of`` text is kept in the maintenance and its audit records; the actor
+    stays the OS user running the command."""
+    me = local_identity().user
+    assert pp(config, "request", "w1", "--intent", "cordon", "--reason", "rack move",
+              "--on-behalf-of", "eve (night shift)").exit_code == 0
+    assert pp(config, "abandon", "w1", "--reason", "not today",
+              "--on-behalf-of", "eve (night shift)").exit_code == 0
+    (m,), audit = _recorded(config)
+    assert (m.spec.requested_by, m.spec.on_behalf_of) == (me, "eve (night shift)")
+    assert m.spec.abandon is not None and m.spec.abandon.actor == me
+    assert [(a.action.value, a.actor, a.on_behalf_of) for a in audit] == [
+        ("servers:cordon", me, "eve (night shift)"),
+        ("servers:maintenance-abandon", me, "eve (night shift)")]
+    status = json.loads(pp(config, "status", "w1", "-o", "json").output)
+    assert status["requestedBy"] == me

@@ -54,8 +54,7 @@ def pp(config: Path, *args: str) -> Result:
 
 def request(node: str, *extra: str) -> tuple[str, ...]:
     return ("request", node, "--intent", "reboot", "--reason", "kernel 6.8 rollout",
-            "--actor", "ops-bot", "--confirm-node", node, "--ack-preflight", "-o", "json",
-            *extra)
+            "--confirm-node", node, "--ack-preflight", "-o", "json", *extra)
 
 
 def test_request_and_its_dry_run_discover_only_that_node(
@@ -93,9 +92,9 @@ def test_run_discovers_the_nodes_under_maintenance_only(
 
 def test_return_and_abandon_discover_nothing(config: Path, discovered: list[str]) -> None:
     shutdown = ("request", "w5", "--intent", "cordon", "--reason", "rack move",
-                "--actor", "a", "--confirm-node", "w5", "--ack-preflight")
+                "--confirm-node", "w5", "--ack-preflight")
     assert pp(config, *shutdown).exit_code == 0
     discovered.clear()
-    res = pp(config, "abandon", "w5", "--reason", "window moved", "--actor", "a")
+    res = pp(config, "abandon", "w5", "--reason", "window moved")
     assert res.exit_code == 0, res.output
     assert discovered == []

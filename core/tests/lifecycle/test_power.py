@@ -31,7 +31,7 @@ async def test_shutdown_parks_powered_off_and_confirms_by_readback(open_lifecycl
     assert off.status.powered_off_at is not None
     assert off.status.conditions["PowerOffConfirmed"].status == "True"
     assert off.dispatch_for("shutdown").outcome is DispatchOutcome.ACCEPTED
-    lc.return_to_service("w1", ceremony("w1"))
+    await lc.return_to_service("w1", ceremony("w1"))
     await lc.run(until_idle=True)
     back = lc.store.get(m.name)
     assert back.phase is Phase.COMPLETE
@@ -55,13 +55,13 @@ async def test_return_without_power_on_needs_a_persons_confirmation(open_lifecyc
     lc = await open_lifecycle(verbs=("reboot", "shutdown"), attended=True)
     m = await lc.request("w1", "shutdown", ceremony("w1"))
     await lc.run(until_idle=True)
-    lc.return_to_service("w1", ceremony("w1"))
+    await lc.return_to_service("w1", ceremony("w1"))
     await lc.run(until_idle=True)
     waiting = lc.store.get(m.name)
     assert waiting.phase is Phase.RETURNING
     assert waiting.status.conditions["AwaitingPowerOn"].status == "True"
     lc.host.channel("lab").set_state("w1", "on")  # a person at the rack
-    lc.return_to_service("w1", ceremony("w1"), machine_on=True)
+    await lc.return_to_service("w1", ceremony("w1"), machine_on=True)
     await lc.run(until_idle=True)
     assert lc.store.get(m.name).phase is Phase.COMPLETE
     assert lc.host.channel("lab").dispatches == [("shutdown", "w1")]
@@ -85,7 +85,7 @@ async def test_abandon_goes_through_returning(open_lifecycle) -> None:
     m = await lc.request("w1", "reboot", ceremony("w1"))
     await lc.run(max_passes=2)
     assert lc.store.get(m.name).phase is Phase.DRAINING
-    lc.abandon("w1", ceremony("w1"))
+    await lc.abandon("w1", ceremony("w1"))
     await lc.run(until_idle=True)
     done = lc.store.get(m.name)
     assert [t.to for t in done.status.history][-2:] == [Phase.RETURNING, Phase.COMPLETE]
@@ -99,4 +99,4 @@ async def test_return_applies_only_to_a_parked_maintenance(open_lifecycle) -> No
     await lc.request("w1", "reboot", ceremony("w1"))
     await lc.run(max_passes=1)
     with pytest.raises(NotReturnable):
-        lc.return_to_service("w1", ceremony("w1"))
+        await lc.return_to_service("w1", ceremony("w1"))

@@ -99,14 +99,14 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(node=st.sampled_from(NODES))
     def abandon(self, node: str) -> None:
         try:
-            self.lc.abandon(node, ceremony(node))
+            self.run(self.lc.abandon(node, ceremony(node)))
         except PowerplaneError:
             pass
 
     @rule(node=st.sampled_from(NODES), machine_on=st.booleans())
     def give_back(self, node: str, machine_on: bool) -> None:
         try:
-            self.lc.return_to_service(node, ceremony(node), machine_on=machine_on)
+            self.run(self.lc.return_to_service(node, ceremony(node), machine_on=machine_on))
         except PowerplaneError:
             pass
 

@@ -47,7 +47,7 @@ def run(argv: list[str]) -> Result:
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("POWERPLANE_CONFIG", raising=False)
-    monkeypatch.setenv("POWERPLANE_ACTOR", "alice")
+    monkeypatch.delenv("POWERPLANE_ACTOR", raising=False)  # refused: the OS user asks
     return tmp_path
 
 

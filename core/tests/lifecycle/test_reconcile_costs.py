@@ -116,9 +116,9 @@ async def test_a_step_changes_only_the_status_and_every_change_is_written_once(
     m = await lc.request("w1", intent, ceremony("w1"))
     await lc.run(until_idle=True)
     if then == "return":
-        lc.return_to_service("w1", ceremony("w1"), machine_on=False)
+        await lc.return_to_service("w1", ceremony("w1"), machine_on=False)
     elif then == "abandon":
-        lc.abandon("w1", ceremony("w1"))
+        await lc.abandon("w1", ceremony("w1"))
     await lc.run(until_idle=True)
     done = lc.store.get(m.name)
     assert done.phase is Phase.COMPLETE, done.status.history

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from lifecycle_support import ceremony
 
+from powerplane.authority.identity import Identity
 from powerplane.errors import ConfigError, NotOffered, UnknownNode
 from powerplane.lifecycle import (
     Action,
@@ -33,14 +34,13 @@ def test_the_ladder() -> None:
 
 async def test_reboot_needs_ack_and_the_typed_node_name(open_lifecycle) -> None:
     lc = await open_lifecycle()
-    bare = Ceremony(reason="kernel update 6.8", actor="alice")
+    bare = Ceremony(reason="kernel update 6.8")
     with pytest.raises(CeremonyRequired) as err:
         await lc.request("w1", "reboot", bare)
     assert err.value.exit_code == 2
     assert any("--ack-preflight" in p for p in err.value.problems)
     assert any("--confirm-node w1" in p for p in err.value.problems)
-    wrong = Ceremony(reason="kernel update 6.8", actor="alice", confirm_node="w2",
-                     ack_preflight=True)
+    wrong = Ceremony(reason="kernel update 6.8", confirm_node="w2", ack_preflight=True)
     with pytest.raises(CeremonyRequired, match="typed"):
         await lc.request("w1", "reboot", wrong)
     assert lc.store.all() == [] and lc.store.audit() == []
@@ -51,8 +51,8 @@ async def test_reason_policy(open_lifecycle) -> None:
                                                            "pattern": r"CHG-\d+"}})
     for reason in ("", "test", "no ticket here"):
         with pytest.raises(CeremonyRequired):
-            await lc.request("w1", "cordon", Ceremony(reason=reason, actor="a"))
-    await lc.request("w1", "cordon", Ceremony(reason="CHG-42 rack move", actor="a"))
+            await lc.request("w1", "cordon", Ceremony(reason=reason))
+    await lc.request("w1", "cordon", Ceremony(reason="CHG-42 rack move"))
 
 
 async def test_audit_record_joins_the_object(open_lifecycle) -> None:
@@ -62,7 +62,7 @@ async def test_audit_record_joins_the_object(open_lifecycle) -> None:
     assert (rec.actor, rec.action, rec.reason, rec.node, rec.maintenance, rec.source) == (
         "carol", Action.DRAIN, "replace the PSU in slot 2", "w1", m.name, "Server/w1")
     assert rec.at.tzinfo is not None
-    lc.abandon("w1", Ceremony(reason="window cancelled", actor="dave"))
+    await lc.abandon("w1", Ceremony(reason="window cancelled", identity=Identity("dave")))
     assert [r.action for r in lc.store.audit("w1")] == [Action.DRAIN, Action.ABANDON]
 
 
@@ -74,7 +74,7 @@ async def test_no_secret_reaches_the_store(open_lifecycle, tmp_path: Path,
                                        "expect_password": {"env": "SIM_PW"}})
     m = await lc.request("w1", "shutdown", ceremony("w1"))
     await lc.run(until_idle=True)
-    lc.return_to_service("w1", ceremony("w1"))
+    await lc.return_to_service("w1", ceremony("w1"))
     await lc.run(until_idle=True)
     assert lc.store.get(m.name).phase is Phase.COMPLETE
     lc.store.close()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from lifecycle_support import Clock, ceremony
 
+from powerplane.authority.identity import Identity
 from powerplane.lifecycle import Phase
 from powerplane.lifecycle.ceremony import Ceremony, CeremonyRequired
 from powerplane.lifecycle.model import DispatchOutcome
@@ -22,7 +23,8 @@ NO_BOOT_ID = {"type": "simulated", "boot_id": False}
 
 
 def sure(node: str, actor: str = "carol") -> Ceremony:
-    return Ceremony(reason="checked at the rack console", actor=actor, confirm_node=node)
+    return Ceremony(reason="checked at the rack console", identity=Identity(actor),
+                    confirm_node=node)
 
 
 async def test_a_lost_answer_is_unknown_then_applied_by_the_boot_marker(
@@ -97,9 +99,9 @@ async def test_a_person_resolves_applied_and_nothing_is_sent_again(
     lc = await open_lifecycle(channel={"faults": {"w1": "lost-answer"}, "timeout_s": 0.05,
                                        "boot_marker": False}, lifecycle=FAST,
                               cluster=NO_BOOT_ID)
-    m = await lc.request("w1", "reboot", ceremony("w1"))
+    m = await lc.request("w1", "reboot", ceremony("w1", actor="alice"))
     await lc.run(until_idle=True)
-    lc.resolve("w1", sure("w1"), applied=True)
+    await lc.resolve("w1", sure("w1"), applied=True)
     await lc.run(until_idle=True)
     done = lc.store.get(m.name)
     assert done.phase is Phase.COMPLETE
@@ -117,13 +119,14 @@ async def test_resolve_needs_its_ceremony_and_a_pending_dispatch(open_lifecycle:
                               cluster=NO_BOOT_ID)
     await lc.request("w1", "reboot", ceremony("w1"))
     with pytest.raises(NotResolvable):
-        lc.resolve("w1", sure("w1"), applied=True)  # nothing indeterminate yet
+        await lc.resolve("w1", sure("w1"), applied=True)  # nothing indeterminate yet
     await lc.run(until_idle=True)
     with pytest.raises(CeremonyRequired, match="--confirm-node w1"):
-        lc.resolve("w1", Ceremony(reason="checked at the rack console", actor="carol"),
-                   applied=False)
+        await lc.resolve("w1", Ceremony(reason="checked at the rack console",
+                                        identity=Identity("carol")), applied=False)
     with pytest.raises(CeremonyRequired, match="reason"):
-        lc.resolve("w1", Ceremony(reason="x", actor="carol", confirm_node="w1"), applied=False)
+        await lc.resolve("w1", Ceremony(reason="x", identity=Identity("carol"), confirm_node="w1"),
+                         applied=False)
     assert [a.action.value for a in lc.store.audit("w1")] == ["servers:reboot"]
 
 

@@ -62,7 +62,6 @@ def pp(
 ) -> subprocess.CompletedProcess[str]:
     """The CLI in a child; ``mode_bits_bind``: held by mode bits even when run as root."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("POWERPLANE_")}
-    env["POWERPLANE_ACTOR"] = "ops-bot"
     return subprocess.run(
         [sys.executable, "-m", "powerplane.cli", "--config", str(config), "maintenance", *args],
         capture_output=True, text=True, timeout=CALL_TIMEOUT_S, env=env, cwd=config.parent,

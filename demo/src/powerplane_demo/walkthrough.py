@@ -542,8 +542,8 @@ class Demo:
                 names = {}
                 for node in nodes:
                     m = await life.request(node, "reboot", Ceremony(
-                        reason="demo: kernel 6.12 security update", actor="demo",
-                        confirm_node=node, ack_preflight=True))
+                        reason="demo: kernel 6.12 security update", confirm_node=node,
+                        ack_preflight=True))
                     names[node] = m.name
                     pre = m.spec.preflight
                     self.console.print(f"  requested {_esc(m.name)}: pods "
@@ -574,7 +574,7 @@ class Demo:
                 names = {}
                 for node in ("rf-node", "ipmi-node", "talos-attended"):
                     m = await life.request(node, "shutdown", Ceremony(
-                        reason="demo: PSU replacement", actor="demo", confirm_node=node,
+                        reason="demo: PSU replacement", confirm_node=node,
                         ack_preflight=True))
                     names[node] = m.name
 
@@ -594,13 +594,13 @@ class Demo:
                         raise RuntimeError(f"the BMC node {node} was not observed off")
                 if parked["talos-attended"].condition("PowerOffConfirmed").status != "Unknown":
                     raise RuntimeError("the in-band node must stay Unknown: it cannot see off")
-                back = Ceremony(reason="demo: PSU replaced, back to service", actor="demo")
+                back = Ceremony(reason="demo: PSU replaced, back to service")
                 for node in ("rf-node", "ipmi-node"):
-                    life.return_to_service(node, back)
+                    await life.return_to_service(node, back)
                     self.console.print(f"  {node}: return requested (power-on through the "
                                        "host)")
                 reads = await self._by_hand("inband", host, "talos-attended")
-                life.return_to_service("talos-attended", back, machine_on=True)
+                await life.return_to_service("talos-attended", back, machine_on=True)
                 self.console.print("  talos-attended: a person powered it on at the rack and "
                                    f"confirmed it (the host reads it {_esc(reads)}); return "
                                    "requested")

@@ -77,7 +77,7 @@ def deployment(tmp: Path, kubeconfig: Path, **lifecycle: Any) -> dict[str, Any]:
 
 def ceremony(node: str, *, hazard: bool = False) -> Ceremony:
     """A complete ceremony for ``node`` (as ``maintenance request`` fills it)."""
-    return Ceremony(reason="replace the PSU in slot 2", actor="alice", confirm_node=node,
+    return Ceremony(reason="replace the PSU in slot 2", confirm_node=node,
                     ack_preflight=True,
                     hazard_reason="planned window CHG-1234" if hazard else None)
 

@@ -114,17 +114,17 @@ async def test_every_request_of_a_full_lifecycle_is_granted(tmp_path: Path) -> N
         assert c.lc.store.get(m.name).phase is Phase.COMPLETE
         s = await c.lc.request("w1", "shutdown", ceremony("w1"))
         await c.lc.run(until_idle=True)
-        c.lc.return_to_service("w1", ceremony("w1"))
+        await c.lc.return_to_service("w1", ceremony("w1"))
         await c.lc.run(until_idle=True)
         assert c.lc.store.get(s.name).phase is Phase.COMPLETE
         d = await c.lc.request("cp1", "drain", ceremony("cp1", hazard=True))
         await c.lc.run(until_idle=True)
-        c.lc.return_to_service("cp1", ceremony("cp1"))
+        await c.lc.return_to_service("cp1", ceremony("cp1"))
         await c.lc.run(until_idle=True)
         assert c.lc.store.get(d.name).phase is Phase.COMPLETE
         a = await c.lc.request("cp2", "cordon", ceremony("cp2", hazard=True))
         await c.lc.run(until_idle=True)
-        c.lc.abandon("cp2", ceremony("cp2"))
+        await c.lc.abandon("cp2", ceremony("cp2"))
         await c.lc.run(until_idle=True)
         assert c.lc.store.get(a.name).phase is Phase.COMPLETE
         asked = c.api.requests

@@ -69,8 +69,8 @@ def request(config: Path, node: str = "w1", intent: str = "reboot") -> str:
         async with PowerHost(load_config(config)) as host:
             lc = Lifecycle.for_host(host)
             try:
-                c = Ceremony(reason="replace the PSU in slot 2", actor="alice",
-                             confirm_node=node, ack_preflight=True)
+                c = Ceremony(reason="replace the PSU in slot 2", confirm_node=node,
+                             ack_preflight=True)
                 return (await lc.request(node, intent, c)).name
             finally:
                 lc.close()

@@ -49,8 +49,7 @@ def request_cordon(config: Path) -> None:
         async with PowerHost(load_config(config)) as host:
             lc = Lifecycle.for_host(host)
             try:
-                await lc.request("w1", "cordon", Ceremony(reason="rack move today",
-                                                          actor="alice"))
+                await lc.request("w1", "cordon", Ceremony(reason="rack move today"))
             finally:
                 lc.close()
 

@@ -100,7 +100,7 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
             lc = Lifecycle.for_host(host)
             try:
                 made = await lc.request("w1", "reboot", Ceremony(
-                    reason="replace the PSU in slot 2", actor="alice", confirm_node="w1",
+                    reason="replace the PSU in slot 2", confirm_node="w1",
                     ack_preflight=True))
             finally:
                 lc.close()

@@ -21,6 +21,7 @@ import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 
+from powerplane.authority.identity import Identity
 from powerplane.lifecycle import (
     AlreadyActive,
     AuditRecord,
@@ -47,6 +48,7 @@ from powerplane.lifecycle.model import (
     ReturnRequest,
     Transition,
 )
+from powerplane_kubernetes.audit import record_of
 from powerplane_kubernetes.config import ApiAccess
 from powerplane_kubernetes.crd import (
     ACTIVE_LABEL,
@@ -517,6 +519,61 @@ def test_the_audit_trail_survives_deleting_the_maintenance(
     for obj in api.objects("powerplane.io/v1alpha1/maintenanceaudits"):
         assert "ownerReferences" not in obj["metadata"]
     check_written(api)
+
+
+def test_the_requester_s_identity_and_the_policy_s_word_round_trip(
+        api: KubeApiServer, store: KubernetesStore) -> None:
+    """Who asked (the authenticated groups, the platform that vouched for them, the words on
+    whose behalf) and what the policy said (the outcome, the rule) are kept, in the
+    maintenance and in its audit records, and read back; nothing is pruned."""
+    m = maintenance()
+    m.spec.requester_groups = ["plant-eng", "wheel"]
+    m.spec.requested_via = "kubernetes"
+    m.spec.on_behalf_of = "the night shift"
+    accepted = AuditRecord(actor="alice", action=Action.REBOOT, reason="kernel", node=m.node,
+                           maintenance=m.name, at=T0, groups=("plant-eng", "wheel"),
+                           via="kubernetes", on_behalf_of="the night shift",
+                           rule="role admin allows it (tier admin)")
+    store.create(m, accepted)
+    got = store.get(m.name)
+    assert got == m
+    assert got.spec.requester == Identity("alice", ("plant-eng", "wheel"), "kubernetes",
+                                          "the night shift")
+    denied = AuditRecord(actor="bob", action=Action.SHUTDOWN, reason="let me try", node=m.node,
+                         at=T0, outcome="denied", rule="no role allows it")
+    store.append_audit(denied)
+    assert store.audit("n1") == [accepted, denied]
+    (obj, _) = sorted(api.objects("powerplane.io/v1alpha1/maintenanceaudits"),
+                      key=lambda o: o["spec"]["actor"])
+    assert (obj["spec"]["groups"], obj["spec"]["via"], obj["spec"]["onBehalfOf"],
+            obj["spec"]["outcome"]) == (["plant-eng", "wheel"], "kubernetes",
+                                        "the night shift", "accepted")
+    check_written(api)
+
+
+def test_an_audit_record_written_before_identities_were_recorded_reads_back() -> None:
+    """A MaintenanceAudit of an earlier version (no groups, via, onBehalfOf, outcome, rule)
+    is an accepted act by a local user with no groups."""
+    old = {"spec": {"at": T0.isoformat(), "actor": "alice", "action": "servers:reboot",
+                    "reason": "kernel", "node": "n1", "maintenance": "n1-reboot-1",
+                    "source": "Server/n1", "detail": ""}}
+    rec = record_of(old)
+    assert (rec.actor, rec.action, rec.maintenance, rec.at) == (
+        "alice", Action.REBOOT, "n1-reboot-1", T0)
+    assert (rec.groups, rec.via, rec.on_behalf_of, rec.outcome, rec.rule) == (
+        (), "local", "", "accepted", "")
+
+
+def test_a_denial_s_event_is_a_warning_never_worded_as_an_act_done(
+        api: KubeApiServer, store: KubernetesStore) -> None:
+    store.append_audit(AuditRecord(actor="bob", action=Action.REBOOT, reason="let me try",
+                                   node="n1", at=T0, outcome="denied",
+                                   rule="no role allows it"))
+    (event,) = [r.body for r in api.requests_to("POST", f"/api/v1/namespaces/{NS}/events")]
+    kubernetes_validate.validate(event, KUBERNETES_VERSION, strict=True)
+    assert (event["type"], event["reason"]) == ("Warning", "RebootDenied")
+    assert event["message"] == "servers:reboot denied to bob: let me try [no role allows it]"
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
 
 
 def test_each_audit_record_is_also_an_event_about_the_maintenance(

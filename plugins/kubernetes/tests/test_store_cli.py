@@ -19,6 +19,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from powerplane.authority.identity import local_identity
 from powerplane.cli import cli
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 
@@ -53,7 +54,7 @@ def workdir(api: KubeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     (tmp_path / "powerplane.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("POWERPLANE_CONFIG", raising=False)
-    monkeypatch.setenv("POWERPLANE_ACTOR", "alice")
+    monkeypatch.delenv("POWERPLANE_ACTOR", raising=False)  # refused: the OS user asks
     return tmp_path
 
 
@@ -68,7 +69,8 @@ def test_request_status_list_run_return_through_the_cluster(
     assert res.exit_code == 0, res.output
     (obj,) = api.objects("powerplane.io/v1alpha1/nodemaintenances")
     name = obj["metadata"]["name"]
-    assert obj["spec"]["node"] == "node-1" and obj["spec"]["requestedBy"] == "alice"
+    assert obj["spec"]["node"] == "node-1"
+    assert obj["spec"]["requestedBy"] == local_identity().user  # the OS user running it
     assert obj["status"]["phase"] == "Requested"
     assert not (workdir / "powerplane.db").exists()  # nothing went to SQLite
 
@@ -119,7 +121,7 @@ def test_abandon_and_the_guard_of_a_direct_verb_read_the_cluster(
     gone = run("maintenance", "abandon", "node-1", "--reason", "not today after all")
     assert gone.exit_code == 0, gone.output
     shown = json.loads(run("maintenance", "status", "node-1", "-o", "json").output)
-    assert shown["abandoned"]["by"] == "alice"
+    assert shown["abandoned"]["by"] == local_identity().user
     assert shown["abandoned"]["reason"] == "not today after all"
 
 
@@ -146,7 +148,8 @@ def test_a_request_killed_holding_the_lock_stops_blocking_the_node_once_it_expir
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
     argv = ["maintenance", "request", "node-1", "--intent", "cordon", "--reason",
             "rack move today", "--confirm-node", "node-1", "--ack-preflight"]
-    env = {**os.environ, "POWERPLANE_CRASH_AT": "store:locked", "POWERPLANE_ACTOR": "alice"}
+    env = {**{k: v for k, v in os.environ.items() if k != "POWERPLANE_ACTOR"},
+           "POWERPLANE_CRASH_AT": "store:locked"}
     proc = subprocess.run([sys.executable, "-c", RUN, *argv], env=env, cwd=workdir,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]

@@ -13,6 +13,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 from pydantic import BaseModel
 
+from powerplane.lifecycle import Action, AuditRecord
 from powerplane.lifecycle.model import MaintenanceSpec, MaintenanceStatus
 from powerplane_kubernetes.crd import (
     SPEC_FIELDS,
@@ -89,6 +90,21 @@ def test_every_field_of_core_s_model_is_on_the_wire() -> None:
         ["True", "False", "Unknown"]
     power = props["spec"]["properties"]["preflight"]["properties"]["power"]
     assert power == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def test_every_field_of_core_s_audit_record_is_on_the_wire_under_its_json_name() -> None:
+    """The MaintenanceAudit schema has exactly the keys ``AuditRecord.as_dict`` writes (a
+    key it lacked would be pruned: the identity, the outcome and the rule among them)."""
+    written = AuditRecord(actor="alice", action=Action.REBOOT, reason="kernel", node="n1",
+                          groups=("plant-eng",), on_behalf_of="the night shift",
+                          rule="role admin allows it").as_dict()
+    spec = _schema(audit_crd_manifest())["properties"]["spec"]
+    assert set(spec["properties"]) == set(written)
+    assert {"groups", "via", "onBehalfOf", "outcome", "rule"} <= set(spec["properties"])
+    assert spec["properties"]["groups"] == {"type": "array", "items": {"type": "string"}}
+    # an empty onBehalfOf is written as null: nullable, not pruned
+    assert spec["properties"]["onBehalfOf"] == {"type": "string", "nullable": True}
+    assert set(spec["required"]) == {"actor", "action", "reason", "node"}
 
 
 def test_status_subresource_printer_columns_and_immutable_spec() -> None:

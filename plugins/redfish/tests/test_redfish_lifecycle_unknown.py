@@ -60,8 +60,7 @@ def deployment(tmp: Path, channel: dict[str, Any], target: str) -> dict[str, Any
 
 
 def ceremony() -> Ceremony:
-    return Ceremony(reason="firmware update on the BMC", actor="alice", confirm_node="n1",
-                    ack_preflight=True)
+    return Ceremony(reason="firmware update on the BMC", confirm_node="n1", ack_preflight=True)
 
 
 async def drive(tmp: Path, channel: dict[str, Any], target: str, intent: str) -> Any:

@@ -494,7 +494,8 @@ def resolve_cmd(
 @maintenance_group.command("run")
 @click.option("--until-idle", is_flag=True,
               help="Stop once nothing can advance without a person (else run until Ctrl-C).")
-@click.option("--max-passes", type=int, default=None, help="Stop after this many passes.")
+@click.option("--max-passes", type=click.IntRange(min=1), default=None,
+              help="Stop after this many passes (1 or more).")
 @output_option
 @click.pass_context
 @handle_errors

@@ -100,16 +100,15 @@ def audit_object(rec: AuditRecord) -> dict[str, Any]:
 
 
 def record_of(obj: dict[str, Any]) -> AuditRecord:
-    """The audit record an ``MaintenanceAudit`` object holds (``ValueError``: not one)."""
+    """The audit record an ``MaintenanceAudit`` object holds (``ValueError``: not one).
+
+    Its ``spec`` is ``AuditRecord.as_dict``'s shape; a record written before identities
+    were recorded (no ``groups``, ``via``, ``onBehalfOf``, ``outcome``, ``rule``) reads back
+    with their defaults: no groups, ``local``, accepted."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise ValueError(f"{AUDIT_PLURAL}.{GROUP} object without a spec")
-    return AuditRecord(
-        actor=str(spec["actor"]), action=Action(spec["action"]), reason=str(spec["reason"]),
-        node=str(spec["node"]), maintenance=str(spec["maintenance"]),
-        source=str(spec.get("source", "")), at=dt.datetime.fromisoformat(str(spec["at"])),
-        detail=str(spec.get("detail", "")),
-    )
+    return AuditRecord.from_dict({**spec, "at": str(spec["at"])})
 
 
 def event_object(rec: AuditRecord, namespace: str,
@@ -118,7 +117,9 @@ def event_object(rec: AuditRecord, namespace: str,
     (its ``metadata``; None: about the Node, as a record without a maintenance is).
 
     A legacy-style Event (``firstTimestamp``/``lastTimestamp``/``count``, no ``eventTime``),
-    which every API server version accepts and ``kubectl describe`` shows."""
+    which every API server version accepts and ``kubectl describe`` shows. A record the
+    policy denied is a ``Warning`` (reason ``RebootDenied``, the rule in its message), never
+    worded as an act that was done."""
     if involved is not None:
         ref: dict[str, Any] = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
                                "name": involved.get("name", rec.maintenance)}
@@ -127,18 +128,25 @@ def event_object(rec: AuditRecord, namespace: str,
                 ref[key] = involved[key]
     else:
         ref = {"apiVersion": "v1", "kind": "Node", "name": rec.node}
-    words = f"{rec.action.value} by {rec.actor}: {rec.reason}"
+    denied = rec.outcome != "accepted"
+    words = f"{rec.action.value} {rec.outcome} to {rec.actor}" if denied \
+        else f"{rec.action.value} by {rec.actor}"
+    if rec.on_behalf_of:
+        words += f" on behalf of {rec.on_behalf_of}"
+    words += f": {rec.reason}"
     if rec.detail:
         words += f" ({rec.detail})"
+    if denied and rec.rule:
+        words += f" [{rec.rule}]"
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": object_name(str(ref["name"]), uuid.uuid4().hex[:16]),
                      "namespace": namespace},
         "involvedObject": ref,
-        "reason": _reason_word(rec.action),
+        "reason": _reason_word(rec.action) + (rec.outcome.capitalize() if denied else ""),
         "message": words[:1024],
-        "type": "Normal",
+        "type": "Warning" if denied else "Normal",
         "source": {"component": EVENT_COMPONENT},
         "reportingComponent": EVENT_COMPONENT,
         "reportingInstance": socket.gethostname()[:128] or EVENT_COMPONENT,

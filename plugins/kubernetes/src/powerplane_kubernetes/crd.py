@@ -31,7 +31,9 @@ field core adds later lands in ``requests`` by itself. Printer columns: node, in
 age.
 
 ``MaintenanceAudit`` (``maintenanceaudits.powerplane.io``), one object per audit record, its
-``spec`` the record (immutable too), with no owner reference: the trail outlives the
+``spec`` the record as core writes it (``AuditRecord.as_dict``: the actor and the groups and
+platform that authenticated them, ``onBehalfOf``, the action, its outcome and the policy
+rule that decided it, ...; immutable too), with no owner reference: the trail outlives the
 maintenance it names (a compliance record), and no garbage collector removes it.
 """
 
@@ -42,7 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from powerplane.lifecycle import AuditRecord
+from powerplane.lifecycle import Action, AuditRecord
 
 __all__ = [
     "ACTIVE_LABEL",
@@ -58,6 +60,7 @@ __all__ = [
     "SPEC_IMMUTABLE",
     "VERSION",
     "audit_crd_manifest",
+    "audit_schema",
     "crd_manifest",
     "crd_manifests",
     "structural",
@@ -257,9 +260,36 @@ def crd_manifest() -> dict[str, Any]:
     return _crd(KIND, PLURAL, schema, columns, status=True, short=["nm"])
 
 
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def audit_schema() -> dict[str, Any]:
+    """The structural schema of a ``MaintenanceAudit``'s ``spec``: core's ``AuditRecord``
+    (generated from it) under the wire names of ``AuditRecord.as_dict`` (``on_behalf_of``
+    as ``onBehalfOf``; nullable where ``as_dict`` writes null for an empty value).
+
+    Raises ``ValueError`` when ``as_dict`` writes a key no field of the record names (the
+    schema would prune it)."""
+    spec = structural(_model_schema(TypeAdapter(AuditRecord)), "spec")
+    blank = AuditRecord(actor="", action=next(iter(Action)), reason="", node="").as_dict()
+    props = {_camel(k): v for k, v in spec["properties"].items()}
+    if set(props) != set(blank):
+        odd = sorted(set(props) ^ set(blank))
+        raise ValueError(f"core's AuditRecord.as_dict and its fields differ at {odd}")
+    for key, value in blank.items():
+        if value is None:
+            props[key] = {**props[key], "nullable": True}
+    spec["properties"] = props
+    if spec.get("required"):
+        spec["required"] = [_camel(k) for k in spec["required"]]
+    return spec
+
+
 def audit_crd_manifest() -> dict[str, Any]:
     """The ``MaintenanceAudit`` CustomResourceDefinition: one object per audit record."""
-    spec = structural(_model_schema(TypeAdapter(AuditRecord)), "spec")
+    spec = audit_schema()
     spec["x-kubernetes-validations"] = [
         {"rule": "self == oldSelf", "message": "an audit record is append-only"}]
     schema = _object_schema({"spec": spec}, ["spec"])
@@ -267,6 +297,7 @@ def audit_crd_manifest() -> dict[str, Any]:
         {"name": "Node", "type": "string", "jsonPath": ".spec.node"},
         {"name": "Action", "type": "string", "jsonPath": ".spec.action"},
         {"name": "Actor", "type": "string", "jsonPath": ".spec.actor"},
+        {"name": "Outcome", "type": "string", "jsonPath": ".spec.outcome"},
         {"name": "Maintenance", "type": "string", "jsonPath": ".spec.maintenance"},
         {"name": "At", "type": "date", "jsonPath": ".spec.at"},
     ]
