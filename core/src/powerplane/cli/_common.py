@@ -378,13 +378,33 @@ def authority_of(deployment: Deployment) -> Authority:
 
     if deployment.audit.path is not None or not _has_lifecycle(deployment):
         return authority_for(deployment)
-    from powerplane.lifecycle.ports import open_store
-    from powerplane.lifecycle.settings import lifecycle_config
-    from powerplane.lifecycle.store import StoreAudit
+    return authority_for(deployment, sink=_LifecycleTrail(deployment))
 
-    config, source = lifecycle_config(deployment.lifecycle, deployment.source), deployment.source
-    return authority_for(deployment, sink=StoreAudit(
-        lambda create: open_store(config, source, create=create)))
+
+class _LifecycleTrail:
+    """The lifecycle store's audit trail as the authority's sink, its store opened (and the
+    store's modules imported) only when a record is written or read: a command that
+    records nothing (``state``) imports none of it."""
+
+    description = "the lifecycle store"
+
+    def __init__(self, deployment: Deployment) -> None:
+        self.deployment = deployment
+
+    def _trail(self) -> Any:
+        from powerplane.lifecycle.ports import open_store
+        from powerplane.lifecycle.settings import lifecycle_config
+        from powerplane.lifecycle.store import StoreAudit
+
+        source = self.deployment.source
+        config = lifecycle_config(self.deployment.lifecycle, source)
+        return StoreAudit(lambda create: open_store(config, source, create=create))
+
+    def append(self, records: Any) -> None:
+        self._trail().append(records)
+
+    def records(self, node: str | None = None) -> Any:
+        return self._trail().records(node)
 
 
 def _no_actor(ctx: click.Context, param: click.Parameter, value: str | None) -> None:

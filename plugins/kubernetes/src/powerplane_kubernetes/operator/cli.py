@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -77,14 +78,14 @@ def manifests_cmd(ctx: click.Context, namespace: str, image: str, replicas: int,
     import yaml
 
     from powerplane import PowerplaneError, load_config
-    from powerplane.config import find_config
+    from powerplane.cli.kit import config_path
     from powerplane_kubernetes.operator.manifests import crd_missing, manifests
 
     missing = crd_missing()
     if missing is not None:
         click.echo(f"note: {missing}", err=True)
-    given = (ctx.find_root().obj or {}).get("config")
-    path = find_config(given if isinstance(given, str) else None)
+    given = config_path(ctx)  # as every command finds it: --config, $POWERPLANE_CONFIG, ./
+    path = Path(given or os.environ.get("POWERPLANE_CONFIG") or "powerplane.yaml")
     try:
         deployment = load_config(path) if given or path.exists() else None
         if deployment is None:

@@ -252,12 +252,11 @@ def referenced_secrets(deployment: Deployment) -> dict[str, list[str]]:
     """The Secrets the deployment file references with ``{k8s: ...}``: namespace -> names,
     sorted. Read from the file as written (every section) and from the validated channel
     configs (a deployment built in memory has no file)."""
-    from powerplane.secrets import secret_refs
     from powerplane_kubernetes.secrets import parse
 
     refs = set(_k8s_refs(deployment.raw or {}))
-    for configured in deployment.channels.values():
-        refs |= {ref.ref for _, ref in secret_refs(configured.config) if ref.kind == "k8s"}
+    for configured in deployment.channels.values():  # a reference dumps as {k8s: ...}
+        refs |= set(_k8s_refs(configured.config.model_dump(mode="json", by_alias=True)))
     out: dict[str, set[str]] = {}
     for ref in refs:
         namespace, name, _ = parse(ref)
@@ -316,12 +315,11 @@ def in_cluster(deployment: Deployment) -> InCluster:
     and a ``state_file`` outside :data:`DATA_DIR` (the root file system is read-only)."""
     from powerplane import ConfigError, ConfigProblem
     from powerplane.lifecycle import lifecycle_config
-    from powerplane.lifecycle.settings import SqliteStoreConfig
 
     problems: list[ConfigProblem] = []
     settings = lifecycle_config(deployment.lifecycle or {}, deployment.source)
     store_namespace: str | None = None
-    if isinstance(settings.store, SqliteStoreConfig):
+    if getattr(settings.store, "type", None) == "sqlite":
         given = "store" in (deployment.lifecycle or {})
         problems.append(ConfigProblem("lifecycle.store", (
             "the SQLite store" + ("" if given else " (the default when lifecycle.store is "
