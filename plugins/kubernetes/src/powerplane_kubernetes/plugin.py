@@ -1,5 +1,6 @@
 """The plugin module: registers the ``kubernetes`` cluster port, the ``longhorn`` storage port,
-the ``kubernetes`` store and the ``k8s`` secret reference kind.
+the ``kubernetes`` store, the ``k8s`` secret reference kind and the ``kubernetes`` policy
+type (RBAC verbs on ``servers.powerplane.io``, :mod:`powerplane_kubernetes.policy`).
 
 Entry point (in this distribution's ``pyproject.toml``)::
 
@@ -21,6 +22,7 @@ from powerplane import Registers, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from powerplane import SecretKind
+    from powerplane.authority.policy import PolicyType
     from powerplane.lifecycle import (
         ClusterPort,
         ClusterType,
@@ -36,8 +38,10 @@ if TYPE_CHECKING:
         KubernetesStoreConfig,
         LonghornConfig,
     )
+    from powerplane_kubernetes.policy import KubernetesPolicyConfig
 
     K8S: SecretKind
+    KUBERNETES_POLICY: PolicyType[KubernetesPolicyConfig]
     KUBERNETES: ClusterType[KubernetesClusterConfig]
     KUBERNETES_STORE: StoreType[KubernetesStoreConfig]
     LONGHORN: StorageType[LonghornConfig]
@@ -45,17 +49,20 @@ if TYPE_CHECKING:
 __all__ = [
     "K8S",
     "KUBERNETES",
+    "KUBERNETES_POLICY",
     "KUBERNETES_STORE",
     "LONGHORN",
     "REGISTERS",
     "register_cluster_types",
+    "register_policy_types",
     "register_secret_kinds",
     "register_storage_types",
     "register_store_types",
 ]
 
 REGISTERS: Registers = {"cluster": ("kubernetes",), "storage": ("longhorn",),
-                        "store": ("kubernetes",), "secret": ("k8s",)}
+                        "store": ("kubernetes",), "secret": ("k8s",),
+                        "policy": ("kubernetes",)}
 """What the hooks register, read by the registry without calling them."""
 
 
@@ -129,9 +136,15 @@ def _k8s() -> SecretKind:
     return K8S
 
 
+def _policy_type() -> PolicyType[KubernetesPolicyConfig]:
+    from powerplane_kubernetes.policy import KUBERNETES_POLICY
+
+    return KUBERNETES_POLICY
+
+
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "K8S": _k8s, "KUBERNETES": _kubernetes, "KUBERNETES_STORE": _store_type,
-    "LONGHORN": _longhorn_type,
+    "K8S": _k8s, "KUBERNETES": _kubernetes, "KUBERNETES_POLICY": _policy_type,
+    "KUBERNETES_STORE": _store_type, "LONGHORN": _longhorn_type,
 })
 """Each constant built on first use, once (the hooks register the same objects)."""
 
@@ -158,3 +171,9 @@ def register_store_types(register: Callable[[StoreType[Any]], None]) -> None:
 def register_secret_kinds(register: Callable[[SecretKind], None]) -> None:
     """Register the ``k8s`` secret reference kind (``{k8s: NAMESPACE/NAME/KEY}``)."""
     register(__getattr__("K8S"))
+
+
+@hookimpl
+def register_policy_types(register: Callable[[PolicyType[Any]], None]) -> None:
+    """Register the ``kubernetes`` policy type (a SubjectAccessReview per node)."""
+    register(__getattr__("KUBERNETES_POLICY"))

@@ -50,6 +50,28 @@ every request. It does not emulate what this distribution depends on, so
   API server's wording (``422``, ``spec: Invalid value: "object": <message>``); a CRD with
   any other ``x-kubernetes-validations`` rule is refused at install, never passed silently.
 * **Secrets** (:meth:`KubeApiServer.add_secret`) and **Events** are stored objects.
+* **RBAC and SubjectAccessReview**: ClusterRoles, ClusterRoleBindings, Roles and
+  RoleBindings (``rbac.authorization.k8s.io/v1``) are stored objects
+  (:meth:`KubeApiServer.add_rbac`, or created through the API); a ``POST
+  /apis/authorization.k8s.io/v1/subjectaccessreviews`` is answered (``201``) by
+  :func:`rbac_authorize` over them with the semantics of Kubernetes' RBAC authorizer
+  (``plugin/pkg/auth/authorizer/rbac/rbac.go`` and ``pkg/registry/rbac/validation/rule.go``):
+  the cluster role bindings first, then, for a namespaced request, the role bindings of that
+  namespace (a cluster-scoped request uses the cluster role bindings only); a binding
+  applies through its first subject matching the user (``User`` by name, ``Group`` among
+  the groups, ``ServiceAccount`` as ``system:serviceaccount:NS:NAME``, its namespace
+  defaulting to the binding's); a rule matches by ``apiGroups``, ``resources``
+  (``resource/subresource``, ``*``, ``*/subresource``), ``verbs`` and ``resourceNames``
+  (empty: every name), ``*`` a wildcard in each; ``nonResourceURLs`` for a
+  non-resource request. The answer is ``status.allowed`` and, when allowed, the reason the
+  authorizer gives (``RBAC: allowed by ClusterRoleBinding "ops" of ClusterRole "admin" to
+  User "alice"``); a denial has no reason (RBAC has no opinion; ``denied`` stays unset)
+  unless a binding named a role that does not exist (``RBAC: clusterrole... not found``).
+* **SelfSubjectReview** (``POST /apis/authentication.k8s.io/v1/selfsubjectreviews``):
+  the user of the request's bearer token (:meth:`KubeApiServer.write_kubeconfig` ``user=``,
+  ``groups=``) with ``system:authenticated`` among its groups, as the API server's
+  authenticator adds it; a request with no known token is ``system:anonymous`` in
+  ``system:unauthenticated``.
 * **watches**: kmock streams them (every stored object as ``ADDED`` first, whatever the
   ``resourceVersion``); :meth:`KubeApiServer.answer_watches` makes the next ones end at
   once or answer ``410`` (an ``ERROR`` event in the stream, or the HTTP status).
@@ -72,7 +94,8 @@ cost per request grows with the requests before it; here its history holds only 
 requests being served (each is removed when answered), which changes no match (the
 reactions here filter by method, action and resource, never by a slice of the history).
 A client is told apart by the bearer token of the kubeconfig it was given
-(:meth:`KubeApiServer.write_kubeconfig` ``client=``); the token is never recorded.
+(:meth:`KubeApiServer.write_kubeconfig` ``client=``, or ``user=``); the token is never
+recorded.
 
 The server runs its own event loop in a thread, so async and sync tests, and other
 processes, reach it like any API server; world changes (:meth:`~KubeApiServer.add_node`,
@@ -89,10 +112,12 @@ on a kmock whose shape differs, naming what moved):
   holds it (its ``__init__`` imports it) but leaves it out of ``__all__``; a callable
   reaction has no other way to choose its status per request.
 * private, with no public counterpart: ``RawHandler._handle`` (overridden to see each
-  request and trim the history after it), ``Root._requests``, ``Reaction._requests`` and
-  ``RawHandler._errors`` (the history that makes each match cost as much as the requests
-  before it), ``ObjectsArray._objects`` (the object dict, indexed by resource), and
-  ``KubernetesEmulator._buses`` (the watch bus, for objects the handlers here change).
+  request and trim the history after it, and called past ``KubernetesEmulator._handle``
+  for the reviews, which that would store as objects), ``Root._requests``,
+  ``Reaction._requests`` and ``RawHandler._errors`` (the history that makes each match
+  cost as much as the requests before it), ``ObjectsArray._objects`` (the object dict,
+  indexed by resource), and ``KubernetesEmulator._buses`` (the watch bus, for objects the
+  handlers here change).
   Each use stays guarded at run time (an absent name degrades to kmock's own behaviour),
   and the shape test makes an upgrade that drops one fail loudly instead.
 """
@@ -107,7 +132,7 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -124,12 +149,16 @@ __all__ = [
     "NODES",
     "PDBS",
     "PODS",
+    "RBAC_KINDS",
+    "REVIEWS",
     "SECRETS",
+    "SELF_REVIEWS",
     "CrdInfo",
     "KubeApiServer",
     "RecordedRequest",
     "Validator",
     "free_port",
+    "rbac_authorize",
 ]
 
 T = TypeVar("T")
@@ -140,6 +169,15 @@ PDBS = "policy/v1/poddisruptionbudgets"
 LONGHORN_NODES = "longhorn.io/v1beta2/nodes"
 LONGHORN_REPLICAS = "longhorn.io/v1beta2/replicas"
 SECRETS = "v1/secrets"
+REVIEWS = "authorization.k8s.io/v1/subjectaccessreviews"
+SELF_REVIEWS = "authentication.k8s.io/v1/selfsubjectreviews"
+RBAC_KINDS = {
+    "ClusterRole": "rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "Role": "rbac.authorization.k8s.io/v1/roles",
+    "RoleBinding": "rbac.authorization.k8s.io/v1/rolebindings",
+}
+"""The RBAC kinds the server stores, by kind: their resource keys."""
 
 _KINDS: dict[str, tuple[str, str, bool]] = {
     # resource key: (apiVersion, kind, namespaced)
@@ -151,6 +189,11 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     SECRETS: ("v1", "Secret", True),
     LONGHORN_NODES: ("longhorn.io/v1beta2", "Node", True),
     LONGHORN_REPLICAS: ("longhorn.io/v1beta2", "Replica", True),
+    RBAC_KINDS["ClusterRole"]: ("rbac.authorization.k8s.io/v1", "ClusterRole", False),
+    RBAC_KINDS["ClusterRoleBinding"]: ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding",
+                                       False),
+    RBAC_KINDS["Role"]: ("rbac.authorization.k8s.io/v1", "Role", True),
+    RBAC_KINDS["RoleBinding"]: ("rbac.authorization.k8s.io/v1", "RoleBinding", True),
 }
 
 _FIELDS = {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"}
@@ -386,6 +429,131 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# -- RBAC: the authorizer's semantics (plugin/pkg/auth/authorizer/rbac, pkg/apis/rbac/v1) ------
+def _describe_subject(subject: Mapping[str, Any], binding_namespace: str) -> str:
+    """A subject as the authorizer's reason names it (``User "alice"``, ``ServiceAccount
+    "name/namespace"``)."""
+    kind, name = str(subject.get("kind", "")), str(subject.get("name", ""))
+    if kind == "ServiceAccount":
+        return f"{kind} {json.dumps(name + '/' + (subject.get('namespace') or binding_namespace))}"
+    return f"{kind} {json.dumps(name)}"
+
+
+def _applies(subject: Mapping[str, Any], user: str, groups: Sequence[str],
+             namespace: str) -> bool:
+    """``appliesToUser``: a User by name, a Group among the groups, a ServiceAccount as
+    ``system:serviceaccount:NS:NAME`` (NS defaulting to ``namespace``; none: no match)."""
+    kind, name = subject.get("kind"), subject.get("name")
+    if kind == "User":
+        return bool(user == name)
+    if kind == "Group":
+        return name in groups
+    if kind == "ServiceAccount":
+        ns = subject.get("namespace") or namespace
+        return bool(ns) and user == f"system:serviceaccount:{ns}:{name}"
+    return False
+
+
+def _rule_allows(rule: Mapping[str, Any], resource: Mapping[str, Any] | None,
+                 non_resource: Mapping[str, Any] | None) -> bool:
+    """``RuleAllows``: verbs, API groups, resources (``*``, ``resource/subresource``,
+    ``*/subresource``) and resource names (empty: every name); or verbs and
+    ``nonResourceURLs`` (exact, or a prefix ending in ``*``)."""
+    verbs = rule.get("verbs") or []
+    if resource is not None:
+        verb = resource.get("verb") or ""
+        if "*" not in verbs and verb not in verbs:
+            return False
+        groups = rule.get("apiGroups") or []
+        if "*" not in groups and (resource.get("group") or "") not in groups:
+            return False
+        sub = resource.get("subresource") or ""
+        combined = f"{resource.get('resource') or ''}/{sub}" if sub else \
+            (resource.get("resource") or "")
+        if not any(r == "*" or r == combined or (sub and r == f"*/{sub}")
+                   for r in rule.get("resources") or []):
+            return False
+        names = rule.get("resourceNames") or []
+        return not names or (resource.get("name") or "") in names
+    if non_resource is None:
+        return False
+    verb, path = non_resource.get("verb") or "", non_resource.get("path") or ""
+    if "*" not in verbs and verb not in verbs:
+        return False
+    for url in rule.get("nonResourceURLs") or []:
+        if url == "*" or url == path or (url.endswith("*") and path.startswith(url[:-1])):
+            return True
+    return False
+
+
+def rbac_authorize(user: str, groups: Sequence[str], objects: Mapping[str, Sequence[
+        Mapping[str, Any]]], *, resource: Mapping[str, Any] | None = None,
+                   non_resource: Mapping[str, Any] | None = None) -> tuple[bool, str]:
+    """Kubernetes' RBAC authorizer over ``objects`` (kind -> stored objects of
+    :data:`RBAC_KINDS`): ``(allowed, reason)`` for a SubjectAccessReview's user, groups and
+    ``resourceAttributes`` (or ``nonResourceAttributes``).
+
+    As ``VisitRulesFor`` walks them: every ClusterRoleBinding, then, when the request names
+    a namespace, the RoleBindings of that namespace; each binding through its first subject
+    that applies; the first rule that allows ends the walk with "RBAC: allowed by <the
+    binding, its role and that subject>". No rule: not allowed, no reason (no opinion),
+    unless a binding's role could not be found (its error is the reason, as the authorizer
+    aggregates them)."""
+    roles = {("", r["metadata"]["name"]): r for r in objects.get("ClusterRole", ())}
+    roles.update({(r["metadata"].get("namespace", ""), "Role:" + r["metadata"]["name"]): r
+                  for r in objects.get("Role", ())})
+    errors: list[str] = []
+
+    def rules_of(ref: Mapping[str, Any], namespace: str) -> list[Mapping[str, Any]] | None:
+        kind, name = ref.get("kind"), str(ref.get("name", ""))
+        if kind == "ClusterRole":
+            found = roles.get(("", name))
+            what = f'clusterrole.rbac.authorization.k8s.io "{name}" not found'
+        elif kind == "Role":
+            found = roles.get((namespace, "Role:" + name))
+            what = f'role.rbac.authorization.k8s.io "{name}" not found'
+        else:
+            errors.append(f"unsupported role reference kind: {json.dumps(kind)}")
+            return None
+        if found is None:
+            errors.append(what)
+            return None
+        return list(found.get("rules") or [])
+
+    def visit(binding: Mapping[str, Any], label: str, namespace: str,
+              subject_ns: str) -> str | None:
+        subject = next((sub for sub in binding.get("subjects") or []
+                        if _applies(sub, user, groups, subject_ns)), None)
+        if subject is None:
+            return None
+        ref = binding.get("roleRef") or {}
+        for rule in rules_of(ref, namespace) or []:
+            if _rule_allows(rule, resource, non_resource):
+                return (f"RBAC: allowed by {label} of {ref.get('kind')} "
+                        f"{json.dumps(ref.get('name'))} to "
+                        f"{_describe_subject(subject, namespace)}")
+        return None
+
+    for crb in objects.get("ClusterRoleBinding", ()):
+        name = crb["metadata"]["name"]
+        found = visit(crb, f"ClusterRoleBinding {json.dumps(name)}", "", "")
+        if found:
+            return True, found
+    namespace = (resource or {}).get("namespace") or ""
+    if namespace:
+        for rb in objects.get("RoleBinding", ()):
+            meta = rb["metadata"]
+            if meta.get("namespace") != namespace:
+                continue
+            label = f"RoleBinding {json.dumps(meta['name'] + '/' + namespace)}"
+            found = visit(rb, label, namespace, namespace)
+            if found:
+                return True, found
+    if not errors:
+        return False, ""
+    return False, "RBAC: " + (errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
+
+
 _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
           "DELETE": "delete"}
 
@@ -452,11 +620,17 @@ class _Emulator(kmock.KubernetesEmulator):
     walks to match a request) and the reaction that served it forgets it too."""
 
     on_request: Callable[[kmock.Request], None] | None = None
+    unstored: frozenset[str] = frozenset({REVIEWS, SELF_REVIEWS})
+    """Resources whose ``POST`` is answered and never stored (the reviews): kmock's
+    emulator stores every create before its reactions answer, so these skip it."""
 
     async def _handle(self, request: kmock.Request) -> Any:
         if self.on_request is not None:
             self.on_request(request)
         try:
+            if request.resource is not None and _key(request.resource) in self.unstored:
+                # kmock's emulator's parent: the reactions, without the object store
+                return await super(kmock.KubernetesEmulator, self)._handle(request)
             return await super()._handle(request)
         finally:
             self._forget(request)
@@ -539,6 +713,7 @@ class KubeApiServer:
         self._log: list[RecordedRequest] = []
         self._counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._clients: dict[str, str] = {}  # "Bearer <token>" -> client name
+        self._users: dict[str, tuple[str, tuple[str, ...]]] = {}  # token -> user, groups
         self._rv = itertools.count(1)
         self._kmock: _Emulator | None = None
         self._index: _ByResource | None = None
@@ -623,19 +798,27 @@ class KubeApiServer:
             await self._stop.wait()
 
     def write_kubeconfig(self, path: Path, *, context: str = "kmock",
-                         client: str | None = None) -> Path:
+                         client: str | None = None, user: str | None = None,
+                         groups: Sequence[str] = ()) -> Path:
         """A kubeconfig file that reaches this server (kmock checks no credentials). With
-        ``client``, its user carries a bearer token of its own, so the requests made with
-        it are recorded as that client's (:attr:`RecordedRequest.client`)."""
-        user: dict[str, Any] = {}
-        if client is not None:
+        ``client`` (or ``user``), its user carries a bearer token of its own, so the
+        requests made with it are recorded as that client's (:attr:`RecordedRequest.client`,
+        ``user`` when no ``client`` is given); the token authenticates as ``user`` (default:
+        the client's name) in ``groups`` (and ``system:authenticated``), as a
+        SelfSubjectReview answers."""
+        kc_user: dict[str, Any] = {}
+        name = client if client is not None else user
+        if name is not None:
             token = uuid.uuid4().hex
-            self._clients[f"Bearer {token}"] = client
-            user["token"] = token
+            self._clients[f"Bearer {token}"] = name
+            who = user if user is not None else name
+            every = tuple(dict.fromkeys([*groups, "system:authenticated"]))
+            self._users[f"Bearer {token}"] = (who, every)
+            kc_user["token"] = token
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": context,
             "clusters": [{"name": "kmock", "cluster": {"server": self.url}}],
-            "users": [{"name": "kmock", "user": user}],
+            "users": [{"name": "kmock", "user": kc_user}],
             "contexts": [{"name": context, "context": {"cluster": "kmock", "user": "kmock"}}],
         }
         path.write_text(json.dumps(config), encoding="utf-8")
@@ -780,6 +963,35 @@ class KubeApiServer:
                    for k, v in data.items()}
         self._put(SECRETS, namespace, {"metadata": {"name": name, "namespace": namespace},
                                        "type": "Opaque", "data": encoded})
+
+    def add_rbac(self, *docs: Mapping[str, Any]) -> None:
+        """Store ClusterRoles, ClusterRoleBindings, Roles and RoleBindings (manifests as
+        ``operator manifests`` prints them; other kinds are skipped) for the
+        SubjectAccessReviews to evaluate."""
+        for doc in docs:
+            resource = RBAC_KINDS.get(str(doc.get("kind")))
+            if resource is None:
+                continue
+            body = json.loads(json.dumps(doc))
+            namespace = body["metadata"].get("namespace") if _KINDS[resource][2] else None
+            self._put(resource, namespace, body)
+
+    def delete_object(self, resource: str, namespace: str | None, name: str) -> bool:
+        """Delete a stored object (a grant taken away); False when it was not there."""
+        def delete() -> bool:
+            obj = self._find(resource, namespace, name)
+            if obj is None:
+                return False
+            obj.delete()
+            self._publish(resource, "DELETED", obj.last.raw)
+            return True
+        return self._call(delete)
+
+    def rbac_objects(self) -> dict[str, list[dict[str, Any]]]:
+        """The stored RBAC objects by kind, in storage order."""
+        return self._call(lambda: {
+            kind: [obj.raw for _, obj in self._iter(resource, None)]
+            for kind, resource in RBAC_KINDS.items()})
 
     def add_lease(self, namespace: str, name: str, holder: str, *,
                   duration_s: int = 15) -> None:
@@ -1005,6 +1217,11 @@ class KubeApiServer:
         k[kmock.action.WATCH] << self._watch_gate
         k[kmock.action.LIST] << self._faulty(_answer(self._list))
         k[kmock.action.FETCH] << self._faulty(_answer(self._fetch))
+        for review in (REVIEWS, SELF_REVIEWS):
+            k.resources[review] = kmock.ResourceInfo(
+                kind=review.rsplit("/", 1)[-1][:-1], namespaced=False)
+        k["post", kmock.resource(REVIEWS)] << self._faulty(_answer(self._review))
+        k["post", kmock.resource(SELF_REVIEWS)] << self._faulty(_answer(self._self_review))
         k["post", kmock.subresource("eviction")] << self._faulty(_answer(self._evict))
         k[kmock.action.CREATE] << self._faulty(_answer(self._created))
         k[kmock.action.UPDATE] << self._faulty(_answer(self._patched))
@@ -1214,6 +1431,46 @@ class KubeApiServer:
                                {"reason": "FieldValueInvalid", "field": path,
                                 "message": f"Invalid value: {e.message}"} for e in errors[:20]]})
         return None
+
+    # -- reviews ---------------------------------------------------------------------------
+    def _review(self, request: kmock.Request) -> Any:
+        """A SubjectAccessReview, answered by :func:`rbac_authorize` over the stored RBAC
+        objects (nothing is stored)."""
+        body = request.data if isinstance(request.data, dict) else None
+        if body is None:
+            return _status(400, "BadRequest", "the body of the request was not an object")
+        spec = body.get("spec") or {}
+        what = 'SubjectAccessReview.authorization.k8s.io "" is invalid'
+        resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if (resource is None) == (non_resource is None):
+            return _status(422, "Invalid", f"{what}: spec.resourceAttributes: Invalid value: "
+                           '"null": exactly one of nonResourceAttributes or '
+                           "resourceAttributes must be specified")
+        user, groups = str(spec.get("user") or ""), [str(g) for g in spec.get("groups") or []]
+        if not user and not groups:
+            return _status(422, "Invalid", f'{what}: spec.user: Invalid value: "": at least '
+                           "one of user or group must be specified")
+        objects = {kind: [obj.raw for _, obj in self._iter(res, None)]
+                   for kind, res in RBAC_KINDS.items()}
+        allowed, reason = rbac_authorize(user, groups, objects, resource=resource,
+                                         non_resource=non_resource)
+        status: dict[str, Any] = {"allowed": allowed}
+        if reason:
+            status["reason"] = reason
+        out = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+               "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+        return Response(status=201, payload=out)
+
+    def _self_review(self, request: kmock.Request) -> Any:
+        """A SelfSubjectReview: the user of the request's bearer token."""
+        auth = next((v for k, v in request.headers.items() if k.lower() == "authorization"),
+                    "")
+        user, groups = self._users.get(auth, ("system:anonymous",
+                                              ("system:unauthenticated",)))
+        out = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+               "metadata": {"creationTimestamp": _now()},
+               "status": {"userInfo": {"username": user, "groups": list(groups)}}}
+        return Response(status=201, payload=out)
 
     def _evict(self, request: kmock.Request) -> Any:
         ns, name = request.namespace, request.name
