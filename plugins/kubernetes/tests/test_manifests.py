@@ -104,7 +104,12 @@ def test_cluster_role_holds_exactly_the_verbs_the_operator_uses() -> None:
                  ("powerplane.io", "nodemaintenances/status", "update")}
     expected |= {("powerplane.io", "nodemaintenances", v)
                  for v in ("get", "list", "watch", "update")}
+    # the kubernetes policy's check before acting; the look at the admission binding
+    expected |= {("authorization.k8s.io", "subjectaccessreviews", "create"),
+                 ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", "get")}
     assert _rules(m.cluster_role()) == expected
+    [named] = [r for r in m.cluster_role()["rules"] if "resourceNames" in r]
+    assert named["resourceNames"] == [m.admission_name()]
     assert not any("*" in x for rule in _rules(m.cluster_role()) for x in rule)
 
 
@@ -130,8 +135,9 @@ def test_the_node_locks_are_granted_in_the_store_namespace() -> None:
     assert roles[m.MAINTAINER_LOCKS]["metadata"]["namespace"] == "maint"  # the node locks
     assert m.MAINTAINER in roles
     # printed unbound: the operator's ServiceAccount is bound to its own roles only
-    bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("Binding")}
+    bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("RoleBinding")}
     assert bound == {m.NAME, m.LEASE_ROLE}
+    assert {m.ADMIN, m.VIEWER, m.ENGINEER} <= set(roles)
     same = m.manifests("ops", "img")
     lock_role = next(d for d in same if d["metadata"]["name"] == m.MAINTAINER_LOCKS)
     assert lock_role["metadata"]["namespace"] == "ops"
@@ -306,3 +312,36 @@ def test_the_default_image_is_the_one_dev_image_builds() -> None:
     assert f"powerplane:{__version__}" == m.IMAGE
     (image,) = [p for p in manifests_cmd.params if p.name == "image"]
     assert image.default == m.IMAGE
+
+
+def test_the_admission_policy_and_its_binding_follow_the_crds() -> None:
+    docs = m.manifests("ops")
+    kinds = [d["kind"] for d in docs]
+    at = kinds.index("ValidatingAdmissionPolicy")
+    assert kinds[at + 1] == "ValidatingAdmissionPolicyBinding"
+    assert kinds[at - 1] == "CustomResourceDefinition" and "ServiceAccount" not in kinds[:at]
+    binding = docs[at + 1]
+    assert binding["metadata"]["name"] == docs[at]["metadata"]["name"] == m.admission_name()
+    assert binding["spec"] == {"policyName": m.admission_name(), "validationActions": ["Deny"]}
+    from powerplane_kubernetes import crd
+
+    assert m.admission_name() == crd.REQUESTER_BINDING  # the binding the operator reads
+
+
+def test_the_people_roles() -> None:
+    roles = {r["metadata"]["name"]: _rules(r) for r in m.people_roles()}
+    servers = {("powerplane.io", "servers", v) for v in m.SERVER_VERBS}
+    maint = "nodemaintenances"
+    assert roles[m.ADMIN] == servers | {("powerplane.io", maint, v) for v in (
+        "create", "get", "list", "watch", "update")} | {
+        ("powerplane.io", "maintenanceaudits", v) for v in ("get", "list", "create")}
+    assert roles[m.VIEWER] == {("powerplane.io", "servers", "get")} | {
+        ("powerplane.io", r, v) for r in (maint, "maintenanceaudits")
+        for v in ("get", "list", "watch")}
+    assert roles[m.ENGINEER] == {("powerplane.io", "servers", "cordon"),
+                                 ("powerplane.io", "servers", "uncordon")} | {
+        ("powerplane.io", maint, v) for v in ("create", "get", "list", "watch", "update")}
+    from powerplane.authority.actions import Action
+    from powerplane_kubernetes.policy import rbac_verb
+
+    assert set(m.SERVER_VERBS) == {rbac_verb(a) for a in Action}

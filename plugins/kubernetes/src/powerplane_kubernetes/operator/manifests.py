@@ -40,6 +40,37 @@ return, abandon, resolve), a person or a pipeline. :func:`maintainer_role` (Clus
 printed unbound (bind them to your people or groups). ``powerplane maintenance run`` acts as
 the operator does and needs the operator's roles.
 
+**Identity bound by the API server** (:func:`admission_policy`, :func:`admission_binding`):
+a ValidatingAdmissionPolicy (``admissionregistration.k8s.io/v1``, Kubernetes 1.30 and
+later) and its binding (``validationActions: [Deny]``), both named
+:data:`~powerplane_kubernetes.crd.REQUESTER_BINDING`, on ``CREATE`` and ``UPDATE`` of
+``nodemaintenances`` (the main resource only). On create: ``spec.requestedBy`` is
+``request.userInfo.username``; ``spec.requesterGroups``, when present, is exactly the set
+of ``request.userInfo.groups`` (``system:authenticated`` included, as the API server's
+authenticator adds it and a SelfSubjectReview reports it: the operator's later
+SubjectAccessReview asks for these groups, so the record must be the whole set the
+admission's ``authorizer`` checked, neither more nor fewer); and the requester holds the
+intent's verb on ``servers.powerplane.io`` named by the node (CEL ``authorizer``). On
+update: ``spec`` is unchanged; a new or changed ``requests.returnRequest`` /
+``requests.abandon`` names the requester as ``actor`` and the requester holds ``uncordon``
+/ ``maintenance-abandon`` on the node; every ``requests.resolutions`` entry not in the old
+object names the requester and the requester holds ``maintenance-resolve``. The policy
+matches ``nodemaintenances`` only, which is not its ``status`` subresource (``'*' means
+all resources, but not subresources``; a subresource is matched only by naming it, e.g.
+``nodemaintenances/status``): the operator's status writes are not seen by it, and its one
+main-resource write (the ``powerplane.io/active`` label) changes neither ``spec`` nor
+``requests``, so it passes every rule; no identity is exempt. The spec comparison is
+generated field by field from the CRD's schema (:func:`spec_unchanged`): the API server's
+CEL treats a null nullable field as absent, and comparing two objects that hold one with
+``==`` does not say "equal" on every version.
+
+**Roles for people, printed unbound** (:func:`people_roles`): :data:`ADMIN` (every
+``servers`` verb; nodemaintenances create/get/list/watch/update; maintenanceaudits
+get/list/create), :data:`VIEWER` (``servers`` get; nodemaintenances and maintenanceaudits
+get/list/watch) and the delegation example :data:`ENGINEER` (``servers`` cordon and
+uncordon only, and what creating and updating a NodeMaintenance takes). A wildcard role
+(``cluster-admin``) passes every ``servers`` verb too.
+
 The Deployment reads its deployment file from a ConfigMap the operator's user writes
 (:data:`CONFIG_MAP`, key ``powerplane.yaml``); it is not generated here because it names
 the site's nodes and channels.
@@ -58,9 +89,11 @@ if TYPE_CHECKING:
     from powerplane import Deployment
 
 __all__ = [
+    "ADMIN",
     "APP",
     "CONFIG_MAP",
     "DATA_DIR",
+    "ENGINEER",
     "HTTP_PORT",
     "IMAGE",
     "LEASE_ROLE",
@@ -68,7 +101,12 @@ __all__ = [
     "MAINTAINER_LOCKS",
     "NAME",
     "SECRETS_ROLE",
+    "SERVER_VERBS",
+    "VIEWER",
     "InCluster",
+    "admission_binding",
+    "admission_name",
+    "admission_policy",
     "cluster_role",
     "crd_missing",
     "crd_objects",
@@ -78,8 +116,10 @@ __all__ = [
     "maintainer_role",
     "manifests",
     "namespace_object",
+    "people_roles",
     "referenced_secrets",
     "secret_roles",
+    "spec_unchanged",
 ]
 
 NAME = "powerplane-operator"
@@ -107,6 +147,16 @@ RUN_AS = 65532
 
 GROUP = "powerplane.io"
 """The API group of the operator's own custom resources."""
+ADMIN = "powerplane-admin"
+"""The ClusterRole of every action (unbound)."""
+VIEWER = "powerplane-viewer"
+"""The ClusterRole of reading servers, maintenances and their audit (unbound)."""
+ENGINEER = "powerplane-maintenance-engineer"
+"""The delegation example: cordon and uncordon only (unbound)."""
+SERVER_VERBS = ("get", "cordon", "uncordon", "drain", "reboot", "shutdown", "power-on",
+                "terminate", "maintenance-abandon", "maintenance-resolve")
+"""Every RBAC verb of ``servers.powerplane.io`` (``get`` is ``servers:read``):
+:func:`powerplane_kubernetes.policy.rbac_verb` of each action."""
 
 
 def _labels() -> dict[str, str]:
@@ -148,6 +198,13 @@ def _plurals() -> tuple[str, str | None]:
                                                          else None)
 
 
+def admission_name() -> str:
+    """The name of the admission policy and of its binding (the binding the operator reads
+    to know identities are bound: :data:`powerplane_kubernetes.crd.REQUESTER_BINDING`)."""
+    module = _crd_module()
+    return str(getattr(module, "REQUESTER_BINDING", "powerplane-requester"))
+
+
 def cluster_role() -> dict[str, Any]:
     """The operator's ClusterRole: exactly the verbs its run uses, nothing else."""
     maintenances, _ = _plurals()
@@ -166,6 +223,13 @@ def cluster_role() -> dict[str, Any]:
              "verbs": ["update"]},
             {"apiGroups": ["longhorn.io"], "resources": ["nodes"], "verbs": ["get", "update"]},
             {"apiGroups": ["longhorn.io"], "resources": ["replicas"], "verbs": ["list"]},
+            # the policy's check of the requester before acting, and the look at the
+            # admission policy binding that makes spec.requestedBy trustworthy
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+             "verbs": ["create"]},
+            {"apiGroups": ["admissionregistration.k8s.io"],
+             "resources": ["validatingadmissionpolicybindings"],
+             "resourceNames": [admission_name()], "verbs": ["get"]},
         ],
     }
 
@@ -208,6 +272,195 @@ def maintainer_lock_role(store_namespace: str) -> dict[str, Any]:
              "verbs": ["get", "create", "update"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         ],
+    }
+
+
+def people_roles() -> list[dict[str, Any]]:
+    """:data:`ADMIN`, :data:`VIEWER` and :data:`ENGINEER`, unbound (see the module
+    docstring)."""
+    maintenances, audits = _plurals()
+    audits = audits or "maintenanceaudits"
+
+    def role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": name, "labels": _labels()}, "rules": rules}
+
+    def servers(*verbs: str) -> dict[str, Any]:
+        return {"apiGroups": [GROUP], "resources": ["servers"], "verbs": list(verbs)}
+
+    write = ["create", "get", "list", "watch", "update"]
+    read = ["get", "list", "watch"]
+    return [
+        role(ADMIN, [servers(*SERVER_VERBS),
+                     {"apiGroups": [GROUP], "resources": [maintenances], "verbs": write},
+                     {"apiGroups": [GROUP], "resources": [audits],
+                      "verbs": ["get", "list", "create"]}]),
+        role(VIEWER, [servers("get"),
+                      {"apiGroups": [GROUP], "resources": [maintenances, audits],
+                       "verbs": read}]),
+        role(ENGINEER, [servers("cordon", "uncordon"),
+                        {"apiGroups": [GROUP], "resources": [maintenances],
+                         "verbs": write}]),
+    ]
+
+
+def _authorized(verb: str) -> str:
+    return (f"authorizer.group('{GROUP}').resource('servers').name(object.spec.node)"
+            f".check({verb}).allowed()")
+
+
+def spec_unchanged(schema: Mapping[str, Any], new: str = "object.spec",
+                   old: str = "oldObject.spec") -> str:
+    """CEL: ``new`` equals ``old`` field by field, per ``schema`` (a structural schema): an
+    optional or nullable field is equal when both lack it or both hold the same value, as
+    the API server's CEL reads a null nullable field as absent; a field without properties
+    of its own (a string, a list, a free-form object) is compared whole."""
+    props = schema.get("properties")
+    if schema.get("type") != "object" or not isinstance(props, Mapping) or not props \
+            or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return f"{new} == {old}"
+    required = set(schema.get("required") or ())
+    parts = []
+    for key, sub in props.items():
+        a, b = f"{new}.{key}", f"{old}.{key}"
+        same = spec_unchanged(sub, a, b)
+        if key in required and not sub.get("nullable"):
+            parts.append(f"({same})")
+        else:
+            parts.append(f"(has({a}) ? has({b}) && ({same}) : !has({b}))")
+    return " && ".join(parts)
+
+
+def _spec_schema() -> Mapping[str, Any]:
+    module = _crd_module()
+    if module is None:
+        return {}
+    version = module.crd_manifest()["spec"]["versions"][0]
+    found: Mapping[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return found
+
+
+_USER = "request.userInfo.username"
+_UPDATE = "request.operation == 'UPDATE'"
+
+
+def _new_entry(field_name: str) -> str:
+    """CEL: ``requests.<field_name>`` is present and new or changed (absent, or another
+    value, in the old object; every one is new on create)."""
+    now, before = f"object.requests.{field_name}", f"oldObject.requests.{field_name}"
+    return (f"(has(object.requests) && has({now}) && !({_UPDATE} && has(oldObject.requests) "
+            f"&& has({before}) && {before} == {now}))")
+
+
+def admission_policy() -> dict[str, Any]:
+    """The ValidatingAdmissionPolicy that binds identities on ``nodemaintenances`` (see the
+    module docstring); each validation has a message and a ``messageExpression``."""
+    maintenances, _ = _plurals()
+    module = _crd_module()
+    version = str(getattr(module, "VERSION", "v1alpha1"))
+    node = "object.spec.node"
+    returned, abandoned = _new_entry("returnRequest"), _new_entry("abandon")
+    old_resolution = (f"({_UPDATE} && has(oldObject.requests) && "
+                      "has(oldObject.requests.resolutions) && "
+                      "r in oldObject.requests.resolutions)")
+    resolutions = "(has(object.requests) && has(object.requests.resolutions))"
+    validations: list[dict[str, str]] = [
+        {"expression": f"request.operation != 'CREATE' || object.spec.requestedBy == {_USER}",
+         "message": "spec.requestedBy must name the user who creates the NodeMaintenance",
+         "messageExpression": (
+             "'spec.requestedBy must name the user who creates the NodeMaintenance: it "
+             f"says ' + object.spec.requestedBy + ', but the request comes from ' + {_USER}"),
+         "reason": "Forbidden"},
+        {"expression": (
+            "request.operation != 'CREATE' || !has(object.spec.requesterGroups) || "
+            "(object.spec.requesterGroups.all(g, g in request.userInfo.groups) && "
+            "request.userInfo.groups.all(g, g in object.spec.requesterGroups))"),
+         "message": "spec.requesterGroups must be exactly the requester's groups",
+         "messageExpression": (
+             "'spec.requesterGroups must be exactly the groups the API server authenticated "
+             f"' + {_USER} + ' in (' + request.userInfo.groups.join(', ') + '), "
+             "system:authenticated included; it says (' + "
+             "object.spec.requesterGroups.join(', ') + ')'"),
+         "reason": "Forbidden"},
+        {"expression": f"request.operation != 'CREATE' || {_authorized('object.spec.intent')}",
+         "message": "the requester may not take this intent on this node",
+         "messageExpression": (
+             f"'user ' + {_USER} + ' may not ' + object.spec.intent + ' node ' + {node} + "
+             "': no RBAC rule grants the verb ' + object.spec.intent + "
+             f"' on servers.{GROUP} named ' + {node}"),
+         "reason": "Forbidden"},
+        {"expression": (f"request.operation != 'UPDATE' || "
+                        f"({spec_unchanged(_spec_schema())})"),
+         "message": "spec cannot change after the NodeMaintenance is created",
+         "messageExpression": (
+             "'spec cannot change after the NodeMaintenance is created: it is the request "
+             "as ' + oldObject.spec.requestedBy + ' made it; a return, an abandon or a "
+             "resolution goes under requests'"),
+         "reason": "Invalid"},
+        {"expression": f"!{returned} || object.requests.returnRequest.actor == {_USER}",
+         "message": "requests.returnRequest.actor must name the user who adds it",
+         "messageExpression": (
+             "'requests.returnRequest.actor must name the user who asks for the return ("
+             f"' + {_USER} + '), not ' + object.requests.returnRequest.actor"),
+         "reason": "Forbidden"},
+        {"expression": f"!{returned} || {_authorized(repr('uncordon'))}",
+         "message": "the requester may not return this node to service",
+         "messageExpression": (
+             f"'user ' + {_USER} + ' may not return node ' + {node} + ' to service: no "
+             f"RBAC rule grants the verb uncordon on servers.{GROUP} named ' + {node}"),
+         "reason": "Forbidden"},
+        {"expression": f"!{abandoned} || object.requests.abandon.actor == {_USER}",
+         "message": "requests.abandon.actor must name the user who adds it",
+         "messageExpression": (
+             "'requests.abandon.actor must name the user who abandons the maintenance ("
+             f"' + {_USER} + '), not ' + object.requests.abandon.actor"),
+         "reason": "Forbidden"},
+        {"expression": f"!{abandoned} || {_authorized(repr('maintenance-abandon'))}",
+         "message": "the requester may not abandon a maintenance of this node",
+         "messageExpression": (
+             f"'user ' + {_USER} + ' may not abandon the maintenance of node ' + {node} + "
+             f"': no RBAC rule grants the verb maintenance-abandon on servers.{GROUP} "
+             f"named ' + {node}"),
+         "reason": "Forbidden"},
+        {"expression": (f"!{resolutions} || object.requests.resolutions.all(r, "
+                        f"{old_resolution} || r.actor == {_USER})"),
+         "message": "every new requests.resolutions entry must name the user who adds it",
+         "messageExpression": (
+             "'every new requests.resolutions entry must name the user who adds it (' + "
+             f"{_USER} + '), not ' + object.requests.resolutions.filter(r, "
+             f"!{old_resolution} && r.actor != {_USER}).map(r, r.actor).join(', ')"),
+         "reason": "Forbidden"},
+        {"expression": (f"!{resolutions} || object.requests.resolutions.all(r, "
+                        f"{old_resolution}) || {_authorized(repr('maintenance-resolve'))}"),
+         "message": "the requester may not resolve a dispatch of this node",
+         "messageExpression": (
+             f"'user ' + {_USER} + ' may not resolve a dispatch of node ' + {node} + ': "
+             f"no RBAC rule grants the verb maintenance-resolve on servers.{GROUP} named ' "
+             f"+ {node}"),
+         "reason": "Forbidden"},
+    ]
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": admission_name(), "labels": _labels()},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [GROUP], "apiVersions": [version],
+                "operations": ["CREATE", "UPDATE"], "resources": [maintenances]}]},
+            "validations": validations,
+        },
+    }
+
+
+def admission_binding() -> dict[str, Any]:
+    """The policy's binding: every ``nodemaintenances`` write, ``validationActions:
+    [Deny]`` (the operator refuses every request while it is absent or does not deny)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": admission_name(), "labels": _labels()},
+        "spec": {"policyName": admission_name(), "validationActions": ["Deny"]},
     }
 
 
@@ -445,9 +698,12 @@ def manifests(namespace: str, image: str = IMAGE, *, replicas: int = 2,
     namespaces = [namespace_object(namespace)]
     if store_namespace != namespace:
         namespaces.append(namespace_object(store_namespace))
+    crds = crd_objects()
+    admission = [admission_policy(), admission_binding()] if crds else []
     return [
         *namespaces,
-        *crd_objects(),
+        *crds,
+        *admission,
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()}},
         cluster_role(),
@@ -466,4 +722,5 @@ def manifests(namespace: str, image: str = IMAGE, *, replicas: int = 2,
         _deployment(namespace, image, replicas, needs.data_volume),
         maintainer_role(),
         maintainer_lock_role(store_namespace),
+        *people_roles(),
     ]
