@@ -101,7 +101,8 @@ def test_cluster_role_holds_exactly_the_verbs_the_operator_uses() -> None:
                  ("policy", "poddisruptionbudgets", "list"),
                  ("longhorn.io", "nodes", "get"), ("longhorn.io", "nodes", "update"),
                  ("longhorn.io", "replicas", "list"),
-                 ("powerplane.io", "nodemaintenances/status", "update")}
+                 ("powerplane.io", "nodemaintenances/status", "update"),
+                 ("powerplane.io", "maintenanceaudits", "create")}
     expected |= {("powerplane.io", "nodemaintenances", v)
                  for v in ("get", "list", "watch", "update")}
     # the kubernetes policy's check before acting; the look at the admission binding
@@ -136,7 +137,8 @@ def test_the_node_locks_are_granted_in_the_store_namespace() -> None:
     assert m.MAINTAINER in roles
     # printed unbound: the operator's ServiceAccount is bound to its own roles only
     bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("RoleBinding")}
-    assert bound == {m.NAME, m.LEASE_ROLE}
+    assert bound == {m.NAME, m.LEASE_ROLE, m.OPERATOR_LOCKS}
+    assert roles[m.OPERATOR_LOCKS]["metadata"]["namespace"] == "maint"  # admission's locks
     assert {m.ADMIN, m.VIEWER, m.ENGINEER} <= set(roles)
     same = m.manifests("ops", "img")
     lock_role = next(d for d in same if d["metadata"]["name"] == m.MAINTAINER_LOCKS)

@@ -2,10 +2,13 @@
 process of its own, its own kubeconfig) drives a reboot requested by a person (``maintenance
 request``, another kubeconfig) through the kubernetes cluster port, Longhorn and the
 kubernetes store on kmock: the watch, the site Lease, the status writes, the evictions and
-Longhorn's updates are the operator's; the node's lock Lease, the audit record and its Event
-are the person's. Each client's requests are checked against the roles generated for it
-(``operator manifests``) with the RBAC checker of ``testing.seed``: every request granted,
-and every verb the operator's roles grant used (a verb taken away fails the check).
+Longhorn's updates are the operator's, and so is the node's lock Lease (admission by the
+operator); the audit record and its Event are the person's. A second run has the policy
+``{type: kubernetes}`` (the operator's SubjectAccessReviews) and a channel password that is
+a ``{k8s:}`` Secret (its ``get``, granted by ``resourceNames``). Each client's requests are
+checked against the roles generated for it (``operator manifests``) with the RBAC checker of
+``testing.seed``: every request granted, and every verb the operator's roles grant used (a
+verb taken away fails the check).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -27,6 +30,7 @@ from powerplane_kubernetes.operator import manifests as m
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 from powerplane_kubernetes.testing.seed import (
     Kubelet,
+    Machines,
     channel_machines,
     rbac_attributes,
     seed,
@@ -39,6 +43,9 @@ NODES = ("cp1", "cp2", "cp3", "w1")
 OPS = "ops"  # the operator's namespace
 LOCKS = "maint"  # lifecycle.store.namespace: the node locks and Events
 PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+TAKE_OVER = {(m.OPERATOR_LOCKS, "get"), (m.OPERATOR_LOCKS, "update")}
+"""The node lock's take-over of a finished holder (a read, then a PUT naming its version):
+granted for it, and not reached by one maintenance per node, so not asked to be used."""
 
 
 def write_config(tmp: Path, who: str, kubeconfig: Path) -> Path:
@@ -89,6 +96,7 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
                                  api.write_kubeconfig(tmp_path / "op-kc", client="operator"))
         cli_config = write_config(tmp_path, "cli",
                                   api.write_kubeconfig(tmp_path / "cli-kc", client="cli"))
+        api.add_rbac(m.admission_policy(), m.admission_binding())  # identities bound
         seed(api, {n: ({CP: ""} if n.startswith("cp") else {}) for n in NODES},
              {"pods": {"w1": ["web-1", "db-0"]},
               "pdbs": {"db-pdb": {"pods": ["db-0"], "allowed_disruptions": 0}}},
@@ -106,7 +114,7 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
                 lc.close()
                 await host.close()
             return made.name, Kubelet(api, NODES, channel_machines(
-                {n: (host.channel("lab"), n) for n in NODES}))
+                {n: (cast(Machines, host.channel("lab")), n) for n in NODES}))
 
         name, kubelet = asyncio.run(person())
         # a bare 429 (an older API server): the operator lists the budgets to name the one
@@ -139,24 +147,140 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
         asked = api.requests
     by = {who: [r for r in asked if r.client == who] for who in ("operator", "cli", "")}
     assert by[""] == []  # every request came from one of the two
-    operator_roles = [m.cluster_role(), m.lease_role(OPS)]
+    operator_roles = [m.cluster_role(), m.lease_role(OPS), m.operator_lock_role(LOCKS)]
     person_roles = [m.maintainer_role(), m.maintainer_lock_role(LOCKS)]
-    refused = ungranted(by["operator"], operator_roles)
+    refused = ungranted(by["operator"], [*operator_roles, BASIC_USER])
     assert refused == [], [f"{r} -> {why}" for r, why in refused]
-    refused = ungranted(by["cli"], person_roles)
+    refused = ungranted(by["cli"], [*person_roles, BASIC_USER])
     assert refused == [], [f"{r} -> {why}" for r, why in refused]
     assert {"watch nodemaintenances.powerplane.io", "update nodemaintenances/status.powerplane.io",
             f"update leases.coordination.k8s.io in namespace {OPS}",
             "create pods/eviction in namespace default",
-            "update nodes.longhorn.io in namespace longhorn-system"} <= used(by["operator"])
-    assert {f"create leases.coordination.k8s.io in namespace {LOCKS}",
-            f"create events in namespace {LOCKS}",
+            "update nodes.longhorn.io in namespace longhorn-system",
+            # admission by the operator: it takes the node's lock
+            f"create leases.coordination.k8s.io in namespace {LOCKS}"} <= used(by["operator"])
+    assert {f"create events in namespace {LOCKS}",
             "create maintenanceaudits.powerplane.io"} <= used(by["cli"])
     # every verb the operator's roles grant is used: taking any one away refuses a request
     for role_i, role in enumerate(operator_roles):
         for rule_i, rule in enumerate(role["rules"]):
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
+                    if (role["metadata"]["name"], verb) in TAKE_OVER or \
+                            resource == "subjectaccessreviews":  # no kubernetes policy here
+                        continue
                     narrower = without_verb(operator_roles, role_i, rule_i, resource, verb)
-                    assert ungranted(by["operator"], narrower), \
+                    assert ungranted(by["operator"], [*narrower, BASIC_USER]), \
+                        f"{verb} {resource} ({rule['apiGroups']}) is granted but never used"
+
+
+SECRET_NS, SECRET = "vault", "bmc-credentials"
+BASIC_USER = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+              "metadata": {"name": "system:basic-user"},
+              "rules": [{"apiGroups": ["authentication.k8s.io"],
+                         "resources": ["selfsubjectreviews"], "verbs": ["create"]}]}
+"""The cluster's own default role bound to every authenticated user (not ours to print):
+a client may ask who it is."""
+
+
+@pytest.mark.slow
+def test_the_kubernetes_policy_and_a_k8s_secret_use_exactly_the_operators_roles(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operator run whose policy is ``{type: kubernetes}`` (its SubjectAccessReviews) and
+    whose channel password is a ``{k8s:}`` reference (a ``get`` of that one Secret): every
+    request it made is granted by the printed roles (the ClusterRole, the lease Role, the
+    Secret's Role by ``resourceNames``), and every verb those grant was used."""
+    secret = {"k8s": f"{SECRET_NS}/{SECRET}/password"}
+    with KubeApiServer(linger=False) as api:
+        op_kc = api.write_kubeconfig(tmp_path / "op-kc", client="operator",
+                                     user=f"system:serviceaccount:{OPS}:{m.NAME}")
+        cli_kc = api.write_kubeconfig(tmp_path / "cli-kc", client="cli", user="alice",
+                                      groups=["plant-eng"])
+        configs = {}
+        for who, kc in (("operator", op_kc), ("cli", cli_kc)):
+            path = write_config(tmp_path, who, kc)
+            cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+            cfg["channels"]["lab"].update(password=secret, expect_password=secret)
+            # the operator's policy finds its access as kubectl does ($KUBECONFIG here)
+            cfg["policy"] = ({"type": "kubernetes"} if who == "operator"
+                             else {"type": "kubernetes", "kubeconfig": str(kc)})
+            path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+            configs[who] = path
+        api.add_secret(SECRET_NS, SECRET, {"password": "hunter2"})
+        # what operator manifests prints for this file (its state_file, a test world
+        # outside the pod's data directory, is why the whole set is not asked for here)
+        secrets = m.referenced_secrets(load_config(configs["operator"]))
+        printed = [m.admission_policy(), m.admission_binding(), m.cluster_role(),
+                   m.lease_role(OPS), *m.secret_roles(OPS, secrets), *m.people_roles()]
+        api.add_rbac(*printed)  # the roles, the admission policy and its binding
+        api.add_rbac({"apiVersion": "rbac.authorization.k8s.io/v1",
+                      "kind": "ClusterRoleBinding", "metadata": {"name": "alice-admin"},
+                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                  "kind": "ClusterRole", "name": m.ADMIN},
+                      "subjects": [{"kind": "User", "name": "alice"}]})
+        seed(api, {n: ({CP: ""} if n.startswith("cp") else {}) for n in NODES},
+             {"pods": {"w1": ["web-1"]}}, {"type": "simulated", "replicas": {}})
+        # the person's {k8s:} reads go with the person's own access
+        monkeypatch.setenv("KUBECONFIG", str(cli_kc))
+
+        async def person() -> tuple[str, Kubelet]:
+            host = PowerHost(load_config(configs["cli"]))
+            await host.start()
+            lc = Lifecycle.for_host(host)
+            try:
+                made = await lc.request("w1", "reboot", Ceremony(
+                    reason="replace the PSU in slot 2", confirm_node="w1",
+                    ack_preflight=True))
+            finally:
+                lc.close()
+                await host.close()
+            return made.name, Kubelet(api, NODES, channel_machines(
+                {n: (cast(Machines, host.channel("lab")), n) for n in NODES}))
+
+        name, kubelet = asyncio.run(person())
+        env = {**__import__("os").environ, "KUBECONFIG": str(op_kc)}
+        with kubelet.running(), open(tmp_path / "operator.log", "w+") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", RUN, "--config", str(configs["operator"]), "operator",
+                 "run", "--kubeconfig", str(op_kc), "--namespace", OPS, "--identity",
+                 "replica-a", "--until-idle", "--timeout", "120", "--lease-duration", "2",
+                 "--renew-deadline", "1.5", "--retry-period", "0.2", "--interval", "0.05"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, text=True,
+                env=env)
+            try:
+                code = proc.wait(timeout=180)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=30)
+            log.seek(0)
+            err = log.read()
+        assert code == 0, err[-3000:]
+        final = api.object("powerplane.io/v1alpha1/nodemaintenances", None, name)
+        assert final is not None and final["status"]["phase"] == "Complete", final
+        asked = api.requests
+    operator = [r for r in asked if r.client == "operator"]
+    secret_roles = [d for d in printed if d["kind"] == "Role"
+                    and d["metadata"]["name"] == m.SECRETS_ROLE]
+    assert [d["rules"] for d in secret_roles] == [[{
+        "apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET],
+        "verbs": ["get"]}]]
+    roles = [m.cluster_role(), m.lease_role(OPS), m.operator_lock_role(LOCKS), *secret_roles]
+    refused = ungranted(operator, [*roles, BASIC_USER])
+    assert refused == [], [f"{r} -> {why}" for r, why in refused]
+    assert {"create subjectaccessreviews.authorization.k8s.io",
+            f"get secrets in namespace {SECRET_NS}",
+            "get validatingadmissionpolicybindings.admissionregistration.k8s.io"} <= \
+        used(operator)
+    reviews = [r for r in operator if r.path.endswith("/subjectaccessreviews")]
+    assert reviews and all(r.body["spec"]["user"] == "alice" for r in reviews)
+    # every verb granted was used: taking any one away refuses a request
+    for role_i, role in enumerate(roles):
+        for rule_i, rule in enumerate(role["rules"]):
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    if (role["metadata"]["name"], verb) in TAKE_OVER:
+                        continue
+                    narrower = without_verb(roles, role_i, rule_i, resource, verb)
+                    assert ungranted(operator, [*narrower, BASIC_USER]), \
                         f"{verb} {resource} ({rule['apiGroups']}) is granted but never used"

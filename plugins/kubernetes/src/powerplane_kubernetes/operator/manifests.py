@@ -100,6 +100,7 @@ __all__ = [
     "MAINTAINER",
     "MAINTAINER_LOCKS",
     "NAME",
+    "OPERATOR_LOCKS",
     "SECRETS_ROLE",
     "SERVER_VERBS",
     "VIEWER",
@@ -116,6 +117,7 @@ __all__ = [
     "maintainer_role",
     "manifests",
     "namespace_object",
+    "operator_lock_role",
     "people_roles",
     "referenced_secrets",
     "secret_roles",
@@ -126,6 +128,9 @@ NAME = "powerplane-operator"
 """The name of the ServiceAccount, ClusterRole, bindings and Deployment."""
 LEASE_ROLE = "powerplane-operator-leases"
 """The namespaced Role (and RoleBinding) for the site leases."""
+OPERATOR_LOCKS = "powerplane-operator-locks"
+"""The Role (and RoleBinding) of the node locks the operator takes when it admits a request,
+in ``lifecycle.store.namespace``."""
 MAINTAINER = "powerplane-maintainer"
 """The ClusterRole of ``powerplane maintenance request/status/list/return/abandon/resolve``."""
 MAINTAINER_LOCKS = "powerplane-maintainer-locks"
@@ -207,7 +212,8 @@ def admission_name() -> str:
 
 def cluster_role() -> dict[str, Any]:
     """The operator's ClusterRole: exactly the verbs its run uses, nothing else."""
-    maintenances, _ = _plurals()
+    maintenances, audits_or_none = _plurals()
+    audits = audits_or_none or "maintenanceaudits"
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -221,6 +227,9 @@ def cluster_role() -> dict[str, Any]:
              "verbs": ["get", "list", "watch", "update"]},
             {"apiGroups": [GROUP], "resources": [f"{maintenances}/status"],
              "verbs": ["update"]},
+            # admission by the operator: the request's audit record when its creator wrote
+            # none (an act without its record is not admitted)
+            {"apiGroups": [GROUP], "resources": [audits], "verbs": ["create"]},
             {"apiGroups": ["longhorn.io"], "resources": ["nodes"], "verbs": ["get", "update"]},
             {"apiGroups": ["longhorn.io"], "resources": ["replicas"], "verbs": ["list"]},
             # the policy's check of the requester before acting, and the look at the
@@ -461,6 +470,20 @@ def admission_binding() -> dict[str, Any]:
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": admission_name(), "labels": _labels()},
         "spec": {"policyName": admission_name(), "validationActions": ["Deny"]},
+    }
+
+
+def operator_lock_role(store_namespace: str) -> dict[str, Any]:
+    """The Role of the per-node lock Leases the operator takes when it admits a request (as
+    the store's lock protocol does: create, and the take-over of a finished holder's lock by
+    a read and a ``PUT``), in ``lifecycle.store.namespace``."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": OPERATOR_LOCKS, "namespace": store_namespace,
+                     "labels": _labels()},
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                   "verbs": ["get", "create", "update"]}],
     }
 
 
@@ -717,6 +740,13 @@ def manifests(namespace: str, image: str = IMAGE, *, replicas: int = 2,
          "metadata": {"name": LEASE_ROLE, "namespace": namespace, "labels": _labels()},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                      "name": LEASE_ROLE},
+         "subjects": _subject(namespace)},
+        operator_lock_role(store_namespace),
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": OPERATOR_LOCKS, "namespace": store_namespace,
+                      "labels": _labels()},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": OPERATOR_LOCKS},
          "subjects": _subject(namespace)},
         *secret_roles(namespace, needs.secrets),
         _deployment(namespace, image, replicas, needs.data_volume),

@@ -143,6 +143,7 @@ import kmock
 from kmock import Response  # type: ignore[attr-defined]  # kmock's namespace, not its __all__
 
 __all__ = [
+    "ADMISSION_KINDS",
     "FAULTS",
     "LONGHORN_NODES",
     "LONGHORN_REPLICAS",
@@ -178,6 +179,12 @@ RBAC_KINDS = {
     "RoleBinding": "rbac.authorization.k8s.io/v1/rolebindings",
 }
 """The RBAC kinds the server stores, by kind: their resource keys."""
+ADMISSION_KINDS = {
+    "ValidatingAdmissionPolicy": "admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding":
+        "admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+}
+"""The admission policy kinds the server stores (and never runs: kmock runs no CEL)."""
 
 _KINDS: dict[str, tuple[str, str, bool]] = {
     # resource key: (apiVersion, kind, namespaced)
@@ -194,6 +201,10 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
                                        False),
     RBAC_KINDS["Role"]: ("rbac.authorization.k8s.io/v1", "Role", True),
     RBAC_KINDS["RoleBinding"]: ("rbac.authorization.k8s.io/v1", "RoleBinding", True),
+    ADMISSION_KINDS["ValidatingAdmissionPolicy"]: (
+        "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", False),
+    ADMISSION_KINDS["ValidatingAdmissionPolicyBinding"]: (
+        "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", False),
 }
 
 _FIELDS = {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"}
@@ -966,10 +977,12 @@ class KubeApiServer:
 
     def add_rbac(self, *docs: Mapping[str, Any]) -> None:
         """Store ClusterRoles, ClusterRoleBindings, Roles and RoleBindings (manifests as
-        ``operator manifests`` prints them; other kinds are skipped) for the
-        SubjectAccessReviews to evaluate."""
+        ``operator manifests`` prints them) for the SubjectAccessReviews to evaluate, and
+        ValidatingAdmissionPolicies and their bindings (stored to be read, never run);
+        other kinds are skipped."""
         for doc in docs:
-            resource = RBAC_KINDS.get(str(doc.get("kind")))
+            kind = str(doc.get("kind"))
+            resource = RBAC_KINDS.get(kind) or ADMISSION_KINDS.get(kind)
             if resource is None:
                 continue
             body = json.loads(json.dumps(doc))
