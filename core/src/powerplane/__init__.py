@@ -41,6 +41,9 @@ import typing
 from powerplane._lazy import lazy_exports
 
 if typing.TYPE_CHECKING:
+    from powerplane.authority.identity import Identity
+    from powerplane.authority.policy import Decision, Policy, PolicyContext, PolicyType
+    from powerplane.authority.service import Authority, authority_for
     from powerplane.capabilities import CapabilitySet, Source, Verb
     from powerplane.channel import (
         Acceptance,
@@ -61,6 +64,7 @@ if typing.TYPE_CHECKING:
     )
     from powerplane.config import Deployment, load_config, parse_config
     from powerplane.errors import (
+        AuditNotRecorded,
         AuthenticationFailed,
         ChannelError,
         ChannelTimeout,
@@ -70,6 +74,7 @@ if typing.TYPE_CHECKING:
         NotSupported,
         OutcomeUnknown,
         PluginLoadError,
+        PolicyDenied,
         PowerplaneError,
         ProtocolError,
         RefusedByDevice,
@@ -90,7 +95,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Acceptance",
     "Address",
+    "AuditNotRecorded",
     "AuthenticationFailed",
+    "Authority",
     "BatchDiscovery",
     "BatchInvoker",
     "CapabilitySet",
@@ -100,10 +107,12 @@ __all__ = [
     "ChannelType",
     "ConfigError",
     "ConfigProblem",
+    "Decision",
     "Deployment",
     "HasBootMarker",
     "HasEndpoint",
     "Identifies",
+    "Identity",
     "InvokeResult",
     "NodeOffer",
     "NodeReading",
@@ -112,6 +121,10 @@ __all__ = [
     "Outcome",
     "OutcomeUnknown",
     "PluginLoadError",
+    "Policy",
+    "PolicyContext",
+    "PolicyDenied",
+    "PolicyType",
     "PowerHost",
     "PowerOffConfirmed",
     "PowerOffWatch",
@@ -137,6 +150,7 @@ __all__ = [
     "Verb",
     "VerbOffer",
     "about_to_send",
+    "authority_for",
     "hookimpl",
     "lazy_exports",
     "load_config",
@@ -202,5 +216,15 @@ __getattr__, __dir__ = lazy_exports(
         "PowerOffWatch": ".readback",
         "NodeOffer": ".recovery",
         "VerbOffer": ".recovery",
+        # authority: who may act (the embedding API), and a policy type (the policy SDK)
+        "AuditNotRecorded": ".errors",
+        "PolicyDenied": ".errors",
+        "Identity": ".authority.identity",
+        "Decision": ".authority.policy",
+        "Policy": ".authority.policy",
+        "PolicyContext": ".authority.policy",
+        "PolicyType": ".authority.policy",
+        "Authority": ".authority.service",
+        "authority_for": ".authority.service",
     },
 )

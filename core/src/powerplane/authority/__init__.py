@@ -10,53 +10,10 @@ together for the host, the lifecycle and the CLI. The deployment's ``policy:`` a
 
 Modules, top first (each imports only those below it): ``service``; ``settings``;
 ``roles``; ``policy``, ``audit``; ``identity``, ``actions``.
+
+Its public names are exported by :mod:`powerplane` (the embedding API and the policy SDK:
+``Identity``, ``Authority``, ``authority_for``, ``Decision``, ``Policy``, ``PolicyType``,
+``PolicyContext``, ``PolicyDenied``, ``AuditNotRecorded``) and, for store vendors,
+:mod:`powerplane.lifecycle` (``Action``, ``AuditRecord``): this package exports nothing of
+its own (one home per name).
 """
-
-from __future__ import annotations
-
-import typing
-
-from powerplane._lazy import lazy_exports as _lazy_exports
-
-if typing.TYPE_CHECKING:
-    from powerplane.authority.actions import DEFAULT_TIER, Action, Tier, parse_action
-    from powerplane.authority.audit import AuditRecord, AuditSink, JsonLinesAudit
-    from powerplane.authority.identity import Identity, local_identity
-    from powerplane.authority.policy import Decision, Policy, PolicyContext, PolicyType
-    from powerplane.authority.service import Authority, authority_for
-
-__all__ = [
-    "DEFAULT_TIER",
-    "Action",
-    "AuditRecord",
-    "AuditSink",
-    "Authority",
-    "Decision",
-    "Identity",
-    "JsonLinesAudit",
-    "Policy",
-    "PolicyContext",
-    "PolicyType",
-    "Tier",
-    "authority_for",
-    "local_identity",
-    "parse_action",
-]
-
-__getattr__, __dir__ = _lazy_exports(__name__, {
-    "DEFAULT_TIER": "powerplane.authority.actions",
-    "Action": "powerplane.authority.actions",
-    "Tier": "powerplane.authority.actions",
-    "parse_action": "powerplane.authority.actions",
-    "AuditRecord": "powerplane.authority.audit",
-    "AuditSink": "powerplane.authority.audit",
-    "JsonLinesAudit": "powerplane.authority.audit",
-    "Identity": "powerplane.authority.identity",
-    "local_identity": "powerplane.authority.identity",
-    "Decision": "powerplane.authority.policy",
-    "Policy": "powerplane.authority.policy",
-    "PolicyContext": "powerplane.authority.policy",
-    "PolicyType": "powerplane.authority.policy",
-    "Authority": "powerplane.authority.service",
-    "authority_for": "powerplane.authority.service",
-})

@@ -40,7 +40,6 @@ from powerplane.cli._common import (
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable
 
-    from powerplane.authority.identity import Identity
     from powerplane.config import Deployment
     from powerplane.host import PowerHost
     from powerplane.lifecycle.model import NodeMaintenance, Preflight
@@ -135,10 +134,11 @@ def _ask_reason(value: str | None, what: str = "reason") -> str:
     return str(click.prompt(f"{what.capitalize()} (recorded in the audit trail)"))
 
 
-def _identity(on_behalf_of: str | None) -> Identity:
-    """Who asks: this process's OS user (the platform says so, never a flag), with the
-    ``--on-behalf-of`` text recorded beside it."""
-    return on_behalf_of_identity(on_behalf_of)
+def _on_behalf_of(text: str | None) -> str | None:
+    """``--on-behalf-of``'s text (who asks is the identity the platform authenticated: this
+    process's OS user, or the API server's user with the ``kubernetes`` store; never a
+    flag, and ``$POWERPLANE_ACTOR`` is refused)."""
+    return on_behalf_of_identity(text).on_behalf_of
 
 
 def _print_preflight(
@@ -234,7 +234,7 @@ def request_cmd(
                 try:
                     return await lc.dry_run(
                         node, the_intent,
-                        Ceremony(reason=reason or "", identity=_identity(on_behalf_of),
+                        Ceremony(reason=reason or "", on_behalf_of=_on_behalf_of(on_behalf_of),
                                  confirm_node=confirm_node, ack_preflight=ack_preflight,
                                  hazard_reason=hazard_reason),
                     )
@@ -255,7 +255,7 @@ def request_cmd(
                 # the policy and the rules first: a refusal never prompts
                 pre, verdict, _ = await lc.admit(
                     node, the_intent, Ceremony(reason=reason or "",
-                                               identity=_identity(on_behalf_of)))
+                                               on_behalf_of=_on_behalf_of(on_behalf_of)))
                 steps = required(action_for(the_intent), verdict.hazard)
                 people = _interactive()
                 if people:
@@ -276,8 +276,8 @@ def request_cmd(
                 m = await lc.request(
                     node,
                     the_intent,
-                    Ceremony(reason=why, identity=_identity(on_behalf_of), confirm_node=typed,
-                             ack_preflight=ack, hazard_reason=hazard),
+                    Ceremony(reason=why, on_behalf_of=_on_behalf_of(on_behalf_of),
+                             confirm_node=typed, ack_preflight=ack, hazard_reason=hazard),
                 )
                 return m.summary()
             finally:
@@ -397,7 +397,7 @@ def _person_request(
     why = _ask_reason(reason)
     lc = Lifecycle.for_host(host)  # records a request: no channel touched
     try:
-        m = run_async(act(lc, Ceremony(reason=why, identity=_identity(on_behalf_of))))
+        m = run_async(act(lc, Ceremony(reason=why, on_behalf_of=_on_behalf_of(on_behalf_of))))
     finally:
         lc.close()
     data = m.summary()
@@ -478,8 +478,9 @@ def resolve_cmd(
                                         show_default=False))
     lc = Lifecycle.for_host(_host(ctx, nodes=()))  # records a resolution: none touched
     try:
-        m = run_async(lc.resolve(node, Ceremony(reason=why, identity=_identity(on_behalf_of),
-                                                confirm_node=confirm_node), applied))
+        m = run_async(lc.resolve(node, Ceremony(
+            reason=why, on_behalf_of=_on_behalf_of(on_behalf_of), confirm_node=confirm_node),
+            applied))
     finally:
         lc.close()
     data = m.summary()

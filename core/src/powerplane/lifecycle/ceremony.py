@@ -75,6 +75,9 @@ class Ceremony:
     confirm_node: str | None = None
     ack_preflight: bool = False
     hazard_reason: str | None = None
+    on_behalf_of: str | None = None
+    """Whom the requester acts for, in words: recorded beside the identity, authorizes
+    nothing."""
 
 
 class CeremonyRequired(LifecycleError):

@@ -158,7 +158,7 @@ async def check(
     ports: Ports,
     config: LifecycleConfig,
     node: str,
-    others: list[tuple[str, Phase]],
+    others: Sequence[tuple[str, Phase]],
     *,
     count_requested: bool,
 ) -> SafetyVerdict:
@@ -166,13 +166,14 @@ async def check(
 
     ``others`` are the other active maintenances as ``(node, phase)``; those past
     ``Requested`` (all of them when ``count_requested``) count as having taken their node
-    out of service.
+    out of service; a ``Pending`` one (not admitted yet) never does.
     """
     view = await observe(ports.cluster, config)
     taken = {
         other
         for other, phase in others
-        if other != node and (count_requested or phase is not Phase.REQUESTED)
+        if other != node and phase is not Phase.PENDING
+        and (count_requested or phase is not Phase.REQUESTED)
     }
     return judge(view, config, node, taken)
 

@@ -69,6 +69,10 @@ class Intent(str, Enum):
 class Phase(str, Enum):
     """Where a maintenance stands."""
 
+    PENDING = "Pending"
+    """Recorded by its requester (an object with no status yet), not yet admitted by the
+    executor: admission (the node's lock, the policy, the guard, the ceremony, the power
+    offer) makes it ``Requested`` or ``Refused``."""
     REQUESTED = "Requested"
     """Accepted, nothing done yet."""
     CORDONED = "Cordoned"
@@ -334,6 +338,13 @@ class MaintenanceSpec(_Model):
     """Who authenticated the requester: ``local``, ``kubernetes``, ``oidc``."""
     on_behalf_of: str | None = Field(None, alias="onBehalfOf")
     """Text the requester added ("for the night shift"): recorded, authorizes nothing."""
+    ack_preflight: bool = Field(False, alias="ackPreflight")
+    """The requester acknowledged the pre-flight impact (a creator that is not a person at
+    a terminal supplies its ceremony here: the executor checks it at admission)."""
+    confirm_node: str | None = Field(None, alias="confirmNode")
+    """The node name as the requester typed it."""
+    hazard_reason: str | None = Field(None, alias="hazardReason")
+    """The typed reason for consuming the last of the quorum margin."""
     preflight: Preflight = Field(default_factory=Preflight)
     return_request: ReturnRequest | None = Field(None, alias="returnRequest")
     abandon: AbandonRequest | None = None
@@ -377,6 +388,9 @@ class MaintenanceStatus(_Model):
     history: list[Transition] = Field(default_factory=list)
     cordoned: bool = False
     """Whether this maintenance cordoned the node (so returning uncordons it)."""
+    preflight: Preflight | None = None
+    """The pre-flight the executor took at admission, where the creator recorded none in
+    its spec (a ``NodeMaintenance`` made by ``kubectl``)."""
     evacuation_started_at: dt.datetime | None = Field(None, alias="evacuationStartedAt")
     evacuation_ended: bool = Field(False, alias="evacuationEnded")
     drain_started_at: dt.datetime | None = Field(None, alias="drainStartedAt")

@@ -2,10 +2,15 @@
 
 ::
 
-    Requested -> Cordoned -> Draining -> Drained -> Rebooting | PoweredOff -> Returning -> Complete
+    [Pending ->] Requested -> Cordoned -> Draining -> Drained -> Rebooting | PoweredOff
+        -> Returning -> Complete
     Refused and Failed are terminal; abandon from any non-terminal phase goes to Returning.
 
-``Refused`` is reachable only from ``Requested`` (before anything was done): a safety
+``Pending`` is a request recorded by its requester and not yet admitted by the executor
+(a store whose objects any client may create: the ``kubernetes`` store); admission makes
+it ``Requested`` or ``Refused`` (an abandoned pending request is ``Refused``: nothing was
+done). ``Refused`` is reachable only from ``Pending`` and ``Requested`` (before anything
+was done): a safety
 rule that fails later holds the maintenance where it is, with the numbers, so that
 nothing is left cordoned by a terminal phase nobody returns from.
 """
@@ -26,6 +31,7 @@ __all__ = ["ALLOWED", "PARKED", "InvalidTransition", "is_allowed", "park_phase",
 P = Phase
 
 ALLOWED: dict[Phase, frozenset[Phase]] = {
+    P.PENDING: frozenset({P.REQUESTED, P.REFUSED}),
     P.REQUESTED: frozenset({P.CORDONED, P.REFUSED, P.FAILED, P.RETURNING}),
     P.CORDONED: frozenset({P.DRAINING, P.RETURNING, P.FAILED}),
     P.DRAINING: frozenset({P.DRAINED, P.RETURNING, P.FAILED}),

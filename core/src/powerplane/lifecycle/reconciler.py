@@ -21,7 +21,7 @@ from typing import Any
 
 from powerplane.capabilities import Verb
 from powerplane.errors import PolicyDenied, PowerplaneError
-from powerplane.lifecycle import guard
+from powerplane.lifecycle import admission, guard
 from powerplane.lifecycle.ceremony import action_for
 from powerplane.lifecycle.crash import crashpoint
 from powerplane.lifecycle.dispatch import Dispatcher, Drive, runner_alive, set_condition
@@ -204,12 +204,18 @@ class Reconciler:
         if port_error is not None and port_error.status is S.TRUE:
             set_condition(m, C.PORT_ERROR, S.FALSE, "Recovered", port_error.message)
         self._observe_watch(m)
+        if m.spec.abandon is not None and m.phase is P.PENDING:  # nothing was done
+            a = m.spec.abandon
+            m.status.refusal_reason = f"abandoned by {a.actor} before it was admitted"
+            transition(m, P.REFUSED, f"abandoned by {a.actor}: {a.reason}")
+            return Result.ADVANCED
         if m.spec.abandon is not None and m.phase is not P.RETURNING:
             a = m.spec.abandon
             set_condition(m, C.ABANDONED, S.TRUE, "Abandoned", f"by {a.actor}: {a.reason}")
             transition(m, P.RETURNING, f"abandoned by {a.actor}: {a.reason}")
             return Result.ADVANCED
         handler = {
+            P.PENDING: self._pending,
             P.REQUESTED: self._requested,
             P.CORDONED: self._cordoned,
             P.DRAINING: self._draining,
@@ -267,6 +273,11 @@ class Reconciler:
         set_condition(m, C.AUTHORIZED, S.FALSE, "Denied", str(denial))
         m.status.refusal_reason = str(denial)
         return True
+
+    async def _pending(self, m: NodeMaintenance) -> Result:
+        """Admit or refuse a request recorded by any client (:mod:`.admission`)."""
+        await admission.admit(m, self.ports, self.config, self.store)
+        return Result.ADVANCED
 
     async def _requested(self, m: NodeMaintenance) -> Result:
         denial = await self._authorized(m)

@@ -27,17 +27,13 @@ from typing import Any
 
 from powerplane.authority.identity import Identity
 from powerplane.authority.policy import Decision
-from powerplane.capabilities import Verb
 from powerplane.errors import (
-    ChannelError,
-    ConfigError,
-    NotOffered,
     PolicyDenied,
     PowerplaneError,
     UnknownNode,
 )
 from powerplane.host import PowerHost
-from powerplane.lifecycle import guard
+from powerplane.lifecycle import admission, guard
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.ceremony import (
     Ceremony,
@@ -68,14 +64,12 @@ from powerplane.lifecycle.phases import park_phase
 from powerplane.lifecycle.ports import (
     MaintenanceStore,
     Ports,
-    TemporaryPortError,
     build_ports,
     open_store,
 )
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
 from powerplane.lifecycle.store import (
-    AlreadyActive,
     ConcurrentChange,
     NotFound,
     StoreAudit,
@@ -145,33 +139,20 @@ class Lifecycle:
         intent = Intent(intent)
         if node not in self.host.nodes:
             raise UnknownNode(node, list(self.host.nodes))
-        await self.host.discover([node])  # what it uses, where not discovered yet
-        others = [(n, phase) for _, n, phase in self.store.active_phases() if n != node]
-        verdict = await guard.check(self.ports, self.config, node, others, count_requested=True)
-        pods = await self.ports.cluster.pods_on(node)
-        power: dict[str, object] = {}
-        if intent.powers:
-            verb = Verb.REBOOT if intent is Intent.REBOOT else Verb.SHUTDOWN
-            power = self.host.offer_for(node)[verb].as_dict()
-            power["verb"] = verb.value
-        storage = "nothing to evacuate"
-        hook = self.ports.storage.hook
-        if intent.powers and hook is not None and await self.ports.storage.read(node) is not None:
-            storage = f"evacuate with the {hook.name} hook before drain"
-        return (
-            Preflight(
-                pods=pods,
-                pdbs=await self.ports.cluster.pdbs_for(pods),
-                quorum=verdict.numbers,
-                hazard=verdict.hazard,
-                power=power,
-                storage=storage,
-            ),
-            verdict,
-        )
+        return await admission.preflight(self.ports, self.config, self.store, node, intent)
 
     def _who(self, ceremony: Ceremony) -> Identity:
-        return ceremony.identity or self.host.authority.identity
+        """The requester: the ceremony's identity (an embedder that authenticated its
+        caller), else the one the store's platform authenticated (the API server's user
+        of the ``kubernetes`` store), else this process's OS user; with the ceremony's
+        ``on_behalf_of`` text beside it."""
+        who = ceremony.identity
+        if who is None:
+            vouch = getattr(self.store, "authenticated_identity", None)
+            who = vouch() if callable(vouch) else self.host.authority.identity
+        assert isinstance(who, Identity)
+        text = (ceremony.on_behalf_of or "").strip()
+        return dataclasses.replace(who, on_behalf_of=text) if text else who
 
     async def _authorize(self, node: str, action: Action, ceremony: Ceremony) -> Decision:
         """The policy's decision for the requester (before the ceremony is looked at: no
@@ -200,22 +181,8 @@ class Lifecycle:
     async def _guarded(
         self, node: str, intent: Intent
     ) -> tuple[Preflight | None, guard.SafetyVerdict | None, PowerplaneError | None]:
-        active = self.store.active_for(node)
-        if active is not None:
-            return None, None, AlreadyActive(node, active.name)
-        pre, verdict = await self.preflight(node, intent)
-        if not verdict.allowed:
-            return pre, verdict, MaintenanceRefused(node, verdict.reason, verdict.numbers)
-        if intent.powers and not pre.power.get("offered"):
-            if pre.power.get("cause") == "channel":  # undiscoverable: a channel failure (1)
-                failed = self.host.discovery_error(node)
-                # a channel whose config is bad (e.g. at its open) is bad input (2); one
-                # that failed for now (a secret its store could not give) is a failure (1)
-                if isinstance(failed, ChannelError | ConfigError | TemporaryPortError):
-                    return pre, verdict, failed
-            return pre, verdict, NotOffered(node, str(pre.power.get("verb")),
-                                            str(pre.power.get("reason", "")))
-        return pre, verdict, None
+        found = await admission.derive(self.ports, self.config, self.store, node, intent)
+        return found.preflight, found.verdict, found.error
 
     async def admit(
         self, node: str, intent: Intent | str, ceremony: Ceremony | None = None,
@@ -297,9 +264,16 @@ class Lifecycle:
                 requested_via=who.via,
                 on_behalf_of=who.on_behalf_of,
                 preflight=pre,
+                ack_preflight=ceremony.ack_preflight,
+                confirm_node=ceremony.confirm_node,
+                hazard_reason=ceremony.hazard_reason,
             ),
         )
         m.status.hazard = verdict.hazard
+        if getattr(self.store, "deferred_admission", False):
+            # a store any client may create objects in: the executor admits every request
+            # (lock, policy, guard, ceremony), this one as any other
+            m.status.phase = Phase.PENDING
         detail = ""
         if verdict.hazard:
             detail = f"hazard acknowledged: {(ceremony.hazard_reason or '').strip()}"
@@ -445,6 +419,9 @@ class Lifecycle:
         node (``PowerHost(..., nodes=())``) discovers those nodes only, never the fleet.
         """
         active = self.store.active()
+        refuse = getattr(self.store, "refuse_unreadable", None)
+        if callable(refuse):  # an object no one could act on is refused, never ignored
+            refuse()
         known = self.host.nodes
         await self.host.discover([m.node for m in active if m.node in known])
         sem = asyncio.Semaphore(self.config.concurrency)

@@ -47,6 +47,7 @@ __all__ = [
     "label_value",
     "object_name",
     "record_of",
+    "request_record_name",
 ]
 
 EVENT_COMPONENT = "powerplane"
@@ -82,8 +83,9 @@ def _seconds(at: dt.datetime) -> str:
     return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def audit_object(rec: AuditRecord) -> dict[str, Any]:
-    """The ``MaintenanceAudit`` object of one record (its name unique, never reused)."""
+def audit_object(rec: AuditRecord, name: str | None = None) -> dict[str, Any]:
+    """The ``MaintenanceAudit`` object of one record (its name unique, never reused; or
+    ``name``: a record that must exist once whoever writes it, as a request's)."""
     labels = {NODE_LABEL: label_value(rec.node)}
     if rec.maintenance:
         labels[MAINTENANCE_LABEL] = label_value(rec.maintenance)
@@ -92,11 +94,19 @@ def audit_object(rec: AuditRecord) -> dict[str, Any]:
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": AUDIT_KIND,
         "metadata": {
-            "name": object_name(rec.maintenance or rec.node, f"{stamp}-{uuid.uuid4().hex[:8]}"),
+            "name": name or object_name(rec.maintenance or rec.node,
+                                        f"{stamp}-{uuid.uuid4().hex[:8]}"),
             "labels": labels,
         },
         "spec": rec.as_dict(),
     }
+
+
+def request_record_name(maintenance: str) -> str:
+    """The name of a maintenance's request record (``<maintenance>-request``): its creator
+    and the operator write it under this one name, so a second write is a ``409``, never a
+    second record."""
+    return object_name(maintenance, "request")
 
 
 def record_of(obj: dict[str, Any]) -> AuditRecord:

@@ -56,6 +56,7 @@ __all__ = [
     "MAINTENANCE_LABEL",
     "NODE_LABEL",
     "PLURAL",
+    "REQUESTER_BINDING",
     "SPEC_FIELDS",
     "SPEC_IMMUTABLE",
     "VERSION",
@@ -82,8 +83,14 @@ MAINTENANCE_LABEL = "powerplane.io/maintenance"
 CREATED_ANNOTATION = "powerplane.io/created-at"
 """The maintenance's ``created_at`` to the microsecond (``creationTimestamp`` has seconds)."""
 
-SPEC_FIELDS = ("node", "intent", "reason", "requestedBy", "preflight")
+SPEC_FIELDS = ("node", "intent", "reason", "requestedBy", "requesterGroups", "requestedVia",
+               "onBehalfOf", "preflight", "ackPreflight", "confirmNode", "hazardReason")
 """The wire names of the fields of ``spec``; the rest of core's spec is ``requests``."""
+
+REQUESTER_BINDING = "powerplane-requester"
+"""The ValidatingAdmissionPolicy (and its binding) that binds ``spec.requestedBy`` to the
+API server's ``request.userInfo`` on create, and each ``requests`` entry to the user who
+added it: the executor refuses every request while its binding is not installed."""
 
 SPEC_IMMUTABLE = "spec is immutable: a maintenance's request cannot change after it is made"
 """The message of the CEL rule ``self == oldSelf`` on ``spec``."""

@@ -22,38 +22,44 @@ Writes
     them leaves the earlier ones written (a retry re-reads and writes the rest), and an
     audit record is only written after the write it records.
 
+Requests and admission
+    Any client may create a ``NodeMaintenance`` (``kubectl apply``, a GitOps tool, a
+    gateway, ``maintenance request``): the object with no status is a *pending* request
+    (phase ``Pending``; an object made by hand has no labels either, and is listed all the
+    same). :meth:`create` of a pending maintenance (as core's lifecycle makes one here,
+    :attr:`KubernetesStore.deferred_admission`) is one ``POST`` of the object and one of
+    its request record, under one name (:func:`~powerplane_kubernetes.audit.request_record_name`):
+    a record that cannot be written takes the object back. The executor (the operator, or
+    ``maintenance run``) admits every pending request through core's admission
+    (``powerplane.lifecycle.admission``): it refuses every request while the
+    ValidatingAdmissionPolicyBinding :data:`~powerplane_kubernetes.crd.REQUESTER_BINDING`
+    (which binds ``spec.requestedBy`` to the API server's ``request.userInfo``) is not
+    installed or does not deny (:meth:`KubernetesStore.requester_unbound`), asks the
+    policy, the guard and the ceremony, takes the node's lock (:meth:`KubernetesStore.lock`),
+    writes the request record when its creator did not (a ``409``: it did), then the
+    status ``Requested`` (or ``Refused`` with the reason). A pending object that does not
+    read as a maintenance at all is ``Refused`` by :meth:`KubernetesStore.refuse_unreadable`,
+    never ignored. The requester's identity is the API server's answer to a
+    ``SelfSubjectReview`` (:meth:`KubernetesStore.authenticated_identity`).
+
 One active maintenance per node (``AlreadyActive``)
     The API server has no unique index over a label, so a list-then-create would let two
     creators both see none. The store uses what the API server does guarantee: a ``POST``
     of a name that exists is ``409``. Per node there is one lock, a
     ``coordination.k8s.io/v1`` Lease ``nodemaintenance.<node>`` in ``namespace`` whose
-    ``holderIdentity`` names the maintenance holding the node. :meth:`create`:
+    ``holderIdentity`` names the maintenance holding the node, taken by the executor as it
+    admits a request: if it exists, its holder is read: an active holder means
+    ``AlreadyActive`` (the request is refused), and so does a pending one whose lock is
+    within its duration (an admission that stopped between the lock and the status); a
+    holder that is gone, terminal, or pending past its duration is replaced by a ``PUT``
+    naming the Lease's ``resourceVersion`` (two takers of one stale lock: one gets ``409``
+    and looks again). The holder always names an object created before the lock was
+    written, so "holder gone" never means "holder not created yet". No lock is ever
+    released: a finished holder is simply replaced. An object an older store marked
+    ``powerplane.io/superseded-by`` is never read, and removed when seen.
 
-    1. ``POST`` the ``NodeMaintenance`` without a status (a *pending* object: every read
-       skips it);
-    2. take the node's lock: ``POST`` the Lease (``holderIdentity`` the maintenance,
-       ``renewTime`` now, ``leaseDurationSeconds`` :attr:`KubernetesStore.lock_duration_s`);
-       if it exists, read its holder: an active holder means ``AlreadyActive``, and so does
-       a pending one whose lock is within its duration (a creator between 2 and 3); a
-       holder that is gone or terminal is replaced by a ``PUT`` naming the Lease's
-       ``resourceVersion`` (two takers of one stale lock: one gets ``409`` and looks
-       again); so is a pending holder whose lock has outlived its duration (its creator
-       died between 2 and 3, or is far too slow), after the pending object is *superseded*
-       (see below);
-    3. ``PUT …/status`` with the phase ``Requested``, naming the version made in 1: now it
-       is visible.
-
-    The holder always names an object created before the lock was written, so "holder
-    gone" never means "holder not created yet". Taking over a pending holder is safe
-    whatever the clocks say: the taker first writes the annotation
-    ``powerplane.io/superseded-by`` onto the pending object by a ``PUT`` naming the version
-    it read, which succeeds only if its creator has not written the status yet, and makes
-    that creator's step 3 a ``409`` (it gives up, ``ConcurrentChange``); a creator that
-    wrote its status first makes the taker's ``PUT`` the ``409`` (it looks again and finds
-    an active holder). The clocks (``renewTime`` against the taker's wall clock) decide only
-    *when* a pending holder counts as gone. The superseded object is then deleted (best
-    effort: readers skip it anyway). No lock is ever released: a finished holder is simply
-    replaced.
+A maintenance created already admitted (not ``Pending``: a test, a migration) is the
+object, the node's lock, then its status.
 
 Errors
     An API server that cannot be reached, refuses (403), lacks the CRDs (404 on the
@@ -67,6 +73,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, cast
@@ -79,9 +86,11 @@ from lightkube.generic_resource import (
 )
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.operators import not_exists
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event
 
+from powerplane import Identity
 from powerplane.lifecycle import (
     AlreadyActive,
     AuditRecord,
@@ -93,7 +102,13 @@ from powerplane.lifecycle import (
     StoreError,
     find_maintenance,
 )
-from powerplane_kubernetes.audit import audit_object, event_object, label_value, record_of
+from powerplane_kubernetes.audit import (
+    audit_object,
+    event_object,
+    label_value,
+    record_of,
+    request_record_name,
+)
 from powerplane_kubernetes.client import FIELD_MANAGER, KubeApi
 from powerplane_kubernetes.config import ApiAccess
 from powerplane_kubernetes.crd import (
@@ -105,6 +120,7 @@ from powerplane_kubernetes.crd import (
     KIND,
     NODE_LABEL,
     PLURAL,
+    REQUESTER_BINDING,
     SPEC_FIELDS,
     VERSION,
 )
@@ -130,6 +146,15 @@ NodeMaintenanceResource: type[GenericGlobalResource] = create_global_resource(
 MaintenanceAuditResource: type[GenericGlobalResource] = create_global_resource(
     GROUP, VERSION, AUDIT_KIND, AUDIT_PLURAL)
 """lightkube's class of ``maintenanceaudits.powerplane.io``."""
+BindingResource: type[GenericGlobalResource] = create_global_resource(
+    "admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
+    "validatingadmissionpolicybindings")
+"""The admission policy binding the executor checks is installed."""
+SelfSubjectReviewResource: type[GenericGlobalResource] = create_global_resource(
+    "authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews")
+"""Who the API server says a client is."""
+BINDING_CHECK_S = 30.0
+"""How long the executor trusts its last look at the admission policy binding."""
 
 LOCK_PREFIX = "nodemaintenance."
 """The per-node lock Lease is ``nodemaintenance.<node>``."""
@@ -204,10 +229,13 @@ def from_object(obj: dict[str, Any]) -> NodeMaintenance:
     meta = obj.get("metadata") or {}
     created = (meta.get("annotations") or {}).get(CREATED_ANNOTATION) \
         or meta.get("creationTimestamp")
+    if _superseded(obj):
+        raise ValueError(f"superseded by {meta['annotations'][SUPERSEDED_ANNOTATION]}")
     body = {
         "name": meta.get("name"),
         "spec": {**(obj.get("spec") or {}), **(obj.get("requests") or {})},
-        "status": obj.get("status") or {},
+        # no status yet: recorded by its creator, not yet admitted by the executor
+        "status": obj.get("status") or {"phase": Phase.PENDING.value},
         "resourceVersion": _version(obj),
     }
     if created:
@@ -216,11 +244,19 @@ def from_object(obj: dict[str, Any]) -> NodeMaintenance:
 
 
 def _pending(obj: dict[str, Any]) -> bool:
-    return not obj.get("status")
+    """Not admitted yet: no status (as its creator made it), or the phase ``Pending``."""
+    return _phase(obj) == Phase.PENDING.value
+
+
+def _superseded(obj: dict[str, Any]) -> bool:
+    """A pending object a store before admission by the executor marked superseded (its
+    creator stopped and another request took the node): never read, removed when seen."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return SUPERSEDED_ANNOTATION in annotations
 
 
 def _phase(obj: dict[str, Any]) -> str:
-    return str((obj.get("status") or {}).get("phase") or "")
+    return str((obj.get("status") or {}).get("phase") or Phase.PENDING.value)
 
 
 def _plain(obj: Any) -> dict[str, Any]:
@@ -230,9 +266,11 @@ def _plain(obj: Any) -> dict[str, Any]:
 
 
 def _main(obj: dict[str, Any]) -> dict[str, Any]:
-    """What this store writes through the main resource (``status`` and labels aside)."""
+    """What this store writes through the main resource (``status`` and labels aside); an
+    empty request (null, no entries) is no request, as the API server stores it."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return {"spec": obj.get("spec"), "requests": obj.get("requests") or {},
+    requests = {k: v for k, v in (obj.get("requests") or {}).items() if v not in (None, [])}
+    return {"spec": obj.get("spec"), "requests": requests,
             "created": annotations.get(CREATED_ANNOTATION)}
 
 
@@ -278,6 +316,15 @@ class KubernetesStore:
         self.writes = 0
         """Maintenance objects written by this store (created or updated)."""
         self._seen: dict[str, dict[str, Any]] = {}
+        self.unreadable: dict[str, tuple[dict[str, Any], str]] = {}
+        """Pending objects the last reads could not understand: name -> (object, why)."""
+        self._identity: Identity | None = None
+        self._bound: tuple[float, str | None] | None = None
+
+    deferred_admission = True
+    """Any client may create a ``NodeMaintenance``: the executor admits each one (the node's
+    lock, the policy, the guard, the ceremony), whoever made it (core's lifecycle writes a
+    request ``Pending`` here)."""
 
     def close(self) -> None:
         self.client.close()
@@ -334,7 +381,10 @@ class KubernetesStore:
                 if not self.create_missing and self._code(exc) == 404:
                     return []  # a dry run on a cluster without the CRD: no maintenance
                 raise
-        return [o for o in found if not _pending(o)]
+        for o in found:
+            if _superseded(o):  # an orphan of an older store: removed (best effort)
+                self._discard(str(o["metadata"]["name"]))
+        return [o for o in found if not _superseded(o)]
 
     def _read(self, name: str) -> dict[str, Any] | None:
         with self._errors(f"reading {PLURAL}.{GROUP} {name}"):
@@ -353,12 +403,55 @@ class KubernetesStore:
             return from_object(obj)
 
     def _sorted(self, objs: list[dict[str, Any]]) -> list[NodeMaintenance]:
-        found = [self._model(o) for o in objs]
+        """The maintenances ``objs`` hold; a pending object that does not read as one (a
+        client wrote what the schema let through and the product cannot use) is left out
+        and kept in :attr:`unreadable` for the executor to refuse visibly."""
+        found = []
+        for o in objs:
+            try:
+                found.append(from_object(o))
+            except ValueError as exc:
+                name = str((o.get("metadata") or {}).get("name") or "?")
+                if not _pending(o):
+                    self._fail(exc, f"{PLURAL}.{GROUP} {name} does not read back as a "
+                                    "maintenance")
+                self.unreadable[name] = (o, str(exc).splitlines()[0])
         return sorted(found, key=lambda m: (m.created_at, m.name))
+
+    def refuse_unreadable(self) -> list[str]:
+        """Write ``Refused``, with the reason, on every pending object the last reads
+        could not understand (the executor's part: nothing is ignored silently); the names
+        refused."""
+        done = []
+        for name, (obj, why) in list(self.unreadable.items()):
+            self.unreadable.pop(name, None)
+            now = self.clock().isoformat()
+            reason = f"the object cannot be read as a maintenance request: {why}"
+            status = {"phase": Phase.REFUSED.value, "refusalReason": reason,
+                      "history": [{"from": Phase.PENDING.value, "to": Phase.REFUSED.value,
+                                   "at": now, "why": reason}]}
+            meta = _meta(obj, {}, {ACTIVE_LABEL: "false"},
+                         str(obj["metadata"]["resourceVersion"]))
+            try:
+                with self._errors(f"refusing {PLURAL}.{GROUP} {name}"):
+                    try:
+                        done_obj = self._send({**obj, "metadata": meta, "status": status},
+                                              status=True)
+                    except httpx2.HTTPStatusError as exc:
+                        if self._code(exc) in (404, 409):
+                            continue  # gone, or changed: read again next pass
+                        raise
+                    self._relabel(done_obj, {ACTIVE_LABEL: "false"})
+            except KubernetesStoreError as exc:
+                log.warning("%s", exc)
+                continue
+            log.warning("%s %s refused: %s", KIND, name, reason)
+            done.append(name)
+        return done
 
     def get(self, name: str) -> NodeMaintenance:
         obj = self._read(name)
-        if obj is None or _pending(obj):
+        if obj is None or _superseded(obj):
             raise NotFound(f"no maintenance named {name!r}")
         return self._model(obj)
 
@@ -386,10 +479,14 @@ class KubernetesStore:
         """A maintenance by name, else the latest of a node by that name."""
         return find_maintenance(self, name_or_node)
 
+    def _active_objects(self) -> list[dict[str, Any]]:
+        """The objects in an active phase: labelled so, and those with no label yet (made
+        by another client, ``kubectl`` say: pending until the executor admits them)."""
+        objs = self._list({ACTIVE_LABEL: "true"}) + self._list({ACTIVE_LABEL: not_exists()})
+        return [o for o in objs if _phase(o) not in _TERMINAL]
+
     def all(self, active_only: bool = False) -> list[NodeMaintenance]:
-        objs = self._list({ACTIVE_LABEL: "true"} if active_only else {})
-        if active_only:
-            objs = [o for o in objs if _phase(o) not in _TERMINAL]
+        objs = self._active_objects() if active_only else self._list({})
         return self._sorted(objs)
 
     def active(self) -> list[NodeMaintenance]:
@@ -398,12 +495,13 @@ class KubernetesStore:
     def active_phases(self) -> list[tuple[str, str, Phase]]:
         """``(name, node, phase)`` of every active maintenance."""
         out = []
-        for o in self._list({ACTIVE_LABEL: "true"}):
+        for o in self._active_objects():
             phase = _phase(o)
-            if phase in _TERMINAL:
-                continue
             with self._errors(f"{PLURAL}.{GROUP} has an unknown phase {phase!r}"):
-                out.append((str(o["metadata"]["name"]), str(o["spec"]["node"]), Phase(phase)))
+                node = (o.get("spec") or {}).get("node")
+                if not isinstance(node, str):
+                    continue  # unreadable: refused by the executor (refuse_unreadable)
+                out.append((str(o["metadata"]["name"]), node, Phase(phase)))
         return out
 
     # -- writes ----------------------------------------------------------------------------
@@ -421,7 +519,11 @@ class KubernetesStore:
         return self._keep(_plain(self.client.replace(res(**obj))))
 
     def create(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
-        """Create the object, take the node's lock, then write its status (see above)."""
+        """Create the object (see the module docstring). A ``Pending`` request (as core's
+        lifecycle makes one here) is the object with no status and its request record:
+        the executor admits it. Otherwise: the object, the node's lock, then its status."""
+        if m.phase is Phase.PENDING:
+            return self._request(m, audit)
         wire = to_object(m)
         what = f"creating {PLURAL}.{GROUP} {m.name}"
         with self._errors(what):
@@ -459,6 +561,111 @@ class KubernetesStore:
         self._written(m)
         return m
 
+    def _request(self, m: NodeMaintenance, audit: AuditRecord | None) -> NodeMaintenance:
+        """POST the request with no status, then its request record (made durable before
+        the executor admits it: it writes the record itself when this one is missing). A
+        record that cannot be written takes the object back (nothing was requested); if
+        that fails too, the error says the executor may still admit it."""
+        wire = {k: v for k, v in to_object(m).items() if k != "status"}
+        what = f"creating {PLURAL}.{GROUP} {m.name}"
+        with self._errors(what):
+            try:
+                made = self._send(wire, create=True)
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) != 409:
+                    raise
+                raise ConcurrentChange(f"maintenance {m.name} already exists; try again") \
+                    from None
+        m.resource_version = _version(made)
+        if audit is not None:
+            try:
+                self.record_request(m, audit)
+            except KubernetesStoreError as exc:
+                if self._delete(m.name):
+                    raise KubernetesStoreError(self.where, f"{exc.cause}; the request "
+                                               f"{m.name} was taken back: nothing was "
+                                               "requested") from None
+                raise KubernetesStoreError(self.where, (
+                    f"{exc.cause}; the request {m.name} could not be taken back either: "
+                    "the operator writes its audit record before it admits it (or refuses "
+                    "it), so it may still be carried out")) from None
+        self._written(m)
+        return m
+
+    def _delete(self, name: str) -> bool:
+        """Delete ``name``; whether it is gone."""
+        try:
+            self.client.delete(NodeMaintenanceResource, name)
+        except httpx2.HTTPStatusError as exc:
+            return self._code(exc) == 404
+        except (httpx2.HTTPError, OSError):
+            return False
+        self._seen.pop(name, None)
+        return True
+
+    def record_request(self, m: NodeMaintenance, record: AuditRecord) -> None:
+        """Write ``m``'s request record under its one name
+        (:func:`~powerplane_kubernetes.audit.request_record_name`): written once, whether
+        by its creator or by the executor admitting it (a ``409``: it is there)."""
+        name = request_record_name(m.name)
+        with self._errors(f"writing the request record of {m.name} ({AUDIT_PLURAL}.{GROUP})"):
+            try:
+                self.client.create(MaintenanceAuditResource(**audit_object(record, name)))
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) != 409:
+                    raise
+                return  # written already (by its creator): one record
+        self._event(record, self._seen.get(m.name))
+
+    def lock(self, m: NodeMaintenance) -> None:
+        """Take ``m``'s node for ``m`` (as the executor admits it): ``AlreadyActive`` when
+        another maintenance holds it."""
+        with self._errors(f"taking the lock of node {m.node}"):
+            self._lock(m.node, m.name)
+
+    def requester_unbound(self) -> str | None:
+        """None when the admission policy that binds ``spec.requestedBy`` to the creator
+        (the API server's ``request.userInfo``) is installed and denies; else why every
+        request is refused (asked at most every :data:`BINDING_CHECK_S`)."""
+        now = time.monotonic()
+        if self._bound is not None and now - self._bound[0] < BINDING_CHECK_S:
+            return self._bound[1]
+        why: str | None = None
+        with self._errors(f"reading the admission policy binding {REQUESTER_BINDING}"):
+            try:
+                found = _plain(self.client.get(BindingResource, REQUESTER_BINDING))
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) != 404:
+                    raise
+                found = None
+        if found is None:
+            why = (f"the admission policy binding {REQUESTER_BINDING} is not installed, so "
+                   "spec.requestedBy cannot be trusted to name who made the request: "
+                   "apply `powerplane operator manifests`")
+        elif "Deny" not in ((found.get("spec") or {}).get("validationActions") or []):
+            why = (f"the admission policy binding {REQUESTER_BINDING} does not deny (its "
+                   "validationActions lack Deny), so spec.requestedBy cannot be trusted")
+        self._bound = (now, why)
+        return why
+
+    def authenticated_identity(self) -> Identity:
+        """Who the API server says this store's client is (a SelfSubjectReview): the
+        requester's identity (its user and groups), as the admission policy binds it."""
+        if self._identity is None:
+            body: dict[str, Any] = {"apiVersion": "authentication.k8s.io/v1",
+                                    "kind": "SelfSubjectReview"}
+            with self._errors("asking the API server who this client is "
+                              "(selfsubjectreviews.authentication.k8s.io)"):
+                answer = _plain(self.client.create(SelfSubjectReviewResource(**body)))
+            info = (answer.get("status") or {}).get("userInfo") or {}
+            user = info.get("username")
+            if not isinstance(user, str) or not user:
+                raise KubernetesStoreError(self.where, "the API server named no user for "
+                                           "this client (SelfSubjectReview)")
+            groups = tuple(str(g) for g in info.get("groups") or ())
+            self._identity = Identity(user=user, groups=groups, via="kubernetes")
+        return self._identity
+
     def _discard(self, name: str) -> None:
         """Delete a pending object this store made (best effort: reads skip it anyway)."""
         try:
@@ -490,15 +697,13 @@ class KubernetesStore:
             holder = held.spec.holderIdentity if held.spec is not None else None
             if holder == name:
                 return
-            stale: dict[str, Any] | None = None
+            stale = False
             if holder:
                 obj = self._read(holder)
-                if obj is not None and _phase(obj) not in _TERMINAL:
+                if obj is not None and _phase(obj) not in _TERMINAL and not _superseded(obj):
                     if not _pending(obj) or not self._expired(held):
                         raise AlreadyActive(node, holder)
-                    stale = obj  # its creator stopped between the lock and the status
-                    if not self._supersede(obj, name):
-                        continue  # its creator wrote the status first: look again
+                    stale = True  # its admission stopped between the lock and the status
             assert held.metadata is not None
             held.spec = self._lock_spec(name, held.spec)
             try:
@@ -507,11 +712,10 @@ class KubernetesStore:
                 if self._code(exc) != 409:
                     raise
                 continue
-            if stale is not None:
+            if stale:  # that request is refused when it is admitted again: the lock is gone
                 log.warning("node %s: the lock of %s %s outlived %s s before its status was "
-                            "written (its creator stopped); taken over by %s", node, KIND,
-                            holder, self.lock_duration_s, name)
-                self._discard(str(holder))
+                            "written; taken over by %s", node, KIND, holder,
+                            self.lock_duration_s, name)
             return
         raise ConcurrentChange(f"the lock of node {node} kept changing; try again")
 
@@ -531,20 +735,6 @@ class KubernetesStore:
         if last.tzinfo is None:
             last = last.replace(tzinfo=dt.UTC)
         return self.clock() - last > dt.timedelta(seconds=spec.leaseDurationSeconds)
-
-    def _supersede(self, obj: dict[str, Any], by: str) -> bool:
-        """Mark a pending object superseded by ``by``, naming the version read: True when
-        written (its creator can no longer write its status), False on a 409."""
-        meta = dict(obj.get("metadata") or {})
-        meta["annotations"] = {**(meta.get("annotations") or {}), SUPERSEDED_ANNOTATION: by}
-        meta.pop("managedFields", None)
-        try:
-            self._send({**obj, "metadata": meta})
-        except httpx2.HTTPStatusError as exc:
-            if self._code(exc) != 409:
-                raise
-            return False
-        return True
 
     def _current(self, m: NodeMaintenance) -> dict[str, Any]:
         """The object as last read at ``m``'s version (read again when not at hand)."""
@@ -568,6 +758,7 @@ class KubernetesStore:
             with self._errors(what):
                 old = self._current(m)
                 new = to_object(m)
+                new["spec"] = old.get("spec")  # immutable: as its creator wrote it
                 rv = str(old["metadata"]["resourceVersion"])
                 ours = new["metadata"]["labels"]
                 try:
@@ -626,6 +817,11 @@ class KubernetesStore:
         with self._errors(f"writing the audit record of {rec.maintenance or rec.node} "
                           f"({AUDIT_PLURAL}.{GROUP})"):
             self.client.create(MaintenanceAuditResource(**audit_object(rec)))
+        self._event(rec, about)
+
+    def _event(self, rec: AuditRecord, about: dict[str, Any] | None) -> None:
+        """The record's Event (a notification, not the record: one that cannot be written
+        is logged)."""
         involved = (about or {}).get("metadata") if about is not None else None
         event = event_object(rec, self.namespace, involved)
         try:

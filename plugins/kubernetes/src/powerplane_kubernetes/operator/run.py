@@ -171,6 +171,9 @@ class Operator:
         """The watch's cache: the active maintenances by name, as the last list and the
         events after it delivered them (None: the watch has not listed since it started
         or failed)."""
+        self._unreadable = False
+        """The watch delivered an object that does not read as a maintenance: the next
+        scan reads the store (which refuses it visibly)."""
         self._ended: dict[str, int] = {}
         """Maintenances a driver here saw terminal, at that version, until the watch
         delivers it (a cached version at or below it is not driven again)."""
@@ -359,8 +362,13 @@ class Operator:
         self.trace.append(("scan", cause))
         if cause == "resync":
             self._parked.clear()
-        if self._cache is None or cause in ("start", "resync"):
+        if self._cache is None or cause in ("start", "resync") or self._unreadable:
+            self._unreadable = False
             active = lc.store.active()
+            refuse = getattr(lc.store, "refuse_unreadable", None)
+            if callable(refuse):  # an object nobody can act on is refused, never ignored
+                for name in refuse():
+                    self.trace.append(("refused", name))
         else:
             active = sorted((m for m in self._cache.values()
                              if not _at_or_below(m, self._ended.get(m.name))),
@@ -396,11 +404,12 @@ class Operator:
         raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
         name = str((raw.get("metadata") or {}).get("name") or "")
         m: NodeMaintenance | None = None
-        if kind != "DELETED" and raw.get("status"):  # no status yet: being created
+        if kind != "DELETED":  # no status yet: a request to admit (Pending)
             try:
                 m = from_object(raw)
-            except ValueError as exc:
+            except ValueError as exc:  # refused by the next scan that reads the store
                 log.warning("nodemaintenance %s does not read as a maintenance: %s", name, exc)
+                self._unreadable = True
         if m is None or m.phase.terminal:
             self._cache.pop(name, None)
             self._ended.pop(name, None)

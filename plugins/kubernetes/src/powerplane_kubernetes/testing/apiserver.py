@@ -694,9 +694,13 @@ class KubeApiServer:
     def __init__(self, *, longhorn: bool = True, linger: bool = False,
                  host: str = "127.0.0.1", port: int | None = None,
                  crds: Iterable[Mapping[str, Any]] | None = None,
-                 record: bool = True) -> None:
+                 record: bool = True, admission: bool = True) -> None:
         self.longhorn = longhorn
         """Whether Longhorn's API group is installed (False: its CRDs are absent)."""
+        self.admission = admission
+        """Whether ``operator manifests``' ValidatingAdmissionPolicy and its binding are
+        stored when the server starts (as on a cluster they were applied to; stored to be
+        read, never run: the operator refuses every request while the binding is missing)."""
         self.linger = linger
         """Evicted pods stay terminating until :meth:`finish_terminating`."""
         self.budget_cause = True
@@ -768,6 +772,13 @@ class KubeApiServer:
             raise RuntimeError("the kmock API server did not start within 30 s")
         if self._failure is not None:
             raise RuntimeError(f"the kmock API server failed to start: {self._failure!r}")
+        if self.admission:
+            from powerplane_kubernetes.operator.manifests import (
+                admission_binding,
+                admission_policy,
+            )
+
+            self.add_rbac(admission_policy(), admission_binding())
         return self
 
     def stop(self) -> None:
