@@ -150,3 +150,7 @@ def test_the_decision_equals_the_reference_evaluation(
     assert d.allowed is reference(doc, who, action, node), d.rule
     again = decide(p, who, action, node)  # the cached decision is the same
     assert again.allowed is d.allowed and again.rule == d.rule
+    many = asyncio.run(p.decide_actions(who, ACTIONS, [("n", node), ("m", None)]))
+    assert many[action][0].allowed is d.allowed and many[action][0].rule == d.rule
+    [alone] = asyncio.run(p.decide(who, action, [("m", None)]))
+    assert many[action][1].allowed is alone.allowed and many[action][1].rule == alone.rule

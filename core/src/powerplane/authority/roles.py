@@ -311,6 +311,41 @@ class LocalPolicy:
             out.append(found)
         return out
 
+    async def decide_actions(
+        self, identity: Identity, actions: Sequence[Action],
+        nodes: Sequence[tuple[str, NodeSpec | None]],
+    ) -> dict[Action, list[Decision]]:
+        """:meth:`decide` for several actions over the same nodes: each node's scope key
+        worked out once for all of them (``offers`` asks five per node)."""
+        roles, scoped = self.held(identity)
+        tables = []
+        for action in actions:
+            decided = self._cache.get((identity, action))
+            if decided is None:
+                decided = self._cache[(identity, action)] = {}
+            tables.append((action, decided))
+        if not scoped:
+            return {action: [self._of(decided, _ANY, roles, identity, action, None)]
+                    * len(nodes) for action, decided in tables}
+        labels = self._scope_labels
+        out: dict[Action, list[Decision]] = {action: [] for action in actions}
+        lists = [(out[action], decided, action) for action, decided in tables]
+        for _, spec in nodes:
+            key = _NONE if spec is None else (spec.site, *map(spec.labels.get, labels))
+            for into, decided, action in lists:
+                found = decided.get(key)
+                if found is None:
+                    found = self._of(decided, key, roles, identity, action, spec)
+                into.append(found)
+        return out
+
+    def _of(self, decided: dict[Any, Decision], key: Any, roles: tuple[_Compiled, ...],
+            identity: Identity, action: Action, spec: NodeSpec | None) -> Decision:
+        found = decided.get(key)
+        if found is None:
+            found = decided[key] = decide_roles(roles, identity, action, spec, self.source)
+        return found
+
     def decide_one(self, identity: Identity, action: Action, spec: NodeSpec | None) -> Decision:
         """One node's decision (as :meth:`decide`)."""
         roles, scoped = self.held(identity)

@@ -83,6 +83,19 @@ class Authority:
         """The policy's decision per node, recording nothing (``offers``, ``auth can-i``)."""
         return await self.policy.decide(identity or self.identity, action, nodes)
 
+    async def decide_actions(
+        self, actions: Sequence[Action], nodes: Sequence[tuple[str, NodeSpec | None]],
+        identity: Identity | None = None,
+    ) -> dict[Action, list[Decision]]:
+        """:meth:`decide` for several actions over the same nodes (one pass where the
+        policy can: ``offers`` asks read and every verb's action per node)."""
+        who = identity or self.identity
+        many = getattr(self.policy, "decide_actions", None)
+        if callable(many):
+            found: dict[Action, list[Decision]] = await many(who, actions, nodes)
+            return found
+        return {a: await self.policy.decide(who, a, nodes) for a in actions}
+
     async def authorize(
         self, action: Action, nodes: Sequence[tuple[str, NodeSpec | None]],
         identity: Identity | None = None, *, reason: str = "",

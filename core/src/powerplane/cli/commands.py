@@ -203,16 +203,21 @@ def offers_cmd(ctx: click.Context, nodes: tuple[str, ...], output: str) -> None:
         asked = list(dict.fromkeys(nodes)) or list(known)
         host = open_host(ctx, nodes=())
         refs = [(n, known[n]) for n in asked]
-        reads = await host.authority.decide(Action.READ, refs)
+        actions = [Action.READ, *(action_for_verb(verb) for verb in VERBS)]
+        decided = await host.authority.decide_actions(actions, refs)  # one pass
+        reads = decided[Action.READ]
         hidden = [n for (n, _), d in zip(refs, reads, strict=True) if not d.allowed]
         if hidden and nodes:  # a node named and not readable: refused, nothing discovered
             from powerplane.authority.policy import denied
 
             raise denied(next(d for d in reads if not d.allowed), hidden[0])
-        shown = [r for r, d in zip(refs, reads, strict=True) if d.allowed]
+        keep = [i for i, d in enumerate(reads) if d.allowed]
+        shown = [refs[i] for i in keep]
         names = [n for n, _ in shown]
-        may = {verb: await host.authority.decide(action_for_verb(verb), shown)
-               for verb in VERBS}
+        if len(keep) == len(refs):
+            may = {verb: decided[action_for_verb(verb)] for verb in VERBS}
+        else:
+            may = {verb: [decided[action_for_verb(verb)][i] for i in keep] for verb in VERBS}
         async with host:
             await host.discover(names)
             offers = host.offers(names)
