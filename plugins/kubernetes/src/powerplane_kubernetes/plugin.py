@@ -1,6 +1,8 @@
 """The plugin module: registers the ``kubernetes`` cluster port, the ``longhorn`` storage port,
-the ``kubernetes`` store, the ``k8s`` secret reference kind and the ``kubernetes`` policy
-type (RBAC verbs on ``servers.powerplane.io``, :mod:`powerplane_kubernetes.policy`).
+the ``kubernetes`` store, the ``k8s`` secret reference kind, the ``kubernetes`` policy
+type (RBAC verbs on ``servers.powerplane.io``, :mod:`powerplane_kubernetes.policy`) and the
+``metal3`` channel type (power through Metal3's BareMetalHosts,
+:mod:`powerplane_kubernetes.metal3`).
 
 Entry point (in this distribution's ``pyproject.toml``)::
 
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from powerplane import Registers, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
-    from powerplane import SecretKind
+    from powerplane import ChannelType, SecretKind
     from powerplane.authority.policy import PolicyType
     from powerplane.lifecycle import (
         ClusterPort,
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
         KubernetesStoreConfig,
         LonghornConfig,
     )
+    from powerplane_kubernetes.metal3.channel import Metal3Channel
+    from powerplane_kubernetes.metal3.config import Metal3ChannelConfig, Metal3Target
     from powerplane_kubernetes.policy import KubernetesPolicyConfig
 
     K8S: SecretKind
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
     KUBERNETES: ClusterType[KubernetesClusterConfig]
     KUBERNETES_STORE: StoreType[KubernetesStoreConfig]
     LONGHORN: StorageType[LonghornConfig]
+    METAL3: ChannelType[Metal3ChannelConfig, Metal3Target]
 
 __all__ = [
     "K8S",
@@ -52,7 +57,9 @@ __all__ = [
     "KUBERNETES_POLICY",
     "KUBERNETES_STORE",
     "LONGHORN",
+    "METAL3",
     "REGISTERS",
+    "register_channel_types",
     "register_cluster_types",
     "register_policy_types",
     "register_secret_kinds",
@@ -62,7 +69,7 @@ __all__ = [
 
 REGISTERS: Registers = {"cluster": ("kubernetes",), "storage": ("longhorn",),
                         "store": ("kubernetes",), "secret": ("k8s",),
-                        "policy": ("kubernetes",)}
+                        "policy": ("kubernetes",), "channel": ("metal3",)}
 """What the hooks register, read by the registry without calling them."""
 
 
@@ -136,6 +143,27 @@ def _k8s() -> SecretKind:
     return K8S
 
 
+def _metal3_factory(name: str, config: Metal3ChannelConfig) -> Metal3Channel:
+    from powerplane_kubernetes.metal3.channel import Metal3Channel
+
+    return Metal3Channel(name, config)
+
+
+def _metal3() -> ChannelType[Metal3ChannelConfig, Metal3Target]:
+    from powerplane import ChannelType
+    from powerplane_kubernetes.metal3.config import Metal3ChannelConfig, parse_target
+
+    return ChannelType(
+        name="metal3",
+        config=Metal3ChannelConfig,
+        factory=_metal3_factory,
+        target=parse_target,
+        description="Metal3 BareMetalHosts: spec.online and the reboot annotation, through "
+        "the baremetal-operator; readback from status.poweredOn",
+        gated_sends=True,  # every PATCH of a BareMetalHost passes about_to_send()
+    )
+
+
 def _policy_type() -> PolicyType[KubernetesPolicyConfig]:
     from powerplane_kubernetes.policy import KUBERNETES_POLICY
 
@@ -144,9 +172,15 @@ def _policy_type() -> PolicyType[KubernetesPolicyConfig]:
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "K8S": _k8s, "KUBERNETES": _kubernetes, "KUBERNETES_POLICY": _policy_type,
-    "KUBERNETES_STORE": _store_type, "LONGHORN": _longhorn_type,
+    "KUBERNETES_STORE": _store_type, "LONGHORN": _longhorn_type, "METAL3": _metal3,
 })
 """Each constant built on first use, once (the hooks register the same objects)."""
+
+
+@hookimpl
+def register_channel_types(register: Callable[[ChannelType], None]) -> None:
+    """Register the ``metal3`` channel type (BareMetalHosts through the baremetal-operator)."""
+    register(__getattr__("METAL3"))
 
 
 @hookimpl
