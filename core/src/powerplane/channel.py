@@ -73,12 +73,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeVar
 
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.errors import ChannelTimeout, NotSupported, PowerplaneError
-from powerplane.fields import Timeouts, secret_fields, timeouts_field
+from powerplane.fields import StrictFloat, StrictInt, Timeouts, secret_fields, timeouts_field
 
 __all__ = [
     "Acceptance",
@@ -96,6 +96,7 @@ __all__ = [
     "HasBootMarker",
     "HasEndpoint",
     "Identifies",
+    "Manners",
     "Outcome",
     "PowerState",
     "Reading",
@@ -474,6 +475,52 @@ class Address:
         return str(value)
 
 
+class Manners(BaseModel):
+    """How the host treats one device (a BMC, a PDU) of a channel: what it can live with.
+
+    A channel type declares its defaults (:attr:`ChannelType.manners`); a channel's
+    ``manners:`` key in the config overrides them key by key (validated by this model;
+    the host strips it before the plugin's config model sees the channel). The host
+    enforces them on the one call path (:mod:`powerplane.host.calls`):
+
+    - ``per_endpoint``: concurrent calls to one endpoint of the channel (the lower of
+      this and ``limits.per_endpoint``; None: ``limits.per_endpoint`` alone);
+    - ``sessions``: the sessions the device allows one client; every call holds at most
+      one, so concurrent calls to one endpoint are bounded by it too (None: no cap);
+    - ``min_interval_s``: the least time between the end of one power command to an
+      endpoint and the start of the next (0: none); a command waits for it before its
+      deadline starts, and a command cancelled while it waits was not sent;
+    - ``lockout_s``: how long an authentication failure of an endpoint is remembered in
+      this process (per channel, endpoint and config, credentials references included):
+      meanwhile every call to it fails at once with that first error, nothing logs in.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    per_endpoint: StrictInt | None = Field(None, ge=1, le=10_000)
+    """Concurrent calls to one endpoint: 1 to 10,000 (None: ``limits.per_endpoint``)."""
+    sessions: StrictInt | None = Field(None, ge=1, le=10_000)
+    """Sessions the device allows: 1 to 10,000 (None: no cap)."""
+    min_interval_s: StrictFloat = Field(0.0, ge=0, le=3_600, allow_inf_nan=False)
+    """Seconds between power commands to one endpoint: 0 to 3,600."""
+    lockout_s: StrictFloat = Field(600.0, ge=0, le=604_800, allow_inf_nan=False)
+    """Seconds an authentication failure is remembered: 0 (not at all) to a week."""
+
+    def concurrency(self, per_endpoint: int) -> int:
+        """Concurrent calls to one endpoint under ``limits.per_endpoint``."""
+        return min(per_endpoint, self.per_endpoint or per_endpoint,
+                   self.sessions or per_endpoint)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape (``offers -o json``'s ``"manners"`` of a channel)."""
+        return {"per_endpoint": self.per_endpoint, "sessions": self.sessions,
+                "min_interval_s": self.min_interval_s, "lockout_s": self.lockout_s}
+
+
+NO_MANNERS = Manners()
+"""The defaults of a channel type that declares none: no pacing, no cap, 600 s lock-out."""
+
+
 @dataclass(frozen=True)
 class ChannelType(Generic[ConfigT, TargetT]):
     """What a plugin registers: a name, the pydantic model of its config keys, a factory.
@@ -500,6 +547,9 @@ class ChannelType(Generic[ConfigT, TargetT]):
     """Where the device address lives: one :class:`Address`, or a function of the validated
     config when it depends on it (a PDU reached over SNMP ``host``/``port`` or a Redfish
     ``endpoint``); ``None``: the channel has no network address (in-memory)."""
+    manners: Manners = NO_MANNERS
+    """The defaults of :class:`Manners` for this type's devices (a channel's ``manners:``
+    key overrides them)."""
     unknown_target: Callable[[TargetT], Any] | None = None
     """For the conformance suite's unknown-target and secret-leak checks: given a node's
     target (as :attr:`target` parsed it), a well-formed target of the same device that the

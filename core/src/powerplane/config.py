@@ -57,7 +57,7 @@ from powerplane.files import read_text
 from powerplane.secrets import SECRET_KINDS
 
 if TYPE_CHECKING:
-    from powerplane.channel import ChannelType
+    from powerplane.channel import ChannelType, Manners
     from powerplane.plugins import Registry
 
 __all__ = [
@@ -188,6 +188,14 @@ class ConfiguredChannel:
     name: str
     type: ChannelType
     config: BaseModel
+    manners: Manners | None = None
+    """The channel's ``manners:`` key over its type's defaults (None: the key is absent)."""
+
+    @property
+    def effective_manners(self) -> Manners:
+        """The channel's :class:`~powerplane.channel.Manners`: its ``manners:`` key over
+        its type's defaults."""
+        return self.manners if self.manners is not None else self.type.manners
 
 
 _NO_AUDIT_SECTION = AuditSettings()
@@ -617,7 +625,23 @@ def _parse_config(
                 )
             )
             continue
-        body = {k: v for k, v in raw.items() if k != "type"}
+        body = {k: v for k, v in raw.items() if k != "type" and k != "manners"}
+        manners = None
+        if "manners" in raw:
+            from powerplane.channel import Manners
+
+            manners_raw = raw["manners"]
+            if not isinstance(manners_raw, dict):
+                problems.append(ConfigProblem(format_path((*base, "manners")),
+                                              "expected a mapping",
+                                              lines.get((*base, "manners"))))
+                continue
+            try:
+                manners = Manners.model_validate({**ctype.manners.model_dump(),
+                                                  **manners_raw})
+            except ValidationError as exc:
+                problems.extend(_problems(exc, (*base, "manners"), lines, Manners))
+                continue
         try:
             cfg = ctype.config.model_validate(body, context=kinds)
         except ValidationError as exc:
@@ -625,7 +649,7 @@ def _parse_config(
             continue
         if isinstance(limits, Limits):
             problems.extend(_limit_problems(cfg, limits.timeout_s, base, lines))
-        channels[name] = ConfiguredChannel(name, ctype, cfg)
+        channels[name] = ConfiguredChannel(name, ctype, cfg, manners)
     # each node validated once, its targets parsed by their channel types as it is built
     context = {_TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
                                  if c.type.target is not None}}

@@ -14,6 +14,23 @@ and maps whatever escapes: a timeout after the request may have left is
 :class:`~powerplane.channel.CutCall`; an unmapped exception a
 :class:`~powerplane.errors.ProtocolError`. A plain-``def`` method runs in a daemon worker
 thread (:mod:`powerplane.workers`), in a copy of the call's context so it sees the gate.
+
+A device's manners (:class:`~powerplane.channel.Manners`: the channel type's defaults, a
+channel's ``manners:`` key over them) are kept here too:
+
+- concurrency: the endpoint's limiter holds ``min(limits.per_endpoint,
+  manners.per_endpoint, manners.sessions)`` units;
+- lock-out: an :class:`~powerplane.errors.AuthenticationFailed` of an endpoint is
+  remembered in :data:`LOCKOUTS` (process-wide: every host of the process shares it), keyed
+  by channel, endpoint and the channel's config (its secret references included), for
+  ``manners.lockout_s``; meanwhile every call to that endpoint fails at once with that
+  first error and a hint, and nothing logs in. The first call a host makes to an endpoint
+  goes alone (the others wait for it, holding no limiter unit), so a fleet of 50 nodes
+  behind one BMC with a wrong password makes one login attempt, not one per worker;
+- pacing: power commands (:data:`VERB_METHODS`) to one endpoint run one at a time, each
+  starting ``manners.min_interval_s`` after the previous one ended (the wait comes before
+  the call's deadline starts and inside its gate: a command cancelled while it waits was
+  not sent, and is recorded so).
 """
 
 from __future__ import annotations
@@ -21,18 +38,34 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from powerplane.channel import CutCall, SendGate, enter_gate, leave_gate, note_cut
+from powerplane.channel import (
+    NO_MANNERS,
+    CutCall,
+    Manners,
+    SendGate,
+    enter_gate,
+    leave_gate,
+    note_cut,
+)
 from powerplane.config import Deployment
-from powerplane.errors import ChannelTimeout, OutcomeUnknown, PowerplaneError, ProtocolError
+from powerplane.errors import (
+    AuthenticationFailed,
+    ChannelTimeout,
+    OutcomeUnknown,
+    PowerplaneError,
+    ProtocolError,
+)
 from powerplane.host.channels import Channels
 from powerplane.scheduling import Limiter, SharedDeadlines, acquire_both, try_both
 from powerplane.workers import call as in_worker
 
-__all__ = ["VERB_METHODS", "Calls", "Job", "Method", "target_key"]
+__all__ = ["LOCKOUTS", "VERB_METHODS", "Calls", "Job", "Lockouts", "Method", "target_key"]
 
 VERB_METHODS = frozenset({"reboot", "shutdown", "power_on", "terminate", "invoke_batch"})
 """The channel methods that change a machine's state (their timeouts may be unknown outcomes)."""
@@ -54,6 +87,66 @@ def target_key(target: Any) -> Any:
         return json.dumps(target, sort_keys=True, default=str)
 
 
+class Lockouts:
+    """Authentication failures remembered per (channel, endpoint, config) for a window.
+
+    One per process (:data:`LOCKOUTS`): a BMC that refused these credentials is not asked
+    again by any host of the process until ``manners.lockout_s`` has passed (a changed
+    config, its password reference included, is another key and tries again).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failed: dict[Any, tuple[float, AuthenticationFailed]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._failed)
+
+    def note(self, key: Any, error: AuthenticationFailed) -> None:
+        """Remember ``error`` for ``key`` (the first one stays until its window ends)."""
+        with self._lock:
+            if key not in self._failed:
+                self._failed[key] = (time.monotonic(), error)
+
+    def find(self, key: Any, window_s: float) -> tuple[float, AuthenticationFailed] | None:
+        """(seconds since, the first error) of ``key`` within ``window_s``; else None."""
+        with self._lock:
+            hit = self._failed.get(key)
+            if hit is None:
+                return None
+            age = time.monotonic() - hit[0]
+            if age >= window_s:
+                del self._failed[key]
+                return None
+            return age, hit[1]
+
+    def forget(self) -> None:
+        """Forget every failure (an embedder whose credentials were fixed; tests)."""
+        with self._lock:
+            self._failed.clear()
+
+
+LOCKOUTS = Lockouts()
+"""The process's remembered authentication failures (see :class:`Lockouts`)."""
+
+
+def locked_out(first: AuthenticationFailed, age: float, window_s: float, name: str,
+               target: Any) -> AuthenticationFailed:
+    """The error a call to a locked-out endpoint fails with: ``first``'s class and words,
+    and the hint."""
+    words = (
+        f"{first.message} [not tried again: this endpoint refused these credentials "
+        f"{age:.0f} s ago, and a device locks out a client that keeps trying; calls to it "
+        f"fail at once for {window_s:g} s (manners.lockout_s). Fix the credentials: a new "
+        f"process, or a changed channel config, tries again]")
+    try:
+        error = type(first)(words, channel=name, target=target)
+    except TypeError:  # a subclass with arguments of its own
+        error = AuthenticationFailed(words, channel=name, target=target)
+    error.__suppress_context__ = True
+    return error
+
+
 class Calls:
     """The bounded calls of one host's channels (see the module docstring)."""
 
@@ -68,17 +161,89 @@ class Calls:
         """Channels with a plain-def call the host gave up on (its thread may still run):
         closed with :data:`~powerplane.host.channels.CLOSE_GRACE_S`, not ``limits.timeout_s``."""
         self._async: dict[tuple[str, str], bool] = {}
+        self._manners: dict[str, tuple[Manners, str]] = {}
+        """Channel name -> (its manners, its config as a lock-out key part)."""
+        self._tried: set[Any] = set()
+        """Endpoints a call of this host has ended at (not by an authentication failure
+        remembered since): their calls need not go alone."""
+        self._probes: dict[Any, asyncio.Lock] = {}
+        self._paces: dict[Any, asyncio.Lock] = {}
+        self._ended: dict[Any, float] = {}
+        """Endpoint -> when its last power command ended (loop time)."""
 
     def start(self) -> None:
         """Make the total limiter (calls are refused before it exists)."""
         self.total = Limiter(self.limits.total)
 
+    def manners(self, name: str) -> tuple[Manners, str]:
+        """Channel ``name``'s manners and its config as a lock-out key part (found once)."""
+        found = self._manners.get(name)
+        if found is None:
+            configured = self.deployment.channels.get(name)
+            found = self._manners[name] = (
+                (configured.effective_manners, repr(configured.config))
+                if configured is not None else (NO_MANNERS, ""))
+        return found
+
     def limiter(self, endpoint: Any) -> Limiter:
-        """The limiter that bounds concurrent calls to ``endpoint`` (limits.per_endpoint)."""
+        """The limiter that bounds concurrent calls to ``endpoint``: ``limits.per_endpoint``,
+        lowered by the channel's ``manners.per_endpoint`` and ``manners.sessions``."""
         sem = self.endpoints.get(endpoint)
         if sem is None:
-            sem = self.endpoints[endpoint] = Limiter(self.limits.per_endpoint)
+            name = endpoint[0] if isinstance(endpoint, tuple) else endpoint
+            bound = (self.manners(name)[0].concurrency(self.limits.per_endpoint)
+                     if isinstance(name, str) else self.limits.per_endpoint)
+            sem = self.endpoints[endpoint] = Limiter(bound)
         return sem
+
+    def lockout(self, name: str, endpoint: Any, target: Any) -> AuthenticationFailed | None:
+        """The error a call to ``endpoint`` fails with at once, if it is locked out."""
+        manners, config = self.manners(name)
+        hit = LOCKOUTS.find((name, endpoint, config), manners.lockout_s)
+        if hit is None:
+            return None
+        return locked_out(hit[1], hit[0], manners.lockout_s, name, target)
+
+    async def _manners_wait(self, name: str, endpoint: Any, target: Any, paced: bool,
+                            held: list[Any]) -> None:
+        """Before a call: wait for the endpoint's first call to end (then raise its
+        remembered authentication failure, if it was one), and for a power command's
+        turn and interval. Locks taken are appended to ``held`` (released by the caller)."""
+        if endpoint not in self._tried:
+            probe = self._probes.get(endpoint)
+            if probe is None:
+                probe = self._probes[endpoint] = asyncio.Lock()
+            await probe.acquire()
+            if endpoint in self._tried:
+                probe.release()
+            else:
+                held.append(probe)  # this call goes alone: the endpoint's first
+            if LOCKOUTS:
+                failure = self.lockout(name, endpoint, target)
+                if failure is not None:
+                    raise failure
+        if paced:
+            pace = self._paces.get(endpoint)
+            if pace is None:
+                pace = self._paces[endpoint] = asyncio.Lock()
+            await pace.acquire()
+            held.append(pace)
+            ended = self._ended.get(endpoint)
+            if ended is not None:
+                loop = asyncio.get_running_loop()
+                left = ended + self.manners(name)[0].min_interval_s - loop.time()
+                if left > 0:
+                    await asyncio.sleep(left)
+
+    def _manners_done(self, endpoint: Any, paced: bool, held: list[Any]) -> None:
+        """After a call that waited in :meth:`_manners_wait`: the endpoint tried, the
+        power command's end noted, the locks released."""
+        if held and held[0] is self._probes.get(endpoint):
+            self._tried.add(endpoint)
+        if paced:
+            self._ended[endpoint] = asyncio.get_running_loop().time()
+        for lock in held:
+            lock.release()
 
     def method(self, name: str, method: str) -> Method:
         """Channel ``name``'s ``method`` (the channel created on first use) and whether it
@@ -142,6 +307,8 @@ class Calls:
         total = self.total
         assert total is not None, "use 'async with PowerHost(...)' or await start()"
         endpoints, timeout = self.endpoints, self.limits.timeout_s
+        tried, lockouts, verbs = self._tried, LOCKOUTS, method in VERB_METHODS
+        batched = method.endswith("_batch")
         while slots:
             endpoint = slots.popleft()
             queue = queues[endpoint]
@@ -161,7 +328,16 @@ class Calls:
                         failed(node, name, exc)
                         continue
                 fn, is_async = how
+                if lockouts:
+                    failure = self.lockout(name, endpoint, target)
+                    if failure is not None:
+                        failed(node, name, failure)
+                        continue
                 error: PowerplaneError | None = None
+                manners = self._manners.get(name) or self.manners(name)
+                paced = verbs and manners[0].min_interval_s > 0
+                waits = paced or (endpoint not in tried and manners[0].lockout_s > 0)
+                held: list[Any] = []
                 gate = SendGate()
                 token = enter_gate(gate)
                 try:
@@ -169,6 +345,8 @@ class Calls:
                     if not try_both(sem, total):
                         await acquire_both(sem, total)
                     try:
+                        if waits:
+                            await self._manners_wait(name, endpoint, target, paced, held)
                         if deadlines is None:
                             async with asyncio.timeout(timeout):
                                 if is_async:
@@ -193,15 +371,31 @@ class Calls:
                         if not is_async and isinstance(exc, TimeoutError):
                             self.gave_up.add(name)
                         error = self._mapped(exc, gate, name, method, target)
+                        if isinstance(error, AuthenticationFailed):
+                            self._note_lockout(name, endpoint, error)
                     finally:
+                        if waits:
+                            self._manners_done(endpoint, paced, held)
                         total.release()
                         sem.release()
                 finally:
                     leave_gate(token)
                 if error is None:
+                    if batched and isinstance(result, list | tuple):
+                        # a batch's per-target outcomes: one refused login is remembered
+                        refused = next((r for r in result
+                                        if isinstance(r, AuthenticationFailed)), None)
+                        if refused is not None:
+                            self._note_lockout(name, endpoint, refused)
                     done(node, name, result)
                 else:
                     failed(node, name, error)
+
+    def _note_lockout(self, name: str, endpoint: Any, error: AuthenticationFailed) -> None:
+        """Remember an authentication failure of ``endpoint`` (manners.lockout_s > 0)."""
+        manners, config = self.manners(name)
+        if manners.lockout_s > 0:
+            LOCKOUTS.note((name, endpoint, config), error)
 
     def _mapped(
         self, exc: Exception, gate: SendGate, name: str, method: str, target: Any
