@@ -7,6 +7,15 @@ queues (:func:`~powerplane.scheduling.slots_of`, :func:`~powerplane.scheduling.r
 with one shared deadline timer and ``invoke_batch`` for channels that have it. Every verb
 leaves through the one call path, :meth:`~powerplane.host.calls.Calls.each`: sent at most once,
 never retried. :class:`InvokeResult` and :class:`Plan` are what it returns.
+
+Already in that state: a device may refuse an idempotent verb because the machine is
+already where the verb leads (iDRAC answers a power-on of a machine that is on with HTTP
+409; an IPMI BMC with completion code 0xD5, "not supported in present state"). A power-on
+or shutdown refused by the device (:class:`~powerplane.errors.RefusedByDevice`) is read
+back once through the same channel (:data:`IDEMPOTENT`): when the readback says the state
+the verb leads to, the verb is reported done, with a detail that says the device was
+already there and quotes its refusal, and the readback in the result; otherwise (another
+state, unknown, or the read failed) the refusal stands. Never done without that readback.
 """
 
 from __future__ import annotations
@@ -27,20 +36,29 @@ from powerplane.authority.service import Authority
 from powerplane.capabilities import Verb
 from powerplane.channel import Acceptance, PowerState
 from powerplane.config import Deployment, NodeSpec
-from powerplane.errors import AuditNotRecorded, ChannelError, NotOffered, PowerplaneError
+from powerplane.errors import (
+    AuditNotRecorded,
+    ChannelError,
+    NotOffered,
+    PowerplaneError,
+    RefusedByDevice,
+)
 from powerplane.host.calls import Job, Method
 from powerplane.host.discovery import Discovery, spec_of
 from powerplane.host.reading import Reader, expected
 from powerplane.recovery import VerbOffer
 from powerplane.scheduling import SharedDeadlines, run_workers, slots_of
 
-__all__ = ["GUARDED", "MAX_WAIT_S", "InvokeGuard", "InvokeResult", "Invoker", "Plan",
+__all__ = ["GUARDED", "IDEMPOTENT", "MAX_WAIT_S", "InvokeGuard", "InvokeResult", "Invoker", "Plan",
            "check_reason", "check_wait", "parse_verb"]
 
 log = logging.getLogger("powerplane.host")
 
 GUARDED = frozenset({Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE})
 """The verbs an :class:`InvokeGuard` is asked about (they take a node out of service)."""
+
+IDEMPOTENT = frozenset({Verb.POWER_ON, Verb.SHUTDOWN})
+"""The verbs a device may refuse because the machine is already there (read back then)."""
 
 MAX_WAIT_S = 86_400.0
 """The longest readback wait (a day)."""
@@ -270,11 +288,39 @@ class Invoker:
         if decision is not None:
             self.audit([(plan.node, decision)], reason, identity)
         log.info("invoke %s %s via %s: %s", plan.verb.value, plan.node, plan.channel, reason)
-        acceptance = await self.calls.call(plan.channel, plan.verb.method, plan.target)
+        try:
+            acceptance = await self.calls.call(plan.channel, plan.verb.method, plan.target)
+        except RefusedByDevice as exc:
+            there = await self.already_there(plan.node, plan.verb, plan.channel, plan.target,
+                                             exc)
+            if there is None:
+                raise
+            return there
         detail = acceptance.detail if isinstance(acceptance, Acceptance) else ""
         readback = (await self.reader.await_state(plan.node, plan.verb, wait)
                     if wait > 0 else None)
         return InvokeResult(plan.node, plan.verb, plan.channel, True, readback, detail)
+
+    async def already_there(self, node: str, verb: Verb, channel: str, target: Any,
+                            refusal: PowerplaneError) -> InvokeResult | None:
+        """``verb`` refused by the device: done if it is idempotent and one readback through
+        ``channel`` says the machine is already where it leads (see the module docstring);
+        None: the refusal stands."""
+        if verb not in IDEMPOTENT or not isinstance(refusal, RefusedByDevice):
+            return None
+        try:
+            reading = await self.calls.call(channel, "read_power_state", target, node=node)
+        except PowerplaneError:
+            return None
+        state = getattr(reading, "state", None)
+        if state is not expected(verb):
+            return None
+        words = refusal.message
+        log.info("invoke %s %s via %s: refused by the device, already %s", verb.value, node,
+                 channel, state.value)
+        return InvokeResult(node, verb, channel, True, state,
+                            f"already {state.value}: the device refused {verb.value} "
+                            f"({words}) and a readback confirmed {state.value}")
 
     async def stream(
         self, nodes: Sequence[str], verb: Verb, reason: str, wait: float,
@@ -329,6 +375,7 @@ class Invoker:
         queues: dict[Any, deque[Job]] = {}
         fns: dict[str, Method | None] = {}
         traits = channels.traits
+        targets = {node: target for node, _, target, _ in allowed} if verb in IDEMPOTENT else {}
         for node, name, target, _ in allowed:
             trait = traits.get(name)  # the channel was created by discovery
             if trait is not None and trait.batch_invoke:
@@ -366,8 +413,18 @@ class Invoker:
         def logged(job: Job) -> None:
             log.info("invoke %s %s via %s: %s", verb_name, job[0], job[1], reason)
 
-        def failed(node: str, _name: str, error: PowerplaneError) -> None:
+        def failed(node: str, name: str, error: PowerplaneError) -> None:
+            if verb in IDEMPOTENT and isinstance(error, RefusedByDevice):
+                task = asyncio.create_task(settle(node, name, error))
+                readbacks.add(task)
+                task.add_done_callback(readbacks.discard)
+                return
             done(node, error)
+
+        async def settle(node: str, name: str, error: PowerplaneError) -> None:
+            target = targets[node]
+            there = await self.already_there(node, verb, name, target, error)
+            done(node, there if there is not None else error)
 
         def worker() -> Awaitable[None]:
             return calls.each(slots, queues, method, deadlines, accepted, failed, fns,
@@ -386,7 +443,7 @@ class Invoker:
                 return
             for (node, _), outcome in zip(members, outcomes, strict=True):
                 if isinstance(outcome, PowerplaneError):
-                    done(node, outcome)
+                    failed(node, name, outcome)
                 else:
                     accepted(node, name, outcome)
 
