@@ -49,7 +49,7 @@ def _address() -> Address:
 
 
 def _build() -> ChannelType[IpmiConfig, BmcAddress]:
-    from powerplane import ChannelType
+    from powerplane import ChannelType, Manners
     from powerplane_ipmi.config import IpmiConfig, parse_target, unknown_target
 
     return ChannelType(
@@ -61,6 +61,9 @@ def _build() -> ChannelType[IpmiConfig, BmcAddress]:
                     "read back, cipher suite 17 then 3, never suite 0",
         gated_sends=True,  # every chassis control command passes about_to_send() (_send_control)
         address=__getattr__("ADDRESS"),
+        # one session per BMC, calls serialised on it; 5 s between power commands is
+        # Ironic's guidance (shorter intervals crash some BMCs)
+        manners=Manners(per_endpoint=1, sessions=1, min_interval_s=5.0, lockout_s=600.0),
         # the BMC's host, a UDP port nothing listens on: a well-formed target no BMC answers
         unknown_target=unknown_target,
     )

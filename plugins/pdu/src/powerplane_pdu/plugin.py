@@ -64,7 +64,7 @@ def unknown_target(target: OutletTarget) -> dict[str, Any]:
 
 
 def _build() -> ChannelType[PduChannelConfig, OutletTarget]:
-    from powerplane import ChannelType
+    from powerplane import ChannelType, Manners
     from powerplane_pdu.config import PduChannelConfig
     from powerplane_pdu.outlets import parse_target
 
@@ -78,6 +78,7 @@ def _build() -> ChannelType[PduChannelConfig, OutletTarget]:
         gated_sends=True,  # every SET and switching POST passes powerplane.about_to_send()
         address=address,  # timeouts: the config's ``timeouts`` (read_s: per SNMP request)
         unknown_target=unknown_target,
+        manners=Manners(lockout_s=600.0),  # a PDU takes outlet commands back to back
     )
 
 

@@ -140,7 +140,8 @@ class RedfishChannel:
         came back as a ComputerSystem naming their own path count (a member left as a
         link is read on its own)."""
         try:
-            with self.connection.use(None) as session:
+            # the service root is open to all: reading it proves no credentials
+            with self.connection.use(None, proves=False) as session:
                 service = session.service_root()
                 query = self._expand_query(service)
                 systems = service.get("Systems")

@@ -30,6 +30,14 @@ authentication, an answer that makes no sense) the session is dropped and logged
 effort; the next call logs in again. A refusal of one request (an HTTP 4xx/5xx with the
 BMC's words) keeps it.
 
+A refused login is not tried again: until a call of the connection has passed the BMC's
+authentication, its calls go one at a time (the first alone proves the credentials or
+meets the refusal), and once the BMC refused them (an
+:class:`~powerplane.AuthenticationFailed`) every call of the connection fails with that
+error at once, sending nothing, for :data:`REFUSED_LOGIN_S` (the host remembers it longer,
+per endpoint: ``manners.lockout_s``). With basic authentication every request is a login,
+so a batch discovery of 50 systems with a wrong password is one request, not 50.
+
 A reset is never retried, by either kind: one attempt per request, so a reset is sent at
 most once and every failure surfaces within the configured timeouts. A GET answered 5xx is
 retried once, at once.
@@ -76,6 +84,7 @@ import logging
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,6 +92,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from powerplane import (
+    AuthenticationFailed,
     ChannelError,
     OutcomeUnknown,
     PowerplaneError,
@@ -113,6 +123,10 @@ M = TypeVar("M", bound="BaseModel")
 IDLE_CONNECTIONS = 4
 """Kept-alive connections the direct client keeps for reuse by GETs (the host's default
 ``limits.per_endpoint``)."""
+
+
+REFUSED_LOGIN_S = 60.0
+"""How long a connection fails at once after the BMC refused its credentials."""
 
 
 class Session(Protocol):
@@ -146,6 +160,10 @@ class Connection:
         self._closed = False
         self.logins = 0
         """How many times a session was created (a login, for a session service)."""
+        self._proven = False
+        self._proving = threading.Lock()
+        """Held by the one call in flight until the credentials were proven."""
+        self._refused: tuple[float, AuthenticationFailed] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _open(self) -> Session:
@@ -163,6 +181,13 @@ class Connection:
             if self._closed:
                 raise ChannelError("the channel was closed; nothing was sent",
                                    channel=self.channel)
+            refused = self._refused
+            if refused is not None:
+                if time.monotonic() - refused[0] < REFUSED_LOGIN_S:
+                    raise AuthenticationFailed(
+                        f"{refused[1].message} (the BMC refused these credentials; not "
+                        "tried again, nothing was sent)", channel=self.channel)
+                self._refused = None
             if self._session is None:
                 self._session = self._open()
             return self._session
@@ -184,19 +209,29 @@ class Connection:
 
     # -- calls -------------------------------------------------------------------------------
     @contextmanager
-    def use(self, target: object, action: str | None = None) -> Iterator[Session]:
+    def use(self, target: object, action: str | None = None, *,
+            proves: bool = True) -> Iterator[Session]:
         """The session for one call; library errors come out mapped.
+
+        ``proves``: a call that ends well proves the credentials (False: a read of what the
+        BMC serves to anyone, such as the service root under basic authentication).
 
         A mapped error other than a refusal drops the session (and logs it out).
         """
+        proving = not self._proven and self._proving.acquire()
         session: Session | None = None
         try:
             session = self._current()
             yield session
+            if proves:
+                self._proven = True
         except Exception as exc:
             if not isinstance(exc, handled()):
                 raise
             raise self._failed(exc, session, target, action) from exc
+        finally:
+            if proving:
+                self._proving.release()
 
     def post_reset(self, target: object, path: str, reset_type: str) -> None:
         """POST one ``ComputerSystem.Reset``: at most once, on a fresh connection, gated.
@@ -208,11 +243,13 @@ class Connection:
         action = f"ResetType={reset_type}"
         session: Session | None = None
         sending = False
+        proving = not self._proven and self._proving.acquire()
         try:
             session = self._current()
             about_to_send()
             sending = True
             session.post(path, {"ResetType": reset_type})
+            self._proven = True
         except Exception as exc:
             if not isinstance(exc, handled()):
                 raise
@@ -223,6 +260,9 @@ class Connection:
                 raise OutcomeUnknown(mapped.message, channel=self.channel,
                                      target=target) from exc
             raise mapped from exc
+        finally:
+            if proving:
+                self._proving.release()
 
     def _failed(
         self, exc: BaseException, session: Session | None, target: object, action: str | None
@@ -236,6 +276,10 @@ class Connection:
             verify=self.config.verify,
             secrets=self._secrets(),
         )
+        if isinstance(mapped, AuthenticationFailed):
+            with self._lock:
+                if self._refused is None:
+                    self._refused = (time.monotonic(), mapped)
         if not isinstance(mapped, RefusedByDevice) and session is not None:
             self.drop(session)
         return mapped

@@ -41,7 +41,7 @@ def _factory(name: str, config: RedfishConfig) -> RedfishChannel:
 
 
 def _build() -> ChannelType[RedfishConfig, str | None]:
-    from powerplane import Address, ChannelType
+    from powerplane import Address, ChannelType, Manners
     from powerplane_redfish.config import RedfishConfig, parse_target
 
     return ChannelType(
@@ -52,6 +52,8 @@ def _build() -> ChannelType[RedfishConfig, str | None]:
         description="BMC power through Redfish: capabilities read from the BMC",
         gated_sends=True,  # every reset POST passes about_to_send() (connection.post_reset)
         address=Address("endpoint"),  # a URL; timeouts: the config's ``timeouts``
+        # one login per channel; iDRAC allows 8 sessions, Supermicro 16: 4 leaves room
+        manners=Manners(sessions=4, lockout_s=600.0),
     )
 
 

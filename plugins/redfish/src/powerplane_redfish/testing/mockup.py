@@ -36,7 +36,13 @@ and, as attributes that may change while serving:
 
 - ``reset_delay_s``: hold the answer to every reset POST this long (the reset is applied and
   counted when it arrives);
-- ``read_delay_after_reset_s``: once a reset was accepted, hold every GET of a system.
+- ``read_delay_after_reset_s``: once a reset was accepted, hold every GET of a system;
+- ``refuse_if_already``: answer a reset that would leave the system where it is as iDRAC
+  does: ``On``/``ForceOn`` of a system that is on is HTTP 409 with the body iDRAC sends
+  (:data:`IDRAC_ALREADY_ON`, message ``IDRAC.1.6.PSU501`` "Server is already powered
+  ON."), ``ForceOff``/``GracefulShutdown`` of one that is off the same with "OFF".
+
+:attr:`MockupServer.reset_times` holds when each reset POST arrived (``time.monotonic()``).
 
 :attr:`MockupServer.requests` lists every request received, answered or not.
 """
@@ -47,13 +53,14 @@ import base64
 import copy
 import datetime as dt
 import secrets
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from powerplane.testing import HttpReply, HttpRequest, JsonHttpServer, TLSFiles
 
-__all__ = ["MockupServer", "redfish_error"]
+__all__ = ["IDRAC_ALREADY_ON", "MockupServer", "redfish_error"]
 
 _RESET_SUFFIX = "/Actions/ComputerSystem.Reset"
 _SESSIONS = "/redfish/v1/SessionService/Sessions"
@@ -61,6 +68,29 @@ _OPEN = {"/redfish", "/redfish/v1"}
 _ON_AFTER = {"On", "ForceOn", "GracefulRestart", "ForceRestart", "PowerCycle", "PushPowerButton"}
 _OFF_AFTER = {"ForceOff", "GracefulShutdown"}
 _RESTARTS = {"GracefulRestart", "ForceRestart", "PowerCycle"}
+
+
+IDRAC_ALREADY_ON: dict[str, Any] = {"error": {
+    "@Message.ExtendedInfo": [{
+        "Message": "Server is already powered ON.",
+        "MessageArgs": [], "MessageArgs@odata.count": 0,
+        "MessageId": "IDRAC.1.6.PSU501",
+        "RelatedProperties": [], "RelatedProperties@odata.count": 0,
+        "Resolution": "No response action is required.",
+        "Severity": "Informational",
+    }],
+    "code": "Base.1.2.GeneralError",
+    "message": "A general error has occurred. See ExtendedInfo for more information",
+}}
+"""iDRAC's answer (HTTP 409) to ``ResetType: On`` of a server that is on, as captured from an
+iDRAC 9 (dell/dellemc-openmanage-ansible-modules issue 132)."""
+
+
+def _already(state: str) -> dict[str, Any]:
+    body = copy.deepcopy(IDRAC_ALREADY_ON)
+    body["error"]["@Message.ExtendedInfo"][0]["Message"] = (
+        f"Server is already powered {state.upper()}.")
+    return body
 
 
 def redfish_error(message_id: str, message: str) -> dict[str, Any]:
@@ -120,6 +150,10 @@ class MockupServer:
         """How long each reset POST's answer is held."""
         self.read_delay_after_reset_s = 0.0
         """How long each GET of a system is held once a reset was accepted."""
+        self.refuse_if_already = False
+        """Answer a reset that changes nothing with iDRAC's 409 (see the module docstring)."""
+        self.reset_times: list[float] = []
+        """When each reset POST arrived (``time.monotonic()``), refused or not."""
         self.username = username
         self.password = password
         self.advertise = advertise
@@ -282,6 +316,7 @@ class MockupServer:
         return _missing(path)
 
     def _reset(self, request: HttpRequest) -> HttpReply:
+        self.reset_times.append(time.monotonic())
         system = request.path.removesuffix(_RESET_SUFFIX)
         if system not in self.power:
             return _missing(system)
@@ -293,6 +328,12 @@ class MockupServer:
                 f"The value {value} for the parameter ResetType is not in the list of "
                 "acceptable values.",
             ))
+        if self.refuse_if_already:
+            now = self.power[system]
+            if now == "On" and value in ("On", "ForceOn"):
+                return HttpReply(409, _already("on"))
+            if now == "Off" and value in ("ForceOff", "GracefulShutdown"):
+                return HttpReply(409, _already("off"))
         self.resets.append((system, value))
         if value == "GracefulShutdown" and self.ignore_graceful:
             return HttpReply(204)
