@@ -59,6 +59,7 @@ __all__ = [
     "LONGHORN",
     "METAL3",
     "REGISTERS",
+    "metal3_unknown_target",
     "register_channel_types",
     "register_cluster_types",
     "register_policy_types",
@@ -149,6 +150,16 @@ def _metal3_factory(name: str, config: Metal3ChannelConfig) -> Metal3Channel:
     return Metal3Channel(name, config)
 
 
+def metal3_unknown_target(target: Metal3Target) -> Any:
+    """For the conformance suite: a BareMetalHost (or a node) of the same namespace that the
+    cluster does not have."""
+    suffix = "-powerplane-conformance-unknown"
+    if target.node is not None:
+        return {"node": f"{target.node}{suffix}"}
+    name = f"{str(target.name)[:253 - len(suffix)]}{suffix}"
+    return f"{target.namespace}/{name}" if target.namespace else name
+
+
 def _metal3() -> ChannelType[Metal3ChannelConfig, Metal3Target]:
     from powerplane import ChannelType
     from powerplane_kubernetes.metal3.config import Metal3ChannelConfig, parse_target
@@ -161,6 +172,7 @@ def _metal3() -> ChannelType[Metal3ChannelConfig, Metal3Target]:
         description="Metal3 BareMetalHosts: spec.online and the reboot annotation, through "
         "the baremetal-operator; readback from status.poweredOn",
         gated_sends=True,  # every PATCH of a BareMetalHost passes about_to_send()
+        unknown_target=metal3_unknown_target,
     )
 
 

@@ -25,9 +25,9 @@ a field it does not have is pruned from a write, as the API server prunes.
   :attr:`BareMetalOperator.refused` (once per host and reason).
 
 ``liar`` makes it lie, for the conformance suite to catch: ``"phantom-power"`` writes
-``status.poweredOn`` as ``spec.online`` asks at once and never changes the machine (its
-hardware read puts the truth back every ``refresh_s``); ``"drop-reboot"`` removes every
-reboot annotation without a power cycle.
+``status.poweredOn`` as a new ``spec.online`` asks at once and never changes the machine
+(its hardware read puts the truth back ``refresh_s`` later); ``"drop-reboot"`` removes
+every reboot annotation without a power cycle.
 
 It writes through the test API server's own world changes (stamped ``resourceVersion``s,
 watch events), in the server's loop, and only when something changes.
@@ -131,8 +131,9 @@ class BareMetalOperator:
     """How long a power change takes before the machine (and then the status) shows it."""
     tick_s: float = 0.05
     liar: Liar | None = None
-    refresh_s: float = 1.0
-    """With ``liar="phantom-power"``: how often the hardware read puts the truth back."""
+    refresh_s: float = 0.1
+    """With ``liar="phantom-power"``: how long after its report the hardware read puts the
+    truth back."""
     machines: dict[str, bool] = field(default_factory=dict)
     """``NAMESPACE/NAME`` -> the machine is powered."""
     actions: list[str] = field(default_factory=list)
@@ -147,6 +148,7 @@ class BareMetalOperator:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._refreshed: dict[str, float] = {}
+        self._lied: dict[str, bool] = {}
         self.failure: BaseException | None = None
 
     # -- the world ---------------------------------------------------------------------------
@@ -261,15 +263,15 @@ class BareMetalOperator:
             return
         if self.liar == "phantom-power":
             online = bool(spec.get("online"))
-            if status.get("poweredOn") is not online and \
-                    now - self._refreshed.get(key, 0.0) < self.refresh_s:
-                self._set_powered(namespace, name, online)
-                self.lies.append(f"{key}: reported poweredOn {online}, did nothing")
-                return
-            if now - self._refreshed.get(key, 0.0) >= self.refresh_s:
+            if self._lied.get(key) is not online:  # a new ask: report it done, do nothing
+                self._lied[key] = online
                 self._refreshed[key] = now
-                if status.get("poweredOn") is not machine:
-                    self._set_powered(namespace, name, machine)
+                if status.get("poweredOn") is not online:
+                    self._set_powered(namespace, name, online)
+                    self.lies.append(f"{key}: reported poweredOn {online}, did nothing")
+            elif now - self._refreshed[key] >= self.refresh_s and \
+                    status.get("poweredOn") is not machine:
+                self._set_powered(namespace, name, machine)  # the hardware read, late
             return
         # the hardware read (UpdateHardwareState)
         if status.get("poweredOn") is not machine:

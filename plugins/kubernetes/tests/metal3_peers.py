@@ -1,0 +1,36 @@
+"""Helpers of the metal3 tests: the test API server with the BareMetalHost CRD, the stand-in
+operator on it, a kubeconfig, and channels built as a deployment builds them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from powerplane_kubernetes.metal3.channel import Metal3Channel
+from powerplane_kubernetes.metal3.config import Metal3ChannelConfig
+from powerplane_kubernetes.testing.apiserver import KubeApiServer
+from powerplane_kubernetes.testing.metal3 import BareMetalOperator, baremetalhost_crd
+
+
+@contextmanager
+def metal3_cluster(**operator: Any) -> Iterator[tuple[KubeApiServer, BareMetalOperator]]:
+    """A test API server serving BareMetalHosts, and the stand-in operator running on it."""
+    api = KubeApiServer(longhorn=False, admission=False)
+    api.install_crd(baremetalhost_crd())
+    with api, BareMetalOperator(api, **operator) as bmo:
+        yield api, bmo
+
+
+def channel_config(kubeconfig: Path, **keys: Any) -> dict[str, Any]:
+    """A metal3 channel's config (as a deployment writes it) reaching the test API server."""
+    return {"type": "metal3", "kubeconfig": str(kubeconfig), "namespace": "metal3",
+            "timeouts": {"connect_s": 2, "read_s": 5}, "reboot_wait_s": 5, "poll_s": 0.05,
+            **keys}
+
+
+def make_channel(kubeconfig: Path, name: str = "m3", **keys: Any) -> Metal3Channel:
+    raw = channel_config(kubeconfig, **keys)
+    raw.pop("type")
+    return Metal3Channel(name, Metal3ChannelConfig.model_validate(raw))
