@@ -158,7 +158,7 @@ async def test_capabilities_follow_what_the_operator_will_do(
 
 async def test_the_operator_refuses_in_the_wrong_state_and_says_why(
         cluster: tuple[KubeApiServer, BareMetalOperator], kubeconfig: Path) -> None:
-    api, bmo = cluster
+    _, bmo = cluster
     bmo.add_host("metal3", "h0", state="provisioning", online=True, powered=False)
     await asyncio.sleep(0.5)
     assert bmo.machines["metal3/h0"] is False and bmo.actions == []
@@ -183,7 +183,7 @@ async def test_a_reboot_of_a_host_meant_off_is_refused_before_a_write(
     api, bmo = cluster
     bmo.add_host("metal3", "h0", online=False)
     channel = make_channel(kubeconfig)
-    with send_gate() as gate, pytest.raises(RefusedByDevice, match="spec.online false"):
+    with send_gate() as gate, pytest.raises(RefusedByDevice, match=r"spec\.online false"):
         await channel.reboot(parse_target("metal3/h0"))
     assert not gate.sent and _patches(api) == []
     await channel.close()
@@ -191,7 +191,7 @@ async def test_a_reboot_of_a_host_meant_off_is_refused_before_a_write(
 
 async def test_a_write_on_a_changed_host_is_judged_again(
         cluster: tuple[KubeApiServer, BareMetalOperator], kubeconfig: Path) -> None:
-    api, bmo = cluster
+    _, bmo = cluster
     bmo.add_host("metal3", "h0")
     channel = make_channel(kubeconfig)
     target = parse_target("metal3/h0")
@@ -205,7 +205,7 @@ async def test_a_write_on_a_changed_host_is_judged_again(
             bmo.set_state("metal3", "h0", "deprovisioning")
         await real(*args)
 
-    channel._patch = racing  # type: ignore[method-assign]
+    channel._patch = racing  # type: ignore[method-assign,assignment]
     with send_gate(), pytest.raises(NotSupported, match="deprovisioning"):
         await channel.shutdown(target)
     assert (bmo.host("metal3", "h0") or {})["spec"]["online"] is True  # 409: not applied
