@@ -62,7 +62,6 @@ from powerplane_kubernetes.store import (
     KubernetesStoreError,
     NodeMaintenanceResource,
     lock_name,
-    to_object,
 )
 from powerplane_kubernetes.testing.apiserver import KubeApiServer, openapi_to_jsonschema
 from powerplane_kubernetes.testing.schemas import KUBERNETES_VERSION
@@ -185,7 +184,9 @@ def test_create_get_update_round_trip_keeps_every_field(
     obj = api.object("powerplane.io/v1alpha1/nodemaintenances", None, m.name)
     assert obj is not None
     assert obj["spec"]["node"] == "n1" and obj["spec"]["requestedBy"] == "alice"
-    assert set(obj["spec"]) == {"node", "intent", "reason", "requestedBy", "preflight"}
+    assert set(obj["spec"]) == {"node", "intent", "reason", "requestedBy", "requesterGroups",
+                                "requestedVia", "onBehalfOf", "preflight", "ackPreflight",
+                                "confirmNode", "hazardReason"}
     assert obj["requests"]["returnRequest"]["actor"] == "bob"
     assert obj["status"]["phase"] == "Rebooting"
     assert obj["status"]["dispatches"][0]["channel"] is None
@@ -328,23 +329,36 @@ def test_two_concurrent_creates_for_one_node_give_exactly_one_already_active(
             s.close()
 
 
-def test_a_creation_in_progress_holds_the_node(api: KubeApiServer, kubeconfig: Path,
-                                               store: KubernetesStore) -> None:
-    """A creator between taking the lock and writing the status holds the node: a second
-    creator is AlreadyActive naming it, not let through because it is not visible yet."""
-    first = maintenance("n1", "n1-reboot-first")
-    wire = {k: v for k, v in to_object(first).items() if k != "status"}
-    store._send(wire, create=True)
-    store._lock("n1", first.name)
-    assert store.active_for("n1") is None  # pending: not visible to readers
+def pending(node: str, name: str) -> NodeMaintenance:
+    """A request as core's lifecycle writes it here: ``Pending`` until the executor admits it."""
+    m = maintenance(node, name)
+    m.status.phase = Phase.PENDING
+    return m
+
+
+def test_an_admission_in_progress_holds_the_node(api: KubeApiServer, kubeconfig: Path,
+                                                 store: KubernetesStore) -> None:
+    """An admission between taking the lock and writing the status holds the node: another
+    admission (or a creator of an admitted maintenance) is AlreadyActive naming it, not let
+    through because it is still ``Pending``."""
+    first = store.create(pending("n1", "n1-reboot-first"))
+    store.lock(first)
+    held = store.active_for("n1")  # listed, still pending: its status is not written yet
+    assert held is not None and (held.name, held.phase) == (first.name, Phase.PENDING)
     other = open_store(kubeconfig)
     try:
+        second = other.create(pending("n1", "n1-reboot-second"))  # a request holds nothing
         with pytest.raises(AlreadyActive, match="n1-reboot-first"):
-            other.create(maintenance("n1", "n1-reboot-second"))
+            other.lock(second)
+        with pytest.raises(AlreadyActive, match="n1-reboot-first"):
+            other.create(maintenance("n1", "n1-reboot-third"))
     finally:
         other.close()
     assert api.object("powerplane.io/v1alpha1/nodemaintenances", None,
-                      "n1-reboot-second") is None
+                      "n1-reboot-third") is None
+    lease = api.object(LEASES, NS, lock_name("n1"))
+    assert lease is not None and lease["spec"]["holderIdentity"] == first.name
+    store.lock(first)  # its own admission, taken up again: still its lock
 
 
 def test_a_finished_or_deleted_holder_is_replaced(api: KubeApiServer,
@@ -368,75 +382,95 @@ def test_a_finished_or_deleted_holder_is_replaced(api: KubeApiServer,
     assert store.active_for("n1").name == "n1-reboot-third"  # type: ignore[union-attr]
 
 
-def _pending_holder(store: KubernetesStore, name: str, *, at: dt.datetime) -> None:
-    """A creator that took the lock of ``n1`` at ``at`` and stopped before its status."""
-    first = maintenance("n1", name)
-    store._send({k: v for k, v in to_object(first).items() if k != "status"}, create=True)
+def _pending_holder(store: KubernetesStore, name: str, *, at: dt.datetime) -> NodeMaintenance:
+    """A request whose admission took the lock of ``n1`` at ``at`` and stopped before its
+    status (crash point ``admission:locked``)."""
+    first = store.create(pending("n1", name))
     clock = store.clock
     store.clock = lambda: at
     try:
-        store._lock("n1", first.name)
+        store.lock(first)
     finally:
         store.clock = clock
+    return first
 
 
-def test_a_pending_holder_whose_lock_expired_is_taken_over(
+def test_a_dead_admission_s_lock_blocks_the_node_until_it_expires_then_is_refused(
         api: KubeApiServer, kubeconfig: Path) -> None:
-    """A creator that stopped between the lock and its status (its lock older than its
-    duration) no longer blocks the node: the next creator supersedes the pending object,
-    takes the lock and deletes it; within the duration it still blocks."""
+    """An admission that stopped between the lock and its status (its lock older than its
+    duration) no longer blocks the node: the next admission takes the lock; within the
+    duration it still blocks. The request it was admitting is kept (marked, not deleted)
+    and, admitted again, is refused naming the lock's new holder: never lost."""
     now = dt.datetime.now(dt.UTC)
     first = open_store(kubeconfig)
     second = open_store(kubeconfig)
     try:
-        _pending_holder(first, "n1-reboot-dead", at=now - dt.timedelta(seconds=10))
+        dead = _pending_holder(first, "n1-reboot-dead", at=now - dt.timedelta(seconds=10))
         lease = api.object(LEASES, NS, lock_name("n1"))
         assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 30
+        early = second.create(pending("n1", "n1-reboot-early"))
         with pytest.raises(AlreadyActive, match="n1-reboot-dead"):  # 10 s of 30: live
-            second.create(maintenance("n1", "n1-reboot-early"))
+            second.lock(early)
         second.clock = lambda: now + dt.timedelta(seconds=25)  # 35 s since: expired
-        made = second.create(maintenance("n1", "n1-reboot-next"))
-        assert second.active_for("n1").name == made.name  # type: ignore[union-attr]
+        made = second.create(pending("n1", "n1-reboot-next"))
+        second.lock(made)
         lease = api.object(LEASES, NS, lock_name("n1"))
         assert lease is not None and lease["spec"]["holderIdentity"] == "n1-reboot-next"
         assert lease["spec"]["leaseTransitions"] == 1
-        assert api.object("powerplane.io/v1alpha1/nodemaintenances", None,
-                          "n1-reboot-dead") is None
-        marked = [r for r in api.requests_to("PUT", f"{NM}/n1-reboot-dead")]
-        assert [r.body["metadata"]["annotations"]["powerplane.io/superseded-by"]
-                for r in marked] == ["n1-reboot-next"]
+        kept = api.object("powerplane.io/v1alpha1/nodemaintenances", None, dead.name)
+        assert kept is not None and "status" not in kept  # still pending: not lost
+        assert kept["metadata"]["annotations"]["powerplane.io/lock-taken-by"] == made.name
+        assert "powerplane.io/superseded-by" not in kept["metadata"]["annotations"]
+        assert [m.name for m in second.active()] == [dead.name, early.name, made.name]
+        # admitted again, the dead admission's request meets the new holder: refused
+        with pytest.raises(AlreadyActive, match="n1-reboot-next"):
+            first.lock(first.get(dead.name))
     finally:
         first.close()
         second.close()
 
 
-def test_a_slow_creator_whose_lock_was_taken_over_gives_up_without_showing(
+def test_a_slow_admission_whose_lock_was_taken_over_writes_no_status(
         api: KubeApiServer, kubeconfig: Path) -> None:
-    """The takeover is decided by the version, not the clocks: a creator still alive when
-    its expired lock is taken over gets a 409 on its status and shows nothing."""
+    """The takeover is decided by the versions, not the clocks: an admission still alive
+    when its expired lock is taken over gets a conflict on its status and shows nothing
+    (read again, it meets the new holder); a creator of an admitted maintenance likewise
+    gives up without showing."""
     slow = open_store(kubeconfig)
     taker = open_store(kubeconfig)
     try:
         slow.clock = lambda: dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+        m = slow.create(pending("n1", "n1-reboot-slow"))
+        slow.lock(m)  # the lock at once stale by the slow clock
+        won = taker.create(pending("n1", "n1-reboot-taker"))
+        taker.lock(won)  # the taker passes while the slow admission is between lock and status
+        m.status.phase = Phase.REQUESTED
+        with pytest.raises(StoreConflict):
+            slow.update(m)
+        again = slow.get(m.name)
+        assert again.phase is Phase.PENDING
+        with pytest.raises(AlreadyActive, match="n1-reboot-taker"):
+            slow.lock(again)
+        # the same, for a maintenance created already admitted (object, lock, status)
         taken: list[str] = []
 
         def take_over(name: str) -> None:
             if name == "store:locked" and not taken:
                 taken.append("")  # the taker passes this point too
-                taken[0] = taker.create(maintenance("n1", "n1-reboot-taker")).name
+                taken[0] = taker.create(maintenance("n2", "n2-reboot-taker")).name
 
         from powerplane.lifecycle import crash
 
         crash.set_hook(take_over)
         try:
             with pytest.raises(ConcurrentChange, match="taken over"):
-                slow.create(maintenance("n1", "n1-reboot-slow"))
+                slow.create(maintenance("n2", "n2-reboot-slow"))
         finally:
             crash.set_hook(None)
-        assert taken == ["n1-reboot-taker"]
-        assert [m.name for m in taker.all()] == ["n1-reboot-taker"]
+        assert taken == ["n2-reboot-taker"]
+        assert [m.name for m in taker.all() if m.node == "n2"] == ["n2-reboot-taker"]
         assert api.object("powerplane.io/v1alpha1/nodemaintenances", None,
-                          "n1-reboot-slow") is None
+                          "n2-reboot-slow") is None
     finally:
         slow.close()
         taker.close()
@@ -451,18 +485,25 @@ def test_a_name_taken_is_a_concurrent_change_or_already_active(store: Kubernetes
 
 # -- the spec and the status subresource -----------------------------------------------------
 def test_the_spec_is_immutable(api: KubeApiServer, store: KubernetesStore) -> None:
+    """The store writes the spec as its creator wrote it (a change in memory is never sent);
+    a client that sends a changed spec is refused by the API server (the CEL rule)."""
     m = maintenance()
     store.create(m)
     got = store.get(m.name)
     got.spec.reason = "another reason"
-    before = got.resource_version
-    with pytest.raises(KubernetesStoreError) as caught:
-        store.update(got)
+    got.status.phase = Phase.CORDONED
+    store.update(got)
+    kept = store.get(m.name)
+    assert (kept.spec.reason, kept.phase) == ("kernel update", Phase.CORDONED)
+    obj = api.object("powerplane.io/v1alpha1/nodemaintenances", None, m.name)
+    assert obj is not None
+    changed = {**obj, "spec": {**obj["spec"], "reason": "another reason"}}
+    with pytest.raises(KubernetesStoreError) as caught, store._errors("writing it by hand"):
+        store.client.replace(NodeMaintenanceResource(**changed))
     assert isinstance(caught.value, StoreError) and caught.value.exit_code == 1
     text = str(caught.value)
     assert "HTTP 422 Invalid" in text and "spec: Invalid value" in text
     assert SPEC_IMMUTABLE in text
-    assert got.resource_version == before
     assert store.get(m.name).spec.reason == "kernel update"
 
 

@@ -53,7 +53,12 @@ One active maintenance per node (``AlreadyActive``)
     within its duration (an admission that stopped between the lock and the status); a
     holder that is gone, terminal, or pending past its duration is replaced by a ``PUT``
     naming the Lease's ``resourceVersion`` (two takers of one stale lock: one gets ``409``
-    and looks again). The holder always names an object created before the lock was
+    and looks again). A stale pending holder is first marked ``powerplane.io/lock-taken-by``
+    by a write naming the ``resourceVersion`` read: an admission of it still running
+    (slow, not dead) then gets ``409`` on its status, reads it again and meets the lock's
+    new holder (refused, visibly), so two admissions never both show one node active; a
+    holder whose admission wrote it first makes the mark ``409`` and is read again (active:
+    ``AlreadyActive``). The holder always names an object created before the lock was
     written, so "holder gone" never means "holder not created yet". No lock is ever
     released: a finished holder is simply replaced. An object an older store marked
     ``powerplane.io/superseded-by`` is never read, and removed when seen.
@@ -86,7 +91,7 @@ from lightkube.generic_resource import (
 )
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.operators import not_exists
+from lightkube.operators import not_equal
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event
 
@@ -160,6 +165,9 @@ LOCK_PREFIX = "nodemaintenance."
 """The per-node lock Lease is ``nodemaintenance.<node>``."""
 LOCK_DURATION_S = 30
 """How long a creator may hold a node's lock before its status is written (step 2 to 3)."""
+LOCK_TAKEN_ANNOTATION = f"{GROUP}/lock-taken-by"
+"""On a pending object whose expired lock another request took: that request's name (the
+write that sets it makes a late status write of the object's admission a conflict)."""
 SUPERSEDED_ANNOTATION = f"{GROUP}/superseded-by"
 """On a pending object whose expired lock another creator took over: that creator's name."""
 
@@ -319,6 +327,10 @@ class KubernetesStore:
         self.unreadable: dict[str, tuple[dict[str, Any], str]] = {}
         """Pending objects the last reads could not understand: name -> (object, why)."""
         self._identity: Identity | None = None
+        self.active_view: Callable[[], list[tuple[str, str, Phase]] | None] | None = None
+        """The executor's watch cache of active maintenances (``(name, node, phase)``;
+        it answers None while it has not listed): the safety rule and admission read it
+        instead of listing per check."""
         self._bound: tuple[float, str | None] | None = None
 
     deferred_admission = True
@@ -480,9 +492,10 @@ class KubernetesStore:
         return find_maintenance(self, name_or_node)
 
     def _active_objects(self) -> list[dict[str, Any]]:
-        """The objects in an active phase: labelled so, and those with no label yet (made
+        """The objects in an active phase, in one list: those not labelled terminal
+        (``powerplane.io/active!=false`` also selects the objects with no label yet, made
         by another client, ``kubectl`` say: pending until the executor admits them)."""
-        objs = self._list({ACTIVE_LABEL: "true"}) + self._list({ACTIVE_LABEL: not_exists()})
+        objs = self._list({ACTIVE_LABEL: not_equal("false")})
         return [o for o in objs if _phase(o) not in _TERMINAL]
 
     def all(self, active_only: bool = False) -> list[NodeMaintenance]:
@@ -493,7 +506,12 @@ class KubernetesStore:
         return self.all(active_only=True)
 
     def active_phases(self) -> list[tuple[str, str, Phase]]:
-        """``(name, node, phase)`` of every active maintenance."""
+        """``(name, node, phase)`` of every active maintenance: from :attr:`active_view`
+        where the executor's watch keeps one (no request), else one list."""
+        if self.active_view is not None:
+            viewed = self.active_view()
+            if viewed is not None:
+                return viewed
         out = []
         for o in self._active_objects():
             phase = _phase(o)
@@ -579,7 +597,7 @@ class KubernetesStore:
         m.resource_version = _version(made)
         if audit is not None:
             try:
-                self.record_request(m, audit)
+                self.record_request(m, audit, event=False)  # the executor's admission tells
             except KubernetesStoreError as exc:
                 if self._delete(m.name):
                     raise KubernetesStoreError(self.where, f"{exc.cause}; the request "
@@ -603,7 +621,8 @@ class KubernetesStore:
         self._seen.pop(name, None)
         return True
 
-    def record_request(self, m: NodeMaintenance, record: AuditRecord) -> None:
+    def record_request(self, m: NodeMaintenance, record: AuditRecord, *,
+                       event: bool = True) -> None:
         """Write ``m``'s request record under its one name
         (:func:`~powerplane_kubernetes.audit.request_record_name`): written once, whether
         by its creator or by the executor admitting it (a ``409``: it is there)."""
@@ -613,9 +632,9 @@ class KubernetesStore:
                 self.client.create(MaintenanceAuditResource(**audit_object(record, name)))
             except httpx2.HTTPStatusError as exc:
                 if self._code(exc) != 409:
-                    raise
-                return  # written already (by its creator): one record
-        self._event(record, self._seen.get(m.name))
+                    raise  # a 409: written already (by its creator), one record
+        if event:  # the Event (a notification) by the executor, as it admits the request
+            self._event(record, self._seen.get(m.name))
 
     def lock(self, m: NodeMaintenance) -> None:
         """Take ``m``'s node for ``m`` (as the executor admits it): ``AlreadyActive`` when
@@ -704,6 +723,8 @@ class KubernetesStore:
                     if not _pending(obj) or not self._expired(held):
                         raise AlreadyActive(node, holder)
                     stale = True  # its admission stopped between the lock and the status
+                    if not self._mark_taken(obj, name):
+                        continue  # its admission wrote it meanwhile: look again
             assert held.metadata is not None
             held.spec = self._lock_spec(name, held.spec)
             try:
@@ -718,6 +739,22 @@ class KubernetesStore:
                             self.lock_duration_s, name)
             return
         raise ConcurrentChange(f"the lock of node {node} kept changing; try again")
+
+    def _mark_taken(self, obj: dict[str, Any], name: str) -> bool:
+        """Mark the stale pending holder ``obj`` as having lost its lock to ``name``, by a
+        write naming the version read, so that a late status write of its admission is a
+        conflict; False when it changed since (a 409: read again)."""
+        rv = str(obj["metadata"]["resourceVersion"])
+        ours = {"metadata": {"annotations": {LOCK_TAKEN_ANNOTATION: name}}}
+        try:
+            self._send({**obj, "metadata": _meta(obj, ours, {}, rv)})
+        except httpx2.HTTPStatusError as exc:
+            code = self._code(exc)
+            if code == 409:
+                return False
+            if code != 404:  # gone: nothing left to mark
+                raise
+        return True
 
     def _lock_spec(self, name: str, old: LeaseSpec | None) -> LeaseSpec:
         now = self.clock()
