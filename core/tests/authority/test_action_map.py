@@ -33,6 +33,10 @@ def cli_entry_points() -> list[str]:
             command = group.get_command(ctx, name)
             assert command is not None, name
             path = f"{prefix} {name}".strip()
+            if path == "serve":
+                # powerplane-servers: its routes and the command are in its own table,
+                # powerplane_servers.actions.ENTRY_POINTS, checked by servers/tests
+                continue
             if isinstance(command, click.Group):
                 walk(command, path)
             elif path == "invoke":

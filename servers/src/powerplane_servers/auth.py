@@ -1,0 +1,199 @@
+"""Who is asking: an identity established by authentication, never by the request's body.
+
+Three ways, tried in this order for each request:
+
+- ``Authorization: Bearer <JWT>``: an OpenID Connect token verified against the issuer's
+  discovery document and JWKS (joserfc): the signature by the key its ``kid`` names (an
+  unknown ``kid`` refetches the JWKS, at most every ``jwks_refresh_min_s``: key rotation),
+  the algorithm from the allow-list (never ``none``, never a shared-secret HMAC), ``iss``,
+  ``aud``, ``exp`` and ``nbf`` (each required, with ``leeway_s``); the user from
+  ``username_claim`` and the groups from ``groups_claim``. ``via`` is ``oidc``.
+- the page's session cookie (the authorization-code flow with PKCE, :mod:`.session`).
+- the auth-proxy mode: ``X-Forwarded-User`` / ``X-Forwarded-Groups`` believed only from a
+  configured proxy address (``proxy.trusted``); from any other address they are ignored.
+  ``via`` is ``proxy``.
+
+Anything else is 401 with a problem document. No token, claim or header value is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ipaddress
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import KeySet
+
+from powerplane import Identity
+from powerplane_servers.problems import ProblemError
+from powerplane_servers.settings import OidcSettings, ProxySettings
+
+__all__ = ["OidcVerifier", "ProviderMetadata", "Unauthenticated", "is_loopback",
+           "proxy_identity"]
+
+
+class Unauthenticated(ProblemError):
+    """401: no credentials, or credentials that do not verify (the reason, never the token)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(401, "Not authenticated", detail, "policy", error="Unauthenticated",
+                         exit_code=3,
+                         headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ProviderMetadata:
+    issuer: str
+    jwks_uri: str
+    authorization_endpoint: str | None
+    token_endpoint: str | None
+
+
+def _b64json(segment: str) -> dict[str, Any]:
+    pad = "=" * (-len(segment) % 4)
+    data = json.loads(base64.urlsafe_b64decode(segment + pad))
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
+
+
+class OidcVerifier:
+    """Verifies bearer tokens of one issuer (see the module docstring)."""
+
+    def __init__(self, settings: OidcSettings, *,
+                 client: httpx.AsyncClient | None = None) -> None:
+        self.settings = settings
+        self._client = client
+        self._meta: ProviderMetadata | None = None
+        self._keys: KeySet | None = None
+        self._kids: set[str] = set()
+        self._fetched_at = 0.0
+        self._lock = asyncio.Lock()
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=10.0, follow_redirects=False)
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def metadata(self) -> ProviderMetadata:
+        if self._meta is None:
+            url = self.settings.issuer.rstrip("/") + "/.well-known/openid-configuration"
+            resp = await self._http().get(url)
+            resp.raise_for_status()
+            doc = resp.json()
+            if doc.get("issuer") != self.settings.issuer:
+                raise ValueError(f"the discovery document names issuer {doc.get('issuer')!r}, "
+                                 f"not {self.settings.issuer!r}")
+            self._meta = ProviderMetadata(
+                issuer=str(doc["issuer"]), jwks_uri=str(doc["jwks_uri"]),
+                authorization_endpoint=doc.get("authorization_endpoint"),
+                token_endpoint=doc.get("token_endpoint"))
+        return self._meta
+
+    async def _load_keys(self, force: bool) -> KeySet:
+        async with self._lock:
+            now = time.monotonic()
+            if self._keys is not None and not force:
+                return self._keys
+            if (self._keys is not None and force
+                    and now - self._fetched_at < self.settings.jwks_refresh_min_s):
+                return self._keys
+            meta = await self.metadata()
+            resp = await self._http().get(meta.jwks_uri)
+            resp.raise_for_status()
+            doc = resp.json()
+            keys = [k for k in doc.get("keys", []) if k.get("use", "sig") == "sig"]
+            self._keys = KeySet.import_key_set({"keys": keys})
+            self._kids = {str(k["kid"]) for k in keys if "kid" in k}
+            self._fetched_at = now
+            return self._keys
+
+    async def verify(self, token: str) -> dict[str, Any]:
+        """The token's claims, or :class:`Unauthenticated` saying what failed."""
+        parts = token.split(".")
+        if len(parts) != 3:
+            raise Unauthenticated("the bearer token is not a signed JWT (JWS compact)")
+        try:
+            header = _b64json(parts[0])
+        except (ValueError, TypeError):
+            raise Unauthenticated("the bearer token's header is not readable") from None
+        alg = header.get("alg")
+        if alg not in self.settings.algorithms:
+            raise Unauthenticated(f"the token's algorithm {alg!r} is not allowed "
+                                  f"(allowed: {', '.join(self.settings.algorithms)})")
+        kid = header.get("kid")
+        if not isinstance(kid, str) or not kid:
+            raise Unauthenticated("the token names no key (kid)")
+        try:
+            keys = await self._load_keys(force=False)
+            if kid not in self._kids:
+                keys = await self._load_keys(force=True)  # the issuer may have rotated
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            raise ProblemError(503, "Issuer unavailable",
+                               f"the issuer's keys could not be read ({type(exc).__name__})",
+                               "channel", error="IssuerUnavailable", exit_code=1) from None
+        if kid not in self._kids:
+            raise Unauthenticated("the token's key (kid) is not among the issuer's keys")
+        try:
+            decoded = jwt.decode(token, keys, algorithms=list(self.settings.algorithms))
+        except JoseError:
+            raise Unauthenticated("the token's signature does not verify") from None
+        except ValueError:
+            raise Unauthenticated("the token could not be decoded") from None
+        claims = dict(decoded.claims)
+        registry = jwt.JWTClaimsRegistry(
+            leeway=self.settings.leeway_s,
+            iss={"essential": True, "value": self.settings.issuer},
+            aud={"essential": True, "value": self.settings.audience},
+            exp={"essential": True},
+        )
+        try:
+            registry.validate(claims)
+        except JoseError as exc:
+            what = getattr(exc, "claim", None) or getattr(exc, "error", "claims")
+            raise Unauthenticated(f"the token's claims do not verify ({what})") from None
+        return claims
+
+    def identity(self, claims: dict[str, Any]) -> Identity:
+        user = claims.get(self.settings.username_claim)
+        if not isinstance(user, str) or not user:
+            raise Unauthenticated(
+                f"the token has no {self.settings.username_claim!r} claim to name its user")
+        raw = claims.get(self.settings.groups_claim) or []
+        if isinstance(raw, str):
+            raw = [raw]
+        groups = tuple(str(g) for g in raw if isinstance(g, str | int))
+        return Identity(user=user, groups=groups, via="oidc")
+
+
+def proxy_identity(settings: ProxySettings, client_host: str | None,
+                   headers: Any) -> Identity | None:
+    """The identity the configured proxy asserts, or None (another address: ignored)."""
+    if client_host is None or client_host not in settings.trusted:
+        return None
+    user = headers.get(settings.user_header)
+    if not user or not str(user).strip():
+        return None
+    raw = headers.get(settings.groups_header) or ""
+    groups = tuple(g.strip() for g in str(raw).split(",") if g.strip())
+    return Identity(user=str(user).strip(), groups=groups, via="proxy")

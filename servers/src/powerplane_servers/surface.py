@@ -1,0 +1,309 @@
+"""The surface's one backend: a deployment's host, its lifecycle, and its authority.
+
+Every method takes the caller's authenticated :class:`~powerplane.Identity` and hands it to
+the policy and the lifecycle (``Ceremony(identity=...)``): nothing in a request chooses the
+actor. Reads ask ``servers:read`` (the list shows only the nodes the caller may read); acts
+are maintenance requests through :class:`~powerplane.lifecycle.Lifecycle`, which decides,
+checks the ceremony and records the audit record with the request.
+
+The list never reads power: it shows offers (capabilities from discovery, taken once at
+start and on an explicit refresh, with their time) and maintenance phases from the store.
+A power reading is taken only by the lifecycle's own readback for a shutdown just sent,
+at the lifecycle's cadence and within its window (ADR 0034 § 7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from powerplane import Identity, PowerHost
+from powerplane.authority.actions import Action
+from powerplane.authority.audit import AuditRecord
+from powerplane.capabilities import Verb
+from powerplane.config import NodeSpec
+from powerplane.errors import PowerplaneError, UnknownNode
+from powerplane.lifecycle import Ceremony, Intent, Lifecycle, NodeMaintenance, Phase
+from powerplane.lifecycle.store import StoreAudit
+
+__all__ = ["INTENT_ACTIONS", "MEANINGS", "Surface", "maintenance_doc", "open_surface"]
+
+log = logging.getLogger("powerplane.servers")
+
+INTENT_ACTIONS: dict[str, Action] = {
+    "cordon": Action.CORDON,
+    "drain": Action.DRAIN,
+    "reboot": Action.REBOOT,
+    "shutdown": Action.SHUTDOWN,
+}
+"""The requests the surface offers, and the action each is decided and audited under."""
+
+_VERB_OF = {"reboot": Verb.REBOOT, "shutdown": Verb.SHUTDOWN}
+
+MEANINGS = {
+    "True": "the channel observed the machine off",
+    "False": "the readback is still running: not yet observed off",
+    "Unknown": "settled without an observation: the channel cannot see the machine off, "
+               "or it never reported it off before the readback window closed",
+}
+"""What each status of ``PowerOffConfirmed`` claims (ADR 0034 § 7, amendment)."""
+
+TERMINAL = {Phase.COMPLETE, Phase.REFUSED, Phase.FAILED}
+
+
+class Surface:
+    """One deployment served (see the module docstring)."""
+
+    def __init__(self, host: PowerHost, lifecycle: Lifecycle) -> None:
+        self.host = host
+        self.lifecycle = lifecycle
+        self.discovered_at: dt.datetime | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self.wake = asyncio.Event()
+
+    # -- life --------------------------------------------------------------------------------
+    async def start(self, *, runner: bool) -> None:
+        await self.host.start()
+        self.discovered_at = dt.datetime.now(dt.UTC)
+        if runner:
+            self._runner = asyncio.create_task(self._run(), name="powerplane-serve-runner")
+
+    async def _run(self) -> None:
+        """The local runner: the lifecycle's reconcile loop, kept alive across errors."""
+        tick = self.lifecycle.config.tick_s
+        while True:
+            try:
+                results = await self.lifecycle.run_pass()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("maintenance pass failed; trying again")
+                results = {}
+            if any(r.value == "advanced" for r in results.values()):
+                continue
+            self.wake.clear()
+            waiter = asyncio.ensure_future(self.wake.wait())
+            try:  # not wait_for: on 3.11 it can swallow the cancellation that stops us
+                await asyncio.wait([waiter], timeout=tick)
+            finally:
+                waiter.cancel()
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._runner
+        self.lifecycle.close()
+        await self.host.close()
+
+    # -- reads -------------------------------------------------------------------------------
+    def _spec(self, node: str) -> NodeSpec:
+        spec = self.host.nodes.get(node)
+        if spec is None:
+            raise UnknownNode(node, list(self.host.nodes))
+        return spec
+
+    async def require_read(self, identity: Identity, node: str) -> None:
+        await self.host.authority.require(Action.READ, node, self._spec(node), identity)
+
+    async def readable(self, identity: Identity, nodes: Sequence[str]) -> list[str]:
+        pairs = [(n, self.host.nodes[n]) for n in nodes]
+        decisions = await self.host.authority.decide(Action.READ, pairs, identity)
+        return [n for n, d in zip(nodes, decisions, strict=True) if d.allowed]
+
+    def record_denial(self, identity: Identity, action: Action, node: str, rule: str) -> None:
+        """A denial with no single node decided (the list refused outright): recorded."""
+        rec = AuditRecord(actor=identity.user, action=action, reason="", node=node,
+                          groups=identity.groups, via=identity.via, outcome="denied",
+                          rule=rule)
+        if self.host.authority.limiter.admit(identity.user) is None:
+            return
+        try:
+            self.host.authority.sink.append([rec])
+        except PowerplaneError as exc:
+            log.warning("denial not recorded: %s", exc)
+
+    def record_unauthenticated(self, where: str, node: str, action: Action,
+                               why: str) -> None:
+        """An authentication failure on an act: recorded under no identity (rate-limited
+        by the address)."""
+        if self.host.authority.limiter.admit(f"unauthenticated@{where}") is None:
+            return
+        rec = AuditRecord(actor="(unauthenticated)", action=action, reason="", node=node,
+                          via="none", outcome="denied",
+                          rule=f"authentication failed from {where}: {why}")
+        try:
+            self.host.authority.sink.append([rec])
+        except PowerplaneError as exc:
+            log.warning("denial not recorded: %s", exc)
+
+    def select(self, site: str | None, labels: dict[str, str]) -> list[str]:
+        out = []
+        for name, spec in self.host.nodes.items():
+            if site is not None and spec.site != site:
+                continue
+            if any(spec.labels.get(k) != v for k, v in labels.items()):
+                continue
+            out.append(name)
+        return out
+
+    async def actions_for(self, identity: Identity, nodes: Sequence[str]
+                          ) -> dict[str, dict[str, dict[str, Any]]]:
+        """Per node and request: whether this caller may request it (the policy)."""
+        pairs = [(n, self.host.nodes[n]) for n in nodes]
+        out: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in nodes}
+        for intent, action in INTENT_ACTIONS.items():
+            decisions = await self.host.authority.decide(action, pairs, identity)
+            for n, d in zip(nodes, decisions, strict=True):
+                out[n][intent] = {"allowed": d.allowed, "rule": d.rule}
+        return out
+
+    def server_doc(self, node: str, phases: dict[str, tuple[str, Phase]],
+                   allowed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        spec = self.host.nodes[node]
+        offer = self.host.offer_for(node)
+        verbs = {v.value: offer[v].as_dict() for v in Verb}
+        actions: dict[str, Any] = {}
+        for intent in INTENT_ACTIONS:
+            verb = _VERB_OF.get(intent)
+            may = allowed[intent]
+            if verb is None:
+                available, why = True, ""
+            else:
+                vo = offer[verb]
+                available, why = vo.offered, ("" if vo.offered else (vo.brief or vo.reason))
+            actions[intent] = {"offered": available, "withheldReason": why or None,
+                               "allowed": bool(may["allowed"]), "rule": str(may["rule"])}
+        active = phases.get(node)
+        return {
+            "name": node,
+            "site": spec.site,
+            "labels": dict(spec.labels),
+            "classification": spec.classification,
+            "channels": [c.channel for c in spec.channels],
+            "offers": verbs,
+            "discoveredAt": self.discovered_at.isoformat() if self.discovered_at else None,
+            "actions": actions,
+            "maintenance": ({"name": active[0], "phase": active[1].value}
+                            if active else None),
+        }
+
+    def active_phases(self) -> dict[str, tuple[str, Phase]]:
+        return {node: (name, phase)
+                for name, node, phase in self.lifecycle.store.active_phases()}
+
+    async def servers(self, identity: Identity, *, site: str | None, labels: dict[str, str],
+                      offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+        chosen = self.select(site, labels)
+        readable = await self.readable(identity, chosen)
+        page = readable[offset: offset + limit]
+        allowed = await self.actions_for(identity, page)
+        phases = self.active_phases()
+        return [self.server_doc(n, phases, allowed[n]) for n in page], len(readable)
+
+    async def server(self, identity: Identity, node: str) -> dict[str, Any]:
+        await self.require_read(identity, node)
+        allowed = await self.actions_for(identity, [node])
+        doc = self.server_doc(node, self.active_phases(), allowed[node])
+        history = [m for m in self.lifecycle.store.all() if m.node == node]
+        doc["history"] = [maintenance_doc(m) for m in history[-20:]]
+        readings: list[dict[str, Any]] = []
+        for m in history[-20:]:
+            for d in m.status.dispatches:
+                ev = d.model_dump(mode="json", by_alias=True)
+                readings.append({"maintenance": m.name, "verb": d.verb, "dispatch": ev})
+        doc["readings"] = readings
+        return doc
+
+    # -- requests ----------------------------------------------------------------------------
+    @staticmethod
+    def ceremony(identity: Identity, body: Any) -> Ceremony:
+        return Ceremony(reason=body.reason or "", identity=identity,
+                        confirm_node=body.confirmNode, ack_preflight=bool(body.ackPreflight),
+                        hazard_reason=body.hazardReason, on_behalf_of=body.onBehalfOf)
+
+    async def preflight(self, identity: Identity, node: str, intent: str,
+                        body: Any) -> dict[str, Any]:
+        self._spec(node)
+        doc, _ = await self.lifecycle.dry_run(node, Intent(intent), self.ceremony(identity, body))
+        return doc
+
+    async def request(self, identity: Identity, node: str, intent: str,
+                      body: Any) -> NodeMaintenance:
+        self._spec(node)
+        m = await self.lifecycle.request(node, Intent(intent), self.ceremony(identity, body))
+        self.wake.set()
+        return m
+
+    def maintenance(self, name: str) -> NodeMaintenance:
+        return self.lifecycle.store.get(name)
+
+    async def person(self, identity: Identity, name: str, what: str, body: Any,
+                     ) -> NodeMaintenance:
+        m = self.maintenance(name)
+        if m.phase in TERMINAL:
+            from powerplane.lifecycle import NotFound
+
+            raise NotFound(f"maintenance {name} is {m.phase.value}: it takes no more requests")
+        ceremony = self.ceremony(identity, body)
+        if what == "return":
+            out = await self.lifecycle.return_to_service(
+                m.node, ceremony, machine_on=bool(getattr(body, "machineOn", False)))
+        elif what == "abandon":
+            out = await self.lifecycle.abandon(m.node, ceremony)
+        else:
+            out = await self.lifecycle.resolve(m.node, ceremony,
+                                               applied=bool(getattr(body, "applied", False)))
+        self.wake.set()
+        return out
+
+    # -- audit -------------------------------------------------------------------------------
+    def audit(self, node: str | None) -> list[AuditRecord]:
+        store = self.lifecycle.store
+        records = list(store.audit(node))
+        sink = self.host.authority.sink
+        if not isinstance(sink, StoreAudit):
+            records.extend(sink.records(node))
+            records.sort(key=lambda r: r.at)
+        return records
+
+
+def maintenance_doc(m: NodeMaintenance) -> dict[str, Any]:
+    """The maintenance as the API shows it: the CLI's summary, and PowerOffConfirmed with
+    what its status means."""
+    doc = m.summary()
+    cond = m.status.conditions.get("PowerOffConfirmed")
+    doc["powerOffConfirmed"] = (
+        {"status": cond.status.value, "reason": cond.reason, "message": cond.message,
+         "meaning": MEANINGS[cond.status.value]}
+        if cond is not None else None)
+    doc["terminal"] = m.phase in TERMINAL
+    doc["createdAt"] = m.created_at.isoformat()
+    return doc
+
+
+@contextlib.asynccontextmanager
+async def open_surface(config: str | None, *, runner: bool = True,
+                       ) -> AsyncIterator[Surface]:
+    """The deployment at ``config`` served: its host started (discovery, once), its
+    lifecycle's store open, and (``runner``) its maintenances run in this process."""
+    from powerplane.errors import ConfigError, ConfigProblem
+
+    host = PowerHost.from_config(config)
+    deployment = host.deployment
+    if not (deployment.lifecycle or "lifecycle" in (deployment.raw or {})):
+        raise ConfigError([ConfigProblem(
+            "lifecycle", "this deployment has no lifecycle: section, and `powerplane serve` "
+            "records maintenances in its store (for example: lifecycle: {store: "
+            "./powerplane.db, cluster: {type: simulated}})")], source=deployment.source)
+    lifecycle = Lifecycle.for_host(host)
+    surface = Surface(host, lifecycle)
+    try:
+        await surface.start(runner=runner)
+        yield surface
+    finally:
+        await surface.close()
