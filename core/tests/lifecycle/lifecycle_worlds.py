@@ -7,9 +7,12 @@
   ``KubeApiServer``) seeded with the equivalent nodes, pods, budgets, labels and Longhorn
   objects (``powerplane_kubernetes.testing.seed``); a kubelet keeps every node's ``Ready``
   condition and ``bootID`` on its simulated machine's power state and boot count. The store
-  is the SQLite store until the distribution's ``kubernetes`` store lands (then
-  ``lifecycle.store: {type: kubernetes}``). Closing the world checks every request the
-  ports made against the operator's ClusterRole and leases Role (least privilege).
+  is ``lifecycle.store: {type: kubernetes}`` where powerplane-kubernetes registers it (else
+  SQLite): a request is then ``Pending`` until the runner admits it (``Requested``, in its
+  history), and the requester is the user the API server names (:attr:`KubernetesWorld.user`,
+  the kubeconfig's), not the OS user. Closing the world checks every request the ports made
+  against the operator's ClusterRole and leases Role, the person's roles and the cluster's
+  default ``system:basic-user`` (least privilege).
 
 powerplane-kubernetes is imported only when the ``kubernetes`` world is made: without it
 that world skips, except under ``CI`` (the variable set), where it fails.
@@ -26,13 +29,25 @@ from typing import Any
 
 import pytest
 
+from powerplane.authority.identity import local_identity
 from powerplane.host import PowerHost
-from powerplane.lifecycle import Lifecycle
+from powerplane.lifecycle import Lifecycle, Phase
 
 WORLDS = ("simulated", "kubernetes")
 
 OPERATOR_NAMESPACE = "powerplane-system"
 """The namespace the lease Role is made for in the privilege check."""
+
+KUBE_USER = "erin"
+"""The user the kubernetes world's kubeconfig authenticates as (a SelfSubjectReview's answer)."""
+
+BASIC_USER: dict[str, Any] = {
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+    "metadata": {"name": "system:basic-user"},
+    "rules": [{"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"],
+               "verbs": ["create"]}]}
+"""The cluster's own default role bound to every authenticated user (not the operator's to
+print): a client may ask who it is (the kubernetes store names its requester so)."""
 
 
 def need_kubernetes() -> None:
@@ -66,17 +81,21 @@ def operator_roles() -> list[dict[str, Any]]:
     )
 
     return [cluster_role(), lease_role(OPERATOR_NAMESPACE), maintainer_role(),
-            maintainer_lock_role(OPERATOR_NAMESPACE)]
+            maintainer_lock_role(OPERATOR_NAMESPACE), BASIC_USER]
 
 
 class SimulatedWorld:
     """The deployment as written; the cluster object outlives a runner's restart."""
 
     name = "simulated"
+    created = Phase.REQUESTED
+    """The phase a request is created in (the SQLite store admits it at once)."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.cluster: Any = None
+        self.user = local_identity().user
+        """Who a request and a person's command are recorded as: the OS user."""
 
     def configure(self, cfg: dict[str, Any]) -> dict[str, Any]:
         return cfg
@@ -121,6 +140,12 @@ class KubernetesWorld:
         """Every request the server received (kept at close)."""
         self._task: asyncio.Task[None] | None = None
         self._cfg: dict[str, Any] = {}
+        self.created = Phase.REQUESTED
+        """The phase a request is created in: ``Pending`` on the kubernetes store (set by
+        :meth:`configure`), admitted by the runner."""
+        self.user = local_identity().user
+        """Who a request and a person's command are recorded as: the kubeconfig's user on
+        the kubernetes store (:data:`KUBE_USER`), else the OS user."""
 
     # -- the deployment ------------------------------------------------------------------
     def configure(self, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +160,9 @@ class KubernetesWorld:
         self.api = KubeApiServer(linger=lingers(cluster)).start()
         nodes = {n: dict(spec.get("labels") or {}) for n, spec in cfg["nodes"].items()}
         seed(self.api, nodes, cluster, storage if storage["type"] == "simulated" else None)
-        kubeconfig = self.api.write_kubeconfig(self.tmp / "kubeconfig")
+        store = kubernetes_store_available()
+        kubeconfig = self.api.write_kubeconfig(self.tmp / "kubeconfig",
+                                               user=KUBE_USER if store else None)
         self._cfg = cfg
         self._boot_id = bool(cluster.get("boot_id", True))
         self._not_ready = list(cluster.get("not_ready") or [])
@@ -143,8 +170,9 @@ class KubernetesWorld:
         lifecycle["cluster"] = {"type": "kubernetes", "kubeconfig": str(kubeconfig),
                                 "timeouts": {"connect_s": 5, "read_s": 10}}
         lifecycle["storage"] = {"type": "longhorn"}
-        if kubernetes_store_available():
+        if store:
             lifecycle["store"] = {"type": "kubernetes", "kubeconfig": str(kubeconfig)}
+            self.created, self.user = Phase.PENDING, KUBE_USER
         return cfg
 
     def _kubelet(self, channels: dict[str, Any]) -> Any:

@@ -9,6 +9,9 @@ power transition running across a restart (a rebooting machine comes back on tim
 Every test runs in both worlds (``lifecycle_worlds``): the simulated cluster, and the
 kubernetes cluster and longhorn storage ports on a seeded kmock API server this process
 serves to the runners' processes, with a kubelet thread following the machines' state file.
+On the kubernetes store a request is ``Pending`` until the runner admits it: the admission's
+own points (``admission:locked``, ``admission:recorded``) are hit there too, and a runner
+killed at either, restarted, admits the request once (one request record, one verb sent).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import yaml
 from lifecycle_support import ceremony
 from lifecycle_worlds import WORLDS, KubernetesWorld, SimulatedWorld, make_world
 
-from powerplane.authority.identity import local_identity
 from powerplane.config import load_config
 from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle, Phase, lifecycle_config, open_store
@@ -136,6 +138,12 @@ REBOOT_PATH = [Phase.CORDONED, Phase.DRAINING, Phase.DRAINED, Phase.REBOOTING,
                Phase.RETURNING, Phase.COMPLETE]
 
 
+def admitted(world: World) -> list[Phase]:
+    """The history's admission: ``Pending -> Requested`` where the runner admits requests
+    (the kubernetes store), nothing where the store made it ``Requested``."""
+    return [Phase.REQUESTED] if world.created is Phase.PENDING else []
+
+
 @pytest.mark.parametrize("point", [
     "phase:Cordoned", "phase:Draining", "phase:Drained", "dispatch-sent:reboot",
     "phase:Rebooting", "phase:Returning", "phase:Complete",
@@ -150,7 +158,7 @@ def test_sigkill_at_each_phase_of_a_reboot_sends_exactly_one(
     assert powerplane(config, "maintenance", "run", "--until-idle") == 0
     m, audit = load(tmp_path, name)
     assert m.phase is Phase.COMPLETE
-    assert [t.to for t in m.status.history] == REBOOT_PATH
+    assert [t.to for t in m.status.history] == admitted(world) + REBOOT_PATH
     assert sent(tmp_path) == [["reboot", "w1"]]
     assert len(m.status.dispatches) == 1
     assert m.status.conditions["RebootObserved"].status == "True"
@@ -255,7 +263,7 @@ def test_blind_channel_parks_and_not_applied_sends_exactly_once(
     assert [a.action.value for a in audit] == [f"servers:{intent}",
                                                "servers:maintenance-resolve"]
     # the actor is the OS user running the command; the text it added is recorded beside it
-    assert (audit[1].actor, audit[1].on_behalf_of) == (local_identity().user, "carol")
+    assert (audit[1].actor, audit[1].on_behalf_of) == (world.user, "carol")
 
 
 def test_blind_channel_resolved_applied_completes_without_sending(
@@ -272,6 +280,115 @@ def test_blind_channel_resolved_applied_completes_without_sending(
     m, audit = load(tmp_path, name)
     assert m.phase is Phase.COMPLETE
     assert sent(tmp_path) == []
-    assert m.status.dispatches[0].settled_by == f"person:{local_identity().user}"
+    assert m.status.dispatches[0].settled_by == f"person:{world.user}"
     assert m.status.conditions["RebootObserved"].status == "Unknown"
     assert [a.action.value for a in audit] == ["servers:reboot", "servers:maintenance-resolve"]
+
+
+# -- admission (the kubernetes store) -------------------------------------------------------
+@pytest.fixture
+def kube_world(tmp_path: Path) -> Iterator[KubernetesWorld]:
+    """The kubernetes world on the kubernetes store: requests wait for the runner's admission."""
+    made = KubernetesWorld(tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def by_hand(world: KubernetesWorld, name: str, node: str, intent: str) -> None:
+    """POST a complete request as ``kubectl apply`` would: no status, no request record."""
+    import urllib.request
+
+    from powerplane_kubernetes.crd import GROUP, KIND, PLURAL, VERSION
+
+    spec = {"node": node, "intent": intent, "reason": "kernel update for CVE",
+            "requestedBy": world.user, "ackPreflight": True, "confirmNode": node}
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": {"name": name},
+            "spec": spec}
+    req = urllib.request.Request(f"{world.api.url}/apis/{GROUP}/{VERSION}/{PLURAL}",
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as answer:
+        assert answer.status == 201
+
+
+def lock_holder(world: KubernetesWorld, node: str) -> str | None:
+    from powerplane_kubernetes.store import lock_name
+
+    lease = world.api.object("coordination.k8s.io/v1/leases", "powerplane-system",
+                             lock_name(node)) or {}
+    found = (lease.get("spec") or {}).get("holderIdentity")
+    return str(found) if found else None
+
+
+def node_writes(world: KubernetesWorld) -> list[Any]:
+    return [r for r in world.api.requests if "/nodes/" in r.path
+            and r.method in ("PATCH", "PUT", "POST")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["admission:locked", "admission:recorded"])
+@pytest.mark.parametrize("made_by", ["request", "hand"])
+def test_sigkill_in_admission_admits_the_request_once(
+    tmp_path: Path, kube_world: KubernetesWorld, point: str, made_by: str,
+) -> None:
+    """A runner SIGKILLed after taking the node's lock for a request (``admission:locked``)
+    or after making its request record durable (``admission:recorded``): the request is
+    still ``Pending`` (no phase claims an admission not written), holding the node's lock,
+    nothing done to the node or the machine; restarted, the runner admits it (its own lock)
+    and carries it out: one request record (the requester's, or the one the executor wrote
+    for a creator that wrote none), one reboot."""
+    config = write_config(tmp_path, kube_world)
+    if kube_world.created is not Phase.PENDING:
+        pytest.skip("the kubernetes store is not registered: no admission by the runner")
+    if made_by == "hand":
+        name = "w1-reboot-by-hand"
+        by_hand(kube_world, name, "w1", "reboot")
+    else:
+        name = request(config, "reboot")
+    assert powerplane(config, "maintenance", "run", "--until-idle", crash_at=point) \
+        == -signal.SIGKILL
+    m, audit = load(tmp_path, name)
+    assert (m.phase, m.status.history) == (Phase.PENDING, [])
+    assert lock_holder(kube_world, "w1") == name
+    recorded = 0 if made_by == "hand" and point == "admission:locked" else 1
+    assert [a.action.value for a in audit] == ["servers:reboot"] * recorded
+    assert sent(tmp_path) == [] and node_writes(kube_world) == []
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    m, audit = load(tmp_path, name)
+    assert m.phase is Phase.COMPLETE
+    assert [t.to for t in m.status.history] == [Phase.REQUESTED, *REBOOT_PATH]
+    assert sent(tmp_path) == [["reboot", "w1"]]
+    assert len(m.status.dispatches) == 1
+    assert [(a.action.value, a.actor, a.maintenance) for a in audit] == [
+        ("servers:reboot", kube_world.user, name)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["admission:locked", "admission:recorded"])
+def test_sigkill_in_admission_with_a_second_request_loses_neither(
+    tmp_path: Path, kube_world: KubernetesWorld, point: str,
+) -> None:
+    """A runner SIGKILLed in the admission of one request while a second request for the
+    same node waits: restarted, exactly one is carried out (the node's lock decides which),
+    the other is ``Refused`` with the reason naming it; neither is left ``Pending``, one
+    verb is sent."""
+    config = write_config(tmp_path, kube_world)
+    if kube_world.created is not Phase.PENDING:
+        pytest.skip("the kubernetes store is not registered: no admission by the runner")
+    first = request(config, "reboot")
+    assert powerplane(config, "maintenance", "run", "--until-idle", crash_at=point) \
+        == -signal.SIGKILL
+    second = request(config, "reboot")  # a pending request holds nothing at request time
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    (a, _), (b, audit) = load(tmp_path, first), load(tmp_path, second)
+    done, refused = (a, b) if a.phase is Phase.COMPLETE else (b, a)
+    assert (done.phase, refused.phase) == (Phase.COMPLETE, Phase.REFUSED)
+    assert done.name == first  # the lock the dead admission took is its own: taken up again
+    assert f"already has an active maintenance: {done.name}" in \
+        (refused.status.refusal_reason or "")
+    assert [t.to for t in refused.status.history] == [Phase.REFUSED]
+    assert sent(tmp_path) == [["reboot", "w1"]]
+    assert sorted(r.maintenance or "" for r in audit if r.action.value == "servers:reboot") \
+        == sorted([first, second])  # each request's record, once

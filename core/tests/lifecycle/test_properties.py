@@ -1,7 +1,9 @@
 """Property tests: random requests, world changes and crashes keep every lifecycle invariant.
 
 Invariants checked after every step: each transition is in the phase graph and chains
-from the previous one; a terminal phase is never left; no maintenance records a power
+from the previous one, starting at the phase the world's store creates a request in
+(``Requested``, or ``Pending`` until the runner admits it on the kubernetes store); a
+terminal phase is never left; no maintenance records a power
 verb twice and the channel never receives more sends than recorded dispatches; every
 abandoned maintenance that completes went through ``Returning``.
 
@@ -40,6 +42,7 @@ POINTS = (
     "phase:PoweredOff", "phase:Returning", "dispatch-recorded:reboot",
     "dispatch-recorded:shutdown", "dispatch-sent:reboot", "dispatch-sent:shutdown",
     "dispatch-recorded:power-on", "dispatch-sent:power-on",
+    "admission:locked", "admission:recorded",  # the kubernetes store's admission only
 )
 
 
@@ -180,7 +183,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def lifecycle_invariants(self) -> None:
         recorded: Counter[tuple[str, str]] = Counter()
         for m in self.lc.store.all():
-            prev = Phase.REQUESTED
+            prev = self.world.created
             for t in m.status.history:
                 assert t.from_phase is prev, f"{m.name}: history does not chain at {t}"
                 assert is_allowed(prev, t.to), f"{m.name}: invalid {prev} -> {t.to}"
