@@ -142,20 +142,30 @@ class OidcVerifier:
             raise Unauthenticated(f"the token's algorithm {alg!r} is not allowed "
                                   f"(allowed: {', '.join(self.settings.algorithms)})")
         kid = header.get("kid")
-        if not isinstance(kid, str) or not kid:
-            raise Unauthenticated("the token names no key (kid)")
+        if kid is not None and (not isinstance(kid, str) or not kid):
+            raise Unauthenticated("the token's key id (kid) is not a name")
         try:
             keys = await self._load_keys(force=False)
-            if kid not in self._kids:
+            if kid is not None and kid not in self._kids:
                 keys = await self._load_keys(force=True)  # the issuer may have rotated
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             raise ProblemError(503, "Issuer unavailable",
                                f"the issuer's keys could not be read ({type(exc).__name__})",
                                "channel", error="IssuerUnavailable", exit_code=1) from None
-        if kid not in self._kids:
+        key: Any
+        if kid is None:
+            # OpenID Connect Core 10.1: a kid may be left out only where the issuer has
+            # one signing key
+            if len(keys.keys) != 1:
+                raise Unauthenticated("the token names no key (kid) and the issuer has "
+                                      f"{len(keys.keys)} keys")
+            key = keys.keys[0]
+        elif kid not in self._kids:
             raise Unauthenticated("the token's key (kid) is not among the issuer's keys")
+        else:
+            key = keys
         try:
-            decoded = jwt.decode(token, keys, algorithms=list(self.settings.algorithms))
+            decoded = jwt.decode(token, key, algorithms=list(self.settings.algorithms))
         except JoseError:
             raise Unauthenticated("the token's signature does not verify") from None
         except ValueError:
