@@ -1327,6 +1327,11 @@ class KubeApiServer:
             obj.delete()
             return refusal
         self._stamp(body, resource, new=True)
+        # kmock's ADDED event shares the stored object's metadata (a shallow copy): stamped
+        # in place too, so a watcher sees the resourceVersion the API server gave it
+        published = obj.last.raw.get("metadata")
+        if isinstance(published, dict):
+            published.update(body["metadata"])
         obj.last.clear()
         obj.last.update(body)
         return Response(status=201, payload=body)
