@@ -18,7 +18,9 @@ Figures:
 * peak memory of the operator process (its VmHWM from /proc, read before it stops).
 
 The store is the SQLite file (``--store sqlite``, the default) or, with ``--store
-kubernetes``, NodeMaintenance objects on kmock (the request figures then include them).
+kubernetes``, NodeMaintenance objects on kmock (the request figures then include them; a
+request is then ``Pending`` until the operator admits it: the node's lock and the
+admission's status write are among the operator's requests).
 kmock keeps counts only (``record=False``), so its memory and its time per request stay
 flat over the run.
 
