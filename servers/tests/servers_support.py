@@ -125,7 +125,7 @@ def served(app: FastAPI) -> Iterator[str]:
     """The app on a loopback port (uvicorn in a thread); yields its base URL."""
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            access_log=False, lifespan="on")
+                            access_log=False, lifespan="on", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
