@@ -62,6 +62,13 @@ class Surface:
         self.host = host
         self.lifecycle = lifecycle
         self.discovered_at: dt.datetime | None = None
+        nodes = host.nodes
+        self._pairs: list[tuple[str, NodeSpec]] = list(nodes.items())
+        """Every node and its spec, in the deployment's order (the list's order)."""
+        self._index: dict[str, int] = {n: i for i, (n, _) in enumerate(self._pairs)}
+        self._by_site: dict[str | None, list[int]] = {}
+        for i, (_, spec) in enumerate(self._pairs):
+            self._by_site.setdefault(spec.site, []).append(i)
         self._runner: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()
 
@@ -111,9 +118,14 @@ class Surface:
         await self.host.authority.require(Action.READ, node, self._spec(node), identity)
 
     async def readable(self, identity: Identity, nodes: Sequence[str]) -> list[str]:
-        pairs = [(n, self.host.nodes[n]) for n in nodes]
+        specs = self.host.nodes
+        pairs = [(n, specs[n]) for n in nodes]
+        return [p[0] for p in await self._readable_pairs(identity, pairs)]
+
+    async def _readable_pairs(self, identity: Identity,
+                              pairs: list[tuple[str, NodeSpec]]) -> list[tuple[str, NodeSpec]]:
         decisions = await self.host.authority.decide(Action.READ, pairs, identity)
-        return [n for n, d in zip(nodes, decisions, strict=True) if d.allowed]
+        return [p for p, d in zip(pairs, decisions, strict=True) if d.allowed]
 
     def record_denial(self, identity: Identity, action: Action, node: str, rule: str) -> None:
         """A denial with no single node decided (the list refused outright): recorded."""
@@ -141,15 +153,14 @@ class Surface:
         except PowerplaneError as exc:
             log.warning("denial not recorded: %s", exc)
 
-    def select(self, site: str | None, labels: dict[str, str]) -> list[str]:
-        out = []
-        for name, spec in self.host.nodes.items():
-            if site is not None and spec.site != site:
-                continue
-            if any(spec.labels.get(k) != v for k, v in labels.items()):
-                continue
-            out.append(name)
-        return out
+    def select(self, site: str | None, labels: dict[str, str]) -> list[tuple[str, NodeSpec]]:
+        """The nodes of ``site`` carrying every label of ``labels``, in the list's order."""
+        pairs = self._pairs
+        chosen = pairs if site is None else [pairs[i] for i in self._by_site.get(site, [])]
+        if not labels:
+            return chosen
+        want = labels.items()
+        return [p for p in chosen if all(p[1].labels.get(k) == v for k, v in want)]
 
     async def actions_for(self, identity: Identity, nodes: Sequence[str]
                           ) -> dict[str, dict[str, dict[str, Any]]]:
@@ -199,8 +210,8 @@ class Surface:
     async def servers(self, identity: Identity, *, site: str | None, labels: dict[str, str],
                       offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
         chosen = self.select(site, labels)
-        readable = await self.readable(identity, chosen)
-        page = readable[offset: offset + limit]
+        readable = await self._readable_pairs(identity, chosen)
+        page = [n for n, _ in readable[offset: offset + limit]]
         allowed = await self.actions_for(identity, page)
         phases = self.active_phases()
         return [self.server_doc(n, phases, allowed[n]) for n in page], len(readable)
