@@ -504,7 +504,7 @@ def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output
     """Reconcile every active maintenance, printing each phase change as it happens."""
     from powerplane.lifecycle.service import Lifecycle
 
-    seen: dict[str, str] = {}
+    seen: dict[str, int] = {}
     said: dict[tuple[str, str], tuple[str, str]] = {}
 
     async def go() -> list[dict[str, Any]]:
@@ -515,12 +515,14 @@ def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output
             def progress(m: NodeMaintenance) -> None:
                 names.add(m.name)
                 before = seen.get(m.name)
-                seen[m.name] = m.phase.value
+                seen[m.name] = len(m.status.history)
                 if output == "json":
                     return
-                if before != m.phase.value and m.status.history:
-                    last = m.status.history[-1]
-                    click.echo(f"{m.node}: {last.from_phase} -> {last.to}  {last.why}")
+                # every phase change this write committed (an admission and the cordon
+                # after it are one write)
+                start = before if before is not None else len(m.status.history) - 1
+                for t in m.status.history[max(start, 0):]:
+                    click.echo(f"{m.node}: {t.from_phase} -> {t.to}  {t.why}")
                 for kind in SHOWN_CONDITIONS:
                     cond = m.status.conditions.get(kind)
                     if cond is None:

@@ -88,11 +88,15 @@ def verb_of(intent: Intent) -> Verb:
 
 async def preflight(
     ports: Ports, config: LifecycleConfig, store: MaintenanceStore, node: str, intent: Intent,
+    active: list[tuple[str, str, Phase]] | None = None,
 ) -> tuple[Preflight, guard.SafetyVerdict]:
-    """What a request would do: pods, budgets, quorum numbers, hazard, the power offer."""
+    """What a request would do: pods, budgets, quorum numbers, hazard, the power offer
+    (``active``: the store's active maintenances, already read)."""
     host = ports.host
     await host.discover([node])  # what it uses, where not discovered yet
-    others = [(n, phase) for name, n, phase in store.active_phases()
+    if active is None:
+        active = store.active_phases()
+    others = [(n, phase) for name, n, phase in active
               if n != node and phase is not Phase.PENDING]
     verdict = await guard.check(ports, config, node, others, count_requested=True)
     pods = await ports.cluster.pods_on(node)
@@ -128,10 +132,12 @@ async def derive(
 ) -> Derivation:
     """The shared derivation (see the module docstring); ``name``: the request itself (it
     is not "another" maintenance of its node)."""
-    active = [m for m in _active_of(store, node) if m[0] != name and m[1] is not Phase.PENDING]
-    if active:
-        return Derivation(None, None, AlreadyActive(node, active[0][0]))
-    pre, verdict = await preflight(ports, config, store, node, intent)
+    every = store.active_phases()  # one read for both checks
+    busy = [(m, p) for m, n, p in every
+            if n == node and m != name and p is not Phase.PENDING]
+    if busy:
+        return Derivation(None, None, AlreadyActive(node, busy[0][0]))
+    pre, verdict = await preflight(ports, config, store, node, intent, every)
     if not verdict.allowed:
         return Derivation(pre, verdict, MaintenanceRefused(node, verdict.reason,
                                                            verdict.numbers))
@@ -145,10 +151,6 @@ async def derive(
         return Derivation(pre, verdict, NotOffered(node, str(pre.power.get("verb")),
                                                    str(pre.power.get("reason", ""))))
     return Derivation(pre, verdict, None)
-
-
-def _active_of(store: MaintenanceStore, node: str) -> list[tuple[str, Phase]]:
-    return [(name, phase) for name, n, phase in store.active_phases() if n == node]
 
 
 def _refuse(m: NodeMaintenance, why: str, verdict: guard.SafetyVerdict | None = None) -> None:

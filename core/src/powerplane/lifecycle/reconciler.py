@@ -133,9 +133,14 @@ class Reconciler:
             # anything; after a write it is what was written (the store changes only the
             # version), so the next step compares against it without taking it again.
             try:
+                was = m.phase
                 result = await self._step(m)
                 after = _snapshot(m)
-                if after != before:
+                # an admission is written with the cordon that follows it at once (its
+                # lock and request record are already durable): one status write, as a
+                # request made Requested by its store would take
+                admitted = was is P.PENDING and m.phase is P.REQUESTED
+                if after != before and not (admitted and result is Result.ADVANCED):
                     self._save(m)
                     before = after
             except StoreConflict:

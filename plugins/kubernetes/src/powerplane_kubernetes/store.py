@@ -327,6 +327,9 @@ class KubernetesStore:
         self.unreadable: dict[str, tuple[dict[str, Any], str]] = {}
         """Pending objects the last reads could not understand: name -> (object, why)."""
         self._identity: Identity | None = None
+        self.cached_version: Callable[[str], int | None] | None = None
+        """The executor's watch: the current version of a maintenance, where it knows it
+        (a read of the same version is answered from this store's own last copy)."""
         self.active_view: Callable[[], list[tuple[str, str, Phase]] | None] | None = None
         """The executor's watch cache of active maintenances (``(name, node, phase)``;
         it answers None while it has not listed): the safety rule and admission read it
@@ -462,7 +465,15 @@ class KubernetesStore:
         return done
 
     def get(self, name: str) -> NodeMaintenance:
-        obj = self._read(name)
+        """The maintenance ``name``: read, unless the executor's watch says the version
+        this store last wrote or read is still the current one (no request)."""
+        obj: dict[str, Any] | None = None
+        if self.cached_version is not None:
+            seen = self._seen.get(name)
+            if seen is not None and self.cached_version(name) == _version(seen):
+                obj = seen
+        if obj is None:
+            obj = self._read(name)
         if obj is None or _superseded(obj):
             raise NotFound(f"no maintenance named {name!r}")
         return self._model(obj)
@@ -597,7 +608,7 @@ class KubernetesStore:
         m.resource_version = _version(made)
         if audit is not None:
             try:
-                self.record_request(m, audit, event=False)  # the executor's admission tells
+                self.record_request(m, audit)
             except KubernetesStoreError as exc:
                 if self._delete(m.name):
                     raise KubernetesStoreError(self.where, f"{exc.cause}; the request "
@@ -622,7 +633,7 @@ class KubernetesStore:
         return True
 
     def record_request(self, m: NodeMaintenance, record: AuditRecord, *,
-                       event: bool = True) -> None:
+                       event: bool = False) -> None:
         """Write ``m``'s request record under its one name
         (:func:`~powerplane_kubernetes.audit.request_record_name`): written once, whether
         by its creator or by the executor admitting it (a ``409``: it is there)."""
@@ -633,7 +644,7 @@ class KubernetesStore:
             except httpx2.HTTPStatusError as exc:
                 if self._code(exc) != 409:
                     raise  # a 409: written already (by its creator), one record
-        if event:  # the Event (a notification) by the executor, as it admits the request
+        if event:  # the Event, a notification: the status history tells the admission
             self._event(record, self._seen.get(m.name))
 
     def lock(self, m: NodeMaintenance) -> None:

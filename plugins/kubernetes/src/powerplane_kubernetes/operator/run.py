@@ -395,6 +395,21 @@ class Operator:
         self.health.tick()
         return idle and not self._driving
 
+    def _cached_version(self, name: str) -> int | None:
+        """The version of ``name`` the watch delivered last (None: not known here)."""
+        if self._cache is None:
+            return None
+        m = self._cache.get(name)
+        return m.resource_version if m is not None else None
+
+    def _active_view(self) -> list[tuple[str, str, Any]] | None:
+        """The active maintenances as the watch's cache has them, ``(name, node, phase)``
+        (None while the watch has not listed: the store lists)."""
+        if self._cache is None:
+            return None
+        return [(m.name, m.node, m.phase) for m in self._cache.values()
+                if not _at_or_below(m, self._ended.get(m.name))]
+
     def _cached(self, kind: str, obj: Any) -> None:
         """One object the list or the watch delivered, into the cache: an active
         maintenance kept at its version, a terminal, deleted or unreadable one dropped."""
@@ -572,6 +587,11 @@ class Operator:
         try:
             await host.start()
             lc = self.lifecycle = Lifecycle.for_host(host)
+            from powerplane_kubernetes.store import KubernetesStore
+
+            if isinstance(lc.store, KubernetesStore):  # the watch cache answers reads
+                lc.store.active_view = self._active_view
+                lc.store.cached_version = self._cached_version
             # once: later scans read active maintenances only
             every = await self._answered(lc.store.all, "reading the maintenances")
             if every is None:  # stopped before the store answered
