@@ -17,7 +17,15 @@ from typing import Any
 
 import httpx
 import pytest
-from servers_support import ADMIN, ENGINEER, ceremony, make_app, served, write_fleet
+from servers_support import (
+    ADMIN,
+    ENGINEER,
+    ceremony,
+    free_port,
+    make_app,
+    served,
+    write_fleet,
+)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -160,3 +168,40 @@ def test_shutdown_shows_power_off_confirmed_honestly(
     box.wait_for()
     assert words in box.inner_text()
     page.screenshot(path=str(shots / f"08-shutdown-{node}.png"))
+
+
+def test_demo_login_by_the_code_flow_in_the_browser(browser: Any, shots: Path) -> None:
+    """``serve --demo``: eve logs in at the loopback issuer (code flow with PKCE), holds a
+    session cookie, sees only cordon, and her cordon (sent with the session's CSRF token)
+    reaches Cordoned."""
+    from test_cli import start, wait_up
+
+    started: list[Any] = []
+    port = free_port()
+    try:
+        start(["serve", "--demo", "--port", str(port)], started)
+        wait_up(f"http://127.0.0.1:{port}/api/v1/openapi.json")
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(f"http://127.0.0.1:{port}/auth/login")
+        page.fill("input[name=sub]", "eve")
+        page.click("button[type=submit]:has-text('Authorize')")
+        page.wait_for_url(f"http://127.0.0.1:{port}/")
+        page.locator("#who", has_text="Signed in as eve (plant-eng)").wait_for()
+        cookie = next(c for c in context.cookies() if c["name"] == "pp_session")
+        assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Strict"
+        row = page.locator("tr[data-node='bmc-2']")
+        row.wait_for()
+        assert row.locator("button[data-action]").all_inner_texts() == ["Cordon"]
+        page.screenshot(path=str(shots / "09-demo-eve-logged-in.png"))
+        row.locator("button[data-action='cordon']").click()
+        page.locator("#c-reason").wait_for()
+        page.fill("#c-reason", "swap the rack switch")
+        page.click("#ceremony-submit")
+        page.locator("#phase", has_text="Cordoned").wait_for()
+        context.close()
+    finally:
+        for proc in started:
+            proc.terminate()
+            proc.wait(timeout=20)

@@ -28,6 +28,9 @@ __all__ = ["serve_cmd"]
               help="TLS private key file (PEM).")
 @click.option("--insecure-bind-anywhere", is_flag=True,
               help="Serve plain HTTP on a non-loopback address (a proxy terminates TLS).")
+@click.option("--demo", is_flag=True,
+              help="Serve a demo fleet of simulated machines with a loopback OIDC issuer and "
+                   "two users (an admin, a cordon-only engineer); prints the URL and logins.")
 @click.option("--no-runner", is_flag=True,
               help="Record maintenances only; another process runs them "
                    "(`powerplane maintenance run`).")
@@ -35,11 +38,17 @@ __all__ = ["serve_cmd"]
 @handle_errors
 def serve_cmd(ctx: click.Context, bind: str, port: int, settings_file: str | None,
               tls_cert: str | None, tls_key: str | None, insecure_bind_anywhere: bool,
-              no_runner: bool) -> None:
+              demo: bool, no_runner: bool) -> None:
     """The Servers surface: an HTTP API under /api/v1 and a page, under the deployment's
     policy and audit (the identity from OIDC tokens, the page's login or an auth proxy)."""
+    import contextlib
+    import tempfile
+    from pathlib import Path
+
     import uvicorn
 
+    from powerplane.config import load_config
+    from powerplane.errors import ConfigError, ConfigProblem
     from powerplane_servers.app import create_app
     from powerplane_servers.auth import is_loopback
     from powerplane_servers.settings import load_settings
@@ -54,21 +63,45 @@ def serve_cmd(ctx: click.Context, bind: str, port: int, settings_file: str | Non
                    "clear: give --tls-cert and --tls-key, or bind a loopback address, or "
                    "--insecure-bind-anywhere behind a TLS-terminating proxy", err=True)
         sys.exit(2)
-    try:
-        settings = load_settings(settings_file)
-    except (OSError, ValueError) as exc:
-        click.echo(f"error: --settings {settings_file}: {exc}", err=True)
-        sys.exit(2)
-    if settings.oidc is None and settings.proxy is None:
-        click.echo("error: no way to authenticate: give --settings with an oidc: or proxy: "
-                   "section", err=True)
-        sys.exit(2)
-    opener = functools.partial(open_surface, config_path(ctx),
-                               runner=settings.runner == "local" and not no_runner)
-    app = create_app(settings, opener, tls=tls)
-    scheme = "https" if tls else "http"
-    click.echo(f"serving on {scheme}://{bind}:{port}/ (API: /api/v1, "
-               f"OpenAPI: /api/v1/openapi.json)", err=True)
-    uvicorn.run(app, host=bind, port=port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
-                log_level="warning", access_log=False, server_header=False,
-                proxy_headers=False, h11_max_incomplete_event_size=64 * 1024)
+    with contextlib.ExitStack() as stack:
+        if demo:
+            from powerplane_servers.demo import USERS, demo_fleet, demo_issuer
+
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="powerplane-serve-demo-")))
+            config: str | None = str(demo_fleet(folder))
+            issuer, settings = stack.enter_context(demo_issuer())
+        else:
+            config = config_path(ctx)
+            try:
+                settings = load_settings(settings_file)
+            except (OSError, ValueError) as exc:
+                click.echo(f"error: --settings {settings_file}: {exc}", err=True)
+                sys.exit(2)
+        if settings.oidc is None and settings.proxy is None:
+            click.echo("error: no way to authenticate: give --settings with an oidc: or "
+                       "proxy: section", err=True)
+            sys.exit(2)
+        deployment = load_config(config)
+        if not (deployment.lifecycle or "lifecycle" in (deployment.raw or {})):
+            raise ConfigError([ConfigProblem(
+                "lifecycle", "this deployment has no lifecycle: section, and `powerplane "
+                "serve` records maintenances in its store (for example: lifecycle: {store: "
+                "./powerplane.db, cluster: {type: simulated}})")], source=deployment.source)
+        opener = functools.partial(open_surface, config,
+                                   runner=settings.runner == "local" and not no_runner)
+        app = create_app(settings, opener, tls=tls)
+        scheme = "https" if tls else "http"
+        url = f"{scheme}://{bind}:{port}/"
+        click.echo(f"serving on {url} (API: /api/v1, OpenAPI: /api/v1/openapi.json)")
+        if demo:
+            click.echo(f"demo issuer {issuer}; open {url} and log in (the issuer asks for a "
+                       "user name, no password):")
+            for user, groups in USERS.items():
+                what = ("an admin: every action" if "plant-admins" in groups
+                        else "a maintenance engineer: cordon and uncordon only")
+                click.echo(f"  {user}  ({what})")
+        sys.stdout.flush()
+        uvicorn.run(app, host=bind, port=port, ssl_certfile=tls_cert, ssl_keyfile=tls_key,
+                    log_level="warning", access_log=False, server_header=False,
+                    proxy_headers=False, h11_max_incomplete_event_size=64 * 1024)
