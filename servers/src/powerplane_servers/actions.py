@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from powerplane.authority.actions import Action
+from powerplane.lifecycle import Action
 
 __all__ = ["ENTRY_POINTS"]
 

@@ -21,9 +21,8 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from powerplane import Identity
-from powerplane.authority.actions import Action
-from powerplane.errors import PowerplaneError
+from powerplane import Identity, PowerplaneError
+from powerplane.lifecycle import Action
 from powerplane_servers import models
 from powerplane_servers.auth import OidcVerifier, Unauthenticated, proxy_identity
 from powerplane_servers.guards import BodyLimit, RateLimiter, SecurityHeaders

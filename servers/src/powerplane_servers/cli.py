@@ -47,8 +47,7 @@ def serve_cmd(ctx: click.Context, bind: str, port: int, settings_file: str | Non
 
     import uvicorn
 
-    from powerplane.config import load_config
-    from powerplane.errors import ConfigError, ConfigProblem
+    from powerplane import ConfigError, ConfigProblem, load_config
     from powerplane_servers.app import create_app
     from powerplane_servers.auth import is_loopback
     from powerplane_servers.settings import load_settings

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from powerplane.errors import (
+from powerplane import (
     AuditNotRecorded,
     ChannelError,
     ConfigError,

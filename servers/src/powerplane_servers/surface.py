@@ -19,16 +19,22 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from powerplane import Identity, PowerHost
-from powerplane.authority.actions import Action
-from powerplane.authority.audit import AuditRecord
-from powerplane.capabilities import Verb
-from powerplane.config import NodeSpec
-from powerplane.errors import PowerplaneError, UnknownNode
-from powerplane.lifecycle import Ceremony, Intent, Lifecycle, NodeMaintenance, Phase
-from powerplane.lifecycle.store import StoreAudit
+from powerplane import Identity, PowerHost, PowerplaneError, UnknownNode, Verb
+from powerplane.lifecycle import (
+    Action,
+    AuditRecord,
+    Ceremony,
+    Intent,
+    Lifecycle,
+    NodeMaintenance,
+    NotFound,
+    Phase,
+)
+
+if TYPE_CHECKING:
+    from powerplane.config import NodeSpec
 
 __all__ = ["INTENT_ACTIONS", "MEANINGS", "Surface", "maintenance_doc", "open_surface"]
 
@@ -257,8 +263,6 @@ class Surface:
                      ) -> NodeMaintenance:
         m = self.maintenance(name)
         if m.phase in TERMINAL:
-            from powerplane.lifecycle import NotFound
-
             raise NotFound(f"maintenance {name} is {m.phase.value}: it takes no more requests")
         ceremony = self.ceremony(identity, body)
         if what == "return":
@@ -274,11 +278,10 @@ class Surface:
 
     # -- audit -------------------------------------------------------------------------------
     def audit(self, node: str | None) -> list[AuditRecord]:
-        store = self.lifecycle.store
-        records = list(store.audit(node))
-        sink = self.host.authority.sink
-        if not isinstance(sink, StoreAudit):
-            records.extend(sink.records(node))
+        records = list(self.lifecycle.store.audit(node))
+        if self.host.deployment.audit.path is not None:
+            # an audit file of its own: denials and direct acts there, requests in the store
+            records.extend(self.host.authority.sink.records(node))
             records.sort(key=lambda r: r.at)
         return records
 
@@ -302,7 +305,7 @@ async def open_surface(config: str | None, *, runner: bool = True,
                        ) -> AsyncIterator[Surface]:
     """The deployment at ``config`` served: its host started (discovery, once), its
     lifecycle's store open, and (``runner``) its maintenances run in this process."""
-    from powerplane.errors import ConfigError, ConfigProblem
+    from powerplane import ConfigError, ConfigProblem
 
     host = PowerHost.from_config(config)
     deployment = host.deployment
