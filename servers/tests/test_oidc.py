@@ -200,3 +200,26 @@ async def test_page_login_code_flow_with_pkce(tmp_path: Path, idp: Issuer,
         assert out.status_code == 204
         assert (await c.get("/api/v1/whoami", headers=session)).status_code == 401
         assert "s3cret" not in login.text + done.text + str(me)
+
+
+async def test_no_token_in_any_log_audit_or_response(
+        tmp_path: Path, idp: Issuer, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    good = idp.id_token("alice")
+    header, payload, sig = parts(good)
+    forged = compact(header, {**payload, "sub": "root"}, sig)
+    app = make_app(write_fleet(tmp_path), settings_for(idp.url))
+    seen: list[str] = []
+    async with client(app) as c:
+        for token in (good, forged):
+            for r in (await c.get("/api/v1/servers", headers=bearer(token)),
+                      await c.post("/api/v1/maintenances", headers=bearer(token),
+                                   json=ceremony("bmc-1", "cordon"))):
+                seen.append(r.text + str(r.headers))
+        trail = [str(r.as_dict()) for r in surface_of(app).audit(None)]
+    for token in (good, forged):
+        for part in token.split(".")[1:]:
+            assert part not in caplog.text
+            assert not any(part in text for text in seen + trail)
