@@ -166,6 +166,7 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=10_000)
     ap.add_argument("--seconds", type=float, default=10.0)
     args = ap.parse_args()
+    load_start = os.getloadavg()[0]
     ctx = multiprocessing.get_context("fork")
     reads = ctx.Value("i", 0)
     calls = ctx.Value("i", 0)
@@ -223,7 +224,9 @@ def main() -> None:
           f"other than one: {len(many)} (target 0)")
     print(f"accepted acts {codes.get(201, 0)}, audit records of accepted acts "
           f"{len(accepted_records)} (target equal)")
-    print(f"load average at the end: {os.getloadavg()[0]:.2f} (2 cores, shared)")
+    print(f"load average at the start {load_start:.2f}, at the end "
+          f"{os.getloadavg()[0]:.2f} ({os.cpu_count()} cores; a shared machine bends the "
+          "tails)")
 
 
 if __name__ == "__main__":
