@@ -63,7 +63,7 @@ if typing.TYPE_CHECKING:
         about_to_send,
         require,
     )
-    from powerplane.config import Deployment, load_config, parse_config
+    from powerplane.config import Deployment, NodeSpec, load_config, parse_config
     from powerplane.errors import (
         AuditNotRecorded,
         AuthenticationFailed,
@@ -118,6 +118,7 @@ __all__ = [
     "Manners",
     "NodeOffer",
     "NodeReading",
+    "NodeSpec",
     "NotOffered",
     "NotSupported",
     "Outcome",
@@ -207,6 +208,7 @@ __getattr__, __dir__ = lazy_exports(
         "SecretRef": ".secrets",
         # the embedding API: what an application (or a tool) that drives power imports
         "Deployment": ".config",
+        "NodeSpec": ".config",
         "load_config": ".config",
         "parse_config": ".config",
         "NotOffered": ".errors",

@@ -38,6 +38,7 @@ installed distribution defines a ``PowerplaneError`` subclass this drawing lacks
         ├── InvalidTransition             1  not in the phase graph: a bug (.phases)
         └── PortError                     1  a cluster or storage port failed (.ports)
             ├── TemporaryPortError        1  it may pass: tried again next pass (.ports)
+            │   └── PolicyUnavailable     1  no SubjectAccessReview answer now (kubernetes)
             └── PermanentPortError        1  it will not pass: the maintenance fails (.ports)
 
 Every plugin maps its library's exceptions into the ``ChannelError`` branch with

@@ -34,7 +34,7 @@ from powerplane.lifecycle import (
 )
 
 if TYPE_CHECKING:
-    from powerplane.config import NodeSpec
+    from powerplane import NodeSpec
 
 __all__ = ["INTENT_ACTIONS", "MEANINGS", "Surface", "maintenance_doc", "open_surface"]
 

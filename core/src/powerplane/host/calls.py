@@ -21,10 +21,11 @@ channel's ``manners:`` key over them) are kept here too:
 - concurrency: the endpoint's limiter holds ``min(limits.per_endpoint,
   manners.per_endpoint, manners.sessions)`` units;
 - lock-out: an :class:`~powerplane.errors.AuthenticationFailed` of an endpoint is
-  remembered in :data:`LOCKOUTS` (process-wide: every host of the process shares it), keyed
-  by channel, endpoint and the channel's config (its secret references included), for
-  ``manners.lockout_s``; meanwhile every call to that endpoint fails at once with that
-  first error and a hint, and nothing logs in. The first call a host makes to an endpoint
+  remembered by the host (:attr:`Calls.lockouts`: a one-shot command's process, and a
+  runner's or the operator's whole life, for every pass), keyed by channel, endpoint and
+  the channel's config (its secret references included), for ``manners.lockout_s``;
+  meanwhile every call to that endpoint fails at once with that first error and a hint,
+  and nothing logs in. The first call a host makes to an endpoint
   goes alone (the others wait for it, holding no limiter unit), so a fleet of 50 nodes
   behind one BMC with a wrong password makes one login attempt, not one per worker;
 - pacing: power commands (:data:`VERB_METHODS`) to one endpoint run one at a time, each
@@ -65,7 +66,7 @@ from powerplane.host.channels import Channels
 from powerplane.scheduling import Limiter, SharedDeadlines, acquire_both, try_both
 from powerplane.workers import call as in_worker
 
-__all__ = ["LOCKOUTS", "VERB_METHODS", "Calls", "Job", "Lockouts", "Method", "target_key"]
+__all__ = ["VERB_METHODS", "Calls", "Job", "Lockouts", "Method", "target_key"]
 
 VERB_METHODS = frozenset({"reboot", "shutdown", "power_on", "terminate", "invoke_batch"})
 """The channel methods that change a machine's state (their timeouts may be unknown outcomes)."""
@@ -90,9 +91,9 @@ def target_key(target: Any) -> Any:
 class Lockouts:
     """Authentication failures remembered per (channel, endpoint, config) for a window.
 
-    One per process (:data:`LOCKOUTS`): a BMC that refused these credentials is not asked
-    again by any host of the process until ``manners.lockout_s`` has passed (a changed
-    config, its password reference included, is another key and tries again).
+    One per host (:attr:`Calls.lockouts`): a BMC that refused these credentials is not asked
+    again by the host until ``manners.lockout_s`` has passed (a changed config, its
+    password reference included, is another key and tries again; so does a new process).
     """
 
     def __init__(self) -> None:
@@ -108,7 +109,7 @@ class Lockouts:
             if key not in self._failed:
                 self._failed[key] = (time.monotonic(), error)
 
-    def find(self, key: Any, window_s: float) -> tuple[float, AuthenticationFailed] | None:
+    def recall(self, key: Any, window_s: float) -> tuple[float, AuthenticationFailed] | None:
         """(seconds since, the first error) of ``key`` within ``window_s``; else None."""
         with self._lock:
             hit = self._failed.get(key)
@@ -125,9 +126,6 @@ class Lockouts:
         with self._lock:
             self._failed.clear()
 
-
-LOCKOUTS = Lockouts()
-"""The process's remembered authentication failures (see :class:`Lockouts`)."""
 
 
 def locked_out(first: AuthenticationFailed, age: float, window_s: float, name: str,
@@ -154,6 +152,8 @@ class Calls:
         self.deployment = deployment
         self.limits = deployment.limits
         self.channels = channels
+        self.lockouts = Lockouts()
+        """The authentication failures this host remembers (see :class:`Lockouts`)."""
         self.total: Limiter | None = None
         """The bound on every call at once (``limits.total``), made by :meth:`start`."""
         self.endpoints: dict[Any, Limiter] = {}
@@ -199,7 +199,7 @@ class Calls:
     def lockout(self, name: str, endpoint: Any, target: Any) -> AuthenticationFailed | None:
         """The error a call to ``endpoint`` fails with at once, if it is locked out."""
         manners, config = self.manners(name)
-        hit = LOCKOUTS.find((name, endpoint, config), manners.lockout_s)
+        hit = self.lockouts.recall((name, endpoint, config), manners.lockout_s)
         if hit is None:
             return None
         return locked_out(hit[1], hit[0], manners.lockout_s, name, target)
@@ -218,7 +218,7 @@ class Calls:
                 probe.release()
             else:
                 held.append(probe)  # this call goes alone: the endpoint's first
-            if LOCKOUTS:
+            if self.lockouts:
                 failure = self.lockout(name, endpoint, target)
                 if failure is not None:
                     raise failure
@@ -307,7 +307,7 @@ class Calls:
         total = self.total
         assert total is not None, "use 'async with PowerHost(...)' or await start()"
         endpoints, timeout = self.endpoints, self.limits.timeout_s
-        tried, lockouts, verbs = self._tried, LOCKOUTS, method in VERB_METHODS
+        tried, lockouts, verbs = self._tried, self.lockouts, method in VERB_METHODS
         batched = method.endswith("_batch")
         while slots:
             endpoint = slots.popleft()
@@ -395,7 +395,7 @@ class Calls:
         """Remember an authentication failure of ``endpoint`` (manners.lockout_s > 0)."""
         manners, config = self.manners(name)
         if manners.lockout_s > 0:
-            LOCKOUTS.note((name, endpoint, config), error)
+            self.lockouts.note((name, endpoint, config), error)
 
     def _mapped(
         self, exc: Exception, gate: SendGate, name: str, method: str, target: Any

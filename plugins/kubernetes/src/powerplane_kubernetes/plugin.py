@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 from powerplane import Registers, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
-    from powerplane import ChannelType, SecretKind
-    from powerplane.authority.policy import PolicyType
+    from powerplane import ChannelType, PolicyType, SecretKind
     from powerplane.lifecycle import (
         ClusterPort,
         ClusterType,

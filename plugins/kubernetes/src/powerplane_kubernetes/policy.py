@@ -57,14 +57,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from powerplane import StrictInt, Timeouts
-from powerplane.authority.actions import Action
-from powerplane.authority.identity import Identity
-from powerplane.authority.policy import Decision, PolicyContext, PolicyType
-from powerplane.lifecycle import TemporaryPortError
+from powerplane import Decision, Identity, PolicyContext, PolicyType, StrictInt, Timeouts
+from powerplane.lifecycle import Action, TemporaryPortError
 
 if TYPE_CHECKING:
-    from powerplane.config import NodeSpec
+    from powerplane import NodeSpec
     from powerplane_kubernetes.client import KubeApi
 
 __all__ = [
