@@ -4,6 +4,6 @@ and a UDP proxy that counts (and can drop) the packets between a client and a BM
 from __future__ import annotations
 
 from powerplane_ipmi.testing.bmcsim import PyghmiBmc
-from powerplane_ipmi.testing.udpproxy import FAULTS, Fault, UdpProxy
+from powerplane_ipmi.testing.udpproxy import FAULTS, OPEN_SESSION, RAKP1, Fault, UdpProxy
 
-__all__ = ["FAULTS", "Fault", "PyghmiBmc", "UdpProxy"]
+__all__ = ["FAULTS", "OPEN_SESSION", "RAKP1", "Fault", "PyghmiBmc", "UdpProxy"]

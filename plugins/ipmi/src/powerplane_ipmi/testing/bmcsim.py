@@ -15,6 +15,10 @@ Where it differs from pyghmi's stock simulator, on purpose:
 - Get Device ID declares a chassis device; chassis control changes the machine: power
   down, power up, hard reset (a boot), soft-off (off after ``soft_off_delay_s``).
 - It counts sessions: opened (RAKP 4 sent with status 0) and closed (Close Session).
+- With ``already=0xD5`` it answers a chassis control that would not change the machine
+  (power up while on; power down or soft-off while off) with that completion code, as
+  BMCs do that ``ipmitool`` reports as "Command not supported in present state"; the
+  refusal is logged (``refused power up: already on``) and nothing changes.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ class PyghmiBmc:
 
     def __init__(self, workdir: Path, *, users: dict[str, tuple[str, int]] | None = None,
                  suites: list[int] | None = None, power: str = "on",
-                 soft_off_delay_s: float = 0.3, kg: str | None = None) -> None:
+                 soft_off_delay_s: float = 0.3, kg: str | None = None,
+                 already: int | None = None) -> None:
         import secrets
 
         self.workdir = Path(workdir)
@@ -49,6 +54,9 @@ class PyghmiBmc:
         self.power_at_start = power
         self.soft_off_delay_s = soft_off_delay_s
         self.kg = kg
+        self.already = already
+        """The completion code a chassis control that changes nothing is answered with
+        (None: carried out, as pyghmi's stock simulator does)."""
         self.host = "127.0.0.1"
         self.port = 0
         self.proc: Subprocess | None = None
@@ -75,7 +83,7 @@ class PyghmiBmc:
         spec.write_text(json.dumps({
             "port": self.port, "users": self.users, "suites": self.suites,
             "power": self.power_at_start, "soft_off_delay_s": self.soft_off_delay_s,
-            "kg": self.kg}), encoding="utf-8")
+            "kg": self.kg, "already": self.already}), encoding="utf-8")
         spec.chmod(0o600)
         self.proc = Subprocess([sys.executable, "-m", "powerplane_ipmi.testing.bmcsim",
                                 self.workdir], log=self.workdir / "bmcsim.log")
@@ -194,12 +202,28 @@ def _serve(workdir: Path) -> None:  # pragma: no cover - runs in the simulator's
         def get_power_state(self) -> str:
             return str(st["power"])
 
-        def power_off(self) -> None:
-            change(power="off", log=[*st["log"], "power down"])
+        def refused(self, what: str, state: str) -> int | None:
+            """The configured completion code when the machine is already ``state``."""
+            code = spec.get("already")
+            if code is None or st["power"] != state:
+                return None
+            change(log=[*st["log"], f"refused {what}: already {state}"])
+            return int(code)
 
-        def power_on(self) -> None:
+        def power_off(self) -> int | None:
+            code = self.refused("power down", "off")
+            if code is not None:
+                return code
+            change(power="off", log=[*st["log"], "power down"])
+            return None
+
+        def power_on(self) -> int | None:
+            code = self.refused("power up", "on")
+            if code is not None:
+                return code
             boots = st["boots"] + (1 if st["power"] == "off" else 0)
             change(power="on", boots=boots, log=[*st["log"], "power up"])
+            return None
 
         def power_reset(self) -> None:
             boots = st["boots"] + (1 if st["power"] == "on" else 0)
@@ -208,7 +232,10 @@ def _serve(workdir: Path) -> None:  # pragma: no cover - runs in the simulator's
         def power_cycle(self) -> None:
             change(power="on", boots=st["boots"] + 1, log=[*st["log"], "power cycle"])
 
-        def power_shutdown(self) -> None:
+        def power_shutdown(self) -> int | None:
+            code = self.refused("soft-off", "off")
+            if code is not None:
+                return code
             change(log=[*st["log"], "soft-off"])
 
             def later() -> None:
@@ -217,6 +244,7 @@ def _serve(workdir: Path) -> None:  # pragma: no cover - runs in the simulator's
 
             if st["power"] == "on":
                 threading.Thread(target=later, daemon=True).start()
+            return None
 
     Sim().listen(timeout=1)
 

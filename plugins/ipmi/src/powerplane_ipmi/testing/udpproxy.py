@@ -2,8 +2,9 @@
 
 Clients talk to ``127.0.0.1:proxy.port``; each client address gets its own upstream socket
 to the BMC, so answers find their way back. ``up`` and ``down`` count datagrams (client to
-BMC, BMC to client); with ``drop_answers`` set, answers are counted and discarded, which
-makes a BMC that acted and then went silent.
+BMC, BMC to client), and ``payloads`` counts the RMCP+ payload types clients send (a login
+attempt is one RAKP message 1, :data:`RAKP1`); with ``drop_answers`` set, answers are
+counted and discarded, which makes a BMC that acted and then went silent.
 
 :meth:`UdpProxy.cut_after` is the fault battery: the first ``k`` answers go through, and
 from the next one on every answer is dropped (``drop``), replaced by as many random bytes
@@ -21,11 +22,28 @@ import threading
 from types import TracebackType
 from typing import Literal
 
-__all__ = ["FAULTS", "Fault", "UdpProxy"]
+__all__ = ["FAULTS", "OPEN_SESSION", "RAKP1", "Fault", "UdpProxy", "payload_type"]
 
 Fault = Literal["drop", "random", "truncate", "close"]
 FAULTS: tuple[Fault, ...] = ("drop", "random", "truncate", "close")
 """Every way :meth:`UdpProxy.cut_after` cuts the answers."""
+
+OPEN_SESSION = 0x10
+"""The RMCP+ payload type of an Open Session Request (IPMI 2.0 table 13-16)."""
+RAKP1 = 0x12
+"""The RMCP+ payload type of RAKP message 1: the client names the user, one per login."""
+
+
+def payload_type(data: bytes) -> int | None:
+    """The RMCP+ payload type of a client's datagram; None for IPMI 1.5 (or not IPMI).
+
+    RMCP header (4 bytes: version 06h, reserved, sequence, class 07h = IPMI), then the
+    session header: authentication type 06h means RMCP+, its next byte the payload type
+    in bits 0..5 (bits 6 and 7: encrypted, authenticated).
+    """
+    if len(data) < 6 or data[0] != 0x06 or data[3] & 0x1F != 0x07 or data[4] != 0x06:
+        return None
+    return data[5] & 0x3F
 
 
 class UdpProxy:
@@ -45,6 +63,8 @@ class UdpProxy:
         """When set, answers from the BMC are counted and not delivered."""
         self.delivered = 0
         """Answers delivered to clients unchanged."""
+        self.payloads: dict[int, int] = {}
+        """RMCP+ payload type -> datagrams of it forwarded from clients to the BMC."""
         self.cut = 0
         """Answers cut (dropped, replaced or truncated) by the fault."""
         self._fault: Fault | None = None
@@ -64,6 +84,12 @@ class UdpProxy:
         """Zero the counters."""
         with self._lock:
             self.up = self.down = self.delivered = self.cut = 0
+            self.payloads.clear()
+
+    def logins(self) -> int:
+        """Login attempts clients made through the proxy (RAKP messages 1 forwarded)."""
+        with self._lock:
+            return self.payloads.get(RAKP1, 0)
 
     def cut_after(self, k: int, fault: Fault) -> None:
         """Deliver the next ``k`` answers, then cut every answer by ``fault``."""
@@ -117,8 +143,11 @@ class UdpProxy:
                         back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                         back.connect(self.target)
                         self._back[addr] = back
+                    kind = payload_type(data)
                     with self._lock:
                         self.up += 1
+                        if kind is not None:
+                            self.payloads[kind] = self.payloads.get(kind, 0) + 1
                     try:
                         back.send(data)
                     except OSError:
