@@ -41,6 +41,8 @@ DEVICES: dict[str, tuple[str, dict[int, str], str | None]] = {
     "faulty": ("eaton-epdu", FOUR, None),
     "conformance": ("apc-rpdu2", FOUR, None),
     "engine": ("apc-rpdu2", FOUR, None),
+    "already-ms": ("apc-masterswitch", FOUR, None),
+    "already-rpdu2": ("apc-rpdu2", FOUR, None),
 }
 FAULTY = {"faulty": frozenset({2})}
 
@@ -53,6 +55,9 @@ RECORDED: dict[str, list[str]] = {
 """Walks written from the vendors' MIBs (powerplane_pdu.testing.mib_walks), not from the
 profiles."""
 """Devices whose listed outlets fail every SET (genErr), as a PDU with a stuck relay might."""
+ALREADY = {"already-ms": "genErr", "already-rpdu2": "inconsistentValue"}
+"""Devices that answer a SET switching an outlet into the state it is in with this error
+status (test_pdu_already.py)."""
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +68,7 @@ def snmpsim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SnmpSim]:
     data.mkdir()
     for community, (profile, outlets, sys_oid) in DEVICES.items():
         write_snmprec(data, community, PROFILES[profile], outlets, sys_oid,
-                      FAULTY.get(community, frozenset()))
+                      FAULTY.get(community, frozenset()), ALREADY.get(community))
     for community, lines in RECORDED.items():
         (data / f"{community}.snmprec").write_text("\n".join(lines) + "\n")
     sim = SnmpSim(data, work, AUTH_KEY, PRIV_KEY)

@@ -60,8 +60,12 @@ def snmprec_lines(
     outlets: dict[int, str],
     sys_object_id: str | None = None,
     faulty: frozenset[int] = frozenset(),
+    already: str | None = None,
 ) -> list[str]:
-    """Records for one PDU whose outlets start ``on`` or ``off``; ``faulty`` ones fail SETs."""
+    """Records for one PDU whose outlets start ``on`` or ``off``; ``faulty`` ones fail SETs;
+    with ``already`` (an SNMP error status: ``genErr``, ``inconsistentValue``,
+    ``commitFailed``) a SET that would switch an outlet into the state it is in is answered
+    with that error and changes nothing."""
     records: dict[str, str] = {}
     sys_oid = sys_object_id or profile.sys_object_id or "1.3.6.1.4.1.99999.1"
     records["1.3.6.1.2.1.1.2.0"] = f"6|{sys_oid}"
@@ -86,6 +90,8 @@ def snmprec_lines(
             initial = start_state if oid == state_oid else -1
             eff = f",eff={'/'.join(items)}" if items else ""
             err = ",error=1" if n in faulty and oid != state_oid else ""
+            if already:
+                err += f",already={already},state={state_oid},now={start_state}"
             records[oid] = f"2:pduoutlet|value={initial}{eff}{err}"
         if state_oid not in records:
             records[state_oid] = f"2:pduoutlet|value={start_state}"
@@ -101,10 +107,12 @@ def write_snmprec(
     outlets: dict[int, str],
     sys_object_id: str | None = None,
     faulty: frozenset[int] = frozenset(),
+    already: str | None = None,
 ) -> Path:
-    """Write ``<name>.snmprec``: community ``name`` reaches this PDU."""
+    """Write ``<name>.snmprec``: community ``name`` reaches this PDU (``faulty`` and
+    ``already`` as :func:`snmprec_lines` takes them)."""
     path = data_dir / f"{name}.snmprec"
-    lines = snmprec_lines(profile, outlets, sys_object_id, faulty)
+    lines = snmprec_lines(profile, outlets, sys_object_id, faulty, already)
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -11,9 +11,19 @@
 # ``value`` is the initial value; each ``eff`` item ``W@OID@X`` means "when W is written
 # here, OID reads X from now on". A written value is also remembered for this OID.
 # ``error=1`` makes every request to this object fail (genErr), to model a faulty outlet.
+# ``already=STATUS`` (genErr, inconsistentValue, commitFailed) answers a SET that would not
+# change the outlet with that error status and changes nothing, as a PDU that refuses to
+# switch an outlet into the state it is in; ``state=OID`` names the outlet's state object
+# (default: this one) and ``now=X`` its initial value (default: this record's ``value``).
 from pysnmp.smi import error as _smi_error
 from snmpsim.grammar.snmprec import SnmprecGrammar as _Grammar
 from snmpsim.record.snmprec import SnmprecRecord as _Record
+
+_ALREADY = {
+    "genErr": _smi_error.GenError,
+    "inconsistentValue": _smi_error.InconsistentValueError,
+    "commitFailed": _smi_error.CommitFailedError,
+}
 
 
 def init(**context):
@@ -49,6 +59,19 @@ def variate(oid, tag, value, **context):
         raise _smi_error.GenError(name=oid, idx=idx)
     if context["setFlag"]:
         written = int(context["origValue"])
+        refusal = settings.get("already")
+        if refusal:
+            state_oid = settings.get("state", text_oid)
+            if state_oid == text_oid:
+                becomes = written
+            else:
+                becomes = next((r for w, t, r in settings["effects"]
+                                if w == written and t == state_oid), None)
+            now = agentContext.get(  # noqa: F821
+                state_oid, int(settings.get("now", settings.get("value", "0"))))
+            if becomes is not None and int(now) == becomes:
+                idx = max(0, context["varsTotal"] - context["varsRemaining"] - 1)
+                raise _ALREADY[refusal](name=oid, idx=idx)
         agentContext[text_oid] = written  # noqa: F821
         for when, target, result in settings["effects"]:
             if when == written:
