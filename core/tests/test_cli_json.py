@@ -159,7 +159,12 @@ def test_offers_json_is_byte_identical_to_encoding_each_row(tmp_path: Path) -> N
                 verb["allowed"] = True
         return out
 
-    expected = json.dumps({"nodes": asyncio.run(rows())}, indent=2, default=str) + "\n"
+    manners = {"per_endpoint": None, "sessions": None, "min_interval_s": 0.0,
+               "lockout_s": 600.0}  # the simulated type's: no pacing, no cap
+    channels = [{"channel": name, "type": "simulated", "manners": manners}
+                for name in ("gone", "lab", "soft")]  # as the file lists them
+    expected = json.dumps({"nodes": asyncio.run(rows()), "channels": channels}, indent=2,
+                          default=str) + "\n"
     result = CliRunner().invoke(cli, ["--config", str(path), "offers", "-o", "json"])
     assert result.stdout == expected
     assert '"channels": [' in expected  # the undiscoverable channel is listed

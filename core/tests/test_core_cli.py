@@ -21,6 +21,7 @@ channels:
     type: simulated
     graceful: false
     machines: {outlet-3: on}
+    manners: {sessions: 2, lockout_s: 60}
   bench-bmc:
     type: simulated
     machines: {sys-1: on}
@@ -76,7 +77,17 @@ def test_offers_json_matches_the_contract(config: str) -> None:
                                   "allowed": True},
                 },
             }
-        ]
+        ],
+        # the channels of the nodes shown: each one's type and the manners the host keeps
+        # with its devices (the type's defaults under the channel's manners: key)
+        "channels": [
+            {"channel": "plant-talos", "type": "simulated", "manners": {
+                "per_endpoint": None, "sessions": None, "min_interval_s": 0.0,
+                "lockout_s": 600.0}},
+            {"channel": "rack-a", "type": "simulated", "manners": {
+                "per_endpoint": None, "sessions": 2, "min_interval_s": 0.0,
+                "lockout_s": 60.0}},
+        ],
     }
 
 

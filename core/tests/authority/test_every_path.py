@@ -338,7 +338,7 @@ def test_cli_reads_of_a_node_the_caller_may_not_read_are_refused(tmp_path: Path)
         assert "servers:read" in out
     result = CliRunner().invoke(cli, ["--config", str(config), "offers", "-o", "json"])
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == {"nodes": []}
+    assert json.loads(result.stdout) == {"nodes": [], "channels": []}  # nothing of theirs
     assert "2 node(s) not shown: you may not read them" in result.stderr
 
 

@@ -15,11 +15,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
 
-from ipmi_support import need_ipmi_sim
+from ipmi_support import cli, deployment, need_ipmi_sim
 
 from powerplane import AuthenticationFailed, InvokeResult, PowerHost, PowerState, parse_config
 from powerplane_ipmi.peer import IpmiSim
@@ -139,3 +140,18 @@ def test_power_on_answered_0xd5_does_the_verb_when_off(tmp_path: Path) -> None:
     assert isinstance(result, InvokeResult), result
     assert not result.detail.startswith("already")
     assert state["power"] == "on" and state["boots"] == 1
+
+
+def test_offers_json_shows_the_channel_manners(tmp_path: Path) -> None:
+    need_ipmi_sim()
+    with IpmiSim(tmp_path / "sim") as sim:
+        defaults = deployment(tmp_path / "defaults.yaml", sim)
+        paced = deployment(tmp_path / "paced.yaml", sim, manners={"min_interval_s": 2})
+        outs = [cli("--config", str(path), "offers", "-o", "json") for path in (defaults, paced)]
+    assert [o.returncode for o in outs] == [0, 0], [o.stderr for o in outs]
+    got = [json.loads(o.stdout)["channels"] for o in outs]
+    # the ipmi type's defaults: one call and one session per BMC, Ironic's 5 s
+    assert got[0] == [{"channel": "bmc", "type": "ipmi", "manners": {
+        "per_endpoint": 1, "sessions": 1, "min_interval_s": 5.0, "lockout_s": 600.0}}]
+    assert got[1][0]["manners"] == {
+        "per_endpoint": 1, "sessions": 1, "min_interval_s": 2.0, "lockout_s": 600.0}

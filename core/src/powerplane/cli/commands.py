@@ -35,6 +35,7 @@ from powerplane.cli._common import (
 
 if TYPE_CHECKING:
     from powerplane.capabilities import Verb
+    from powerplane.config import Deployment, NodeSpec
     from powerplane.errors import PowerplaneError
     from powerplane.host import InvokeResult, Plan, PowerHost
 
@@ -194,7 +195,8 @@ def offers_cmd(ctx: click.Context, nodes: tuple[str, ...], output: str) -> None:
     from powerplane.errors import UnknownNode
     from powerplane.recovery import VERBS
 
-    async def go() -> tuple[list[dict[str, Any]], list[int], list[Any], int]:
+    async def go() -> tuple[list[dict[str, Any]], list[int], list[Any], int,
+                            list[dict[str, Any]]]:
         deployment = load_deployment(ctx)
         known = deployment.nodes
         for name in nodes:
@@ -223,21 +225,34 @@ def offers_cmd(ctx: click.Context, nodes: tuple[str, ...], output: str) -> None:
             offers = host.offers(names)
             errors = [host.discovery_error(o.node) for o in offers]
             rows, keys = _with_policy(offers, may)
-            return (rows, [e.exit_code for e in errors if e is not None], keys, len(hidden))
+            return (rows, [e.exit_code for e in errors if e is not None], keys, len(hidden),
+                    _channel_manners(deployment, shown))
 
-    data, codes, decisions, hidden = run_async(go())
+    data, codes, decisions, hidden, channels = run_async(go())
     if hidden:
         printer(stderr=True).print("{} node(s) not shown: you may not read them "
                                    "(servers:read)", hidden)
     failed = [(str(n["node"]), ch) for n in data for ch in n.get("channels", [])
               if not ch["discovered"]]
     if output == "json":
-        emit_json({"nodes": _shared_verbs(data, decisions)})
+        emit_json({"nodes": _shared_verbs(data, decisions), "channels": channels})
     else:
         _offers_table(data, failed)
     code = _worst(codes)
     if code:
         sys.exit(code)
+
+
+def _channel_manners(deployment: Deployment, shown: Sequence[tuple[str, NodeSpec]]
+                     ) -> list[dict[str, Any]]:
+    """``offers -o json``'s ``"channels"``: each channel a shown node uses (in the
+    deployment's order), its type and the manners the host keeps with its devices
+    (:meth:`~powerplane.channel.Manners.as_dict`: the type's defaults under the channel's
+    ``manners:`` key)."""
+    used = {ref.channel for _, spec in shown for ref in spec.channels}
+    return [{"channel": name, "type": configured.type.name,
+             "manners": configured.effective_manners.as_dict()}
+            for name, configured in deployment.channels.items() if name in used]
 
 
 def _with_policy(offers: Sequence[Any], may: dict[Any, list[Any]]
