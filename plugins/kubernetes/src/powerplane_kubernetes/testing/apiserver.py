@@ -72,6 +72,27 @@ every request. It does not emulate what this distribution depends on, so
   ``groups=``) with ``system:authenticated`` among its groups, as the API server's
   authenticator adds it; a request with no known token is ``system:anonymous`` in
   ``system:unauthenticated``.
+* **TokenReview** (``POST /apis/authentication.k8s.io/v1/tokenreviews``): a token the
+  server issued (:meth:`KubeApiServer.issue_token`, or a kubeconfig's) is ``authenticated``
+  as its user and groups (``system:authenticated`` among them), with ``spec.audiences``
+  echoed; an expired one (``expires_in=``) or one it never issued is not, with the
+  authenticator's words in ``status.error``. Any request carrying an expired token is
+  ``401 Unauthorized``; a token it never issued stays anonymous (kmock checks no
+  credentials), as before.
+* **impersonation** (``Impersonate-User``, ``Impersonate-Group``): the request acts as
+  the user and groups named (``system:authenticated`` added, as the API server's
+  impersonation filter does), once the requester's RBAC allows ``impersonate`` on
+  ``users`` named by the user and on ``groups`` named by each group (:func:`rbac_authorize`
+  over the stored RBAC objects); else ``403 Forbidden`` in the API server's words, and
+  nothing is done. :attr:`RecordedRequest.user` is who the request acted as.
+* **the requester rules** (``bind_requesters=True``): the identity rules of ``operator
+  manifests``' ValidatingAdmissionPolicy, in Python (kmock runs no CEL; the CEL itself is
+  evaluated in ``tests/test_admission_policy.py``), on ``CREATE`` and ``UPDATE`` of
+  ``nodemaintenances`` against the user the request acts as: ``spec.requestedBy`` is that
+  user, ``spec.requesterGroups`` exactly its groups, the intent's verb on
+  ``servers.powerplane.io`` granted by RBAC for the node, and a new return, abandon or
+  resolution names that user as its actor and is granted its verb; a refusal is ``403
+  Forbidden`` naming the policy and the rule, as the API server words a policy's denial.
 * **watches**: kmock streams them (every stored object as ``ADDED`` first, whatever the
   ``resourceVersion``); :meth:`KubeApiServer.answer_watches` makes the next ones end at
   once or answer ``410`` (an ``ERROR`` event in the stream, or the HTTP status).
@@ -131,6 +152,7 @@ import itertools
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -154,6 +176,7 @@ __all__ = [
     "REVIEWS",
     "SECRETS",
     "SELF_REVIEWS",
+    "TOKEN_REVIEWS",
     "CrdInfo",
     "KubeApiServer",
     "RecordedRequest",
@@ -172,6 +195,8 @@ LONGHORN_REPLICAS = "longhorn.io/v1beta2/replicas"
 SECRETS = "v1/secrets"
 REVIEWS = "authorization.k8s.io/v1/subjectaccessreviews"
 SELF_REVIEWS = "authentication.k8s.io/v1/selfsubjectreviews"
+TOKEN_REVIEWS = "authentication.k8s.io/v1/tokenreviews"
+MAINTENANCES = "powerplane.io/v1alpha1/nodemaintenances"
 RBAC_KINDS = {
     "ClusterRole": "rbac.authorization.k8s.io/v1/clusterroles",
     "ClusterRoleBinding": "rbac.authorization.k8s.io/v1/clusterrolebindings",
@@ -341,6 +366,8 @@ class RecordedRequest:
     body: Any = None
     client: str = ""
     """Who sent it: the ``client`` of the kubeconfig it used ("" for an anonymous one)."""
+    user: str = ""
+    """Who it acted as: the token's user, or the user it impersonated ("" anonymous)."""
 
     def __str__(self) -> str:
         query = "&".join(f"{k}={v}" for k, v in self.query.items())
@@ -631,7 +658,7 @@ class _Emulator(kmock.KubernetesEmulator):
     walks to match a request) and the reaction that served it forgets it too."""
 
     on_request: Callable[[kmock.Request], None] | None = None
-    unstored: frozenset[str] = frozenset({REVIEWS, SELF_REVIEWS})
+    unstored: frozenset[str] = frozenset({REVIEWS, SELF_REVIEWS, TOKEN_REVIEWS})
     """Resources whose ``POST`` is answered and never stored (the reviews): kmock's
     emulator stores every create before its reactions answer, so these skip it."""
 
@@ -694,13 +721,17 @@ class KubeApiServer:
     def __init__(self, *, longhorn: bool = True, linger: bool = False,
                  host: str = "127.0.0.1", port: int | None = None,
                  crds: Iterable[Mapping[str, Any]] | None = None,
-                 record: bool = True, admission: bool = True) -> None:
+                 record: bool = True, admission: bool = True,
+                 bind_requesters: bool = False) -> None:
         self.longhorn = longhorn
         """Whether Longhorn's API group is installed (False: its CRDs are absent)."""
         self.admission = admission
         """Whether ``operator manifests``' ValidatingAdmissionPolicy and its binding are
         stored when the server starts (as on a cluster they were applied to; stored to be
         read, never run: the operator refuses every request while the binding is missing)."""
+        self.bind_requesters = bind_requesters
+        """Run the requester rules of the admission policy on ``nodemaintenances`` writes
+        (see the module docstring)."""
         self.linger = linger
         """Evicted pods stay terminating until :meth:`finish_terminating`."""
         self.budget_cause = True
@@ -729,6 +760,7 @@ class KubeApiServer:
         self._counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self._clients: dict[str, str] = {}  # "Bearer <token>" -> client name
         self._users: dict[str, tuple[str, tuple[str, ...]]] = {}  # token -> user, groups
+        self._expiry: dict[str, float] = {}  # "Bearer <token>" -> wall-clock expiry
         self._rv = itertools.count(1)
         self._kmock: _Emulator | None = None
         self._index: _ByResource | None = None
@@ -831,12 +863,8 @@ class KubeApiServer:
         kc_user: dict[str, Any] = {}
         name = client if client is not None else user
         if name is not None:
-            token = uuid.uuid4().hex
-            self._clients[f"Bearer {token}"] = name
-            who = user if user is not None else name
-            every = tuple(dict.fromkeys([*groups, "system:authenticated"]))
-            self._users[f"Bearer {token}"] = (who, every)
-            kc_user["token"] = token
+            kc_user["token"] = self.issue_token(user if user is not None else name, groups,
+                                                client=name)
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": context,
             "clusters": [{"name": "kmock", "cluster": {"server": self.url}}],
@@ -845,6 +873,91 @@ class KubeApiServer:
         }
         path.write_text(json.dumps(config), encoding="utf-8")
         return path
+
+    def issue_token(self, user: str, groups: Sequence[str] = (), *,
+                    client: str | None = None, expires_in: float | None = None) -> str:
+        """A bearer token that authenticates as ``user`` in ``groups`` (and
+        ``system:authenticated``), as a service account token or an OIDC token the API
+        server trusts would; its requests are recorded as ``client`` (default: ``user``).
+        With ``expires_in`` (seconds, may be negative) it stops authenticating then."""
+        token = uuid.uuid4().hex
+        bearer = f"Bearer {token}"
+        self._clients[bearer] = client if client is not None else user
+        self._users[bearer] = (user, tuple(dict.fromkeys([*groups, "system:authenticated"])))
+        if expires_in is not None:
+            self._expiry[bearer] = time.time() + expires_in
+        return token
+
+    # -- who is asking -----------------------------------------------------------------------
+    @staticmethod
+    def _header(request: kmock.Request, name: str) -> list[str]:
+        """Every value of one request header (kmock's dict keeps one; aiohttp's has all)."""
+        raw = getattr(getattr(request, "_raw_request", None), "headers", None)
+        if raw is not None and hasattr(raw, "getall"):
+            return [str(v) for v in raw.getall(name, [])]
+        return [str(v) for k, v in request.headers.items() if k.lower() == name.lower()]
+
+    def _token_user(self, bearer: str) -> tuple[str, tuple[str, ...]] | None:
+        """The user of a bearer token the server issued and that has not expired."""
+        found = self._users.get(bearer)
+        expiry = self._expiry.get(bearer)
+        if found is None or (expiry is not None and time.time() >= expiry):
+            return None
+        return found
+
+    def _acting(self, request: kmock.Request) -> tuple[str, tuple[str, ...]] | Response:
+        """Who the request acts as (its token's user, or the one it impersonates), or the
+        API server's refusal: 401 for an expired token, 403 where RBAC does not allow the
+        impersonation."""
+        bearer = next((v for k, v in request.headers.items()
+                       if k.lower() == "authorization"), "")
+        if bearer in self._expiry and self._token_user(bearer) is None:
+            return _status(401, "Unauthorized", "Unauthorized")
+        user, groups = self._users.get(bearer, ("system:anonymous",
+                                                ("system:unauthenticated",)))
+        as_user = self._header(request, "Impersonate-User")
+        as_groups = self._header(request, "Impersonate-Group")
+        if not as_user and not as_groups:
+            return user, groups
+        if not as_user:
+            return _status(500, "InternalError", "Internal error occurred: requested "
+                           f"{as_groups} without impersonating a user")
+        objects = {kind: [obj.raw for _, obj in self._iter(res, None)]
+                   for kind, res in RBAC_KINDS.items()}
+        for resource, name in [("users", as_user[0]), *(("groups", g) for g in as_groups)]:
+            allowed, _ = rbac_authorize(user, groups, objects, resource={
+                "group": "", "resource": resource, "verb": "impersonate", "name": name})
+            if not allowed:
+                return _status(403, "Forbidden", (
+                    f'{resource} "{name}" is forbidden: User "{user}" cannot impersonate '
+                    f'resource "{resource}" in API group "" at the cluster scope'),
+                    {"name": name, "kind": resource})
+        every = tuple(dict.fromkeys([*as_groups, "system:authenticated"]))
+        return as_user[0], every
+
+    def _who(self, request: kmock.Request) -> tuple[str, tuple[str, ...]]:
+        """Who an admitted request acts as (:meth:`_acting` passed it)."""
+        found = self._acting(request)
+        if isinstance(found, Response):
+            return "system:anonymous", ("system:unauthenticated",)
+        return found
+
+    def _auth_gate(self, request: kmock.Request) -> Any:
+        """The API server's authentication and impersonation filters: a refusal, or
+        NotImplemented (the request goes on). A refused create takes back the object kmock
+        stored before its reactions answer."""
+        found = self._acting(request)
+        if not isinstance(found, Response):
+            return NotImplemented
+        if request.action == kmock.action.CREATE and request.resource is not None \
+                and _key(request.resource) not in _Emulator.unstored:
+            data = request.data if isinstance(request.data, dict) else {}
+            name = (data.get("metadata") or {}).get("name")
+            stored = self._find(_key(request.resource), request.namespace, name) \
+                if name else None
+            if stored is not None:
+                stored.delete()
+        return found
 
     # -- the request log -------------------------------------------------------------------
     def _classify(self, request: kmock.Request) -> tuple[str, str, str]:
@@ -867,9 +980,11 @@ class KubeApiServer:
         client, verb, what = self._classify(request)
         self._counts[client, verb, what] += 1
         if self.record:
+            user = self._who(request)[0]
             self._log.append(RecordedRequest(str(request.method.value), request.url.path,
                                              dict(request.params),
-                                             request.data if request.body else None, client))
+                                             request.data if request.body else None, client,
+                                             "" if user == "system:anonymous" else user))
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -1107,6 +1222,9 @@ class KubeApiServer:
         return self._call(lambda: sum(len(q) for _, _, q in self._faults))
 
     def _fault_gate(self, request: kmock.Request) -> Any:
+        refused = self._auth_gate(request)  # every path asks this gate first
+        if refused is not NotImplemented:
+            return refused
         if not self._faults:
             return NotImplemented
         _, verb, what = self._classify(request)
@@ -1241,11 +1359,12 @@ class KubeApiServer:
         k[kmock.action.WATCH] << self._watch_gate
         k[kmock.action.LIST] << self._faulty(_answer(self._list))
         k[kmock.action.FETCH] << self._faulty(_answer(self._fetch))
-        for review in (REVIEWS, SELF_REVIEWS):
+        for review in (REVIEWS, SELF_REVIEWS, TOKEN_REVIEWS):
             k.resources[review] = kmock.ResourceInfo(
                 kind=review.rsplit("/", 1)[-1][:-1], namespaced=False)
         k["post", kmock.resource(REVIEWS)] << self._faulty(_answer(self._review))
         k["post", kmock.resource(SELF_REVIEWS)] << self._faulty(_answer(self._self_review))
+        k["post", kmock.resource(TOKEN_REVIEWS)] << self._faulty(_answer(self._token_review))
         k["post", kmock.subresource("eviction")] << self._faulty(_answer(self._evict))
         k[kmock.action.CREATE] << self._faulty(_answer(self._created))
         k[kmock.action.UPDATE] << self._faulty(_answer(self._patched))
@@ -1307,6 +1426,67 @@ class KubeApiServer:
             refusal = check(old, new)
             if refusal is not None:
                 return _status(422, "Invalid", refusal)
+        if self.bind_requesters and resource == MAINTENANCES and request is not None \
+                and request.subresource is None:
+            why = self._requester_refusal(old, new, *self._who(request))
+            if why is not None:
+                name = new.get("metadata", {}).get("name", "")
+                binding = "powerplane-requester"
+                return _status(403, "Forbidden", (
+                    f'nodemaintenances.powerplane.io "{name}" is forbidden: '
+                    f"ValidatingAdmissionPolicy '{binding}' with binding '{binding}' denied "
+                    f"request: {why}"), {"name": name, "group": "powerplane.io",
+                                         "kind": "nodemaintenances"})
+        return None
+
+    def _requester_refusal(self, old: dict[str, Any] | None, new: dict[str, Any],
+                           user: str, groups: tuple[str, ...]) -> str | None:
+        """The admission policy's identity rules for ``user`` (see the module docstring):
+        the first one broken, in the policy's words, or None."""
+        objects = {kind: [obj.raw for _, obj in self._iter(res, None)]
+                   for kind, res in RBAC_KINDS.items()}
+        spec = new.get("spec") or {}
+        node = str(spec.get("node") or "")
+
+        def granted(verb: str) -> bool:
+            return rbac_authorize(user, groups, objects, resource={
+                "group": "powerplane.io", "resource": "servers", "verb": verb,
+                "name": node})[0]
+
+        if old is None:
+            if spec.get("requestedBy") != user:
+                return ("spec.requestedBy must name the user who creates the NodeMaintenance: "
+                        f"it says {spec.get('requestedBy')}, but the request comes from {user}")
+            claimed = spec.get("requesterGroups")
+            if claimed is not None and set(claimed) != set(groups):
+                return ("spec.requesterGroups must be exactly the groups the API server "
+                        f"authenticated {user} in ({', '.join(groups)}), system:authenticated "
+                        f"included; it says ({', '.join(claimed)})")
+            intent = str(spec.get("intent") or "")
+            if not granted(intent):
+                return (f"user {user} may not {intent} node {node}: no RBAC rule grants the "
+                        f"verb {intent} on servers.powerplane.io named {node}")
+            return None
+        before, after = old.get("requests") or {}, new.get("requests") or {}
+        for key, verb, what in (("returnRequest", "uncordon", "return node to service"),
+                                ("abandon", "maintenance-abandon", "abandon")):
+            entry = after.get(key)
+            if entry is None or entry == before.get(key):
+                continue
+            if entry.get("actor") != user:
+                return (f"requests.{key}.actor must name the user who adds it ({user}), not "
+                        f"{entry.get('actor')}")
+            if not granted(verb):
+                return (f"user {user} may not {what} {node}: no RBAC rule grants the verb "
+                        f"{verb} on servers.powerplane.io named {node}")
+        added = [r for r in after.get("resolutions") or []
+                 if r not in (before.get("resolutions") or [])]
+        if any(r.get("actor") != user for r in added):
+            return ("every new requests.resolutions entry must name the user who adds it "
+                    f"({user})")
+        if added and not granted("maintenance-resolve"):
+            return (f"user {user} may not resolve a dispatch of node {node}: no RBAC rule "
+                    f"grants the verb maintenance-resolve on servers.powerplane.io named {node}")
         return None
 
     def _created(self, request: kmock.Request) -> Any:
@@ -1491,14 +1671,41 @@ class KubeApiServer:
         return Response(status=201, payload=out)
 
     def _self_review(self, request: kmock.Request) -> Any:
-        """A SelfSubjectReview: the user of the request's bearer token."""
-        auth = next((v for k, v in request.headers.items() if k.lower() == "authorization"),
-                    "")
-        user, groups = self._users.get(auth, ("system:anonymous",
-                                              ("system:unauthenticated",)))
+        """A SelfSubjectReview: who the request acts as (its token's user, or the user it
+        impersonates)."""
+        user, groups = self._who(request)
         out = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
                "metadata": {"creationTimestamp": _now()},
                "status": {"userInfo": {"username": user, "groups": list(groups)}}}
+        return Response(status=201, payload=out)
+
+    def _token_review(self, request: kmock.Request) -> Any:
+        """A TokenReview: the user and groups of ``spec.token`` when the server issued it
+        and it has not expired (nothing is stored; the spec is answered as sent, as the API
+        server does)."""
+        body = request.data if isinstance(request.data, dict) else None
+        if body is None:
+            return _status(400, "BadRequest", "the body of the request was not an object")
+        spec = dict(body.get("spec") or {})
+        token = str(spec.get("token") or "")
+        if not token:
+            return _status(422, "Invalid", 'TokenReview.authentication.k8s.io "" is invalid: '
+                           'spec.token: Required value')
+        bearer = f"Bearer {token}"
+        found = self._token_user(bearer)
+        status: dict[str, Any]
+        if found is not None:
+            status = {"authenticated": True,
+                      "user": {"username": found[0], "groups": list(found[1])}}
+            if spec.get("audiences"):
+                status["audiences"] = list(spec["audiences"])
+        elif bearer in self._users:
+            status = {"authenticated": False, "error": "[invalid bearer token, token has "
+                      "expired]"}
+        else:
+            status = {"authenticated": False, "error": "[invalid bearer token]"}
+        out = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+               "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
         return Response(status=201, payload=out)
 
     def _evict(self, request: kmock.Request) -> Any:
