@@ -347,3 +347,48 @@ def test_the_people_roles() -> None:
     from powerplane_kubernetes.policy import rbac_verb
 
     assert set(m.SERVER_VERBS) == {rbac_verb(a) for a in Action}
+
+
+def test_the_servers_role_reviews_and_reads_and_writes_no_node_or_maintenance() -> None:
+    """``operator manifests --server``: the gateway's ClusterRole is TokenReview,
+    SubjectAccessReview, the pre-flight's and the list's reads, the audit records, and its
+    Events Role in the store namespace; no Node, NodeMaintenance or Lease write; the
+    impersonation role printed unbound. (Every request it makes is checked against these in
+    servers/tests/test_kubernetes_mode.py.)"""
+    assert _rules(m.server_role()) == {
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        ("", "nodes", "get"), ("", "nodes", "list"), ("", "pods", "list"),
+        ("policy", "poddisruptionbudgets", "list"),
+        ("powerplane.io", "nodemaintenances", "get"),
+        ("powerplane.io", "nodemaintenances", "list"),
+        ("powerplane.io", "maintenanceaudits", "list"),
+        ("powerplane.io", "maintenanceaudits", "create"),
+        ("longhorn.io", "nodes", "get"), ("longhorn.io", "replicas", "list")}
+    docs = m.server_manifests("ops", "maint")
+    events = next(d for d in docs if d["metadata"]["name"] == m.SERVER_EVENTS
+                  and d["kind"] == "Role")
+    assert events["metadata"]["namespace"] == "maint"
+    assert _rules(events) == {("", "events", "create")}
+    bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("RoleBinding")}
+    assert bound == {m.SERVER, m.SERVER_EVENTS}  # impersonation: unbound
+    assert _rules(m.server_impersonation_role()) == {("", "users", "impersonate"),
+                                                     ("", "groups", "impersonate")}
+    assert all(b["subjects"] == [{"kind": "ServiceAccount", "name": m.SERVER,
+                                  "namespace": "ops"}]
+               for b in docs if b["kind"].endswith("RoleBinding"))
+
+
+def test_manifests_print_the_servers_objects_with_server(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from powerplane_kubernetes.operator.cli import operator_group
+
+    env = {"POWERPLANE_CONFIG": str(tmp_path / "absent.yaml")}
+    plain = CliRunner().invoke(operator_group, ["manifests", "--namespace", "ops"], env=env)
+    served = CliRunner().invoke(operator_group, ["manifests", "--namespace", "ops",
+                                                 "--server"], env=env)
+    assert plain.exit_code == 0 and served.exit_code == 0, served.output
+    names = [d["metadata"]["name"] for d in yaml.safe_load_all(served.stdout) if d]
+    assert m.SERVER not in plain.stdout
+    assert {m.SERVER, m.SERVER_EVENTS, m.SERVER_IMPERSONATE} <= set(names)

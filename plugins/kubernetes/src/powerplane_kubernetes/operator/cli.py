@@ -67,9 +67,13 @@ def operator_group() -> None:
 @click.option("--store-namespace", default=None,
               help="lifecycle.store.namespace (the node locks and Events of `maintenance "
               "request`); absent: the deployment file's, else --namespace.")
+@click.option("--server", "server", is_flag=True,
+              help="Also print `powerplane serve`'s ServiceAccount and roles (Kubernetes "
+              "mode: TokenReview, reads, no Node or NodeMaintenance write; the "
+              "impersonation role unbound).")
 @click.pass_context
 def manifests_cmd(ctx: click.Context, namespace: str, image: str, replicas: int,
-                  store_namespace: str | None) -> None:
+                  store_namespace: str | None, server: bool) -> None:
     """Print the Namespace, CRDs, ServiceAccount, RBAC and Deployment as one multi-document
     YAML, and the roles of who runs `powerplane maintenance request` (unbound). The
     deployment file (--config, else $POWERPLANE_CONFIG, else ./powerplane.yaml when it
@@ -79,7 +83,12 @@ def manifests_cmd(ctx: click.Context, namespace: str, image: str, replicas: int,
 
     from powerplane import PowerplaneError, load_config
     from powerplane.cli.kit import config_path
-    from powerplane_kubernetes.operator.manifests import crd_missing, manifests
+    from powerplane_kubernetes.operator.manifests import (
+        MAINTAINER_LOCKS,
+        crd_missing,
+        manifests,
+        server_manifests,
+    )
 
     missing = crd_missing()
     if missing is not None:
@@ -93,6 +102,10 @@ def manifests_cmd(ctx: click.Context, namespace: str, image: str, replicas: int,
                        "granted and no writable volume mounted", err=True)
         docs = manifests(namespace, image, replicas=replicas, store_namespace=store_namespace,
                          deployment=deployment)
+        if server:
+            locks = next((d["metadata"]["namespace"] for d in docs
+                          if d["metadata"]["name"] == MAINTAINER_LOCKS), None)
+            docs += server_manifests(namespace, locks)
     except PowerplaneError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

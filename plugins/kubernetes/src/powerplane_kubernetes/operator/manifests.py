@@ -71,6 +71,23 @@ get/list/watch) and the delegation example :data:`ENGINEER` (``servers`` cordon 
 uncordon only, and what creating and updating a NodeMaintenance takes). A wildcard role
 (``cluster-admin``) passes every ``servers`` verb too.
 
+**The Servers surface in Kubernetes mode** (``powerplane serve`` with the ``kubernetes``
+store, :mod:`powerplane_kubernetes.gateway`; ``operator manifests --server`` prints these,
+:func:`server_manifests`): a ServiceAccount :data:`SERVER` and its ClusterRole
+(:func:`server_role`), exactly what the gateway itself uses: ``create`` on
+``tokenreviews`` (who a bearer token is) and ``subjectaccessreviews`` (the ``kubernetes``
+policy's decision for each caller); ``get``/``list`` on nodes, ``list`` on pods and
+poddisruptionbudgets, Longhorn's nodes ``get`` and replicas ``list`` (the pre-flight);
+``get``/``list`` on nodemaintenances (the list, a maintenance and its live view);
+``list``/``create`` on maintenanceaudits (the audit trail, and the denials it records);
+and ``create`` on Events in ``lifecycle.store.namespace`` (:func:`server_events_role`, the
+denial record's notification). No Node write, no NodeMaintenance write, no Lease: every act
+is the caller's own request, made with the caller's token (passthrough), which the API
+server authenticates and the admission policy binds. :func:`server_impersonation_role`
+(:data:`SERVER_IMPERSONATE`: ``impersonate`` on ``users`` and ``groups``) is printed
+unbound: bind it to :data:`SERVER` only for ``kubernetes: {credentials: impersonate}``,
+where the gateway then can act as anyone.
+
 The Deployment reads its deployment file from a ConfigMap the operator's user writes
 (:data:`CONFIG_MAP`, key ``powerplane.yaml``); it is not generated here because it names
 the site's nodes and channels.
@@ -102,6 +119,9 @@ __all__ = [
     "NAME",
     "OPERATOR_LOCKS",
     "SECRETS_ROLE",
+    "SERVER",
+    "SERVER_EVENTS",
+    "SERVER_IMPERSONATE",
     "SERVER_VERBS",
     "VIEWER",
     "InCluster",
@@ -121,6 +141,10 @@ __all__ = [
     "people_roles",
     "referenced_secrets",
     "secret_roles",
+    "server_events_role",
+    "server_impersonation_role",
+    "server_manifests",
+    "server_role",
     "spec_unchanged",
 ]
 
@@ -152,6 +176,13 @@ RUN_AS = 65532
 
 GROUP = "powerplane.io"
 """The API group of the operator's own custom resources."""
+SERVER = "powerplane-server"
+"""The ServiceAccount, ClusterRole and binding of ``powerplane serve`` in Kubernetes mode."""
+SERVER_EVENTS = "powerplane-server-events"
+"""The Role (and RoleBinding) of the Events of the denials the server records, in
+``lifecycle.store.namespace``."""
+SERVER_IMPERSONATE = "powerplane-server-impersonate"
+"""The ClusterRole of ``kubernetes: {credentials: impersonate}`` (printed unbound)."""
 ADMIN = "powerplane-admin"
 """The ClusterRole of every action (unbound)."""
 VIEWER = "powerplane-viewer"
@@ -282,6 +313,75 @@ def maintainer_lock_role(store_namespace: str) -> dict[str, Any]:
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         ],
     }
+
+
+def server_role() -> dict[str, Any]:
+    """The ClusterRole of ``powerplane serve`` in Kubernetes mode: exactly what the gateway
+    itself uses (see the module docstring): no Node write, no NodeMaintenance write."""
+    maintenances, audits_or_none = _plurals()
+    audits = audits_or_none or "maintenanceaudits"
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": SERVER, "labels": _labels()},
+        "rules": [
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+             "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+             "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
+            {"apiGroups": [GROUP], "resources": [maintenances], "verbs": ["get", "list"]},
+            {"apiGroups": [GROUP], "resources": [audits], "verbs": ["list", "create"]},
+            {"apiGroups": ["longhorn.io"], "resources": ["nodes"], "verbs": ["get"]},
+            {"apiGroups": ["longhorn.io"], "resources": ["replicas"], "verbs": ["list"]},
+        ],
+    }
+
+
+def server_events_role(store_namespace: str) -> dict[str, Any]:
+    """The Role of the Events of the denials the server records, in
+    ``lifecycle.store.namespace``."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": SERVER_EVENTS, "namespace": store_namespace,
+                         "labels": _labels()},
+            "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]}
+
+
+def server_impersonation_role() -> dict[str, Any]:
+    """The ClusterRole ``kubernetes: {credentials: impersonate}`` needs: ``impersonate`` on
+    every user and group (printed unbound: passthrough needs none of it)."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": SERVER_IMPERSONATE, "labels": _labels()},
+            "rules": [{"apiGroups": [""], "resources": ["users", "groups"],
+                       "verbs": ["impersonate"]}]}
+
+
+def server_manifests(namespace: str, store_namespace: str | None = None,
+                     ) -> list[dict[str, Any]]:
+    """The server's ServiceAccount (in ``namespace``), its ClusterRole and binding, the
+    Events Role and binding in ``store_namespace`` (default ``namespace``), and the
+    impersonation ClusterRole, unbound."""
+    store_namespace = store_namespace or namespace
+    subject = [{"kind": "ServiceAccount", "name": SERVER, "namespace": namespace}]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": SERVER, "namespace": namespace, "labels": _labels()}},
+        server_role(),
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": SERVER, "labels": _labels()},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": SERVER},
+         "subjects": subject},
+        server_events_role(store_namespace),
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": SERVER_EVENTS, "namespace": store_namespace,
+                      "labels": _labels()},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": SERVER_EVENTS},
+         "subjects": subject},
+        server_impersonation_role(),
+    ]
 
 
 def people_roles() -> list[dict[str, Any]]:
