@@ -24,7 +24,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from powerplane import Identity, PowerplaneError
 from powerplane.lifecycle import Action
 from powerplane_servers import models
-from powerplane_servers.auth import OidcVerifier, Unauthenticated, proxy_identity
+from powerplane_servers.auth import (
+    OidcVerifier,
+    Unauthenticated,
+    kubernetes_identity,
+    proxy_identity,
+)
 from powerplane_servers.guards import BodyLimit, RateLimiter, SecurityHeaders
 from powerplane_servers.problems import PROBLEM_JSON, Problem, ProblemError, from_error
 from powerplane_servers.session import CSRF_HEADER, SESSION_COOKIE, Sessions, auth_routes
@@ -117,7 +122,8 @@ def create_app(
             if request.method in _UNSAFE:
                 await _record_unauthenticated(request, exc.detail)
             raise
-        return who
+        gateway = surface_of(request).gateway
+        return gateway.identity_seen(who) if gateway is not None else who
 
     async def _authenticate(request: Request) -> Identity:
         header = request.headers.get("authorization")
@@ -125,6 +131,11 @@ def create_app(
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 raise Unauthenticated("the Authorization header is not a Bearer token")
+            gateway = surface_of(request).gateway
+            if gateway is not None:  # Kubernetes mode: the API server reviews the token
+                reviewed = await kubernetes_identity(gateway, verifier, token.strip())
+                request.state.credential = token.strip()  # passed through, never logged
+                return reviewed
             if verifier is None:
                 raise Unauthenticated("bearer tokens are not accepted (no oidc: settings)")
             claims = await verifier.verify(token.strip())
@@ -240,7 +251,8 @@ def create_app(
     async def create(request: Request, body: models.MaintenanceCreate,
                      who: Actor) -> dict[str, Any]:
         """Request a maintenance with its ceremony; the caller is the requester."""
-        m = await surface_of(request).request(who, body.node, body.intent, body)
+        m = await surface_of(request).request(who, body.node, body.intent, body,
+                                              _credential(request))
         return maintenance_doc(m)
 
     @app.get("/api/v1/maintenances", response_model=models.MaintenancePage,
@@ -309,21 +321,24 @@ def create_app(
     async def return_(request: Request, name: str, body: models.ReturnBody,
                       who: Actor) -> dict[str, Any]:
         """Ask a parked maintenance to return its node to service (servers:uncordon)."""
-        return maintenance_doc(await surface_of(request).person(who, name, "return", body))
+        return maintenance_doc(await surface_of(request).person(
+            who, name, "return", body, _credential(request)))
 
     @app.post("/api/v1/maintenances/{name}/abandon", response_model=models.Maintenance,
               tags=["maintenances"])
     async def abandon(request: Request, name: str, body: models.CeremonyBody,
                       who: Actor) -> dict[str, Any]:
         """Abandon a maintenance; it returns the node through Returning."""
-        return maintenance_doc(await surface_of(request).person(who, name, "abandon", body))
+        return maintenance_doc(await surface_of(request).person(
+            who, name, "abandon", body, _credential(request)))
 
     @app.post("/api/v1/maintenances/{name}/resolve", response_model=models.Maintenance,
               tags=["maintenances"])
     async def resolve(request: Request, name: str, body: models.ResolveBody,
                       who: Actor) -> dict[str, Any]:
         """Settle a dispatch evidence could not tell (servers:maintenance-resolve)."""
-        return maintenance_doc(await surface_of(request).person(who, name, "resolve", body))
+        return maintenance_doc(await surface_of(request).person(
+            who, name, "resolve", body, _credential(request)))
 
     @app.get("/api/v1/audit", response_model=models.AuditPage, tags=["audit"])
     async def audit(
@@ -380,6 +395,12 @@ def create_app(
     app.add_middleware(BodyLimit, limit=settings.limits.max_body_bytes)
     app.add_middleware(SecurityHeaders, tls=tls)
     return app
+
+
+def _credential(request: Request) -> str | None:
+    """The caller's bearer token where Kubernetes mode passes it through (else None)."""
+    found = getattr(request.state, "credential", None)
+    return found if isinstance(found, str) else None
 
 
 def _problem(err: ProblemError, request: Request) -> JSONResponse:

@@ -13,6 +13,14 @@ Three ways, tried in this order for each request:
   configured proxy address (``proxy.trusted``); from any other address they are ignored.
   ``via`` is ``proxy``.
 
+In Kubernetes mode (:mod:`.gateway`) a bearer token is reviewed by the API server
+(:func:`kubernetes_identity`: a ``TokenReview`` by the server's own ServiceAccount), and
+the identity is the API server's answer, user and groups, ``via`` ``kubernetes``: what
+the API server will put in ``request.userInfo`` when the token is passed through. A token
+of the configured OIDC issuer is verified as above *and* reviewed, and the two must name
+the same user (``via`` ``oidc``, the groups the API server's): the policy port, the audit
+record and the API server see one identity, or the request is refused.
+
 Anything else is 401 with a problem document. No token, claim or header value is logged.
 """
 
@@ -32,11 +40,12 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from powerplane import Identity
+from powerplane_servers.gateway import Gateway
 from powerplane_servers.problems import ProblemError
 from powerplane_servers.settings import OidcSettings, ProxySettings
 
 __all__ = ["OidcVerifier", "ProviderMetadata", "Unauthenticated", "is_loopback",
-           "proxy_identity"]
+           "kubernetes_identity", "proxy_identity"]
 
 
 class Unauthenticated(ProblemError):
@@ -207,3 +216,41 @@ def proxy_identity(settings: ProxySettings, client_host: str | None,
     raw = headers.get(settings.groups_header) or ""
     groups = tuple(g.strip() for g in str(raw).split(",") if g.strip())
     return Identity(user=str(user).strip(), groups=groups, via="proxy")
+
+
+def token_issuer(token: str) -> str | None:
+    """The ``iss`` a JWT claims (unverified: only to choose who verifies it), else None."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        iss = _b64json(parts[1]).get("iss")
+    except (ValueError, TypeError):
+        return None
+    return iss if isinstance(iss, str) else None
+
+
+async def kubernetes_identity(gateway: Gateway, verifier: OidcVerifier | None,
+                              token: str) -> Identity:
+    """The identity of a bearer token in Kubernetes mode (see the module docstring)."""
+    claimed: Identity | None = None
+    if verifier is not None and token_issuer(token) == verifier.settings.issuer:
+        claimed = verifier.identity(await verifier.verify(token))
+    try:
+        found, why = await gateway.review(token)
+    except Exception as exc:  # no answer is no identity: nothing is done
+        raise ProblemError(503, "API server unavailable",
+                           f"the Kubernetes API server could not review the token: {exc}",
+                           "channel", error="ApiServerUnavailable", exit_code=1) from None
+    if found is None:
+        raise Unauthenticated(f"the Kubernetes API server did not authenticate the bearer "
+                              f"token ({why})")
+    if claimed is None:
+        return found
+    if claimed.user != found.user:
+        raise Unauthenticated(
+            f"the issuer names the token's user {claimed.user!r} but the Kubernetes API "
+            f"server names it {found.user!r}: the API server would act as someone else "
+            "than the audit records (make oidc.username_claim and the API server's OIDC "
+            "username claim and prefix agree)")
+    return Identity(user=found.user, groups=found.groups, via="oidc")

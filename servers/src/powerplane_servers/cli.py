@@ -40,7 +40,9 @@ def serve_cmd(ctx: click.Context, bind: str, port: int, settings_file: str | Non
               tls_cert: str | None, tls_key: str | None, insecure_bind_anywhere: bool,
               demo: bool, no_runner: bool) -> None:
     """The Servers surface: an HTTP API under /api/v1 and a page, under the deployment's
-    policy and audit (the identity from OIDC tokens, the page's login or an auth proxy)."""
+    policy and audit (the identity from OIDC tokens, the page's login or an auth proxy).
+    With the kubernetes lifecycle store: a gateway client of the NodeMaintenance API that
+    acts as its caller (bearer tokens reviewed by the API server's TokenReview)."""
     import contextlib
     import tempfile
     from pathlib import Path
@@ -77,18 +79,22 @@ def serve_cmd(ctx: click.Context, bind: str, port: int, settings_file: str | Non
             except (OSError, ValueError) as exc:
                 click.echo(f"error: --settings {settings_file}: {exc}", err=True)
                 sys.exit(2)
-        if settings.oidc is None and settings.proxy is None:
-            click.echo("error: no way to authenticate: give --settings with an oidc: or "
-                       "proxy: section", err=True)
-            sys.exit(2)
         deployment = load_config(config)
+        store = (deployment.lifecycle or {}).get("store")
+        kube = isinstance(store, dict) and store.get("type") == "kubernetes"
+        if settings.oidc is None and settings.proxy is None and not kube:
+            click.echo("error: no way to authenticate: give --settings with an oidc: or "
+                       "proxy: section (or serve a deployment whose lifecycle store is "
+                       "{type: kubernetes}: its API server's TokenReview)", err=True)
+            sys.exit(2)
         if not (deployment.lifecycle or "lifecycle" in (deployment.raw or {})):
             raise ConfigError([ConfigProblem(
                 "lifecycle", "this deployment has no lifecycle: section, and `powerplane "
                 "serve` records maintenances in its store (for example: lifecycle: {store: "
                 "./powerplane.db, cluster: {type: simulated}})")], source=deployment.source)
         opener = functools.partial(open_surface, config,
-                                   runner=settings.runner == "local" and not no_runner)
+                                   runner=settings.runner == "local" and not no_runner,
+                                   kubernetes=settings.kubernetes)
         app = create_app(settings, opener, tls=tls)
         scheme = "https" if tls else "http"
         url = f"{scheme}://{bind}:{port}/"

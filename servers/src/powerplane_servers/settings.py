@@ -15,6 +15,9 @@ in and how, the limits of the HTTP server) is this model, a YAML file of its own
       trusted: [127.0.0.1]                     # the proxy's addresses: nothing else is believed
       user_header: X-Forwarded-User
       groups_header: X-Forwarded-Groups        # comma-separated
+    kubernetes:                                # the kubernetes store: Kubernetes mode
+      credentials: passthrough                 # or impersonate (needs the impersonate role)
+      audiences: []                            # the TokenReview's spec.audiences
     limits:
       max_body_bytes: 65536
       acts_per_minute: 30                      # per identity, on the act endpoints
@@ -31,8 +34,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["Limits", "OidcSettings", "ProxySettings", "ServeSettings", "load_settings",
-           "secret_value"]
+__all__ = ["KubernetesSettings", "Limits", "OidcSettings", "ProxySettings", "ServeSettings",
+           "load_settings", "secret_value"]
 
 
 class _Strict(BaseModel):
@@ -89,6 +92,20 @@ class ProxySettings(_Strict):
     groups_header: str = "X-Forwarded-Groups"
 
 
+class KubernetesSettings(_Strict):
+    """Kubernetes mode: the deployment's ``lifecycle.store`` is ``{type: kubernetes}``; the
+    surface is a gateway client that acts as its caller (the operator executes)."""
+
+    credentials: Literal["passthrough", "impersonate"] = "passthrough"
+    """``passthrough``: every act is sent with the caller's own bearer token (a token the
+    API server authenticates: TokenReview); a caller with a session or from the auth proxy
+    may read but not act. ``impersonate``: the server's own credentials with
+    ``Impersonate-User``/``Impersonate-Group`` for every caller (its ServiceAccount needs
+    the ``impersonate`` role)."""
+    audiences: tuple[str, ...] = ()
+    """The TokenReview's ``spec.audiences`` (empty: the API server's own audience)."""
+
+
 class Limits(_Strict):
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     acts_per_minute: float = Field(30.0, gt=0)
@@ -100,6 +117,7 @@ class Limits(_Strict):
 class ServeSettings(_Strict):
     oidc: OidcSettings | None = None
     proxy: ProxySettings | None = None
+    kubernetes: KubernetesSettings = KubernetesSettings()
     limits: Limits = Limits()
     runner: Literal["local", "none"] = "local"
     """``local``: this process runs the maintenances it records (``Lifecycle.run``);

@@ -10,6 +10,13 @@ The list never reads power: it shows offers (capabilities from discovery, taken 
 start and on an explicit refresh, with their time) and maintenance phases from the store.
 A power reading is taken only by the lifecycle's own readback for a shutdown just sent,
 at the lifecycle's cadence and within its window (ADR 0034 § 7).
+
+Kubernetes mode (a :class:`~powerplane_servers.gateway.Gateway` serves the deployment's
+store): reads use the deployment's store (the server's own ServiceAccount: reads only);
+every act (a request; a return, abandon or resolution added to one) is made through a
+lifecycle whose store acts *as the caller* (:meth:`Surface.acting`), so the API server
+records the caller as the creator and its admission policy binds ``spec.requestedBy`` to
+them. Nothing is run here: the operator admits and executes.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from powerplane import Identity, PowerHost, PowerplaneError, UnknownNode, Verb
@@ -32,6 +39,9 @@ from powerplane.lifecycle import (
     NotFound,
     Phase,
 )
+from powerplane_servers.gateway import Gateway, find_gateway
+from powerplane_servers.problems import ProblemError
+from powerplane_servers.settings import KubernetesSettings
 
 if TYPE_CHECKING:
     from powerplane import NodeSpec
@@ -64,9 +74,12 @@ TERMINAL = {Phase.COMPLETE, Phase.REFUSED, Phase.FAILED}
 class Surface:
     """One deployment served (see the module docstring)."""
 
-    def __init__(self, host: PowerHost, lifecycle: Lifecycle) -> None:
+    def __init__(self, host: PowerHost, lifecycle: Lifecycle,
+                 gateway: Gateway | None = None) -> None:
         self.host = host
         self.lifecycle = lifecycle
+        self.gateway = gateway
+        """Kubernetes mode: acts are made as the caller through it (None: a local store)."""
         self.discovered_at: dt.datetime | None = None
         nodes = host.nodes
         self._pairs: list[tuple[str, NodeSpec]] = list(nodes.items())
@@ -110,6 +123,8 @@ class Surface:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._runner
+        if self.gateway is not None:
+            self.gateway.close()
         self.lifecycle.close()
         await self.host.close()
 
@@ -243,6 +258,33 @@ class Surface:
                         confirm_node=body.confirmNode, ack_preflight=bool(body.ackPreflight),
                         hazard_reason=body.hazardReason, on_behalf_of=body.onBehalfOf)
 
+    @contextlib.contextmanager
+    def acting(self, identity: Identity, credential: str | None, action: Action,
+               node: str) -> Iterator[Lifecycle]:
+        """The lifecycle an act of ``identity`` goes through: the deployment's (a local
+        store), or in Kubernetes mode one whose store acts as the caller on the API server.
+        A caller the gateway cannot act as (passthrough, and no bearer token: a session or
+        the auth proxy) is refused, and the denial recorded."""
+        if self.gateway is None:
+            yield self.lifecycle
+            return
+        store = self.gateway.store_for(identity, credential)
+        if store is None:
+            rule = (f"{identity.describe()} authenticated by {identity.via}, and the "
+                    "Kubernetes API server is sent the caller's own bearer token "
+                    "(kubernetes.credentials: passthrough): act with a bearer token the API "
+                    "server accepts")
+            self.record_denial(identity, action, node, rule)
+            raise ProblemError(403, "Acting needs the caller's own credentials",
+                               f"denied: {rule}", "policy", error="CredentialsRequired",
+                               exit_code=3)
+        lc = Lifecycle(self.host, self.lifecycle.config, store, ports=self.lifecycle.ports,
+                       clock=self.lifecycle.clock)
+        try:
+            yield lc
+        finally:
+            store.close()
+
     async def preflight(self, identity: Identity, node: str, intent: str,
                         body: Any) -> dict[str, Any]:
         self._spec(node)
@@ -250,9 +292,10 @@ class Surface:
         return doc
 
     async def request(self, identity: Identity, node: str, intent: str,
-                      body: Any) -> NodeMaintenance:
+                      body: Any, credential: str | None = None) -> NodeMaintenance:
         self._spec(node)
-        m = await self.lifecycle.request(node, Intent(intent), self.ceremony(identity, body))
+        with self.acting(identity, credential, INTENT_ACTIONS[intent], node) as lc:
+            m = await lc.request(node, Intent(intent), self.ceremony(identity, body))
         self.wake.set()
         return m
 
@@ -260,19 +303,22 @@ class Surface:
         return self.lifecycle.store.get(name)
 
     async def person(self, identity: Identity, name: str, what: str, body: Any,
-                     ) -> NodeMaintenance:
+                     credential: str | None = None) -> NodeMaintenance:
         m = self.maintenance(name)
         if m.phase in TERMINAL:
             raise NotFound(f"maintenance {name} is {m.phase.value}: it takes no more requests")
         ceremony = self.ceremony(identity, body)
-        if what == "return":
-            out = await self.lifecycle.return_to_service(
-                m.node, ceremony, machine_on=bool(getattr(body, "machineOn", False)))
-        elif what == "abandon":
-            out = await self.lifecycle.abandon(m.node, ceremony)
-        else:
-            out = await self.lifecycle.resolve(m.node, ceremony,
-                                               applied=bool(getattr(body, "applied", False)))
+        action = {"return": Action.UNCORDON, "abandon": Action.ABANDON}.get(
+            what, Action.RESOLVE)
+        with self.acting(identity, credential, action, m.node) as lc:
+            if what == "return":
+                out = await lc.return_to_service(
+                    m.node, ceremony, machine_on=bool(getattr(body, "machineOn", False)))
+            elif what == "abandon":
+                out = await lc.abandon(m.node, ceremony)
+            else:
+                out = await lc.resolve(m.node, ceremony,
+                                       applied=bool(getattr(body, "applied", False)))
         self.wake.set()
         return out
 
@@ -302,9 +348,12 @@ def maintenance_doc(m: NodeMaintenance) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def open_surface(config: str | None, *, runner: bool = True,
+                       kubernetes: KubernetesSettings | None = None,
                        ) -> AsyncIterator[Surface]:
     """The deployment at ``config`` served: its host started (discovery, once), its
-    lifecycle's store open, and (``runner``) its maintenances run in this process."""
+    lifecycle's store open, and (``runner``) its maintenances run in this process. A store
+    a gateway serves (Kubernetes mode) is served through it, with no runner here (the
+    operator executes)."""
     from powerplane import ConfigError, ConfigProblem
 
     host = PowerHost.from_config(config)
@@ -315,9 +364,19 @@ async def open_surface(config: str | None, *, runner: bool = True,
             "records maintenances in its store (for example: lifecycle: {store: "
             "./powerplane.db, cluster: {type: simulated}})")], source=deployment.source)
     lifecycle = Lifecycle.for_host(host)
-    surface = Surface(host, lifecycle)
     try:
-        await surface.start(runner=runner)
+        options = (kubernetes or KubernetesSettings()).model_dump()
+        gateway = find_gateway(lifecycle.store, options)
+    except BaseException:
+        lifecycle.close()
+        await host.close()
+        raise
+    if gateway is not None:
+        log.info("Kubernetes mode: %s; no runner in this process (the operator executes)",
+                 gateway.description)
+    surface = Surface(host, lifecycle, gateway)
+    try:
+        await surface.start(runner=runner and gateway is None)
         yield surface
     finally:
         await surface.close()
