@@ -10,6 +10,11 @@
 - Already in that state: iDRAC answers ``On`` of a system that is on with HTTP 409
   (``IDRAC.1.6.PSU501``, the captured body): the power-on is read back and reported done,
   saying so; a shutdown refused the same way while the readback says ``on`` stays refused.
+- Re-login after a 401: the mockup server (sushy-tools' emulator has no SessionService)
+  deletes the session between calls. With the password changed meanwhile, sushy logs in
+  again once, is refused, and every later call fails at once with that refusal; with the
+  same password, one re-login is made and a session lost again right after it is not
+  logged in again. ``POST .../Sessions`` counted at the peer.
 """
 
 from __future__ import annotations
@@ -174,3 +179,67 @@ def test_already_on_is_read_back_and_done(mockup: Callable[..., MockupServer],
         assert result.detail.startswith("already on: the device refused power-on")
         assert "Server is already powered ON." in result.detail
     assert server.resets == []  # every power-on refused: nothing applied
+
+
+LOGIN = ("POST", "/redfish/v1/SessionService/Sessions")
+
+
+def test_a_relogin_refused_after_a_401_locks_the_endpoint_out(
+        mockup: Callable[..., MockupServer], host_for: HostFor,
+        mockup_cfg: Callable[..., Any]) -> None:
+    # the BMC deletes the session and the password is changed meanwhile: sushy logs in
+    # again once (refused), and every later call fails at once with that refusal
+    server = mockup()
+    cfg = fleet(mockup_cfg(server), [server.systems[0]] * 10)
+    nodes = list(cfg["nodes"])
+
+    async def go() -> tuple[Any, Any, dict[str, Any], Any]:
+        async with host_for(cfg) as host:
+            before = await host.read_power_state("n0")
+            server.sessions.clear()
+            server.password = "changed-" + server.password
+            refused = await host.read_power_state("n0")
+            sent = len(server.requests)
+            fleet_again = await host.invoke_many(nodes, "power-on", reason="after a 401")
+            assert len(server.requests) == sent, "a call after the refused re-login was sent"
+            return before, refused, fleet_again, host.channel("bmc")
+
+    before, refused, again, channel = asyncio.run(asyncio.wait_for(go(), 60))
+    assert before.state.value == "on"
+    assert refused.state.value == "unknown"
+    assert "The credentials supplied are not valid." in refused.detail, refused.detail
+    assert server.requests.count(LOGIN) == 2, server.requests  # the login, one re-login
+    assert server.sessions_created == 1
+    assert channel.connection.relogins == 1
+    for outcome in again.values():
+        assert isinstance(outcome, AuthenticationFailed), outcome
+        assert "not tried again" in outcome.message
+        assert "The credentials supplied are not valid." in outcome.message
+
+
+def test_a_session_lost_again_right_after_a_relogin_is_not_logged_in_again(
+        mockup: Callable[..., MockupServer], host_for: HostFor,
+        mockup_cfg: Callable[..., Any]) -> None:
+    # a BMC that keeps ending sessions: one re-login, then the endpoint is locked out
+    server = mockup()
+    cfg = fleet(mockup_cfg(server), [server.systems[0]] * 3)
+
+    async def go() -> tuple[list[Any], Any, Any]:
+        async with host_for(cfg) as host:
+            reads = [await host.read_power_state("n0")]
+            server.sessions.clear()
+            reads.append(await host.read_power_state("n0"))  # re-logs in once: on
+            server.sessions.clear()
+            reads.append(await host.read_power_state("n0"))  # not again: refused
+            sent = len(server.requests)
+            later = await host.read_power_state("n1")
+            assert len(server.requests) == sent
+            return reads, later, host.channel("bmc")
+
+    reads, later, channel = asyncio.run(asyncio.wait_for(go(), 60))
+    assert [r.state.value for r in reads] == ["on", "on", "unknown"]
+    assert "ended the Redfish session again (HTTP 401)" in reads[2].detail
+    assert "not tried again" in later.detail and "ended the Redfish session again" in later.detail
+    assert server.requests.count(LOGIN) == 2, server.requests
+    assert server.sessions_created == 2
+    assert channel.connection.relogins == 1

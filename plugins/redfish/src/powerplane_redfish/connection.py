@@ -38,6 +38,14 @@ error at once, sending nothing, for :data:`REFUSED_LOGIN_S` (the host remembers 
 per endpoint: ``manners.lockout_s``). With basic authentication every request is a login,
 so a batch discovery of 50 systems with a wrong password is one request, not 50.
 
+sushy's re-login after a 401 on a session (the BMC expired or deleted it: sushy logs in
+again and repeats the request once) is counted (:attr:`Connection.relogins`) and bounded
+the same way: one re-login per :data:`RELOGIN_WINDOW_S`. A re-login the BMC refuses (the
+password changed meanwhile) is that refused login: the connection, and the host for
+``manners.lockout_s``, fail at once with it. A session lost again within the window is not
+logged in again: the call fails with :class:`~powerplane.AuthenticationFailed` saying so,
+remembered the same way (a BMC that keeps ending sessions is asked for no more of them).
+
 A reset is never retried, by either kind: one attempt per request, so a reset is sent at
 most once and every failure surfaces within the configured timeouts. A GET answered 5xx is
 retried once, at once.
@@ -86,7 +94,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -128,6 +136,9 @@ IDLE_CONNECTIONS = 4
 REFUSED_LOGIN_S = 60.0
 """How long a connection fails at once after the BMC refused its credentials."""
 
+RELOGIN_WINDOW_S = 60.0
+"""After a re-login following a 401 on a session, how long a second one is refused."""
+
 
 class Session(Protocol):
     """What a channel call uses: one logged-in Redfish service."""
@@ -164,6 +175,10 @@ class Connection:
         self._proving = threading.Lock()
         """Held by the one call in flight until the credentials were proven."""
         self._refused: tuple[float, AuthenticationFailed] | None = None
+        self.relogins = 0
+        """How many times sushy logged in again after a 401 on a live session (each also
+        counted in :attr:`logins`); at most one per :data:`RELOGIN_WINDOW_S`."""
+        self._relogged: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _open(self) -> Session:
@@ -172,9 +187,29 @@ class Connection:
         if self.config.auth is AuthMode.BASIC:
             session = DirectSession(self.config, password)
         else:
-            session = _SushySession(self.config, password)
+            session = _SushySession(self.config, password, self._relogin)
         self.logins += 1
         return session
+
+    def _relogin(self) -> None:
+        """Before sushy logs in again after a 401 on a session: count it; refuse (raise
+        :class:`~powerplane.AuthenticationFailed`, nothing sent) a second one within
+        :data:`RELOGIN_WINDOW_S`."""
+        now = time.monotonic()
+        with self._lock:
+            if self._closed:
+                raise ChannelError("the channel was closed; nothing was sent",
+                                   channel=self.channel)
+            last, self._relogged = self._relogged, now
+            if last is None or now - last >= RELOGIN_WINDOW_S:
+                self.relogins += 1
+                self.logins += 1
+                return
+        raise AuthenticationFailed(
+            f"the BMC ended the Redfish session again (HTTP 401) {now - last:.0f} s after a "
+            f"re-login; not logging in again within {RELOGIN_WINDOW_S:g} s (a BMC that "
+            "keeps ending sessions, or credentials it no longer accepts); nothing was sent",
+            channel=self.channel)
 
     def _current(self) -> Session:
         with self._lock:
@@ -226,7 +261,7 @@ class Connection:
             if proves:
                 self._proven = True
         except Exception as exc:
-            if not isinstance(exc, handled()):
+            if not isinstance(exc, (*handled(), AuthenticationFailed)):
                 raise
             raise self._failed(exc, session, target, action) from exc
         finally:
@@ -251,7 +286,7 @@ class Connection:
             session.post(path, {"ResetType": reset_type})
             self._proven = True
         except Exception as exc:
-            if not isinstance(exc, handled()):
+            if not isinstance(exc, (*handled(), AuthenticationFailed)):
                 raise
             mapped = self._failed(exc, session, target, action)
             if sending and not isinstance(mapped, RefusedByDevice | OutcomeUnknown) and (
@@ -474,16 +509,25 @@ class _SushySession:
     connector; sushy is imported here, on first use. TLS is :func:`tls_context`'s, as for
     :class:`DirectSession`, and no proxy is used."""
 
-    def __init__(self, config: RedfishConfig, password: str) -> None:
+    def __init__(self, config: RedfishConfig, password: str,
+                 relogin: Callable[[], None] = lambda: None) -> None:
         import sushy
         from sushy import auth as sushy_auth
 
         user = config.username
-        auth: Any
-        if config.auth is AuthMode.SESSION:
-            auth = sushy_auth.SessionAuth(username=user, password=password)
-        else:
-            auth = sushy_auth.SessionOrBasicAuth(username=user, password=password)
+        base: Any = (sushy_auth.SessionAuth if config.auth is AuthMode.SESSION
+                     else sushy_auth.SessionOrBasicAuth)
+
+        class _Counted(base):  # type: ignore[misc]
+            """sushy's auth, asking ``relogin`` before each re-login after a 401 (sushy's
+            connector calls ``refresh_session`` only then; raising refuses it)."""
+
+            def refresh_session(self) -> None:
+                if self.can_refresh_session():
+                    relogin()
+                super().refresh_session()
+
+        auth: Any = _Counted(username=user, password=password)
         tls = tls_context(config.verify) if config.verify is not False else None
         verify = tls is not None
         conn = _connector_class()(
