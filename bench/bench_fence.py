@@ -4,8 +4,11 @@ Two peers, each started as the plugins' tests start them: the sushy-tools Redfis
 (zero delay, TLS, basic auth) with ``fence_redfish``, and OpenIPMI's ``ipmi_sim`` with
 ``fence_ipmilan`` (lanplus, cipher suite 3, operator). Every agent runs as the fencer runs
 it: a process per action, its options as ``key=value`` lines on stdin. Per action
-(``status``, ``monitor``, ``off``, ``on``, ``reboot``) the exit code and the median wall
-time of ``--runs N`` rounds for each agent, and the ratio powerplane / theirs. Each round
+(``status``, ``monitor``, ``off``, ``on``, ``reboot``) the exit code, the requests each agent
+made to the peer (median; counted at the peer: the emulator's own request log for Redfish,
+the datagrams sent to ``ipmi_sim`` through a counting UDP proxy in front of it for IPMI,
+session setup and close included) and the median wall time of ``--runs N`` rounds for each
+agent, and the ratio powerplane / theirs. Each round
 runs the actions in that order for one agent, then for the other, so both meet the machine
 in the same state (on for status and off, off for on). powerplane's channels are configured
 ``shutdown: force`` (a fence is a power cut); both agents read the machine back after off
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,38 +41,50 @@ def lines(**options: Any) -> str:
     return "".join(f"{k}={v}\n" for k, v in options.items())
 
 
-def run(exe: str, stdin: str, env: dict[str, str]) -> tuple[int, float]:
+Run = tuple[int, float, int]
+"""One action of one agent: exit code, wall seconds, requests the peer received."""
+Counter = tuple[Callable[[], None], Callable[[], int]]
+"""The peer's request counter: (zero it, read it)."""
+
+
+def run(exe: str, stdin: str, env: dict[str, str], counter: Counter) -> Run:
+    zero, count = counter
+    zero()
     start = time.perf_counter()
     done = subprocess.run([exe], input=stdin, capture_output=True, text=True, timeout=120,
                           env={**os.environ, **env}, check=False)
-    return done.returncode, time.perf_counter() - start
+    took = time.perf_counter() - start
+    return done.returncode, took, count()
 
 
-def rounds(agents: dict[str, tuple[str, str]], env: dict[str, str], runs: int
-           ) -> dict[tuple[str, str], list[tuple[int, float]]]:
+def rounds(agents: dict[str, tuple[str, str]], env: dict[str, str], runs: int,
+           counter: Counter) -> dict[tuple[str, str], list[Run]]:
     """``agents``: label -> (executable, stdin without the action)."""
-    out: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    out: dict[tuple[str, str], list[Run]] = {}
     for _ in range(runs + 1):  # the first round warms the caches, uncounted
         for label, (exe, base) in agents.items():
             for action in ACTIONS:
                 out.setdefault((label, action), []).append(
-                    run(exe, base + f"action={action}\n", env))
+                    run(exe, base + f"action={action}\n", env, counter))
     return {k: v[1:] for k, v in out.items()}
 
 
-def table(peer: str, theirs: str, found: dict[tuple[str, str], list[tuple[int, float]]]) -> None:
-    print(f"\n{peer}")
-    print(f"| action | fence_powerplane exit | {theirs} exit | fence_powerplane s | "
-          f"{theirs} s | ratio |")
-    print("| --- | --- | --- | --- | --- | --- |")
+def table(peer: str, theirs: str, found: dict[tuple[str, str], list[Run]],
+          unit: str) -> None:
+    print(f"\n{peer}; requests: {unit}")
+    print(f"| action | fence_powerplane exit | {theirs} exit | fence_powerplane requests | "
+          f"{theirs} requests | fence_powerplane s | {theirs} s | ratio |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for action in ACTIONS:
         ours_runs, their_runs = found[("ours", action)], found[("theirs", action)]
-        ours_s = statistics.median(t for _, t in ours_runs)
-        their_s = statistics.median(t for _, t in their_runs)
-        codes_ours = "/".join(sorted({str(c) for c, _ in ours_runs}))
-        codes_theirs = "/".join(sorted({str(c) for c, _ in their_runs}))
-        print(f"| {action} | {codes_ours} | {codes_theirs} | {ours_s:.2f} | {their_s:.2f} | "
-              f"{ours_s / their_s:.2f}x |")
+        ours_s = statistics.median(t for _, t, _ in ours_runs)
+        their_s = statistics.median(t for _, t, _ in their_runs)
+        ours_n = statistics.median(n for _, _, n in ours_runs)
+        their_n = statistics.median(n for _, _, n in their_runs)
+        codes_ours = "/".join(sorted({str(c) for c, _, _ in ours_runs}))
+        codes_theirs = "/".join(sorted({str(c) for c, _, _ in their_runs}))
+        print(f"| {action} | {codes_ours} | {codes_theirs} | {ours_n:g} | {their_n:g} | "
+              f"{ours_s:.2f} | {their_s:.2f} | {ours_s / their_s:.2f}x |")
 
 
 def redfish(work: Path, runs: int) -> None:
@@ -93,8 +109,9 @@ def redfish(work: Path, runs: int) -> None:
             "theirs": ("fence_redfish", lines(ip="127.0.0.1", ipport=emu.port,
                                               username=emu.username, password=emu.password,
                                               ssl=1, **{"systems-uri": system})),
-        }, env, runs)
-        table("sushy-tools emulator (Redfish), fence_redfish", "fence_redfish", found)
+        }, env, runs, (emu.reset_count, lambda: len(emu.requests())))
+        table("sushy-tools emulator (Redfish), fence_redfish", "fence_redfish", found,
+              "HTTP requests in the emulator's log")
 
 
 def ipmi(work: Path, runs: int) -> None:
@@ -102,8 +119,9 @@ def ipmi(work: Path, runs: int) -> None:
         print("fence_ipmilan or ipmi_sim not found (fence-agents, openipmi): IPMI rows skipped")
         return
     from powerplane_ipmi.peer import IpmiSim
+    from powerplane_ipmi.testing import UdpProxy
 
-    with IpmiSim(work / "sim") as sim:
+    with IpmiSim(work / "sim") as sim, UdpProxy(sim.host, sim.port) as proxy:
         secret = sim.secret_file("oper")
         script = work / "pw.sh"
         script.write_text(f"#!/bin/sh\ncat {secret}\n")
@@ -112,16 +130,18 @@ def ipmi(work: Path, runs: int) -> None:
         cfg.write_text(yaml.safe_dump({
             "channels": {"bmc": {"type": "ipmi", "username": "oper",
                                  "password": {"file": str(secret)}, "shutdown": "force"}},
-            "nodes": {"n1": {"channels": [{"channel": "bmc", "target": sim.address}]}},
+            "nodes": {"n1": {"channels": [{"channel": "bmc", "target": proxy.address}]}},
             "limits": {"timeout_s": 30},
             "audit": {"path": str(work / "audit.jsonl")}}))
         found = rounds({
             "ours": (AGENT, lines(plug="n1", config=cfg)),
-            "theirs": ("fence_ipmilan", lines(ip=sim.host, ipport=sim.port, username="oper",
+            "theirs": ("fence_ipmilan", lines(ip="127.0.0.1", ipport=proxy.port,
+                                              username="oper",
                                               password_script=script, lanplus=1, cipher=3,
                                               privlvl="operator")),
-        }, {}, runs)
-        table("ipmi_sim (IPMI), fence_ipmilan", "fence_ipmilan", found)
+        }, {}, runs, (proxy.reset, lambda: proxy.up))
+        table("ipmi_sim (IPMI), fence_ipmilan", "fence_ipmilan", found,
+              "UDP datagrams to ipmi_sim (session setup and close included)")
 
 
 def main() -> int:
