@@ -63,7 +63,13 @@ if typing.TYPE_CHECKING:
         about_to_send,
         require,
     )
-    from powerplane.config import Deployment, NodeSpec, load_config, parse_config
+    from powerplane.config import (
+        Deployment,
+        DeploymentCheck,
+        NodeSpec,
+        load_config,
+        parse_config,
+    )
     from powerplane.errors import (
         AuditNotRecorded,
         AuthenticationFailed,
@@ -110,6 +116,7 @@ __all__ = [
     "ConfigProblem",
     "Decision",
     "Deployment",
+    "DeploymentCheck",
     "HasBootMarker",
     "HasEndpoint",
     "Identifies",
@@ -204,6 +211,7 @@ __getattr__, __dir__ = lazy_exports(
         "TlsVerify": ".fields",
         "Registers": ".hookspecs",
         "hookimpl": ".hookspecs",
+        "DeploymentCheck": ".config",
         "SecretKind": ".secrets",
         "SecretRef": ".secrets",
         # the embedding API: what an application (or a tool) that drives power imports

@@ -31,6 +31,10 @@ The hooks:
   ``resolve(value) -> str`` called at use, never at load;
 * ``register_policy_types``: ``PolicyType`` (``policy.type``), factory
   ``factory(config, PolicyContext) -> Policy`` (who may take which action);
+* ``register_deployment_checks``: ``DeploymentCheck`` (a check of the whole deployment
+  that loading cannot make), ``async check(deployment) -> list[ConfigProblem]``, awaited by
+  ``powerplane check`` and ``PowerHost.start``, never at load; collected on first use by
+  this hook alone (not declared in ``REGISTERS``);
 * ``register_demo_peers``: ``powerplane.testing.Peer`` (optional, for ``powerplane demo``).
 
 A port type's ``config`` is a pydantic model declaring ``type: Literal["<name>"]``. A name
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
 
     from powerplane.authority.policy import PolicyType
     from powerplane.channel import ChannelType
+    from powerplane.config import DeploymentCheck
     from powerplane.lifecycle.ports import ClusterType, StorageType, StoreType
     from powerplane.secrets import SecretKind
     from powerplane.testing import Peer
@@ -63,6 +68,7 @@ __all__ = [
     "register_channel_types",
     "register_cluster_types",
     "register_demo_peers",
+    "register_deployment_checks",
     "register_policy_types",
     "register_secret_kinds",
     "register_storage_types",
@@ -171,6 +177,22 @@ def register_policy_types(register: Callable[[PolicyType[Any]], None]) -> None:
     ``type: Literal[name]``) when the deployment loads and built by ``factory(config,
     PolicyContext)``, which returns a ``powerplane.authority.Policy``. A name registered
     twice is a load error of the second plugin.
+    """
+
+
+@hookspec
+def register_deployment_checks(register: Callable[[DeploymentCheck], None]) -> None:
+    """Register the checks of a whole deployment this plugin provides.
+
+    Call ``register(DeploymentCheck(name, check, description=...))`` once per check.
+    ``async check(deployment) -> list[ConfigProblem]`` is awaited by ``powerplane check``
+    and by ``PowerHost.start`` (before any channel is created), never by ``load_config``;
+    each problem names its dotted config path and is a ``ConfigError`` (exit 2). A check
+    with nothing to ask for a deployment returns ``[]`` without any request; one that
+    cannot ask now raises a ``PowerplaneError`` that is not a ``ConfigError`` (``powerplane
+    check`` exits 1 with it, a host's start warns and goes on). This hook is called alone,
+    on first use, whatever ``REGISTERS`` declares: it must import nothing heavy. A name
+    registered twice is a load error of the second plugin.
     """
 
 

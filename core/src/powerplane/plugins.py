@@ -16,7 +16,9 @@ Beside channel types a plugin registers lifecycle port types (``register_cluster
 ``register_storage_types``, ``register_store_types``: :attr:`Registry.cluster_types` and
 its siblings) and secret reference kinds (``register_secret_kinds``:
 :attr:`Registry.secret_kinds`) and policy types (``register_policy_types``:
-:attr:`Registry.policy_types`). Core's own (``simulated``/``none`` clusters,
+:attr:`Registry.policy_types`), and deployment checks (``register_deployment_checks``:
+:attr:`Registry.deployment_checks`, collected on first use by that hook alone, as the demo
+peers are; never declared in ``REGISTERS``). Core's own (``simulated``/``none`` clusters,
 ``none``/``simulated`` storage, the ``sqlite`` store, the ``env``/``file`` secret kinds)
 come from :mod:`powerplane.builtins`, added before any entry point and whatever
 ``POWERPLANE_LOAD_PLUGINS`` says; they are not listed among :attr:`Registry.plugins`.
@@ -47,6 +49,7 @@ from powerplane.errors import PluginLoadError
 if TYPE_CHECKING:
     from powerplane.authority.policy import PolicyType
     from powerplane.channel import ChannelType
+    from powerplane.config import DeploymentCheck
     from powerplane.lifecycle.ports import ClusterType, PortType, StorageType, StoreType
     from powerplane.secrets import SecretKind
     from powerplane.testing import Peer
@@ -223,6 +226,8 @@ class Registry:
     builtins: list[PluginInfo] = field(default_factory=list)
     """Core's own registrations (:mod:`powerplane.builtins`), not listed as plugins."""
     _demo_peers: dict[str, Peer] | None = field(default=None, repr=False)
+    _checks: dict[str, DeploymentCheck] | None = field(default=None, repr=False)
+    _check_owners: dict[str, str] = field(default_factory=dict, repr=False)
     _pending: dict[str, tuple[PluginInfo, bool]] = field(default_factory=dict, repr=False)
     """Plugin name -> (its info from the declaration, builtin) while its hooks have not run."""
     manager: pluggy.PluginManager = field(
@@ -305,6 +310,64 @@ class Registry:
             self._demo_peers = peers
         return self._demo_peers
 
+    @property
+    def deployment_checks(self) -> dict[str, DeploymentCheck]:
+        """The deployment checks plugins register (``register_deployment_checks``), by name,
+        core's built-ins first, then the plugins in load order.
+
+        Collected on first use by calling that hook alone: never a plugin's other hooks, so
+        a deployment that names none of a plugin's declared types (``REGISTERS``) still
+        imports none of its config models. A plugin whose hook raises, or registers
+        something other than a ``DeploymentCheck``, or a name already taken, is a failure
+        of that plugin (listed by ``powerplane plugins``); its other registrations stay."""
+        with self._resolving:
+            if self._checks is None:
+                self._checks = self._collect_checks()
+            return self._checks
+
+    @property
+    def check_owners(self) -> dict[str, str]:
+        """Deployment check name -> the plugin that registered it."""
+        self.deployment_checks  # noqa: B018 -- collected on first use
+        return self._check_owners
+
+    def _collect_checks(self) -> dict[str, DeploymentCheck]:
+        module, attr = _CHECK_TYPE  # the config layer, above this one: imported by name
+        want: type[Any] = getattr(importlib.import_module(module), attr)
+        checks: dict[str, DeploymentCheck] = {}
+        self._check_owners.clear()
+        loaded = [*self.builtins, *self._infos]
+        order = {p.name: i for i, p in enumerate(loaded)}
+        hooks = self.manager.hook
+        impls = hooks.register_deployment_checks.get_hookimpls()
+        for impl in sorted(impls, key=lambda i: order.get(i.plugin_name, len(order))):
+            info = next((p for p in loaded if p.name == impl.plugin_name), None)
+            found: list[Any] = []
+            try:
+                impl.function(register=found.append)
+                for item in found:
+                    if not isinstance(item, want):
+                        raise TypeError("register_deployment_checks takes a DeploymentCheck, "
+                                        f"not {type(item).__name__}")
+                names = [c.name for c in found]
+                twice = sorted({n for n in names if names.count(n) > 1})
+                if twice:
+                    raise ValueError(f"registers deployment check {twice[0]!r} more than once")
+                clash = next((n for n in names if n in checks), None)
+                if clash is not None:
+                    raise ValueError(f"deployment check {clash!r} is already registered by "
+                                     f"plugin {self._check_owners[clash]!r}")
+            except Exception as exc:  # a plugin's own bug: isolate it
+                error = str(exc) if isinstance(exc, ValueError) else _describe(exc)
+                self._failures.append(PluginFailure(
+                    impl.plugin_name, info.distribution if info else "",
+                    info.version if info else "", error))
+                continue
+            for check in found:
+                checks[check.name] = check
+                self._check_owners[check.name] = impl.plugin_name
+        return checks
+
     def port_types(self, kind: str) -> Mapping[str, PortType[Any, Any]]:
         """The registered port types of ``kind``: ``cluster``, ``storage`` or ``store``."""
         tables: dict[str, Mapping[str, PortType[Any, Any]]] = {
@@ -374,6 +437,7 @@ class Registry:
             return
         self._install(name, found)
         self._demo_peers = None  # collected again on next use
+        self._checks = None
         info = PluginInfo(name, distribution, version, *(tuple(names[k]) for k in _KINDS))
         (self.builtins if builtin else self._infos).append(info)
 
@@ -446,6 +510,7 @@ class Registry:
                 else:
                     self.port_owners[(kind, item)] = name
         self._demo_peers = None
+        self._checks = None
         info = PluginInfo(name, distribution, version, *(names[k] for k in _KINDS))
         (self.builtins if builtin else self._infos).append(info)
         self._pending[name] = (info, builtin)
@@ -499,6 +564,7 @@ class Registry:
     def _forget(self, name: str) -> None:
         self._unregister(name)
         self._demo_peers = None
+        self._checks = None
         self._infos = [p for p in self._infos if p.name != name]
         for tname, owner in list(self.owners.items()):
             if owner == name:
@@ -541,6 +607,8 @@ _TYPES = {"channel": ("powerplane.channel", "ChannelType"),
           "policy": ("powerplane.authority.policy", "PolicyType")}
 """The type each hook's ``register`` takes, by kind: imported when a hook registers one
 (a channel type's registration never imports the lifecycle's ports)."""
+_CHECK_TYPE = ("powerplane.config", "DeploymentCheck")
+"""What ``register_deployment_checks``' ``register`` takes."""
 
 
 def _sink(kind: str, into: list[Any]) -> Callable[[Any], None]:

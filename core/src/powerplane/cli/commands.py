@@ -46,10 +46,15 @@ __all__ = ["check_cmd", "invoke_cmd", "offers_cmd", "plugins_cmd", "state_cmd"]
 @output_option
 @handle_errors
 def plugins_cmd(output: str) -> None:
-    """Each plugin: name, version, channel types; each plugin that failed to load and why."""
+    """Each plugin: name, version, channel types, deployment checks; each plugin that failed
+    to load and why."""
     from powerplane.plugins import registry
 
     reg = registry()
+    checks = reg.deployment_checks  # collected first: a failing hook is listed below
+    checks_of: dict[str, list[str]] = {}
+    for check in checks:
+        checks_of.setdefault(reg.check_owners[check], []).append(check)
     if output == "json":
         emit_json(
             {
@@ -59,6 +64,7 @@ def plugins_cmd(output: str) -> None:
                         "distribution": p.distribution,
                         "version": p.version,
                         "channel_types": list(p.channel_types),
+                        "deployment_checks": checks_of.get(p.name, []),
                     }
                     for p in reg.plugins
                 ],
@@ -90,6 +96,10 @@ def plugins_cmd(output: str) -> None:
                       esc(", ".join(p.channel_types)))
     out = console()
     out.print(table)
+    for p in reg.plugins:
+        for name in checks_of.get(p.name, []):
+            out.print(f"deployment check {esc(name)} (plugin {esc(p.name)}): "
+                      f"{esc(checks[name].description)}")
     for f in reg.failures:
         out.print(f"[red]failed[/red] plugin {esc(f.name)} ({esc(f.distribution)} "
                   f"{esc(f.version)}): {esc(f.error)}")

@@ -22,6 +22,7 @@ verb. Any exception a plugin lets escape unmapped becomes a
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -30,8 +31,8 @@ from powerplane.authority.identity import Identity
 from powerplane.authority.service import Authority, authority_for
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import Channel
-from powerplane.config import Deployment, NodeSpec, load_config
-from powerplane.errors import PowerplaneError
+from powerplane.config import Deployment, NodeSpec, deployment_problems, load_config
+from powerplane.errors import ConfigError, PowerplaneError
 from powerplane.host.calls import Calls
 from powerplane.host.channels import Channels
 from powerplane.host.discovery import Discovery, spec_of
@@ -51,6 +52,8 @@ from powerplane.recovery import NodeOffer, VerbOffer
 
 __all__ = ["PowerHost"]
 
+log = logging.getLogger("powerplane.host")
+
 
 class PowerHost:
     """Discovers channels' capabilities, offers verbs under the rule, invokes them.
@@ -59,6 +62,8 @@ class PowerHost:
     ``authority``: who may act and where acts are recorded (default:
     :func:`~powerplane.authority.authority_for` the deployment: its ``policy:`` section,
     its audit file, this process's OS user).
+    ``registry``: the plugins whose deployment checks :meth:`start` runs (default: the
+    process-wide registry; :meth:`from_config` passes the one the file was loaded with).
     """
 
     def __init__(
@@ -68,7 +73,9 @@ class PowerHost:
         guard: InvokeGuard | None = None,
         nodes: Iterable[str] | None = None,
         authority: Authority | None = None,
+        registry: Registry | None = None,
     ) -> None:
+        self._registry = registry
         self.authority = authority if authority is not None else authority_for(deployment)
         """The policy every act is decided by and the audit every act is recorded in."""
         self.limits = deployment.limits
@@ -119,7 +126,7 @@ class PowerHost:
     ) -> PowerHost:
         """A host for the deployment file at ``path`` (as ``find_config`` finds it)."""
         return cls(load_config(path, registry=registry), guard=guard, nodes=nodes,
-                   authority=authority)
+                   authority=authority, registry=registry)
 
     async def __aenter__(self) -> PowerHost:
         await self.start(self._scope)
@@ -138,8 +145,16 @@ class PowerHost:
         :meth:`invoke`, :meth:`read_power_state`, ...), so a channel no call touches is
         never created and its library never imported. Raises ``UnknownNode`` for a name
         the deployment does not have.
+
+        Before any channel is created, every registered deployment check runs
+        (:func:`~powerplane.config.deployment_problems`: the ``metal3`` guard refuses a
+        direct channel to a BMC a BareMetalHost manages): a problem raises
+        :class:`~powerplane.errors.ConfigError` (exit 2) and nothing is created or sent. A
+        check that cannot ask now (its API server unreachable) is a warning on the
+        ``powerplane.host`` logger, naming the check's error, and the start goes on.
         """
         if not self._started:
+            await self._checked()
             self._calls.start()
             self._started = True
             if nodes is None:
@@ -148,6 +163,19 @@ class PowerHost:
                 return
         if nodes is not None:
             await self.discover(nodes)
+
+    async def _checked(self) -> None:
+        """The registered deployment checks, run as :meth:`start` says."""
+        try:
+            problems = await deployment_problems(self._deployment, self._registry)
+        except ConfigError:
+            raise
+        except PowerplaneError as exc:
+            log.warning("warning: the deployment checks could not run (%s); starting without "
+                        "them: %s not checked", exc, self._deployment.source)
+            return
+        if problems:
+            raise ConfigError(problems, source=self._deployment.source)
 
     async def close(self) -> None:
         """Close every channel (each plugin logs out its sessions), concurrently.
