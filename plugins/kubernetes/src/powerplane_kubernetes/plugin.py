@@ -2,7 +2,9 @@
 the ``kubernetes`` store, the ``k8s`` secret reference kind, the ``kubernetes`` policy
 type (RBAC verbs on ``servers.powerplane.io``, :mod:`powerplane_kubernetes.policy`) and the
 ``metal3`` channel type (power through Metal3's BareMetalHosts,
-:mod:`powerplane_kubernetes.metal3`).
+:mod:`powerplane_kubernetes.metal3`), and the deployment check ``metal3.guard`` (a
+``redfish``, ``ipmi`` or ``pdu`` channel to a BMC a BareMetalHost manages is refused,
+:mod:`powerplane_kubernetes.metal3.guard`).
 
 Entry point (in this distribution's ``pyproject.toml``)::
 
@@ -13,6 +15,8 @@ Entry point (in this distribution's ``pyproject.toml``)::
 the config models and building :data:`KUBERNETES` and its siblings) only when a deployment
 names one of its types or a ``k8s`` secret kind is looked up; the factories import the
 client (lightkube, httpx2) only when a port is made, so plugin discovery imports neither.
+``register_deployment_checks`` is not declared there: core calls it alone, on first use; the
+check it registers imports the guard only for a deployment with a ``metal3`` channel.
 """
 
 from __future__ import annotations
@@ -23,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 from powerplane import Registers, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
-    from powerplane import ChannelType, PolicyType, SecretKind
+    from powerplane import (
+        ChannelType,
+        ConfigProblem,
+        Deployment,
+        DeploymentCheck,
+        PolicyType,
+        SecretKind,
+    )
     from powerplane.lifecycle import (
         ClusterPort,
         ClusterType,
@@ -61,6 +72,7 @@ __all__ = [
     "metal3_unknown_target",
     "register_channel_types",
     "register_cluster_types",
+    "register_deployment_checks",
     "register_policy_types",
     "register_secret_kinds",
     "register_storage_types",
@@ -222,3 +234,25 @@ def register_secret_kinds(register: Callable[[SecretKind], None]) -> None:
 def register_policy_types(register: Callable[[PolicyType[Any]], None]) -> None:
     """Register the ``kubernetes`` policy type (a SubjectAccessReview per node)."""
     register(__getattr__("KUBERNETES_POLICY"))
+
+
+async def _metal3_guard(deployment: Deployment) -> list[ConfigProblem]:
+    """The ``metal3.guard`` check: nothing imported, nothing asked, without a ``metal3``
+    channel (no cluster named); else :func:`powerplane_kubernetes.metal3.guard.check_deployment`."""
+    if not any(c.type.name == "metal3" for c in deployment.channels.values()):
+        return []
+    from powerplane_kubernetes.metal3.guard import check_deployment
+
+    return await check_deployment(deployment)
+
+
+@hookimpl
+def register_deployment_checks(register: Callable[[DeploymentCheck], None]) -> None:
+    """Register ``metal3.guard``: a redfish, ipmi or pdu channel to the BMC of a
+    BareMetalHost (in the cluster a ``metal3`` channel names) is refused, naming it."""
+    from powerplane import DeploymentCheck
+
+    register(DeploymentCheck(
+        name="metal3.guard", check=_metal3_guard,
+        description="a redfish, ipmi or pdu channel to the BMC of a BareMetalHost is "
+        "refused (asked of the cluster a metal3 channel names)"))

@@ -9,15 +9,20 @@ node's target) is the endpoint of a BareMetalHost's ``spec.bmc.address`` is a pr
 that channel (or node target), naming the BareMetalHost: :func:`check_deployment`.
 
 Where it runs. Knowing the BareMetalHosts takes a request to the API server, so it cannot
-be part of loading a file (which makes no network call); it belongs with ``powerplane
-check`` and a host's start, beside the channels' opening. Core offers a plugin no hook
-there yet (a channel's factory sees only its own config), so it is run by
-``python -m powerplane_kubernetes.metal3.guard [--config FILE]`` (exit 2 naming each
-channel and BareMetalHost, 0 when none) -- a CI step or a pre-start check -- and by any
-embedder through :func:`refuse_managed`; wiring it into ``check_config`` and
-``PowerHost.start`` is one call each. Without a ``metal3`` channel the deployment names no
-cluster and nothing is checked: see the README for why a direct channel to such a BMC must
-not be configured.
+be part of loading a file (which makes no network call). The plugin registers
+:func:`check_deployment` as the deployment check ``metal3.guard``
+(``register_deployment_checks``), which core runs in ``powerplane check`` (exit 2 naming
+each channel and BareMetalHost) and in ``PowerHost.start`` before any channel is created
+(so ``powerplane invoke``, ``state`` and every other command refuse the same way before any
+power request). ``python -m powerplane_kubernetes.metal3.guard [--config FILE]`` and
+:func:`refuse_managed` run it alone. Without a ``metal3`` channel the deployment names no
+cluster and nothing is asked (no request at all), nor without a ``redfish``, ``ipmi`` or
+``pdu`` channel: see the README for why a direct channel to such a BMC must not be
+configured then.
+
+When the API server cannot be asked, the check raises the mapped ``ChannelError``
+(``Unreachable``, ``AuthenticationFailed``, ...), never an empty list: ``powerplane check``
+exits 1 with it, a host's start warns (the ``powerplane.host`` logger) and goes on.
 """
 
 from __future__ import annotations
@@ -115,7 +120,8 @@ async def _hosts(deployment: Deployment) -> list[dict[str, Any]]:
         except Exception as exc:
             from powerplane_kubernetes.metal3.errors import raise_mapped
 
-            raise raise_mapped(exc, f"channel {name}: listing BareMetalHosts",
+            raise raise_mapped(exc, "listing BareMetalHosts for the metal3.guard deployment "
+                               "check (the redfish, ipmi and pdu channels are not checked)",
                                channel=name, target=None) from exc
         finally:
             await channel.close()
@@ -125,9 +131,11 @@ async def _hosts(deployment: Deployment) -> list[dict[str, Any]]:
 
 
 async def check_deployment(deployment: Deployment) -> list[ConfigProblem]:
-    """The problems of :func:`managed_conflicts` over the cluster's BareMetalHosts (none
-    without a ``metal3`` channel: nothing says where BareMetalHosts are)."""
-    if not any(c.type.name == "metal3" for c in deployment.channels.values()):
+    """The problems of :func:`managed_conflicts` over the cluster's BareMetalHosts (none,
+    and no request, without a ``metal3`` channel: nothing says where BareMetalHosts are;
+    nor without a direct channel: nothing to refuse)."""
+    kinds = {c.type.name for c in deployment.channels.values()}
+    if "metal3" not in kinds or not kinds & DIRECT_TYPES:
         return []
     return managed_conflicts(deployment, await _hosts(deployment))
 
