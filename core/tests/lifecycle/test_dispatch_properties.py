@@ -147,10 +147,14 @@ class DispatcherMachine(RuleBasedStateMachine):
     def _save(self, m: NodeMaintenance) -> None:
         self.persisted = m.model_dump_json(by_alias=True)
 
+    async def _persist(self, m: NodeMaintenance) -> None:
+        """The dispatcher's save (a store write it awaits)."""
+        self._save(m)
+
     def _new_runner(self) -> Dispatcher:
         assert self.world is not None
         ports = SimpleNamespace(host=FakeHost(self.world), cluster=FakeCluster(self.world))
-        return Dispatcher(ports, self.config, self.clock, self._save)  # type: ignore[arg-type]
+        return Dispatcher(ports, self.config, self.clock, self._persist)  # type: ignore[arg-type]
 
     @rule(verb=st.sampled_from([Verb.REBOOT, Verb.SHUTDOWN, Verb.POWER_ON]),
           blind=st.booleans())

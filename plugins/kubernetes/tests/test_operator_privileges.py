@@ -46,6 +46,10 @@ PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
 TAKE_OVER = {(m.OPERATOR_LOCKS, "get"), (m.OPERATOR_LOCKS, "update")}
 """The node lock's take-over of a finished holder (a read, then a PUT naming its version):
 granted for it, and not reached by one maintenance per node, so not asked to be used."""
+REREAD = {(m.NAME, "get", "nodemaintenances")}
+"""The operator's read of one maintenance after a write lost a race (409) or while its watch
+is down (its watch feeds every other read): granted for it, and not reached by an
+uncontended run (test_store's watched-store test shows the GET)."""
 
 
 def write_config(tmp: Path, who: str, kubeconfig: Path) -> Path:
@@ -170,6 +174,7 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
                     if (role["metadata"]["name"], verb) in TAKE_OVER or \
+                            (role["metadata"]["name"], verb, resource) in REREAD or \
                             resource == "subjectaccessreviews":  # no kubernetes policy here
                         continue
                     narrower = without_verb(operator_roles, role_i, rule_i, resource, verb)
@@ -282,7 +287,8 @@ def test_the_kubernetes_policy_and_a_k8s_secret_use_exactly_the_operators_roles(
         for rule_i, rule in enumerate(role["rules"]):
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
-                    if (role["metadata"]["name"], verb) in TAKE_OVER:
+                    if (role["metadata"]["name"], verb) in TAKE_OVER or \
+                            (role["metadata"]["name"], verb, resource) in REREAD:
                         continue
                     narrower = without_verb(roles, role_i, rule_i, resource, verb)
                     assert ungranted(operator, [*narrower, BASIC_USER]), \

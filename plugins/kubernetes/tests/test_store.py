@@ -262,6 +262,44 @@ def test_a_stale_resource_version_is_a_conflict_and_a_re_read_succeeds(
         other.close()
 
 
+def test_a_watched_store_reads_its_newest_copy_and_reads_again_after_a_conflict(
+        api: KubeApiServer, kubeconfig: Path, store: KubernetesStore) -> None:
+    """With an executor's watch feeding it, a read costs no request (its own last write, or
+    the watch's newer copy); a write that loses a race (409) makes the next read a GET."""
+    m = maintenance()
+    store.create(m)
+    store.watched = True
+    gets = lambda: len(api.requests_to("GET", f"{NM}/{m.name}"))  # noqa: E731
+    before = gets()
+    mine = store.get(m.name)
+    mine.status.last_error = "mine"
+    store.update(mine)
+    assert store.get(m.name).status.last_error == "mine"
+    assert gets() == before  # both answered from the copy the store wrote
+    other = open_store(kubeconfig)  # another runner writes; the watch delivers it
+    try:
+        theirs = other.get(m.name)
+        theirs.status.last_error = "theirs"
+        other.update(theirs)
+        newer = api.object("powerplane.io/v1alpha1/nodemaintenances", None, m.name)
+        assert newer is not None
+        before = gets()  # the other runner's read counted
+        stale = store.get(m.name)  # the watch has not delivered it yet: the old copy
+        assert stale.status.last_error == "mine" and gets() == before
+        stale.status.last_error = "late"
+        with pytest.raises(StoreConflict):
+            store.update(stale)  # the API server tells: nothing is overwritten
+        fresh = store.get(m.name)  # read again, by a GET
+        assert gets() == before + 1 and fresh.status.last_error == "theirs"
+        store.observe("MODIFIED", newer)  # an older copy than the read one changes nothing
+        assert store.get(m.name).resource_version == fresh.resource_version
+        store.observe("DELETED", newer)
+        store.get(m.name)
+        assert gets() == before + 2  # a deleted object's copy is dropped
+    finally:
+        other.close()
+
+
 def test_a_conflict_with_a_cached_read_is_told_by_the_api_server(
         api: KubeApiServer, store: KubernetesStore) -> None:
     """The store's cache never hides a write: the 409 comes from the API server."""

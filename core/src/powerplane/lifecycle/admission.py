@@ -46,7 +46,7 @@ from powerplane.lifecycle.model import (
     Preflight,
 )
 from powerplane.lifecycle.phases import transition
-from powerplane.lifecycle.ports import MaintenanceStore, Ports, TemporaryPortError
+from powerplane.lifecycle.ports import MaintenanceStore, Ports, TemporaryPortError, call_store
 from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.store import AlreadyActive
 
@@ -95,7 +95,7 @@ async def preflight(
     host = ports.host
     await host.discover([node])  # what it uses, where not discovered yet
     if active is None:
-        active = store.active_phases()
+        active = await call_store(store, store.active_phases)
     others = [(n, phase) for name, n, phase in active
               if n != node and phase is not Phase.PENDING]
     verdict = await guard.check(ports, config, node, others, count_requested=True)
@@ -132,7 +132,7 @@ async def derive(
 ) -> Derivation:
     """The shared derivation (see the module docstring); ``name``: the request itself (it
     is not "another" maintenance of its node)."""
-    every = store.active_phases()  # one read for both checks
+    every = await call_store(store, store.active_phases)  # one read for both checks
     busy = [(m, p) for m, n, p in every
             if n == node and m != name and p is not Phase.PENDING]
     if busy:
@@ -176,7 +176,8 @@ async def admit(
         _refuse(m, f"node {node!r} is not in the deployment; the nodes: "
                    f"{', '.join(sorted(host.nodes)) or 'none'}")
         return None
-    unbound = store.requester_unbound() if isinstance(store, RequesterBinding) else None
+    unbound = (await call_store(store, store.requester_unbound)
+               if isinstance(store, RequesterBinding) else None)
     if unbound is not None:
         _refuse(m, unbound)
         return None
@@ -212,12 +213,12 @@ async def admit(
                                       maintenance=m.name, detail=detail)
     if isinstance(store, NodeLocks):
         try:
-            store.lock(m)
+            await call_store(store, store.lock, m)
         except AlreadyActive as exc:
             _refuse(m, str(exc))
             return None
         crashpoint("admission:locked")
-        store.record_request(m, record)  # durable before it is admitted
+        await call_store(store, store.record_request, m, record)  # durable before admitted
         crashpoint("admission:recorded")
     transition(m, Phase.REQUESTED, f"admitted: {decided.rule}")
     return record

@@ -167,7 +167,7 @@ class Dispatcher:
         ports: Ports,
         config: LifecycleConfig,
         clock: Callable[[], dt.datetime],
-        save: Callable[[NodeMaintenance], None],
+        save: Callable[[NodeMaintenance], Awaitable[None]],
     ) -> None:
         self.ports = ports
         self.config = config
@@ -279,7 +279,7 @@ class Dispatcher:
             before=before,
         )
         m.status.dispatches.append(d)
-        self._save(m)  # persisted before sending: at most once
+        await self._save(m)  # persisted before sending: at most once
         crashpoint(f"dispatch-recorded:{verb.value}")
         try:
             with guard.own_dispatch(m.name):
@@ -290,7 +290,7 @@ class Dispatcher:
                     audited=True)
         except TemporaryPortError:  # before anything left, and it may pass (a secret its
             m.status.dispatches.remove(d)  # store could not give now): no dispatch; the
-            self._save(m)  # reconciler records the error and sends it next pass
+            await self._save(m)  # reconciler records the error and sends it next pass
             raise
         except OutcomeUnknown as exc:  # it may have left: settle by evidence, never Failed
             d.outcome = O.UNKNOWN

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from powerplane import workers
 from powerplane.errors import LifecycleError, PowerplaneError
 from powerplane.lifecycle.crash import crashpoint as _crashpoint
 from powerplane.lifecycle.settings import unknown_port_type
@@ -56,12 +57,14 @@ __all__ = [
     "StoreType",
     "TemporaryPortError",
     "build_ports",
+    "call_store",
     "machine_state",
     "open_store",
 ]
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 PortT = TypeVar("PortT")
+T = TypeVar("T")
 
 
 class PortError(LifecycleError):
@@ -164,6 +167,18 @@ class StoreType(PortType[ConfigT, "MaintenanceStore"]):
     factory: Callable[[ConfigT, StoreContext], MaintenanceStore]
 
 
+async def call_store(store: MaintenanceStore, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, one of ``store``'s methods: in a worker thread of the process's pool
+    (:func:`powerplane.workers.call`) where the store sets ``blocking = True``, else here.
+
+    Cancelled while a call runs, it returns at once and the call finishes in its thread:
+    a write it makes still names the version it read, so nothing is written twice, and a
+    dispatch it recorded without the send that would follow is settled by evidence."""
+    if getattr(store, "blocking", False):
+        return await workers.call(fn, *args)
+    return fn(*args)
+
+
 class MaintenanceStore(Protocol):
     """What the service, the reconciler, the guard and the CLI need from a store.
 
@@ -177,6 +192,12 @@ class MaintenanceStore(Protocol):
 
     after_write: Callable[[NodeMaintenance], None] | None
     """Called after every committed maintenance write (progress output, tests)."""
+
+    # A store whose every call is a network request (the ``kubernetes`` store) also sets a
+    # class attribute ``blocking = True``: the reconciler and the admission then make its
+    # calls from a worker thread (:func:`call_store`), so none holds the event loop. A
+    # local store (SQLite: a connection bound to its thread, answers in microseconds) is
+    # called in place.
 
     def create(self, m: NodeMaintenance, audit: AuditRecord | None = None) -> NodeMaintenance:
         """Record a new maintenance (version 1) and, atomically with it, its audit record."""

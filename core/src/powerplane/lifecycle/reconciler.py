@@ -36,7 +36,7 @@ from powerplane.lifecycle.model import (
     utcnow,
 )
 from powerplane.lifecycle.phases import transition
-from powerplane.lifecycle.ports import MaintenanceStore, PermanentPortError, Ports
+from powerplane.lifecycle.ports import MaintenanceStore, PermanentPortError, Ports, call_store
 from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.storage import apply_writes
 from powerplane.lifecycle.store import StoreConflict, StoreError
@@ -123,7 +123,7 @@ class Reconciler:
             # the store's current version (a write names the version it read, so anyone's
             # change in between makes the next write, and a dispatch's record, a conflict).
             if m is None:
-                m = self.store.get(name)
+                m = await call_store(self.store, self.store.get, name)
                 before = _snapshot(m)
             if m.phase.terminal:
                 self._drop_watch(name)
@@ -136,12 +136,23 @@ class Reconciler:
                 was = m.phase
                 result = await self._step(m)
                 after = _snapshot(m)
-                # an admission is written with the cordon that follows it at once (its
-                # lock and request record are already durable): one status write, as a
-                # request made Requested by its store would take
+                # One status write per phase: a phase whose next step, in this pass,
+                # begins with a write of its own is written with it. An admission is
+                # written with the cordon that follows at once (its lock and request
+                # record are already durable), as a request made Requested by its store
+                # would take; ``Drained`` of a power intent with its dispatch's record
+                # (the write before the verb is sent); ``Returning`` after an observed
+                # reboot with what ends it (``Complete``, or the wait for the node). A
+                # pass that stops there instead (parked, waiting, a port's error) writes
+                # it then; a crash in between redoes the step (a cordon, a drain or an
+                # uncordon again: nothing is sent twice).
                 admitted = was is P.PENDING and m.phase is P.REQUESTED
-                if after != before and not (admitted and result is Result.ADVANCED):
-                    self._save(m)
+                dispatching = (was is not P.DRAINED and m.phase is P.DRAINED
+                               and m.spec.intent.powers)
+                rebooted = was is P.REBOOTING and m.phase is P.RETURNING
+                if after != before and not ((admitted or dispatching or rebooted)
+                                            and result is Result.ADVANCED):
+                    await self._save(m)
                     before = after
             except StoreConflict:
                 m = None
@@ -153,7 +164,7 @@ class Reconciler:
                 return await self._fail_permanently(name, exc)
             except PowerplaneError as exc:  # a port failed: say so, try again next pass
                 log.warning("%s: %s", name, exc)
-                self._record_error(name, exc)
+                await self._record_error(name, exc)
                 return Result.WAITING
             if m.phase.terminal:
                 self._drop_watch(name)
@@ -162,35 +173,35 @@ class Reconciler:
                 return result
         return result
 
-    def _record_error(self, name: str, exc: PowerplaneError) -> None:
+    async def _record_error(self, name: str, exc: PowerplaneError) -> None:
         try:
-            fresh = self.store.get(name)
+            fresh = await call_store(self.store, self.store.get, name)
             if fresh.status.last_error == str(exc) and fresh.is_true(C.PORT_ERROR):
                 return  # already recorded: no write per retry
             fresh.status.last_error = str(exc)
             set_condition(fresh, C.PORT_ERROR, S.TRUE, type(exc).__name__, str(exc))
-            self.store.update(fresh)
+            await call_store(self.store, self.store.update, fresh)
         except StoreConflict:
             pass
 
     async def _fail_permanently(self, name: str, exc: PermanentPortError) -> Result:
         """A port error that will not pass fails the maintenance with its message."""
         for _ in range(5):
-            fresh = self.store.get(name)
+            fresh = await call_store(self.store, self.store.get, name)
             if fresh.phase.terminal:
                 return Result.DONE
             set_condition(fresh, C.PORT_ERROR, S.TRUE, type(exc).__name__, str(exc))
             await self._fail(fresh, str(exc))  # ends an evacuation it began (best effort)
             try:
-                self.store.update(fresh)
+                await call_store(self.store, self.store.update, fresh)
             except StoreConflict:
                 continue
             self._drop_watch(name)
             return Result.DONE
         return Result.WAITING
 
-    def _save(self, m: NodeMaintenance) -> None:
-        self.store.update(m)
+    async def _save(self, m: NodeMaintenance) -> None:
+        await call_store(self.store, self.store.update, m)
         crashpoint(f"phase:{m.phase.value}")
 
     def _drop_watch(self, name: str) -> None:
@@ -232,8 +243,8 @@ class Reconciler:
         return await handler(m)
 
     async def _safety(self, m: NodeMaintenance) -> guard.SafetyVerdict:
-        others = [(node, phase) for name, node, phase in self.store.active_phases()
-                  if name != m.name]
+        others = [(node, phase) for name, node, phase
+                  in await call_store(self.store, self.store.active_phases) if name != m.name]
         return await guard.check(
             self.ports, self.config, m.node, others, count_requested=False
         )

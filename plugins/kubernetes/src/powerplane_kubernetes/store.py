@@ -3,7 +3,19 @@
 ``lifecycle.store: {type: kubernetes}`` keeps each maintenance as a cluster-scoped
 ``NodeMaintenance`` (:mod:`.crd`) named as the maintenance, and its audit trail as
 ``MaintenanceAudit`` objects and Events (:mod:`.audit`). It satisfies core's
-``MaintenanceStore`` with lightkube's synchronous ``Client`` (the protocol is synchronous).
+``MaintenanceStore`` with lightkube's synchronous ``Client`` (the protocol is synchronous:
+the CLI and the SQLite store share it) and declares ``blocking = True``: the reconciler and
+the admission make its calls from worker threads, so no request holds the event loop of
+the operator (whose watch, cluster port and leases use lightkube's ``AsyncClient``).
+
+Reads
+    With an executor's watch feeding it (:meth:`KubernetesStore.observe`,
+    :attr:`KubernetesStore.watched`), :meth:`KubernetesStore.get` answers from the newest
+    copy at hand (its own last write or read, or the watch's) and costs no request; the
+    safety rule reads the watch's cache of active maintenances
+    (:attr:`KubernetesStore.active_view`), not a list per check. Every write names the
+    version it read, so a copy behind the API server is a ``409``, and the name is read
+    again.
 
 Writes
     :meth:`KubernetesStore.update` sends ``PUT`` of the main resource only when ``spec``,
@@ -75,9 +87,11 @@ Errors
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -170,6 +184,9 @@ LOCK_TAKEN_ANNOTATION = f"{GROUP}/lock-taken-by"
 write that sets it makes a late status write of the object's admission a conflict)."""
 SUPERSEDED_ANNOTATION = f"{GROUP}/superseded-by"
 """On a pending object whose expired lock another creator took over: that creator's name."""
+
+SEEN_MAX = 4096
+"""How many objects' newest copies the store keeps (the least recently used go first)."""
 
 _TRIES = 5
 _TERMINAL = frozenset(p.value for p in Phase if p.terminal)
@@ -323,18 +340,30 @@ class KubernetesStore:
         self.after_write: Callable[[NodeMaintenance], None] | None = None
         self.writes = 0
         """Maintenance objects written by this store (created or updated)."""
-        self._seen: dict[str, dict[str, Any]] = {}
+        self._seen: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+        """The newest copy of each object this store knows (read, written, or delivered by
+        the executor's watch: :meth:`observe`), at most :data:`SEEN_MAX`, oldest use first
+        out; guarded by ``_seen_lock`` (the executor makes store calls from worker
+        threads while its watch feeds the copies on the event loop)."""
+        self._seen_lock = threading.Lock()
+        self._reread: set[str] = set()
+        """Names whose copy lost a write race (409): the next :meth:`get` reads them."""
         self.unreadable: dict[str, tuple[dict[str, Any], str]] = {}
         """Pending objects the last reads could not understand: name -> (object, why)."""
         self._identity: Identity | None = None
-        self.cached_version: Callable[[str], int | None] | None = None
-        """The executor's watch: the current version of a maintenance, where it knows it
-        (a read of the same version is answered from this store's own last copy)."""
+        self.watched = False
+        """Whether an executor's watch feeds every object's changes to :meth:`observe`:
+        then :meth:`get` answers from the newest copy at hand (no request), and a copy that
+        lost a write race is read again."""
         self.active_view: Callable[[], list[tuple[str, str, Phase]] | None] | None = None
         """The executor's watch cache of active maintenances (``(name, node, phase)``;
         it answers None while it has not listed): the safety rule and admission read it
         instead of listing per check."""
         self._bound: tuple[float, str | None] | None = None
+
+    blocking = True
+    """Every call is a request to the API server: the reconciler makes them from a worker
+    thread, so none holds the event loop (core's ``MaintenanceStore``)."""
 
     deferred_admission = True
     """Any client may create a ``NodeMaintenance``: the executor admits each one (the node's
@@ -382,10 +411,38 @@ class KubernetesStore:
 
     # -- reads -----------------------------------------------------------------------------
     def _keep(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Remember ``obj`` unless a newer copy of it is at hand; return it."""
         name = (obj.get("metadata") or {}).get("name")
-        if name:
-            self._seen[str(name)] = obj
+        if not name:
+            return obj
+        try:
+            version = _version(obj)
+        except StoreError:
+            return obj
+        with self._seen_lock:
+            old = self._seen.get(str(name))
+            if old is None or _version(old) <= version:
+                self._seen[str(name)] = obj
+                self._reread.discard(str(name))
+            self._seen.move_to_end(str(name))
+            while len(self._seen) > SEEN_MAX:
+                self._seen.popitem(last=False)
         return obj
+
+    def _forget(self, name: str, *, reread: bool = False) -> None:
+        with self._seen_lock:
+            self._seen.pop(name, None)
+            if reread:
+                self._reread.add(name)
+
+    def observe(self, kind: str, obj: dict[str, Any]) -> None:
+        """One object the executor's watch delivered (``ADDED``, ``MODIFIED``,
+        ``DELETED``): kept as the newest copy where it is newer than this store's own."""
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if kind == "DELETED":
+            self._forget(name)
+        elif name:
+            self._keep(obj)
 
     def _list(self, labels: dict[str, Any]) -> list[dict[str, Any]]:
         with self._errors(f"listing {PLURAL}.{GROUP}"):
@@ -407,7 +464,7 @@ class KubernetesStore:
                 obj = _plain(self.client.get(NodeMaintenanceResource, name))
             except httpx2.HTTPStatusError as exc:
                 if self._code(exc) == 404:
-                    self._seen.pop(name, None)
+                    self._forget(name)
                     return None
                 raise
         return self._keep(obj)
@@ -465,13 +522,16 @@ class KubernetesStore:
         return done
 
     def get(self, name: str) -> NodeMaintenance:
-        """The maintenance ``name``: read, unless the executor's watch says the version
-        this store last wrote or read is still the current one (no request)."""
+        """The maintenance ``name``: read, unless an executor's watch feeds this store
+        (:attr:`watched`) and a copy is at hand (the newest of this store's own last read
+        or write and the watch's). A copy behind the API server's costs nothing unsafe:
+        every write names the version it read, so a stale one is a ``409`` (a
+        ``StoreConflict``), after which the name is read again."""
         obj: dict[str, Any] | None = None
-        if self.cached_version is not None:
-            seen = self._seen.get(name)
-            if seen is not None and self.cached_version(name) == _version(seen):
-                obj = seen
+        if self.watched:
+            with self._seen_lock:
+                if name not in self._reread:
+                    obj = self._seen.get(name)
         if obj is None:
             obj = self._read(name)
         if obj is None or _superseded(obj):
@@ -629,7 +689,7 @@ class KubernetesStore:
             return self._code(exc) == 404
         except (httpx2.HTTPError, OSError):
             return False
-        self._seen.pop(name, None)
+        self._forget(name)
         return True
 
     def record_request(self, m: NodeMaintenance, record: AuditRecord, *,
@@ -703,7 +763,7 @@ class KubernetesStore:
         except (httpx2.HTTPError, OSError) as exc:
             log.warning("could not delete the pending %s %s: %s", KIND, name,
                         type(exc).__name__)
-        self._seen.pop(name, None)
+        self._forget(name)
 
     def _lock(self, node: str, name: str) -> None:
         """Take ``node``'s lock for ``name`` or raise ``AlreadyActive`` / ``ConcurrentChange``."""
@@ -818,7 +878,7 @@ class KubernetesStore:
                                       status=True)
                 except httpx2.HTTPStatusError as exc:
                     if self._code(exc) == 409:
-                        self._seen.pop(m.name, None)
+                        self._forget(m.name, reread=True)
                         raise StoreConflict(f"maintenance {m.name} changed since version "
                                             f"{expected}") from None
                     raise

@@ -395,29 +395,37 @@ class Operator:
         self.health.tick()
         return idle and not self._driving
 
-    def _cached_version(self, name: str) -> int | None:
-        """The version of ``name`` the watch delivered last (None: not known here)."""
-        if self._cache is None:
-            return None
-        m = self._cache.get(name)
-        return m.resource_version if m is not None else None
+    def _store_watched(self, watched: bool) -> None:
+        """Tell the ``kubernetes`` store whether this watch feeds it (its reads then answer
+        from the newest copy at hand; while the watch is down, scans list the store)."""
+        from powerplane_kubernetes.store import KubernetesStore
+
+        store = getattr(self.lifecycle, "store", None)
+        if isinstance(store, KubernetesStore):
+            store.watched = watched
 
     def _active_view(self) -> list[tuple[str, str, Any]] | None:
         """The active maintenances as the watch's cache has them, ``(name, node, phase)``
         (None while the watch has not listed: the store lists)."""
-        if self._cache is None:
+        cache = self._cache
+        if cache is None:
             return None
-        return [(m.name, m.node, m.phase) for m in self._cache.values()
+        # one copy taken at once (the store asks from a worker thread while the watch
+        # changes the cache on the event loop)
+        return [(m.name, m.node, m.phase) for m in list(cache.values())
                 if not _at_or_below(m, self._ended.get(m.name))]
 
     def _cached(self, kind: str, obj: Any) -> None:
         """One object the list or the watch delivered, into the cache: an active
         maintenance kept at its version, a terminal, deleted or unreadable one dropped."""
-        from powerplane_kubernetes.store import from_object
+        from powerplane_kubernetes.store import KubernetesStore, from_object
 
         assert self._cache is not None
         raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
         name = str((raw.get("metadata") or {}).get("name") or "")
+        store = getattr(self.lifecycle, "store", None)
+        if isinstance(store, KubernetesStore):
+            store.observe(kind, raw)
         m: NodeMaintenance | None = None
         if kind != "DELETED":  # no status yet: a request to admit (Pending)
             try:
@@ -448,6 +456,7 @@ class Operator:
             try:
                 if version is None:
                     self._cache = None
+                    self._store_watched(False)
                     listed = client.list(NodeMaintenanceResource)
                     found = [obj async for obj in listed]
                     version = listed.resourceVersion
@@ -455,6 +464,7 @@ class Operator:
                     for obj in found:
                         self._cached("ADDED", obj)
                     del found
+                    self._store_watched(True)
                     self.trace.append(("watch", f"listed at {version}"))
                     self._wake_for("watch re-listed")
                 async for kind, obj in client.watch(NodeMaintenanceResource,
@@ -482,6 +492,7 @@ class Operator:
                     log.warning("watch of nodemaintenances: %s; again in %g s",
                                 map_error(exc, "watch"), backoff)
             version, self._cache = None, None
+            self._store_watched(False)
             await self._sleep(backoff)
             backoff = min(2 * backoff, WATCH_BACKOFF_MAX_S)
 
@@ -591,7 +602,6 @@ class Operator:
 
             if isinstance(lc.store, KubernetesStore):  # the watch cache answers reads
                 lc.store.active_view = self._active_view
-                lc.store.cached_version = self._cached_version
             # once: later scans read active maintenances only
             every = await self._answered(lc.store.all, "reading the maintenances")
             if every is None:  # stopped before the store answered
