@@ -24,8 +24,18 @@ admission's status write are among the operator's requests).
 kmock keeps counts only (``record=False``), so its memory and its time per request stay
 flat over the run.
 
+The test API server's own cost is measured in the same run: the CPU time of its thread
+(every request it answered, its watches) beside the requests it received from everyone,
+so the wall shows what is the operator's and what is the fake's (the fake, the requester
+and this loop share this process; the operator has its own, whose CPU time is printed too).
+
+``--base REF`` (e.g. ``7b505a9``, the build before the NodeMaintenance API): the same
+benchmark of that commit (checked out into a temporary git worktree, removed after; its
+own ``bench/bench_operator.py`` run with that tree's packages first on ``PYTHONPATH``) in
+the same run, after this build's, and the ratios of the two.
+
 Usage: python bench/bench_operator.py [--nodes N] [--parallel K] [--latency-ms L]
-       [--store sqlite|kubernetes]
+       [--store sqlite|kubernetes] [--base REF]
 """
 
 from __future__ import annotations
@@ -173,8 +183,11 @@ async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None
                         await asyncio.sleep(0.005)
 
             start = time.perf_counter()
+            fake_cpu, op_cpu, own_cpu = api.cpu_seconds(), cpu_seconds(op.pid), time.process_time()
             await asyncio.gather(*(one(n) for n in names))
             wall = time.perf_counter() - start
+            fake_cpu, op_cpu = api.cpu_seconds() - fake_cpu, cpu_seconds(op.pid) - op_cpu
+            own_cpu = time.process_time() - own_cpu
             peak = peak_rss_mib(op.pid)
             counts = api.request_counts() - before
         finally:
@@ -213,6 +226,41 @@ async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None
     if others:
         print(f"  API requests of no known client: {others}")
     print(f"  peak memory of the operator (VmHWM): {peak:.1f} MiB")
+    received = sum(counts.values())
+    print(f"  the test API server: {received} requests received in the run (every client), "
+          f"its thread's CPU {fake_cpu:.2f} s = {1e3 * fake_cpu / max(received, 1):.2f} ms "
+          f"per request, {100 * fake_cpu / wall:.0f}% of the wall; this process's (the fake, "
+          f"the requester, the loop; one interpreter lock) {own_cpu:.2f} s "
+          f"({100 * own_cpu / wall:.0f}%); the operator process's {op_cpu:.2f} s "
+          f"({100 * op_cpu / wall:.0f}%)")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` (``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_base(ref: str, args: argparse.Namespace) -> None:
+    """The same benchmark of commit ``ref``, in a temporary git worktree (removed after)."""
+    root = Path(__file__).resolve().parent.parent
+    tmp = Path(tempfile.mkdtemp(prefix="pp-bench-base-"))
+    tree = tmp / "tree"
+    subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(tree), ref],
+                   check=True, capture_output=True)
+    try:
+        srcs = [str(p) for p in sorted(tree.glob("*/src")) + sorted(tree.glob("plugins/*/src"))]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(srcs)}
+        print(f"\nbaseline {ref} (its own bench/bench_operator.py, its packages):", flush=True)
+        subprocess.run([sys.executable, str(tree / "bench" / "bench_operator.py"),
+                        "--nodes", str(args.nodes), "--parallel", str(args.parallel),
+                        "--latency-ms", str(args.latency_ms), "--store", args.store],
+                       env=env, check=True)
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)],
+                       check=False, capture_output=True)
+        tmp.rmdir()
 
 
 if __name__ == "__main__":
@@ -221,7 +269,11 @@ if __name__ == "__main__":
     parser.add_argument("--parallel", type=int, default=10)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--store", choices=("sqlite", "kubernetes"), default="sqlite")
+    parser.add_argument("--base", metavar="REF",
+                        help="also run this benchmark as of commit REF, side by side")
     args = parser.parse_args()
     if not os.path.exists("/proc/self/status"):
         raise SystemExit("this benchmark reads the operator's peak memory from /proc (Linux)")
     asyncio.run(main(args.nodes, args.parallel, args.latency_ms, args.store))
+    if args.base:
+        run_base(args.base, args)

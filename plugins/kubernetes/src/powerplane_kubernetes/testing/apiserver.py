@@ -317,6 +317,16 @@ class CrdInfo:
     """Whether the ``status`` subresource is enabled."""
     immutable: dict[str, str]
     """Top-level fields with the CEL rule ``self == oldSelf``: field -> its message."""
+    _validator: list[Any] = field(default_factory=list, repr=False, compare=False)
+
+    def validator(self) -> Any:
+        """The JSON Schema validator of :attr:`schema` (``metadata`` the API server's),
+        made at its first use and kept: a CRD applied again is a new :class:`CrdInfo`."""
+        if not self._validator:
+            schema = openapi_to_jsonschema(self.schema)
+            schema["properties"]["metadata"] = {"type": "object"}
+            self._validator.append(jsonschema.Draft7Validator(schema))
+        return self._validator[0]
 
     @classmethod
     def of(cls, manifest: Mapping[str, Any]) -> list[CrdInfo]:
@@ -999,6 +1009,12 @@ class KubeApiServer:
         names none (``/version``). Kept with ``record=False`` too."""
         return self._call(lambda: collections.Counter(self._counts))
 
+    def cpu_seconds(self) -> float:
+        """The CPU time the server's own thread has used since it started (every request
+        it answered, its watches and its stores): a benchmark's measure of what the
+        fake itself costs, apart from its clients in the same process."""
+        return self._call(time.thread_time)
+
     def kmock_history(self) -> int:
         """How many requests kmock's own history holds now: only those being answered."""
         emulator = self._emulator
@@ -1628,10 +1644,7 @@ class KubeApiServer:
                         "kind": crd.kind,
                         "causes": [{"reason": "FieldValueInvalid", "message": cause,
                                     "field": field_name}]})
-        schema = openapi_to_jsonschema(crd.schema)
-        schema["properties"]["metadata"] = {"type": "object"}
-        errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(new),
-                        key=lambda e: list(e.absolute_path))
+        errors = sorted(crd.validator().iter_errors(new), key=lambda e: list(e.absolute_path))
         if errors:
             first = errors[0]
             path = ".".join(str(p) for p in first.absolute_path) or "(root)"
