@@ -210,7 +210,7 @@ def create_app(
             description="key=value, repeatable (all must match)")] = None,
         offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    ) -> dict[str, Any]:
+    ) -> Response:
         """The servers this caller may read, with their offers and the caller's actions.
         Never reads power: offers come from discovery, phases from the store."""
         limit = min(limit, settings.limits.page_size_max)
@@ -230,7 +230,11 @@ def create_app(
             surface.record_denial(who, Action.READ, "*", rule)
             raise ProblemError(403, "Forbidden by policy", f"denied: {rule}", "policy",
                                error="PolicyDenied", exit_code=3)
-        return {"items": items, "total": total, "offset": offset, "limit": limit}
+        # the page as built (its shape is ServerPage's, which the OpenAPI document names
+        # and the schema tests check every answer against), without FastAPI's validation
+        # of it again: on a list of many servers that was a quarter of the request's time
+        return JSONResponse({"items": items, "total": total, "offset": offset,
+                             "limit": limit})
 
     @app.get("/api/v1/servers/{node}", response_model=models.ServerDetail, tags=["servers"])
     async def server(request: Request, node: str, who: Who) -> dict[str, Any]:
