@@ -75,9 +75,9 @@ async def test_a_reconcile_dumps_the_status_once_per_step_and_the_store_once_per
         await asyncio.sleep(lc.config.tick_s)
     writes = lc.store.writes - writes_before
     assert lc.store.get(m.name).phase is Phase.COMPLETE
-    # a write per phase: Cordoned, Draining, Drained with the dispatch's record,
-    # Rebooting, Complete (and Returning where the node is not ready when it is reached)
-    assert steps["n"] >= 6 and writes >= 5, writes
+    # a write per phase the flow stops in: Cordoned, Drained with the dispatch's record,
+    # Rebooting, Complete (Draining and Returning too where the pass waits in them)
+    assert steps["n"] >= 6 and writes >= 4, writes
     # taken once as read (each reconcile reads it once: no conflict here) and once after
     # each step, as plain values, never as JSON; the whole maintenance dumped to JSON only
     # as the store writes it
@@ -128,14 +128,14 @@ async def test_a_step_changes_only_the_status_and_every_change_is_written_once(
     assert written[-1][1] == done.model_dump_json(exclude={"resource_version"})
     bodies = [body for _, body in written]
     assert all(a != b for a, b in itertools.pairwise(bodies)), "a repeated write"
-    # every phase it went through was written as it was reached, but the Returning of an
-    # observed reboot, written with what ends it in the same pass (Complete)
+    # every phase it went through was written as it was reached, but a phase the pass only
+    # passed through, written with the next (Draining where the pods left at once, the
+    # Returning of an observed reboot): each is in the history, in order
     phases = [phase for phase, _ in written]
     reached = [p for i, p in enumerate(phases) if i == 0 or p is not phases[i - 1]]
     history = [t.to for t in done.status.history]
-    passed = [p for i, p in enumerate(history)
-              if not (p is Phase.RETURNING and i > 0 and history[i - 1] is Phase.REBOOTING)]
-    assert passed == reached[1:]
+    assert set(history) - set(reached) <= {Phase.DRAINING, Phase.RETURNING}, history
+    assert [p for p in history if p in reached] == reached[1:]
     assert compared["changed"] >= len(done.status.history), compared
 
 

@@ -136,22 +136,27 @@ class Reconciler:
                 was = m.phase
                 result = await self._step(m)
                 after = _snapshot(m)
-                # One status write per phase: a phase whose next step, in this pass,
-                # begins with a write of its own is written with it. An admission is
-                # written with the cordon that follows at once (its lock and request
-                # record are already durable), as a request made Requested by its store
-                # would take; ``Drained`` of a power intent with its dispatch's record
-                # (the write before the verb is sent); ``Returning`` after an observed
-                # reboot with what ends it (``Complete``, or the wait for the node). A
-                # pass that stops there instead (parked, waiting, a port's error) writes
-                # it then; a crash in between redoes the step (a cordon, a drain or an
-                # uncordon again: nothing is sent twice).
+                # One status write per phase: a phase the pass only passes through is
+                # written with the next write. An admission is written with the cordon
+                # that follows at once (its lock and request record are already
+                # durable), as a request made Requested by its store would take;
+                # ``Draining`` with ``Drained`` where the pods are gone at once (else
+                # with the drain's progress); ``Drained`` of a power intent with its
+                # dispatch's record (the write before the verb is sent); ``Returning``
+                # after an observed reboot with what ends it (``Complete``, or the wait
+                # for the node). A pass that stops there instead (parked, waiting, a
+                # port's error) writes it then; a crash in between redoes the step (a
+                # cordon, a drain or an uncordon again: nothing is sent twice). Each
+                # phase skipped is past ``Requested`` as the one written before it, so
+                # another maintenance's guard counts this node taken all the same.
                 admitted = was is P.PENDING and m.phase is P.REQUESTED
+                draining = was is P.CORDONED and m.phase is P.DRAINING
                 dispatching = (was is not P.DRAINED and m.phase is P.DRAINED
                                and m.spec.intent.powers)
                 rebooted = was is P.REBOOTING and m.phase is P.RETURNING
-                if after != before and not ((admitted or dispatching or rebooted)
-                                            and result is Result.ADVANCED):
+                if after != before and not (
+                        (admitted or draining or dispatching or rebooted)
+                        and result is Result.ADVANCED):
                     await self._save(m)
                     before = after
             except StoreConflict:
