@@ -324,6 +324,10 @@ class KubernetesStore:
                  clock: Callable[[], dt.datetime] | None = None,
                  crashpoint: Callable[[str], None] | None = None) -> None:
         self.access = access
+        self.config_dir = config_dir
+        """Where a relative kubeconfig path is resolved (the deployment file's folder)."""
+        self.config_where = where
+        """The config path named in a bad-input error (``lifecycle.store``)."""
         self._crashpoint = crashpoint if crashpoint is not None else _no_crash
         self.lock_duration_s = lock_duration_s
         """A pending holder's lock older than this (by its ``renewTime``) is taken over."""

@@ -67,11 +67,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from powerplane import ConfigError, Deployment, PowerHost, PowerplaneError, load_config
-from powerplane.lifecycle import Lifecycle, NodeMaintenance, TemporaryPortError
+from powerplane.lifecycle import Lifecycle, TemporaryPortError
 from powerplane_kubernetes.config import ApiAccess
 from powerplane_kubernetes.operator.health import Health, HealthServer
 from powerplane_kubernetes.operator.leases import LeaseTimings, SiteLease
 from powerplane_kubernetes.operator.metrics import OperatorMetrics, metered_deployment
+from powerplane_kubernetes.watch import BACKOFF_MAX_S as WATCH_BACKOFF_MAX_S
+from powerplane_kubernetes.watch import BACKOFF_S as WATCH_BACKOFF_S
+from powerplane_kubernetes.watch import MaintenanceWatch, at_or_below
 
 __all__ = ["CLEANUP_S", "DEFAULT_SITE", "Operator", "OperatorOptions", "main", "sites_of"]
 
@@ -83,19 +86,13 @@ DEFAULT_SITE = "default"
 """The site of a node whose ``site`` is not set."""
 
 
-BACKOFF_S = 0.2
+BACKOFF_S = WATCH_BACKOFF_S
 """The first wait before a failed request of the operator is tried again (doubled per
-failure in a row): the start's read of the store, the watch and its list, a scan's read, a
-reconcile the store or a port failed, a channel's discovery that failed for a while."""
-BACKOFF_MAX_S = 10.0
+failure in a row): the start's read of the store, a scan's read, a reconcile the store or a
+port failed, a channel's discovery that failed for a while; the watch and its list back off
+the same (:mod:`powerplane_kubernetes.watch`)."""
+BACKOFF_MAX_S = WATCH_BACKOFF_MAX_S
 """The longest wait before a failed request is tried again."""
-WATCH_BACKOFF_S = BACKOFF_S
-"""The first wait before a failed watch or list is tried again (:data:`BACKOFF_S`)."""
-WATCH_BACKOFF_MAX_S = BACKOFF_MAX_S
-"""The longest wait before a failed watch or list is tried again (:data:`BACKOFF_MAX_S`)."""
-WATCH_SERVER_TIMEOUT_S = 300
-"""The server ends each watch after this long (lightkube resumes it from the last version)."""
-
 CLEANUP_S = 5.0
 """At ``--timeout``: how long each step of the orderly stop may take (a lease release, the
 channels' close), and how long after the deadline the watchdog ends a process whose event
@@ -167,16 +164,9 @@ class Operator:
         """Parked maintenances and the version they parked at (driven again when it moves)."""
         self._terminal: dict[str, int] = {}
         """Terminal maintenances by phase (counted once: scans read active ones only)."""
-        self._cache: dict[str, NodeMaintenance] | None = None
-        """The watch's cache: the active maintenances by name, as the last list and the
-        events after it delivered them (None: the watch has not listed since it started
-        or failed)."""
-        self._unreadable = False
-        """The watch delivered an object that does not read as a maintenance: the next
-        scan reads the store (which refuses it visibly)."""
-        self._ended: dict[str, int] = {}
-        """Maintenances a driver here saw terminal, at that version, until the watch
-        delivers it (a cached version at or below it is not driven again)."""
+        self.watch: MaintenanceWatch | None = None
+        """The watch of ``nodemaintenances`` (the ``kubernetes`` store): its cache of the
+        active maintenances is what scans read, and it feeds the store."""
         self.trace: collections.deque[tuple[str, str]] = collections.deque(maxlen=10_000)
         """What happened, in order: ``("watch", "ADDED nm-1")``, ``("scan", cause)``,
         ``("reconcile", name)`` (for tests and debugging)."""
@@ -350,8 +340,8 @@ class Operator:
             m = lc.store.get(name)
         except PowerplaneError:
             return
-        if self._cache is not None and name in self._cache:
-            self._ended[name] = m.resource_version
+        if self.watch is not None:  # not driven again until the watch delivers it
+            self.watch.ended_at(name, m.resource_version)
         self.metrics.observe([m], phases=False)
         self._terminal[m.phase.value] = self._terminal.get(m.phase.value, 0) + 1
 
@@ -362,17 +352,17 @@ class Operator:
         self.trace.append(("scan", cause))
         if cause == "resync":
             self._parked.clear()
-        if self._cache is None or cause in ("start", "resync") or self._unreadable:
-            self._unreadable = False
+        cached = self.watch.active() if self.watch is not None else None
+        if cached is None or cause in ("start", "resync") or self._unreadable():
+            if self.watch is not None:
+                self.watch.unreadable = False
             active = lc.store.active()
             refuse = getattr(lc.store, "refuse_unreadable", None)
             if callable(refuse):  # an object nobody can act on is refused, never ignored
                 for name in refuse():
                     self.trace.append(("refused", name))
         else:
-            active = sorted((m for m in self._cache.values()
-                             if not _at_or_below(m, self._ended.get(m.name))),
-                            key=lambda m: (m.created_at, m.name))
+            active = cached
         self.metrics.passes.inc()
         self.metrics.observe(active, terminal=self._terminal)
         idle = True
@@ -382,7 +372,7 @@ class Operator:
             state = self.sites.get(site)
             if state is None:
                 continue  # another replica's site
-            if m.name in self._parked and _at_or_below(m, self._parked[m.name]):
+            if m.name in self._parked and at_or_below(m, self._parked[m.name]):
                 continue  # parked, and nothing changed since (or the cache is behind)
             self._parked.pop(m.name, None)
             idle = False
@@ -395,106 +385,17 @@ class Operator:
         self.health.tick()
         return idle and not self._driving
 
-    def _store_watched(self, watched: bool) -> None:
-        """Tell the ``kubernetes`` store whether this watch feeds it (its reads then answer
-        from the newest copy at hand; while the watch is down, scans list the store)."""
-        from powerplane_kubernetes.store import KubernetesStore
+    def _unreadable(self) -> bool:
+        """Whether the watch delivered an object that does not read as a maintenance (the
+        next scan reads the store, which refuses it visibly)."""
+        return self.watch is not None and self.watch.unreadable
 
-        store = getattr(self.lifecycle, "store", None)
-        if isinstance(store, KubernetesStore):
-            store.watched = watched
-
-    def _active_view(self) -> list[tuple[str, str, Any]] | None:
-        """The active maintenances as the watch's cache has them, ``(name, node, phase)``
-        (None while the watch has not listed: the store lists)."""
-        cache = self._cache
-        if cache is None:
-            return None
-        # one copy taken at once (the store asks from a worker thread while the watch
-        # changes the cache on the event loop)
-        return [(m.name, m.node, m.phase) for m in list(cache.values())
-                if not _at_or_below(m, self._ended.get(m.name))]
-
-    def _cached(self, kind: str, obj: Any) -> None:
-        """One object the list or the watch delivered, into the cache: an active
-        maintenance kept at its version, a terminal, deleted or unreadable one dropped."""
-        from powerplane_kubernetes.store import KubernetesStore, from_object
-
-        assert self._cache is not None
-        raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-        name = str((raw.get("metadata") or {}).get("name") or "")
-        store = getattr(self.lifecycle, "store", None)
-        if isinstance(store, KubernetesStore):
-            store.observe(kind, raw)
-        m: NodeMaintenance | None = None
-        if kind != "DELETED":  # no status yet: a request to admit (Pending)
-            try:
-                m = from_object(raw)
-            except ValueError as exc:  # refused by the next scan that reads the store
-                log.warning("nodemaintenance %s does not read as a maintenance: %s", name, exc)
-                self._unreadable = True
-        if m is None or m.phase.terminal:
-            self._cache.pop(name, None)
-            self._ended.pop(name, None)
-        else:
-            self._cache[name] = m
-
-    async def _watch_loop(self, client: Any) -> None:
-        """Watch ``nodemaintenances`` into the cache and ask for a scan at every event: a
-        list (the cache rebuilt from it), then a watch from its ``resourceVersion``
-        (lightkube resumes a stream the server ends from the last version it saw); ``410
-        Gone`` lists again at once, any other failure after a backoff doubling from
-        :data:`WATCH_BACKOFF_S` to :data:`WATCH_BACKOFF_MAX_S` (scans read the store until
-        the list)."""
-        from powerplane_kubernetes.errors import map_error
-        from powerplane_kubernetes.store import NodeMaintenanceResource
-
-        backoff = WATCH_BACKOFF_S
-        version: str | None = None
-        gone = 0  # 410s in a row: a second one backs off as a failure does
-        while not self._stop.is_set():
-            try:
-                if version is None:
-                    self._cache = None
-                    self._store_watched(False)
-                    listed = client.list(NodeMaintenanceResource)
-                    found = [obj async for obj in listed]
-                    version = listed.resourceVersion
-                    self._cache, self._ended = {}, {}
-                    for obj in found:
-                        self._cached("ADDED", obj)
-                    del found
-                    self._store_watched(True)
-                    self.trace.append(("watch", f"listed at {version}"))
-                    self._wake_for("watch re-listed")
-                async for kind, obj in client.watch(NodeMaintenanceResource,
-                                                    resource_version=version,
-                                                    server_timeout=WATCH_SERVER_TIMEOUT_S):
-                    backoff, gone = WATCH_BACKOFF_S, 0
-                    meta = obj.metadata
-                    if meta is not None and meta.resourceVersion:
-                        version = meta.resourceVersion
-                    name = meta.name if meta is not None else "?"
-                    if self._cache is not None:
-                        self._cached(kind, obj)
-                    self.trace.append(("watch", f"{kind} {name}"))
-                    self._wake_for(f"watch {kind} {name}")
-            except Exception as exc:
-                if _status_code(exc) == 410:
-                    log.info("watch of nodemaintenances: 410 Gone (resourceVersion %s no "
-                             "longer kept): listing again", version)
-                    self.trace.append(("watch", "410 Gone"))
-                    version, gone = None, gone + 1
-                    if gone == 1:
-                        continue
-                else:
-                    self.trace.append(("watch", "failed"))
-                    log.warning("watch of nodemaintenances: %s; again in %g s",
-                                map_error(exc, "watch"), backoff)
-            version, self._cache = None, None
-            self._store_watched(False)
-            await self._sleep(backoff)
-            backoff = min(2 * backoff, WATCH_BACKOFF_MAX_S)
+    def _watched(self, what: str, wake: bool) -> None:
+        """What the watch saw: traced, and a scan asked for at a list or an event."""
+        self.trace.append(("watch", what))
+        if wake:
+            self._wake_for(f"watch {what}" if not what.startswith("listed") else
+                           "watch re-listed")
 
     async def _answered(self, call: Callable[[], T], what: str) -> T | None:
         """``call()``'s answer, tried again after a backoff (:data:`BACKOFF_S` doubling to
@@ -601,7 +502,7 @@ class Operator:
             from powerplane_kubernetes.store import KubernetesStore
 
             if isinstance(lc.store, KubernetesStore):  # the watch cache answers reads
-                lc.store.active_view = self._active_view
+                self.watch = MaintenanceWatch(client, lc.store, on_event=self._watched)
             # once: later scans read active maintenances only
             every = await self._answered(lc.store.all, "reading the maintenances")
             if every is None:  # stopped before the store answered
@@ -615,10 +516,8 @@ class Operator:
             self.health.set_ready(True)
             self._sem = asyncio.Semaphore(o.max_in_flight)
             lease_task = asyncio.create_task(self._lease_loop())
-            from powerplane_kubernetes.store import KubernetesStore
-
-            if isinstance(lc.store, KubernetesStore):
-                watch_task = asyncio.create_task(self._watch_loop(client))
+            if self.watch is not None:
+                watch_task = asyncio.create_task(self.watch.run(sleep=self._sleep))
             cause, next_resync = "start", loop.time() + o.resync
             backoff: float = BACKOFF_S
             retry_in: float | None = None
@@ -682,26 +581,6 @@ def _discovery_error(lc: Lifecycle, node: str) -> PowerplaneError | None:
         return lc.host.discovery_error(node)
     except PowerplaneError:
         return None
-
-
-def _at_or_below(m: NodeMaintenance, version: int | None) -> bool:
-    """Whether ``m`` is at ``version`` or older (a cache behind what a driver saw)."""
-    return version is not None and m.resource_version <= version
-
-
-def _status_code(exc: BaseException) -> int | None:
-    """The HTTP status an error carries: a watch ``ERROR`` event's Status (lightkube's
-    ``ApiError``), or the answer to the watch request itself (its body is a stream, unread)."""
-    from powerplane_kubernetes.errors import answer_of
-
-    response = getattr(exc, "response", None)
-    code = getattr(response, "status_code", None)
-    if isinstance(code, int):
-        status = getattr(exc, "status", None)
-        inner = getattr(status, "code", None)
-        return inner if isinstance(inner, int) else code
-    answer = answer_of(exc)
-    return answer.code if answer is not None else None
 
 
 async def _bounded(work: Coroutine[Any, Any, None], what: str) -> None:
