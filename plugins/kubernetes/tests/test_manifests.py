@@ -120,7 +120,7 @@ def test_the_maintainer_roles_hold_the_request_path_and_its_locks() -> None:
                 ("longhorn.io", "replicas", "list"),
                 ("powerplane.io", "nodemaintenances/status", "update")}
     expected |= {("powerplane.io", "nodemaintenances", v)
-                 for v in ("get", "list", "create", "update", "delete")}
+                 for v in ("get", "list", "watch", "create", "update", "delete")}
     if m.crd_missing() is None:
         expected |= {("powerplane.io", "maintenanceaudits", v) for v in ("list", "create")}
     assert _rules(m.maintainer_role()) == expected

@@ -277,7 +277,8 @@ def cluster_role() -> dict[str, Any]:
 def maintainer_role() -> dict[str, Any]:
     """The ClusterRole of whoever requests, returns, abandons and resolves maintenances
     (``powerplane maintenance ...`` with the kubernetes store): the preflight's reads, the
-    maintenances (``delete`` only of a pending object its own request could not finish),
+    maintenances (``delete`` only of a pending object its own request could not finish;
+    ``watch`` for a long-lived requester fed by :func:`powerplane_kubernetes.watch.following`),
     their status, and the audit records."""
     maintenances, audits = _plurals()
     rules: list[dict[str, Any]] = [
@@ -285,7 +286,7 @@ def maintainer_role() -> dict[str, Any]:
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
         {"apiGroups": [GROUP], "resources": [maintenances],
-         "verbs": ["get", "list", "create", "update", "delete"]},
+         "verbs": ["get", "list", "watch", "create", "update", "delete"]},
         {"apiGroups": [GROUP], "resources": [f"{maintenances}/status"], "verbs": ["update"]},
     ]
     if audits is not None:

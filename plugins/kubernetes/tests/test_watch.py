@@ -1,0 +1,149 @@
+"""A long-lived requester fed by a watch (:func:`powerplane_kubernetes.watch.following`): its
+requests list nothing (the ``POST`` of the object and of its request record each), its
+guard answers from the watch's view as a list would (the same refusal, with the numbers),
+and once the watch stops the store lists again."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_admission import seed_nodes, write_config
+
+from powerplane import PowerHost, load_config
+from powerplane.lifecycle import Lifecycle, MaintenanceRefused, NodeMaintenance, Phase
+from powerplane.lifecycle.ceremony import Ceremony
+from powerplane_kubernetes.crd import GROUP, PLURAL, VERSION
+from powerplane_kubernetes.operator.manifests import maintainer_lock_role, maintainer_role
+from powerplane_kubernetes.store import KubernetesStore
+from powerplane_kubernetes.testing.apiserver import KubeApiServer
+from powerplane_kubernetes.watch import MaintenanceWatch, following
+
+NM = f"{GROUP}/{VERSION}/{PLURAL}"
+
+
+@pytest.fixture
+def api() -> Any:
+    with KubeApiServer() as server:
+        yield server
+
+
+def mine(api: KubeApiServer, before: collections.Counter[tuple[str, str, str]],
+         ) -> collections.Counter[tuple[str, str]]:
+    """The requester's requests since ``before``, by ``(verb, resource)``."""
+    return collections.Counter({(verb, what): n for (client, verb, what), n
+                                in (api.request_counts() - before).items()
+                                if client == "requester"})
+
+
+def granted(counts: collections.Counter[tuple[str, str]]) -> None:
+    """Every request is one the roles ``powerplane-maintainer`` and
+    ``powerplane-maintainer-locks`` grant (its SelfSubjectReview is every authenticated
+    user's)."""
+    rules = {(group, resource, verb)
+             for rule in maintainer_role()["rules"] + maintainer_lock_role("ns")["rules"]
+             for group in rule["apiGroups"] for resource in rule["resources"]
+             for verb in rule["verbs"]}
+    for verb, what in counts:
+        parts = what.split("/")  # group/version/plural, or v1/plural (the core group)
+        group, resource = ("", parts[1]) if len(parts) == 2 else (parts[0], parts[2])
+        if group != "authentication.k8s.io":
+            assert (group, resource, verb) in rules, (verb, what)
+
+
+async def listed(watch: MaintenanceWatch) -> None:
+    async with asyncio.timeout(30):
+        while watch.active_view() is None:
+            await asyncio.sleep(0.01)
+
+
+async def delivered(store: KubernetesStore, name: str, phase: Phase) -> None:
+    async with asyncio.timeout(30):
+        while (name, phase) not in {(n, p) for n, _, p in store.active_phases()}:
+            await asyncio.sleep(0.01)
+
+
+def ceremony(node: str) -> Ceremony:
+    return Ceremony(reason="replace the PSU in slot 2", confirm_node=node, ack_preflight=True)
+
+
+def test_a_watched_requester_posts_two_per_request_and_lists_once(
+    api: KubeApiServer, tmp_path: Path,
+) -> None:
+    seed_nodes(api)
+    config = write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
+                                                         client="requester"))
+    seen: list[tuple[str, str]] = []
+
+    def told(kind: str, m: NodeMaintenance | None) -> None:
+        if m is not None:
+            seen.append((kind, m.name))
+
+    async def go() -> None:
+        async with PowerHost(load_config(config)) as host:
+            lc = Lifecycle.for_host(host)
+            assert isinstance(lc.store, KubernetesStore)
+            before = api.request_counts()
+            try:
+                async with following(lc.store, on_object=told) as watch:
+                    await listed(watch)
+                    assert lc.store.watched
+                    made = [await lc.request(n, "reboot", ceremony(n)) for n in ("w1", "w2")]
+                    for m in made:
+                        await delivered(lc.store, m.name, Phase.PENDING)
+                    counts = mine(api, before)
+                    assert counts[("create", NM)] == 2
+                    assert counts[("create", f"{GROUP}/{VERSION}/maintenanceaudits")] == 2
+                    assert counts[("list", NM)] == 1  # the watch's own, none per request
+                    assert counts[("watch", NM)] == 1
+                    assert [s for s in seen if s[0] == "ADDED"] == [
+                        ("ADDED", m.name) for m in made]
+                    granted(mine(api, before))
+                # stopped: the store no longer answers from the watch, it lists again
+                assert not lc.store.watched and lc.store.active_view is None
+                before = api.request_counts()
+                assert {n for _, n, _ in lc.store.active_phases()} == {"w1", "w2"}
+                assert mine(api, before)[("list", NM)] == 1
+            finally:
+                lc.close()
+
+    asyncio.run(go())
+
+
+def test_the_watch_s_view_refuses_below_quorum_as_a_list_would(
+    api: KubeApiServer, tmp_path: Path,
+) -> None:
+    """cp1 is taken (its cordon admitted and done): a request for cp2 would leave one of
+    three members, refused at once from the watch's view, with the numbers, and no list."""
+    seed_nodes(api)
+    config = write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
+                                                         client="requester"))
+
+    async def go() -> None:
+        async with PowerHost(load_config(config)) as host:
+            lc = Lifecycle.for_host(host)
+            assert isinstance(lc.store, KubernetesStore)
+            try:
+                async with following(lc.store) as watch:
+                    await listed(watch)
+                    first = await lc.request("cp1", "cordon", Ceremony(
+                        reason="replace the PSU in slot 2", confirm_node="cp1",
+                        ack_preflight=True, hazard_reason="the PSU is failing; planned"))
+                    await asyncio.wait_for(lc.run(until_idle=True), 60)
+                    await delivered(lc.store, first.name, Phase.CORDONED)
+                    before = api.request_counts()
+                    with pytest.raises(MaintenanceRefused) as refused:
+                        await lc.request("cp2", "reboot", ceremony("cp2"))
+                    assert refused.value.numbers is not None
+                    assert refused.value.numbers.quorum == 2
+                    assert "quorum" in str(refused.value)
+                    counts = mine(api, before)
+                    assert counts[("list", NM)] == 0
+                    assert counts[("create", NM)] == 0  # refused before anything was sent
+            finally:
+                lc.close()
+
+    asyncio.run(go())
