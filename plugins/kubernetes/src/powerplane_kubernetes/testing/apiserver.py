@@ -154,7 +154,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -1099,18 +1099,29 @@ class KubeApiServer:
         self._change(PDBS, namespace, name,
                      lambda obj: obj["status"].update(disruptionsAllowed=allowed))
 
-    def finish_terminating(self) -> list[str]:
-        """Remove every terminating pod (their grace period is over); returns ``ns/name``."""
+    def finish_terminating(self, only: Collection[str] | None = None) -> list[str]:
+        """Remove every terminating pod (their grace period is over), or only those of
+        ``only`` (``ns/name``) still terminating; returns ``ns/name`` of those removed."""
         def finish() -> list[str]:
             gone = []
             for (res, ns, name), obj in list(self._emulator.objects.items()):
                 if _key(res) == PODS and not obj.deleted and \
-                        obj.raw.get("metadata", {}).get("deletionTimestamp"):
+                        obj.raw.get("metadata", {}).get("deletionTimestamp") and \
+                        (only is None or f"{ns}/{name}" in only):
                     obj.delete()
                     self._publish(PODS, "DELETED", obj.last.raw)
                     gone.append(f"{ns}/{name}")
             return sorted(gone)
         return self._call(finish)
+
+    def terminating(self) -> list[str]:
+        """``ns/name`` of every pod terminating now (evicted, not yet removed)."""
+        def read() -> list[str]:
+            return sorted(f"{ns}/{name}" for (res, ns, name), obj
+                          in list(self._emulator.objects.items())
+                          if _key(res) == PODS and not obj.deleted
+                          and obj.raw.get("metadata", {}).get("deletionTimestamp"))
+        return self._call(read)
 
     def add_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
         """A Secret whose ``data`` holds ``data``'s values base64-encoded."""

@@ -17,7 +17,9 @@ storage does (Longhorn replicas per node). :func:`seed` puts the same world on a
   eviction requested) and the config's replicas as ``replicas.longhorn.io`` objects.
 
 Evicted pods linger terminating when ``eviction_ticks`` is above 0 (start the server with
-``linger=``:func:`lingers`); the :class:`Kubelet` removes them on its next pass.
+``linger=``:func:`lingers`); the :class:`Kubelet` removes a pod on the pass after the one that
+first saw it terminating (a pass's interval at least after its eviction, so not in the
+moment between an eviction and its evicter's next read of the pods).
 
 :class:`Kubelet` is what a kubelet (and Longhorn's volume controller) would do: on every
 pass it sets each node's ``Ready`` condition from its machine's true power state (``on``:
@@ -166,6 +168,8 @@ class Kubelet:
         self.evict_replicas = evict_replicas
         """Longhorn removes an evicted node's replicas (False: they are stuck)."""
         self._reported: dict[str, tuple[bool, str]] = {}
+        self._terminating: set[str] = set()
+        """Pods the last pass saw terminating (``ns/name``): this pass finishes them."""
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -188,8 +192,10 @@ class Kubelet:
                 if self.boot_id and (last is None or last[1] != boot):
                     self.api.set_boot_id(node, boot)
                 self._reported[node] = (ready, boot)
-            if self.api.linger:
-                self.api.finish_terminating()
+            if self.api.linger:  # a pod evicted since the last pass finishes at the next
+                now = set(self.api.terminating())
+                self.api.finish_terminating(only=now & self._terminating)
+                self._terminating = now
             if self.api.longhorn and self.evict_replicas:
                 for node in self.nodes:
                     obj = self.api.object(LONGHORN_NODES, LONGHORN_NAMESPACE, node)
