@@ -672,6 +672,10 @@ class _Emulator(kmock.KubernetesEmulator):
     walks to match a request) and the reaction that served it forgets it too."""
 
     on_request: Callable[[kmock.Request], None] | None = None
+    refused: Callable[[kmock.Request], bool] | None = None
+    """Whether the API server's authentication refuses the request before anything is
+    stored: a refused create then skips kmock's object store, which would otherwise store
+    it, and tell every watcher it was ADDED, before the reaction refuses it."""
     unstored: frozenset[str] = frozenset({REVIEWS, SELF_REVIEWS, TOKEN_REVIEWS})
     """Resources whose ``POST`` is answered and never stored (the reviews): kmock's
     emulator stores every create before its reactions answer, so these skip it."""
@@ -680,7 +684,9 @@ class _Emulator(kmock.KubernetesEmulator):
         if self.on_request is not None:
             self.on_request(request)
         try:
-            if request.resource is not None and _key(request.resource) in self.unstored:
+            if request.resource is not None and (
+                    _key(request.resource) in self.unstored
+                    or (self.refused is not None and self.refused(request))):
                 # kmock's emulator's parent: the reactions, without the object store
                 return await super(kmock.KubernetesEmulator, self)._handle(request)
             return await super()._handle(request)
@@ -858,6 +864,7 @@ class KubeApiServer:
         async with _Emulator() as emulator, \
                 kmock.Server(emulator, host=self.host, port=self.port) as server:
             emulator.on_request = self._received
+            emulator.refused = self._refused_create
             self._kmock = emulator
             self._index = emulator.index_objects()
             self._install(emulator)
@@ -955,6 +962,11 @@ class KubeApiServer:
         if isinstance(found, Response):
             return "system:anonymous", ("system:unauthenticated",)
         return found
+
+    def _refused_create(self, request: kmock.Request) -> bool:
+        """A create the authentication or impersonation filters refuse (:meth:`_acting`)."""
+        return request.action == kmock.action.CREATE and \
+            isinstance(self._acting(request), Response)
 
     def _auth_gate(self, request: kmock.Request) -> Any:
         """The API server's authentication and impersonation filters: a refusal, or
