@@ -9,6 +9,7 @@ The server has a kubeconfig of its own (the ServiceAccount ``powerplane-server``
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Iterator
@@ -308,6 +309,38 @@ async def test_impersonation_acts_as_the_caller_when_bound_and_is_refused_when_n
         assert resp.status_code == 201, resp.text
     [obj] = world.maintenances()
     assert obj["spec"]["requestedBy"] == "eve"
-    [create] = [r for r in world.api.requests
-                if r.method == "POST" and r.path.endswith("/nodemaintenances")]
-    assert (create.client, create.user) == ("server", "eve")
+    # the attempt refused (the impersonation not allowed) and the one made once bound,
+    # both through the server's client; the one that created the object acts as eve
+    creates = [r for r in world.api.requests
+               if r.method == "POST" and r.path.endswith("/nodemaintenances")]
+    assert {r.client for r in creates} == {"server"}
+    assert (creates[-1].client, creates[-1].user) == ("server", "eve")
+
+
+async def test_pages_and_acts_read_the_servers_watch_not_a_list_each(world: World) -> None:
+    """The server keeps one watch of the NodeMaintenances (its own access): once it has
+    listed, neither a page nor an act (the caller's own requests) lists them again."""
+    def lists() -> list[RecordedRequest]:
+        return [r for r in world.api.requests if r.method == "GET"
+                and r.path.endswith("/nodemaintenances") and "watch" not in r.query]
+
+    async with serving(world) as c:
+        async with asyncio.timeout(30):
+            while not [r for r in world.by("server") if r.path.endswith("/nodemaintenances")
+                       and r.query.get("watch")]:
+                await asyncio.sleep(0.01)
+        before = len(lists())
+        for _ in range(3):
+            assert (await c.get("/api/v1/servers", headers=bearer(world.eve))).status_code \
+                == 200
+        made = await c.post("/api/v1/maintenances", json=cordon(), headers=bearer(world.eve))
+        assert made.status_code == 201, made.text
+        async with asyncio.timeout(30):  # the page shows it once the watch delivered it
+            while True:
+                page = (await c.get("/api/v1/servers", headers=bearer(world.eve))).json()
+                taken = {d["name"]: d["maintenance"] for d in page["items"]}
+                if taken["w1"] is not None:
+                    break
+                await asyncio.sleep(0.01)
+        assert taken["w1"]["name"] == made.json()["name"]
+        assert len(lists()) == before

@@ -362,6 +362,7 @@ def test_the_servers_role_reviews_and_reads_and_writes_no_node_or_maintenance() 
         ("policy", "poddisruptionbudgets", "list"),
         ("powerplane.io", "nodemaintenances", "get"),
         ("powerplane.io", "nodemaintenances", "list"),
+        ("powerplane.io", "nodemaintenances", "watch"),
         ("powerplane.io", "maintenanceaudits", "list"),
         ("powerplane.io", "maintenanceaudits", "create"),
         ("longhorn.io", "nodes", "get"), ("longhorn.io", "replicas", "list")}

@@ -10,7 +10,9 @@ imports no plugin by name. A gateway:
 - reviews a bearer token (:meth:`Gateway.review`: the API server's ``TokenReview``), so the
   identity is the one the API server will see for that token;
 - gives a store acting as the caller (:meth:`Gateway.store_for`): the caller's own token
-  (passthrough) or the server's credentials impersonating the caller.
+  (passthrough) or the server's credentials impersonating the caller;
+- keeps what it needs while the surface runs (:meth:`Gateway.start`, :meth:`Gateway.stop`:
+  e.g. a watch that answers the pages' phases instead of a list per page).
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ class Gateway(Protocol):
     def store_for(self, identity: Identity, token: str | None) -> MaintenanceStore | None:
         """A store whose writes the API server attributes to ``identity``; None when it
         cannot act as the caller (passthrough with no token)."""
+        ...
+
+    async def start(self) -> None:
+        """Begin what it keeps while the surface runs (in the surface's event loop)."""
+        ...
+
+    async def stop(self) -> None:
+        """End what :meth:`start` began."""
         ...
 
     def close(self) -> None: ...

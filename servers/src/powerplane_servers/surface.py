@@ -95,6 +95,8 @@ class Surface:
     async def start(self, *, runner: bool) -> None:
         await self.host.start()
         self.discovered_at = dt.datetime.now(dt.UTC)
+        if self.gateway is not None:
+            await self.gateway.start()
         if runner:
             self._runner = asyncio.create_task(self._run(), name="powerplane-serve-runner")
 
@@ -124,6 +126,7 @@ class Surface:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._runner
         if self.gateway is not None:
+            await self.gateway.stop()
             self.gateway.close()
         self.lifecycle.close()
         await self.host.close()

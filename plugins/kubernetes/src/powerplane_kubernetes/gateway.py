@@ -37,11 +37,19 @@ Acting (:meth:`KubernetesGateway.store_for`)
     policy port and wrote in the audit record: the ValidatingAdmissionPolicy binds
     ``spec.requestedBy`` and ``spec.requesterGroups`` to ``request.userInfo``, so a request
     naming anyone else is refused by the API server.
+
+What it keeps (:meth:`KubernetesGateway.start`)
+    One watch of the NodeMaintenances, with the server's own access
+    (:func:`powerplane_kubernetes.watch.following`; its ServiceAccount needs ``watch``):
+    the pages' phases and each act's early refusal (the guard's active maintenances) are
+    read from it, not listed per page or per act. While it has not listed (starting, or
+    after a failure), they are listed as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -56,6 +64,7 @@ from powerplane.lifecycle import PermanentPortError, TemporaryPortError
 from powerplane_kubernetes.client import FIELD_MANAGER
 from powerplane_kubernetes.errors import answer_of
 from powerplane_kubernetes.store import KubernetesStore
+from powerplane_kubernetes.watch import MaintenanceWatch, following
 
 __all__ = ["Credentials", "ImpersonatingTransport", "KubernetesGateway", "gateway_for"]
 
@@ -103,6 +112,17 @@ class KubernetesGateway:
             f"Kubernetes ({store.where}): TokenReview for bearer tokens; acts "
             + ("with the caller's own token" if credentials == "passthrough"
                else "by impersonating the caller"))
+        self._watch: MaintenanceWatch | None = None
+        self._kept = contextlib.AsyncExitStack()
+
+    async def start(self) -> None:
+        """Keep the watch of the NodeMaintenances (see the module docstring)."""
+        self._watch = await self._kept.enter_async_context(following(self.store))
+
+    async def stop(self) -> None:
+        """Stop the watch (its client closed); reads list again."""
+        self._watch = None
+        await self._kept.aclose()
 
     def _config(self) -> Any:
         config = getattr(self.store.client, "config", None)
@@ -178,9 +198,12 @@ class KubernetesGateway:
             inner = httpx2.HTTPTransport(verify=verify)
             client = self._client(config, ImpersonatingTransport(
                 inner, identity.user, _groups_sent(identity.groups)))
-        return KubernetesStore(self.store.access, namespace=self.store.namespace,
-                               where=f"{self.store.where} as {identity.user}",
-                               client=client, lock_duration_s=self.store.lock_duration_s)
+        store = KubernetesStore(self.store.access, namespace=self.store.namespace,
+                                where=f"{self.store.where} as {identity.user}",
+                                client=client, lock_duration_s=self.store.lock_duration_s)
+        if self._watch is not None:  # the guard's question answered by the server's watch
+            store.active_view = self._watch.active_view
+        return store
 
     def close(self) -> None:
         """Nothing of its own to close (the deployment's store is closed by its owner)."""

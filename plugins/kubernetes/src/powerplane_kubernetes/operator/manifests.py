@@ -78,7 +78,8 @@ store, :mod:`powerplane_kubernetes.gateway`; ``operator manifests --server`` pri
 ``tokenreviews`` (who a bearer token is) and ``subjectaccessreviews`` (the ``kubernetes``
 policy's decision for each caller); ``get``/``list`` on nodes, ``list`` on pods and
 poddisruptionbudgets, Longhorn's nodes ``get`` and replicas ``list`` (the pre-flight);
-``get``/``list`` on nodemaintenances (the list, a maintenance and its live view);
+``get``/``list``/``watch`` on nodemaintenances (a maintenance and its live view; the
+watch the pages' phases and each act's early refusal read);
 ``list``/``create`` on maintenanceaudits (the audit trail, and the denials it records);
 and ``create`` on Events in ``lifecycle.store.namespace`` (:func:`server_events_role`, the
 denial record's notification). No Node write, no NodeMaintenance write, no Lease: every act
@@ -332,7 +333,8 @@ def server_role() -> dict[str, Any]:
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
             {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
-            {"apiGroups": [GROUP], "resources": [maintenances], "verbs": ["get", "list"]},
+            {"apiGroups": [GROUP], "resources": [maintenances],
+             "verbs": ["get", "list", "watch"]},
             {"apiGroups": [GROUP], "resources": [audits], "verbs": ["list", "create"]},
             {"apiGroups": ["longhorn.io"], "resources": ["nodes"], "verbs": ["get"]},
             {"apiGroups": ["longhorn.io"], "resources": ["replicas"], "verbs": ["list"]},
