@@ -142,9 +142,13 @@ class Reconciler:
                 # durable), as a request made Requested by its store would take;
                 # ``Draining`` with ``Drained`` where the pods are gone at once (else
                 # with the drain's progress); ``Drained`` of a power intent with its
-                # dispatch's record (the write before the verb is sent); ``Returning``
-                # after an observed reboot with what ends it (``Complete``, or the wait
-                # for the node). A pass that stops there instead (parked, waiting, a
+                # dispatch's record (the write before the verb is sent); ``Rebooting``
+                # with the reboot's observation where the node is back at once (else with
+                # the wait for it: its dispatch's outcome is kept in this runner until
+                # then, and a crash before leaves a recorded dispatch with no outcome,
+                # which is settled by evidence, never sent again); ``Returning`` after an
+                # observed reboot with what ends it (``Complete``, or the wait for the
+                # node). A pass that stops there instead (parked, waiting, a
                 # port's error) writes it then; a crash in between redoes the step (a
                 # cordon, a drain or an uncordon again: nothing is sent twice). Each
                 # phase skipped is past ``Requested`` as the one written before it, so
@@ -153,9 +157,10 @@ class Reconciler:
                 draining = was is P.CORDONED and m.phase is P.DRAINING
                 dispatching = (was is not P.DRAINED and m.phase is P.DRAINED
                                and m.spec.intent.powers)
+                sent = was is P.DRAINED and m.phase is P.REBOOTING
                 rebooted = was is P.REBOOTING and m.phase is P.RETURNING
                 if after != before and not (
-                        (admitted or draining or dispatching or rebooted)
+                        (admitted or draining or dispatching or sent or rebooted)
                         and result is Result.ADVANCED):
                     await self._save(m)
                     before = after
