@@ -76,8 +76,8 @@ async def test_a_reconcile_dumps_the_status_once_per_step_and_the_store_once_per
     writes = lc.store.writes - writes_before
     assert lc.store.get(m.name).phase is Phase.COMPLETE
     # a write per phase the flow stops in: Cordoned, Drained with the dispatch's record,
-    # Rebooting, Complete (Draining and Returning too where the pass waits in them)
-    assert steps["n"] >= 6 and writes >= 4, writes
+    # Complete (Draining, Rebooting and Returning too where the pass waits in them)
+    assert steps["n"] >= 6 and writes >= 3, writes
     # taken once as read (each reconcile reads it once: no conflict here) and once after
     # each step, as plain values, never as JSON; the whole maintenance dumped to JSON only
     # as the store writes it
