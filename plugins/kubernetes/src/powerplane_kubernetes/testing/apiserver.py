@@ -415,6 +415,19 @@ def _answer(handler: Callable[[kmock.Request], Any]) -> Callable[[kmock.Request]
     return answer
 
 
+def _passing(gate: Callable[[kmock.Request], Any]) -> Callable[[kmock.Request], Any]:
+    """``gate`` as a kmock reaction: its answer, or the request passed on to the next
+    reaction when it answers ``NotImplemented`` (kmock takes a reaction that answers
+    ``NotImplemented`` as spent and never asks it again; one that raises
+    ``NotImplementedError`` is asked again by the next request)."""
+    def react(request: kmock.Request) -> Any:
+        found = gate(request)
+        if found is NotImplemented:
+            raise NotImplementedError
+        return found
+    return react
+
+
 def _key(resource: Any) -> str:
     group = resource.group or ""
     return f"{group + '/' if group else ''}{resource.version}/{resource.plural}"
@@ -1411,10 +1424,9 @@ class KubeApiServer:
     def _install(self, k: kmock.KubernetesEmulator) -> None:
         for resource, (_, kind, namespaced) in self._kinds.items():
             k.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
-        k << self._fault_gate  # a request no reaction below takes (kmock's own: DELETE)
         if not self.longhorn:
             k[kmock.resource(group="longhorn.io")] << (lambda req: _page_not_found())
-        k[kmock.action.WATCH] << self._watch_gate
+        k[kmock.action.WATCH] << _passing(self._watch_gate)
         k[kmock.action.LIST] << self._faulty(_answer(self._list))
         k[kmock.action.FETCH] << self._faulty(_answer(self._fetch))
         for review in (REVIEWS, SELF_REVIEWS, TOKEN_REVIEWS):
@@ -1427,6 +1439,7 @@ class KubeApiServer:
         k[kmock.action.CREATE] << self._faulty(_answer(self._created))
         k[kmock.action.UPDATE] << self._faulty(_answer(self._patched))
         k[kmock.method.PUT] << self._faulty(_answer(self._replace))
+        k << _passing(self._fault_gate)  # a request none above takes (kmock's own: DELETE)
 
     @staticmethod
     def _not_found(resource: str, name: str) -> Response:
