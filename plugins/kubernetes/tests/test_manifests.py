@@ -95,14 +95,16 @@ def test_a_field_the_schema_does_not_have_is_refused() -> None:
 def test_cluster_role_holds_exactly_the_verbs_the_operator_uses() -> None:
     """What ``test_operator_privileges`` saw a real run use: no ``patch`` of maintenances
     (every write is a ``PUT``), no ``create`` (a person's request makes them), no watch of
-    nodes, no audit records or Events (written by the request, return, abandon, resolve)."""
+    nodes, no Events; of the audit records only a request's record its creator did not
+    write, and the watch that tells which it did."""
     expected = {("", "nodes", v) for v in ("get", "list", "patch")}
     expected |= {("", "pods", "list"), ("", "pods/eviction", "create"),
                  ("policy", "poddisruptionbudgets", "list"),
                  ("longhorn.io", "nodes", "get"), ("longhorn.io", "nodes", "update"),
                  ("longhorn.io", "replicas", "list"),
                  ("powerplane.io", "nodemaintenances/status", "update"),
-                 ("powerplane.io", "maintenanceaudits", "create")}
+                 ("powerplane.io", "maintenanceaudits", "create"),
+                 ("powerplane.io", "maintenanceaudits", "watch")}
     expected |= {("powerplane.io", "nodemaintenances", v)
                  for v in ("get", "list", "watch", "update")}
     # the kubernetes policy's check before acting; the look at the admission binding

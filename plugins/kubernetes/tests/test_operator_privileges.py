@@ -3,12 +3,13 @@ process of its own, its own kubeconfig) drives a reboot requested by a person (`
 request``, another kubeconfig) through the kubernetes cluster port, Longhorn and the
 kubernetes store on kmock: the watch, the site Lease, the status writes, the evictions and
 Longhorn's updates are the operator's, and so is the node's lock Lease (admission by the
-operator); the request and its audit record are the person's. A second run has the policy
-``{type: kubernetes}`` (the operator's SubjectAccessReviews) and a channel password that is
-a ``{k8s:}`` Secret (its ``get``, granted by ``resourceNames``). Each client's requests are
-checked against the roles generated for it (``operator manifests``) with the RBAC checker of
-``testing.seed``: every request granted, and every verb the operator's roles grant used (a
-verb taken away fails the check).
+operator); the request and its audit record are the person's, but for a second request
+made by hand (``kubectl apply``-style, no record), whose record the operator writes. A
+second run has the policy ``{type: kubernetes}`` (the operator's SubjectAccessReviews) and a
+channel password that is a ``{k8s:}`` Secret (its ``get``, granted by ``resourceNames``).
+Each client's requests are checked against the roles generated for it (``operator
+manifests``) with the RBAC checker of ``testing.seed``: every request granted, and every
+verb the operator's roles grant used (a verb taken away fails the check).
 """
 
 from __future__ import annotations
@@ -73,6 +74,19 @@ def write_config(tmp: Path, who: str, kubeconfig: Path) -> Path:
     return path
 
 
+def by_hand(api: KubeApiServer, kubeconfig: Path, name: str, spec: dict[str, Any]) -> None:
+    """POST a NodeMaintenance as ``kubectl apply`` would with ``kubeconfig``'s token: the
+    spec, no status, no label, no request record."""
+    import httpx2
+
+    token = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))["users"][0]["user"]["token"]
+    body = {"apiVersion": "powerplane.io/v1alpha1", "kind": "NodeMaintenance",
+            "metadata": {"name": name}, "spec": spec}
+    answer = httpx2.post(f"{api.url}/apis/powerplane.io/v1alpha1/nodemaintenances",
+                         json=body, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    assert answer.status_code == 201, answer.text
+
+
 def used(requests: list[Any]) -> set[str]:
     return {str(rbac_attributes(r)) for r in requests}
 
@@ -121,6 +135,11 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
                 {n: (cast(Machines, host.channel("lab")), n) for n in NODES}))
 
         name, kubelet = asyncio.run(person())
+        # and one made by hand as kubectl would (no record: the operator writes it)
+        by_hand(api, tmp_path / "cli-kc", "cp1-by-hand", {
+            "node": "cp1", "intent": "cordon", "reason": "replace the PSU in slot 2",
+            "requestedBy": "cli", "confirmNode": "cp1",
+            "hazardReason": "the PSU is failing; planned"})
         # a bare 429 (an older API server): the operator lists the budgets to name the one
         api.budget_cause = False
         with kubelet.running(), open(tmp_path / "operator.log", "w+") as log:
@@ -148,6 +167,9 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
         assert code == 0, err[-3000:]
         final = api.object("powerplane.io/v1alpha1/nodemaintenances", None, name)
         assert final is not None and final["status"]["phase"] == "Complete", final
+        hand = api.object("powerplane.io/v1alpha1/nodemaintenances", None, "cp1-by-hand")
+        assert hand is not None and hand["status"]["phase"] == "Cordoned", \
+            hand["status"].get("refusalReason")
         asked = api.requests
     by = {who: [r for r in asked if r.client == who] for who in ("operator", "cli", "")}
     assert by[""] == []  # every request came from one of the two
@@ -158,6 +180,8 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
     refused = ungranted(by["cli"], [*person_roles, BASIC_USER])
     assert refused == [], [f"{r} -> {why}" for r, why in refused]
     assert {"watch nodemaintenances.powerplane.io", "update nodemaintenances/status.powerplane.io",
+            # the record of the request made by hand, and the watch of the records
+            "create maintenanceaudits.powerplane.io", "watch maintenanceaudits.powerplane.io",
             f"update leases.coordination.k8s.io in namespace {OPS}",
             "create pods/eviction in namespace default",
             "update nodes.longhorn.io in namespace longhorn-system",
@@ -246,6 +270,11 @@ def test_the_kubernetes_policy_and_a_k8s_secret_use_exactly_the_operators_roles(
                 {n: (cast(Machines, host.channel("lab")), n) for n in NODES}))
 
         name, kubelet = asyncio.run(person())
+        # and one made by hand as kubectl would (no record: the operator writes it)
+        by_hand(api, cli_kc, "cp1-by-hand", {
+            "node": "cp1", "intent": "cordon", "reason": "replace the PSU in slot 2",
+            "requestedBy": "alice", "confirmNode": "cp1",
+            "hazardReason": "the PSU is failing; planned"})
         env = {**__import__("os").environ, "KUBECONFIG": str(op_kc)}
         with kubelet.running(), open(tmp_path / "operator.log", "w+") as log:
             proc = subprocess.Popen(

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_admission import seed_nodes, write_config
+from test_admission import by_hand, seed_nodes, write_config
 
 from powerplane import PowerHost, load_config
-from powerplane.lifecycle import Lifecycle, MaintenanceRefused, NodeMaintenance, Phase
+from powerplane.lifecycle import AuditRecord, Lifecycle, MaintenanceRefused, NodeMaintenance, Phase
+from powerplane.lifecycle.audit import Action
 from powerplane.lifecycle.ceremony import Ceremony
-from powerplane_kubernetes.crd import GROUP, PLURAL, VERSION
+from powerplane_kubernetes.audit import request_record_name
+from powerplane_kubernetes.client import KubeApi
+from powerplane_kubernetes.crd import AUDIT_PLURAL, GROUP, PLURAL, VERSION
 from powerplane_kubernetes.operator.manifests import maintainer_lock_role, maintainer_role
 from powerplane_kubernetes.store import KubernetesStore
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
@@ -145,5 +149,69 @@ def test_the_watch_s_view_refuses_below_quorum_as_a_list_would(
                     assert counts[("create", NM)] == 0  # refused before anything was sent
             finally:
                 lc.close()
+
+    asyncio.run(go())
+
+
+def test_an_executor_writes_no_request_record_its_watch_saw_created(
+    api: KubeApiServer, tmp_path: Path,
+) -> None:
+    """The executor's watch of the records: a request's record its creator wrote is not
+    written again; the record of a request made by hand (none written) is, once."""
+    seed_nodes(api)
+    config = write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
+                                                         client="requester"))
+    (tmp_path / "x").mkdir()
+    executor_config = write_config(tmp_path / "x", api.write_kubeconfig(
+        tmp_path / "executor-kc", client="executor"))
+    told: list[str] = []
+
+    def records_posted(before: collections.Counter[tuple[str, str, str]]) -> int:
+        return sum(n for (client, verb, what), n in (api.request_counts() - before).items()
+                   if client == "executor" and verb == "create"
+                   and what.endswith("/maintenanceaudits"))
+
+    async def go() -> None:
+        async with PowerHost(load_config(config)) as host, \
+                PowerHost(load_config(executor_config)) as executor:
+            lc, xc = Lifecycle.for_host(host), Lifecycle.for_host(executor)
+            store = xc.store
+            assert isinstance(store, KubernetesStore)
+            api_access = KubeApi(store.access, store.config_dir, where="test")
+            try:
+                watch = MaintenanceWatch(api_access.client(), store, records=True,
+                                         on_event=lambda what, wake: told.append(what))
+                task = asyncio.create_task(watch.run())
+                await listed(watch)
+                async with asyncio.timeout(30):  # the records' watch is open
+                    while not any(what == "watch" and key.endswith("/maintenanceaudits")
+                                  for (_, what, key) in api.request_counts()):
+                        await asyncio.sleep(0.01)
+                requested = await lc.request("w2", "cordon", ceremony("w2"))
+                by_hand(api, "w1-by-hand", {"node": "w1", "intent": "cordon",
+                                            "reason": "replace the PSU", "requestedBy": "erin"})
+                async with asyncio.timeout(30):
+                    while f"record ADDED {request_record_name(requested.name)}" not in told \
+                            or "ADDED w1-by-hand" not in told:
+                        await asyncio.sleep(0.01)
+                hand = store.get("w1-by-hand")
+                for m, posts in ((requested, 0), (hand, 1)):
+                    before = api.request_counts()
+                    record = AuditRecord(actor="erin", action=Action.CORDON,
+                                         reason="replace the PSU in slot 2", node=m.node,
+                                         maintenance=m.name, at=m.created_at)
+                    await asyncio.to_thread(store.record_request, m, record)
+                    assert records_posted(before) == posts, m.name
+                task.cancel()  # as following() does
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            finally:
+                lc.close()
+                xc.close()
+                await api_access.aclose()
+        names = [r["metadata"]["name"] for r
+                 in api.objects(f"{GROUP}/{VERSION}/{AUDIT_PLURAL}")]
+        assert sorted(names) == sorted([request_record_name(requested.name),
+                                        request_record_name("w1-by-hand")])
 
     asyncio.run(go())

@@ -350,6 +350,9 @@ class KubernetesStore:
         out; guarded by ``_seen_lock`` (the executor makes store calls from worker
         threads while its watch feeds the copies on the event loop)."""
         self._seen_lock = threading.Lock()
+        self._recorded: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """Request records an executor's watch saw created (at most :data:`SEEN_MAX`, the
+        newest kept): :meth:`record_request` writes none of these again."""
         self._reread: set[str] = set()
         """Names whose copy lost a write race (409): the next :meth:`get` reads them."""
         self.unreadable: dict[str, tuple[dict[str, Any], str]] = {}
@@ -447,6 +450,17 @@ class KubernetesStore:
             self._forget(name)
         elif name:
             self._keep(obj)
+
+    def record_seen(self, name: str, *, present: bool) -> None:
+        """An audit record the executor's watch saw created (or deleted: ``present``
+        False)."""
+        with self._seen_lock:
+            if present:
+                self._recorded[name] = None
+                while len(self._recorded) > SEEN_MAX:
+                    self._recorded.popitem(last=False)
+            else:
+                self._recorded.pop(name, None)
 
     def _list(self, labels: dict[str, Any]) -> list[dict[str, Any]]:
         with self._errors(f"listing {PLURAL}.{GROUP}"):
@@ -700,14 +714,19 @@ class KubernetesStore:
                        event: bool = False) -> None:
         """Write ``m``'s request record under its one name
         (:func:`~powerplane_kubernetes.audit.request_record_name`): written once, whether
-        by its creator or by the executor admitting it (a ``409``: it is there)."""
+        by its creator or by the executor admitting it (a ``409``: it is there; one the
+        executor's watch saw created is not written again, :meth:`record_seen`)."""
         name = request_record_name(m.name)
-        with self._errors(f"writing the request record of {m.name} ({AUDIT_PLURAL}.{GROUP})"):
-            try:
-                self.client.create(MaintenanceAuditResource(**audit_object(record, name)))
-            except httpx2.HTTPStatusError as exc:
-                if self._code(exc) != 409:
-                    raise  # a 409: written already (by its creator), one record
+        with self._seen_lock:
+            seen = name in self._recorded
+        if not seen:
+            with self._errors(f"writing the request record of {m.name} "
+                              f"({AUDIT_PLURAL}.{GROUP})"):
+                try:
+                    self.client.create(MaintenanceAuditResource(**audit_object(record, name)))
+                except httpx2.HTTPStatusError as exc:
+                    if self._code(exc) != 409:
+                        raise  # a 409: written already (by its creator), one record
         if event:  # the Event, a notification: the status history tells the admission
             self._event(record, self._seen.get(m.name))
 

@@ -16,6 +16,14 @@ from the newest copy at hand and the safety rule's question (the active maintena
 :meth:`MaintenanceWatch.active_view`, with no request; the store is told whenever the watch
 stops feeding it.
 
+With ``records=True`` (the operator) it also watches the ``maintenanceaudits`` from the
+first list's ``resourceVersion`` (no list of them: the trail only grows), and tells the
+store the name of each record created (or deleted) since: an admission then writes a
+request's record only when the watch has not seen it (one its creator wrote before the
+watch began is written again, a ``409``: it is there). What it has not seen costs a
+request; what it has seen is there (a record is never changed, and a deletion is seen as
+well).
+
 Who runs one: the operator (:mod:`.operator.run`), and any long-lived requester of the same
 cluster (a gateway, a controller embedding the lifecycle), through :func:`following`: its
 requests then cost the ``POST`` of the object and of its request record, and no list per
@@ -84,8 +92,14 @@ class MaintenanceWatch:
     def __init__(self, client: AsyncClient, store: KubernetesStore | None = None, *,
                  on_event: Callable[[str, bool], None] | None = None,
                  on_object: Callable[[str, NodeMaintenance | None], None] | None = None,
-                 ) -> None:
+                 records: bool = False) -> None:
         self.client = client
+        self.records = records
+        """Whether the audit records are watched too (see the module docstring)."""
+        self._version: str | None = None
+        """The newest ``resourceVersion`` the list or an event gave (the records' watch
+        starts, and starts again after a ``410``, from it)."""
+        self._listed = asyncio.Event()
         self.store = store
         self.on_event = on_event
         self.on_object = on_object
@@ -163,8 +177,9 @@ class MaintenanceWatch:
             await asyncio.wait_for(self.stopped.wait(), seconds)
 
     async def run(self, sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
-        """List, then watch, until :attr:`stopped` is set (or the task is cancelled);
-        ``sleep(seconds)`` waits out a backoff (default: until then or the stop)."""
+        """List, then watch, until the task is cancelled (:attr:`stopped` set ends a
+        backoff's wait and the loop after it); ``sleep(seconds)`` waits out a backoff
+        (default: that long, or until :attr:`stopped` is set)."""
         from powerplane_kubernetes.errors import map_error
         from powerplane_kubernetes.store import NodeMaintenanceResource
 
@@ -172,6 +187,8 @@ class MaintenanceWatch:
         backoff = BACKOFF_S
         version: str | None = None
         gone = 0  # 410s in a row: a second one backs off as a failure does
+        records = (asyncio.create_task(self._watch_records(wait), name="watch records")
+                   if self.records and self.store is not None else None)
         try:
             while not self.stopped.is_set():
                 try:
@@ -180,7 +197,8 @@ class MaintenanceWatch:
                         self._feeding(False)
                         listed = self.client.list(NodeMaintenanceResource)
                         found = [obj async for obj in listed]
-                        version = listed.resourceVersion
+                        version = self._version = listed.resourceVersion
+                        self._listed.set()
                         self.cache, self.ended = {}, {}
                         for obj in found:
                             self._cached("ADDED", obj)
@@ -193,7 +211,7 @@ class MaintenanceWatch:
                         backoff, gone = BACKOFF_S, 0
                         meta = obj.metadata
                         if meta is not None and meta.resourceVersion:
-                            version = meta.resourceVersion
+                            version = self._version = meta.resourceVersion
                         name = meta.name if meta is not None else "?"
                         if self.cache is not None:
                             self._cached(kind, obj)
@@ -217,6 +235,43 @@ class MaintenanceWatch:
         finally:
             self.cache = None
             self._feeding(False)
+            if records is not None:
+                records.cancel()
+                with contextlib.suppress(BaseException):
+                    await records
+
+    async def _watch_records(self, wait: Callable[[float], Awaitable[None]]) -> None:
+        """The ``maintenanceaudits`` from the list's version on: each record's name to the
+        store (see the module docstring); a failure backs off, a ``410`` starts again from
+        the newest version the maintenances' watch has."""
+        from powerplane_kubernetes.errors import map_error
+        from powerplane_kubernetes.store import MaintenanceAuditResource
+
+        assert self.store is not None
+        await self._listed.wait()
+        backoff = BACKOFF_S
+        version = self._version
+        while not self.stopped.is_set():
+            try:
+                async for kind, obj in self.client.watch(
+                        MaintenanceAuditResource, resource_version=version,
+                        server_timeout=SERVER_TIMEOUT_S):
+                    backoff = BACKOFF_S
+                    meta = obj.metadata
+                    if meta is None or not meta.name:
+                        continue
+                    if meta.resourceVersion:
+                        version = meta.resourceVersion
+                    self.store.record_seen(meta.name, present=kind != "DELETED")
+                    self._tell(f"record {kind} {meta.name}", False)
+            except Exception as exc:
+                if status_code(exc) == 410:
+                    version = self._version
+                    continue
+                log.warning("watch of maintenanceaudits: %s; again in %g s",
+                            map_error(exc, "watch"), backoff)
+            await wait(backoff)
+            backoff = min(2 * backoff, BACKOFF_MAX_S)
 
 
 @contextlib.asynccontextmanager

@@ -29,8 +29,9 @@ The ClusterRole grants exactly the verbs the operator's run uses and nothing els
 least-privilege tests check every request of the lifecycle tests and of a real ``operator
 run`` against it, and that each verb granted is used): nodes get/list/patch; pods list;
 pods/eviction create; poddisruptionbudgets list; nodemaintenances get/list/watch/update and
-their status update; Longhorn nodes get/update and replicas list. The site Leases are
-granted by a Role in the operator's own namespace only (get/create/update).
+their status update; maintenanceaudits watch/create (a request's record when its creator
+wrote none; the watch tells which it did); Longhorn nodes get/update and replicas list. The
+site Leases are granted by a Role in the operator's own namespace only (get/create/update).
 
 The operator creates no maintenance: the node's lock Lease, the ``MaintenanceAudit``
 record and its Event are written by whoever runs ``powerplane maintenance request`` (and
@@ -260,8 +261,9 @@ def cluster_role() -> dict[str, Any]:
             {"apiGroups": [GROUP], "resources": [f"{maintenances}/status"],
              "verbs": ["update"]},
             # admission by the operator: the request's audit record when its creator wrote
-            # none (an act without its record is not admitted)
-            {"apiGroups": [GROUP], "resources": [audits], "verbs": ["create"]},
+            # none (an act without its record is not admitted); the watch of the records
+            # created since it started, which tells it which need no write
+            {"apiGroups": [GROUP], "resources": [audits], "verbs": ["watch", "create"]},
             {"apiGroups": ["longhorn.io"], "resources": ["nodes"], "verbs": ["get", "update"]},
             {"apiGroups": ["longhorn.io"], "resources": ["replicas"], "verbs": ["list"]},
             # the policy's check of the requester before acting, and the look at the

@@ -502,7 +502,8 @@ class Operator:
             from powerplane_kubernetes.store import KubernetesStore
 
             if isinstance(lc.store, KubernetesStore):  # the watch cache answers reads
-                self.watch = MaintenanceWatch(client, lc.store, on_event=self._watched)
+                self.watch = MaintenanceWatch(client, lc.store, on_event=self._watched,
+                                              records=True)
             # once: later scans read active maintenances only
             every = await self._answered(lc.store.all, "reading the maintenances")
             if every is None:  # stopped before the store answered
