@@ -215,3 +215,43 @@ def test_an_executor_writes_no_request_record_its_watch_saw_created(
                                         request_record_name("w1-by-hand")])
 
     asyncio.run(go())
+
+
+def test_a_failed_watch_of_the_records_is_taken_up_again(
+    api: KubeApiServer, tmp_path: Path,
+) -> None:
+    """The records' watch answered 500, then dropped: it backs off and watches again, and
+    the records created meanwhile are seen (the maintenances' watch is not disturbed)."""
+    seed_nodes(api)
+    config = write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
+                                                         client="requester"))
+    audits = f"{GROUP}/{VERSION}/{AUDIT_PLURAL}"
+    api.fail_requests("watch", audits, "500", "disconnect")
+    told: list[str] = []
+
+    async def go() -> None:
+        async with PowerHost(load_config(config)) as host:
+            lc = Lifecycle.for_host(host)
+            store = lc.store
+            assert isinstance(store, KubernetesStore)
+            access = KubeApi(store.access, store.config_dir, where="test")
+            watch = MaintenanceWatch(access.client(), store, records=True,
+                                     on_event=lambda what, wake: told.append(what))
+            task = asyncio.create_task(watch.run())
+            try:
+                await listed(watch)
+                made = await lc.request("w1", "cordon", ceremony("w1"))
+                async with asyncio.timeout(30):
+                    while f"record ADDED {request_record_name(made.name)}" not in told:
+                        await asyncio.sleep(0.01)
+                assert api.faults_served == [f"500 watch {audits}",
+                                             f"disconnect watch {audits}"]
+                assert "failed" not in told  # the maintenances' watch went on
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                lc.close()
+                await access.aclose()
+
+    asyncio.run(go())

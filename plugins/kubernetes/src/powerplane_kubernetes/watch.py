@@ -242,8 +242,11 @@ class MaintenanceWatch:
 
     async def _watch_records(self, wait: Callable[[float], Awaitable[None]]) -> None:
         """The ``maintenanceaudits`` from the list's version on: each record's name to the
-        store (see the module docstring); a failure backs off, a ``410`` starts again from
-        the newest version the maintenances' watch has."""
+        store (see the module docstring). A ``410`` starts again from the newest version the
+        maintenances' list and watch gave, at once where it moved since (else after the
+        backoff); any other failure backs off (doubling from :data:`BACKOFF_S` to
+        :data:`BACKOFF_MAX_S`). Records created in a gap are only not known: their
+        admission writes them, a ``409``."""
         from powerplane_kubernetes.errors import map_error
         from powerplane_kubernetes.store import MaintenanceAuditResource
 
@@ -265,13 +268,19 @@ class MaintenanceWatch:
                     self.store.record_seen(meta.name, present=kind != "DELETED")
                     self._tell(f"record {kind} {meta.name}", False)
             except Exception as exc:
-                if status_code(exc) == 410:
-                    version = self._version
-                    continue
-                log.warning("watch of maintenanceaudits: %s; again in %g s",
-                            map_error(exc, "watch"), backoff)
+                if status_code(exc) == 410:  # from the maintenances' newest version, at
+                    fresher = self._version  # once where it moved since, else after a wait
+                    if fresher is not None and fresher != version:
+                        version = fresher
+                        continue
+                    log.info("watch of maintenanceaudits: 410 Gone at %s; again in %g s",
+                             version, backoff)
+                else:
+                    log.warning("watch of maintenanceaudits: %s; again in %g s",
+                                map_error(exc, "watch"), backoff)
             await wait(backoff)
             backoff = min(2 * backoff, BACKOFF_MAX_S)
+            version = self._version or version
 
 
 @contextlib.asynccontextmanager
