@@ -1426,20 +1426,55 @@ class KubeApiServer:
             k.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
         if not self.longhorn:
             k[kmock.resource(group="longhorn.io")] << (lambda req: _page_not_found())
-        k[kmock.action.WATCH] << _passing(self._watch_gate)
-        k[kmock.action.LIST] << self._faulty(_answer(self._list))
-        k[kmock.action.FETCH] << self._faulty(_answer(self._fetch))
         for review in (REVIEWS, SELF_REVIEWS, TOKEN_REVIEWS):
             k.resources[review] = kmock.ResourceInfo(
                 kind=review.rsplit("/", 1)[-1][:-1], namespaced=False)
-        k["post", kmock.resource(REVIEWS)] << self._faulty(_answer(self._review))
-        k["post", kmock.resource(SELF_REVIEWS)] << self._faulty(_answer(self._self_review))
-        k["post", kmock.resource(TOKEN_REVIEWS)] << self._faulty(_answer(self._token_review))
-        k["post", kmock.subresource("eviction")] << self._faulty(_answer(self._evict))
-        k[kmock.action.CREATE] << self._faulty(_answer(self._created))
-        k[kmock.action.UPDATE] << self._faulty(_answer(self._patched))
+        # One reaction per method, each routing by the request's action and resource:
+        # kmock tries a request against every reaction's filter in turn until one takes it,
+        # and a filter costs as much as the rest of the request, so the most frequent
+        # method (PUT) is first and no request is tried against more than four.
         k[kmock.method.PUT] << self._faulty(_answer(self._replace))
+        k[kmock.method.POST] << _passing(self._posting())
+        k[kmock.method.GET] << _passing(self._getting())
+        k[kmock.action.UPDATE] << self._faulty(_answer(self._patched))
         k << _passing(self._fault_gate)  # a request none above takes (kmock's own: DELETE)
+
+    def _posting(self) -> Callable[[kmock.Request], Any]:
+        """``POST``: a review, an eviction or a create (``NotImplemented``: none of them)."""
+        reviews = {REVIEWS: self._faulty(_answer(self._review)),
+                   SELF_REVIEWS: self._faulty(_answer(self._self_review)),
+                   TOKEN_REVIEWS: self._faulty(_answer(self._token_review))}
+        evict = self._faulty(_answer(self._evict))
+        create = self._faulty(_answer(self._created))
+
+        def post(request: kmock.Request) -> Any:
+            if request.resource is not None:
+                review = reviews.get(_key(request.resource))
+                if review is not None:
+                    return review(request)
+            if request.subresource == "eviction":
+                return evict(request)
+            if request.action == kmock.action.CREATE:
+                return create(request)
+            return NotImplemented
+        return post
+
+    def _getting(self) -> Callable[[kmock.Request], Any]:
+        """``GET``: a watch (its gate, else kmock's own stream), a list or a read
+        (``NotImplemented``: none of them)."""
+        listing = self._faulty(_answer(self._list))
+        fetching = self._faulty(_answer(self._fetch))
+
+        def get(request: kmock.Request) -> Any:
+            action = request.action
+            if action == kmock.action.WATCH:
+                return self._watch_gate(request)
+            if action == kmock.action.LIST:
+                return listing(request)
+            if action == kmock.action.FETCH:
+                return fetching(request)
+            return NotImplemented
+        return get
 
     @staticmethod
     def _not_found(resource: str, name: str) -> Response:
