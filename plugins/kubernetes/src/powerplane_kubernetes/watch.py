@@ -5,7 +5,7 @@
 last version it saw). ``410 Gone`` lists again at once (a second one in a row backs off as
 a failure does); any other failure is tried again after a backoff doubling from
 :data:`BACKOFF_S` to :data:`BACKOFF_MAX_S`; while it has not listed, the cache is None and
-whoever reads it reads the store instead. Nothing but its stop ends it.
+whoever reads it reads the store instead. Nothing but cancelling its task ends it.
 
 What it keeps: the active maintenances by name, each at its ``resourceVersion`` (a
 terminal, deleted or unreadable object leaves the cache; an unreadable one is flagged for
@@ -113,6 +113,8 @@ class MaintenanceWatch:
         """An object that does not read as a maintenance was delivered (the executor's
         next read of the store refuses it; it sets this back)."""
         self.stopped = asyncio.Event()
+        """Set: a backoff's wait ends and no reconnect follows (a stream in progress ends
+        with its task's cancel, as :func:`following` does)."""
 
     # -- what it answers ---------------------------------------------------------------------
     def active(self) -> list[NodeMaintenance] | None:
