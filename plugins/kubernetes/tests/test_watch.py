@@ -35,6 +35,13 @@ def api() -> Any:
         yield server
 
 
+def requester_config(api: KubeApiServer, tmp_path: Path) -> Path:
+    """The seeded cluster's deployment file, its kubeconfig the client ``requester``'s."""
+    seed_nodes(api)
+    return write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
+                                                       client="requester"))
+
+
 def mine(api: KubeApiServer, before: collections.Counter[tuple[str, str, str]],
          ) -> collections.Counter[tuple[str, str]]:
     """The requester's requests since ``before``, by ``(verb, resource)``."""
@@ -77,9 +84,7 @@ def ceremony(node: str) -> Ceremony:
 def test_a_watched_requester_posts_two_per_request_and_lists_once(
     api: KubeApiServer, tmp_path: Path,
 ) -> None:
-    seed_nodes(api)
-    config = write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
-                                                         client="requester"))
+    config = requester_config(api, tmp_path)
     seen: list[tuple[str, str]] = []
 
     def told(kind: str, m: NodeMaintenance | None) -> None:
@@ -122,9 +127,7 @@ def test_the_watch_s_view_refuses_below_quorum_as_a_list_would(
 ) -> None:
     """cp1 is taken (its cordon admitted and done): a request for cp2 would leave one of
     three members, refused at once from the watch's view, with the numbers, and no list."""
-    seed_nodes(api)
-    config = write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
-                                                         client="requester"))
+    config = requester_config(api, tmp_path)
 
     async def go() -> None:
         async with PowerHost(load_config(config)) as host:
@@ -158,9 +161,7 @@ def test_an_executor_writes_no_request_record_its_watch_saw_created(
 ) -> None:
     """The executor's watch of the records: a request's record its creator wrote is not
     written again; the record of a request made by hand (none written) is, once."""
-    seed_nodes(api)
-    config = write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
-                                                         client="requester"))
+    config = requester_config(api, tmp_path)
     (tmp_path / "x").mkdir()
     executor_config = write_config(tmp_path / "x", api.write_kubeconfig(
         tmp_path / "executor-kc", client="executor"))
@@ -222,9 +223,7 @@ def test_a_failed_watch_of_the_records_is_taken_up_again(
 ) -> None:
     """The records' watch answered 500, then dropped: it backs off and watches again, and
     the records created meanwhile are seen (the maintenances' watch is not disturbed)."""
-    seed_nodes(api)
-    config = write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
-                                                         client="requester"))
+    config = requester_config(api, tmp_path)
     audits = f"{GROUP}/{VERSION}/{AUDIT_PLURAL}"
     api.fail_requests("watch", audits, "500", "disconnect")
     told: list[str] = []
