@@ -52,7 +52,7 @@ try:
     from powerplane.config import read_config
 except ImportError:  # an older build: reading and validating in one call (counted as yaml)
     read_config = None
-from powerplane.host import PowerHost
+from powerplane import PowerHost
 from powerplane.plugins import registry
 try:
     import powerplane.sim.channel

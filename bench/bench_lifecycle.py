@@ -49,8 +49,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from powerplane import PowerHost
 from powerplane.config import parse_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Ceremony, Lifecycle, Phase, Result
 from powerplane.lifecycle import guard as guard_module
 

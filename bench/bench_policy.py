@@ -89,7 +89,8 @@ import asyncio, json, statistics, sys, time
 from pathlib import Path
 from powerplane.authority.actions import Action, action_for_verb
 from powerplane.authority.roles import load_roles
-from powerplane.authority.service import Authority, policy_of
+from powerplane.authority.service import Authority
+from powerplane.runtime import policy_of
 from powerplane.cli._common import collector_off
 from powerplane.config import load_config
 from powerplane.recovery import VERBS

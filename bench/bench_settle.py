@@ -77,8 +77,8 @@ async def worker(
     nodes: int, parallel: int, latency_ms: float, channel_marker: bool = False
 ) -> dict[str, Any]:
     """One rolling reboot with whichever ``powerplane`` this interpreter imports."""
+    from powerplane import PowerHost
     from powerplane.config import parse_config
-    from powerplane.host import PowerHost
     from powerplane.lifecycle import Ceremony, Lifecycle, Phase, Result
 
     with tempfile.TemporaryDirectory(prefix="pp-bench-settle-") as tmpdir:

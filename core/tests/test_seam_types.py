@@ -30,6 +30,7 @@ from powerplane import (
     HasBootMarker,
     HasEndpoint,
     Identifies,
+    PowerHost,
     SecretRef,
     Terminates,
     Timeouts,
@@ -37,7 +38,6 @@ from powerplane import (
     hookimpl,
     parse_config,
 )
-from powerplane.host import PowerHost
 from powerplane.plugins import load_plugins
 from powerplane.sim.channel import SimulatedChannel, SimulatedConfig
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from powerplane import PowerHost
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import (
     Channel,
@@ -22,7 +23,6 @@ from powerplane.channel import (
     verb_method,
 )
 from powerplane.errors import ChannelError
-from powerplane.host import PowerHost
 from powerplane.plugins import Registry
 from powerplane.plugins import registry as default_registry
 from powerplane.secrets import SecretRef

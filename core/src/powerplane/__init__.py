@@ -8,7 +8,9 @@ gives):
   (``hookimpl``, ``ChannelType``, ``Channel`` and its optional protocols, ``Verb``,
   capabilities, the config key types, secret references, the errors a channel raises), and
   the **embedding API**, what an application driving power imports (``PowerHost`` and what
-  its methods return, ``load_config``/``parse_config``, the errors a call raises);
+  its methods return, ``open_deployment`` and its ``Runtime`` (the host, the authority and
+  the lifecycle composed once: :mod:`powerplane.runtime`), ``load_config``/``parse_config``,
+  the errors a call raises);
 - :mod:`powerplane.lifecycle` is the **port SDK** (cluster, storage and store port types,
   their protocols and errors) and the maintenance engine an application runs; none of its
   names is exported here;
@@ -43,7 +45,7 @@ from powerplane._lazy import lazy_exports
 if typing.TYPE_CHECKING:
     from powerplane.authority.identity import Identity
     from powerplane.authority.policy import Decision, Policy, PolicyContext, PolicyType
-    from powerplane.authority.service import Authority, authority_for
+    from powerplane.authority.service import Authority
     from powerplane.capabilities import CapabilitySet, Source, Verb
     from powerplane.channel import (
         Acceptance,
@@ -92,9 +94,10 @@ if typing.TYPE_CHECKING:
     )
     from powerplane.fields import StrictBool, StrictFloat, StrictInt, Timeouts, TlsVerify
     from powerplane.hookspecs import Registers, hookimpl
-    from powerplane.host import InvokeResult, NodeReading, PowerHost
+    from powerplane.host import InvokeResult, NodeReading
     from powerplane.readback import PowerOffConfirmed, PowerOffWatch
     from powerplane.recovery import NodeOffer, VerbOffer
+    from powerplane.runtime import PowerHost, Runtime, authority_for, open_deployment
     from powerplane.secrets import SecretKind, SecretRef
 
 __version__ = "0.1.0"
@@ -144,6 +147,7 @@ __all__ = [
     "Reading",
     "RefusedByDevice",
     "Registers",
+    "Runtime",
     "SecretError",
     "SecretKind",
     "SecretRef",
@@ -164,6 +168,7 @@ __all__ = [
     "hookimpl",
     "lazy_exports",
     "load_config",
+    "open_deployment",
     "parse_config",
     "require",
 ]
@@ -224,7 +229,9 @@ __getattr__, __dir__ = lazy_exports(
         "UnknownNode": ".errors",
         "InvokeResult": ".host",
         "NodeReading": ".host",
-        "PowerHost": ".host",
+        "PowerHost": ".runtime",
+        "Runtime": ".runtime",
+        "open_deployment": ".runtime",
         "PowerOffConfirmed": ".readback",
         "PowerOffWatch": ".readback",
         "NodeOffer": ".recovery",
@@ -238,6 +245,6 @@ __getattr__, __dir__ = lazy_exports(
         "PolicyContext": ".authority.policy",
         "PolicyType": ".authority.policy",
         "Authority": ".authority.service",
-        "authority_for": ".authority.service",
+        "authority_for": ".runtime",
     },
 )

@@ -19,14 +19,14 @@ from click.testing import CliRunner
 from powerplane import PowerHost, load_config
 from powerplane.authority.actions import Action
 from powerplane.authority.identity import Identity, local_identity
-from powerplane.authority.service import authority_for
 from powerplane.capabilities import Verb
 from powerplane.cli import cli
 from powerplane.errors import AuditNotRecorded, PolicyDenied
 from powerplane.lifecycle import Ceremony, Lifecycle
 from powerplane.lifecycle.ceremony import CeremonyRequired
 from powerplane.lifecycle.model import Phase
-from powerplane.lifecycle.store import StoreAudit, StoreError
+from powerplane.lifecycle.store import StoreError
+from powerplane.runtime import authority_for
 
 ALICE = Identity("alice")
 VICTOR = Identity("victor")
@@ -177,14 +177,21 @@ async def test_a_store_that_fails_the_audit_write_performs_nothing(
     lifecycle: Any, tmp_path: Path,
 ) -> None:
     lc = await lifecycle()
+    real = lc.store
     lc.store = FailingAuditStore(lc.store)
     lc.reconciler.store = lc.store
     with pytest.raises(StoreError):
         await lc.request("n1", "reboot", full("n1", ALICE))
     assert lc.store.all() == []
-    lc.host.authority.sink = StoreAudit(lc.store)
+    # the host's trail is the same store (the runtime composed it so): make its audit
+    # table refuse every write, as a full disk would
+    import sqlite3
+
+    with sqlite3.connect(real.path) as db:
+        db.execute("CREATE TRIGGER refuse BEFORE INSERT ON audit "
+                   "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
     with pytest.raises(AuditNotRecorded):
-        await lc.host.invoke("n1", Verb.REBOOT, reason="kernel", identity=ALICE)
+        await lc.host.invoke("n1", Verb.REBOOT, reason="kernel update", identity=ALICE)
     assert sent(tmp_path) == []
 
 
@@ -448,8 +455,7 @@ def test_the_authority_of_an_embedder_records_its_own_identity(tmp_path: Path) -
     deployment = load_config(write_deployment(tmp_path, audit=str(audit)))
 
     async def go() -> None:
-        authority = authority_for(deployment, identity=Identity("alice", via="oidc"))
-        async with PowerHost(deployment, authority=authority) as host:
+        async with PowerHost(deployment, identity=Identity("alice", via="oidc")) as host:
             await host.invoke("n2", Verb.REBOOT, reason="kernel")
 
     asyncio.run(go())

@@ -28,8 +28,8 @@ from typing import Any
 
 import yaml
 
+from powerplane import PowerHost
 from powerplane.config import load_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Ceremony, Lifecycle, Phase, Store
 from powerplane.lifecycle.phases import is_allowed
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from lifecycle_support import make_config
 
+from powerplane import PowerHost
 from powerplane.config import parse_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle
 
 LifecycleFactory = Callable[..., Any]

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
+from powerplane import PowerHost
 from powerplane.authority.identity import local_identity
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle, Phase
 
 WORLDS = ("simulated", "kubernetes")

@@ -16,9 +16,9 @@ import yaml
 from click.testing import CliRunner
 from lifecycle_support import ceremony, make_config
 
+from powerplane import PowerHost
 from powerplane.cli import cli
 from powerplane.config import load_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Ceremony, Lifecycle, Phase, lifecycle_config, open_store
 from powerplane.lifecycle.store import InvalidText, Store
 

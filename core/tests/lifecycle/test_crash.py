@@ -31,8 +31,8 @@ import yaml
 from lifecycle_support import ceremony
 from lifecycle_worlds import WORLDS, KubernetesWorld, SimulatedWorld, make_world
 
+from powerplane import PowerHost
 from powerplane.config import load_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle, Phase, lifecycle_config, open_store
 
 RUN = "import sys; from powerplane.cli import main; sys.exit(main(sys.argv[1:]))"

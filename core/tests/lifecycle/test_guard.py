@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 from lifecycle_support import ceremony, make_config
 
+from powerplane import PowerHost
 from powerplane.capabilities import Verb
 from powerplane.config import parse_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import CeremonyRequired, Lifecycle, Phase
 from powerplane.lifecycle import guard as guard_mod
-from powerplane.lifecycle.guard import GuardRefused, invoke_guard
+from powerplane.lifecycle.direct import LifecycleGuard
+from powerplane.lifecycle.guard import GuardRefused
 
 GOOD = "replace the PSU in slot 2"
 
@@ -30,7 +31,7 @@ async def _one_member_powered_off(open_lifecycle: Any) -> Lifecycle:
 async def test_the_reproduced_call_is_refused(open_lifecycle: Any) -> None:
     """`invoke cp2 reboot --reason x` with cp1 PoweredOff: bad reason, then below quorum."""
     lc = await _one_member_powered_off(open_lifecycle)
-    guard = invoke_guard(lc.host.deployment, host=lc.host)
+    guard = lc.host.guard
     assert guard is not None
     short = (await guard(["cp2"], Verb.REBOOT, "x"))["cp2"]
     assert isinstance(short, CeremonyRequired) and short.exit_code == 2
@@ -43,10 +44,14 @@ async def test_the_reproduced_call_is_refused(open_lifecycle: Any) -> None:
     assert lc.host.channel("lab").dispatches == [("shutdown", "cp1")]  # nothing else sent
 
 
-async def test_without_a_host_the_guard_reads_through_its_own(open_lifecycle: Any) -> None:
+async def test_the_guard_comes_with_the_host_and_reads_through_it(
+    open_lifecycle: Any,
+) -> None:
+    """A host of a deployment with a lifecycle: section carries the lifecycle's guard by
+    construction, reading readiness through that very host."""
     lc = await _one_member_powered_off(open_lifecycle)
-    guard = invoke_guard(lc.host.deployment)
-    assert guard is not None
+    guard = lc.host.guard
+    assert isinstance(guard, LifecycleGuard) and guard.host is lc.host
     refused = (await guard(["cp3"], Verb.SHUTDOWN, GOOD))["cp3"]
     assert isinstance(refused, GuardRefused)
     assert "quorum 2, margin 0" in str(refused)
@@ -54,7 +59,7 @@ async def test_without_a_host_the_guard_reads_through_its_own(open_lifecycle: An
 
 async def test_a_node_under_maintenance_is_refused_naming_it(open_lifecycle: Any) -> None:
     lc = await _one_member_powered_off(open_lifecycle)
-    guard = invoke_guard(lc.host.deployment, host=lc.host)
+    guard = lc.host.guard
     assert guard is not None
     name = lc.store.active()[0].name
     refused = (await guard(["cp1"], Verb.REBOOT, GOOD))["cp1"]
@@ -67,7 +72,7 @@ async def test_a_node_under_maintenance_is_refused_naming_it(open_lifecycle: Any
 
 async def test_a_virtual_node_is_refused(open_lifecycle: Any) -> None:
     lc = await open_lifecycle(labels={"w1": {"powerplane.io/virtual-node": "true"}})
-    guard = invoke_guard(lc.host.deployment, host=lc.host)
+    guard = lc.host.guard
     assert guard is not None
     for verb in (Verb.REBOOT, Verb.SHUTDOWN, Verb.TERMINATE):
         refused = (await guard(["w1"], verb, GOOD))["w1"]
@@ -78,7 +83,7 @@ async def test_a_virtual_node_is_refused(open_lifecycle: Any) -> None:
 
 async def test_nodes_of_one_call_count_against_quorum_together(open_lifecycle: Any) -> None:
     lc = await open_lifecycle()
-    guard = invoke_guard(lc.host.deployment, host=lc.host)
+    guard = lc.host.guard
     assert guard is not None
     # cp1 consumes the last of the margin: a hazard, which needs its typed reason
     verdicts = await guard(["w1", "cp1", "cp2", "cp3", "w2"], Verb.REBOOT, GOOD,
@@ -92,7 +97,7 @@ async def test_nodes_of_one_call_count_against_quorum_together(open_lifecycle: A
 
 async def test_an_unlabelled_cluster_refuses_saying_what_to_set(open_lifecycle: Any) -> None:
     lc = await open_lifecycle(control_plane=())
-    guard = invoke_guard(lc.host.deployment, host=lc.host)
+    guard = lc.host.guard
     assert guard is not None
     refused = (await guard(["w1"], Verb.REBOOT, GOOD))["w1"]
     assert isinstance(refused, GuardRefused)
@@ -102,7 +107,7 @@ async def test_an_unlabelled_cluster_refuses_saying_what_to_set(open_lifecycle: 
 
 async def test_an_unknown_node_is_bad_input(open_lifecycle: Any) -> None:
     lc = await open_lifecycle()
-    guard = invoke_guard(lc.host.deployment, host=lc.host)
+    guard = lc.host.guard
     assert guard is not None
     unknown = (await guard(["nope"], Verb.REBOOT, GOOD))["nope"]
     assert unknown is not None and unknown.exit_code == 2
@@ -111,9 +116,9 @@ async def test_an_unknown_node_is_bad_input(open_lifecycle: Any) -> None:
 def test_no_lifecycle_section_no_guard(tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
     del cfg["lifecycle"]
-    assert invoke_guard(parse_config(cfg)) is None
+    assert PowerHost(parse_config(cfg)).guard is None
     cfg["lifecycle"] = {}
-    assert invoke_guard(parse_config(cfg)) is not None
+    assert isinstance(PowerHost(parse_config(cfg)).guard, LifecycleGuard)
 
 
 async def test_one_derivation_three_callers(
@@ -133,7 +138,7 @@ async def test_one_derivation_three_callers(
     assert seen == ["w1"]
     await lc.reconcile(m.name)
     assert seen == ["w1", "w1"]
-    guard = invoke_guard(lc.host.deployment, host=lc.host)
+    guard = lc.host.guard
     assert guard is not None
     await guard(["w2"], Verb.REBOOT, GOOD)
     assert seen == ["w1", "w1", "w2"]
@@ -142,10 +147,8 @@ async def test_one_derivation_three_callers(
 async def test_the_reconcilers_own_dispatch_passes_a_guarded_host(tmp_path: Path) -> None:
     """A host carrying the guard still lets a maintenance send its own verb, once."""
     deployment = parse_config(make_config(tmp_path))
-    guard = invoke_guard(deployment)
-    assert guard is not None
-    host = PowerHost(deployment, guard=guard)
-    guard.host = host
+    host = PowerHost(deployment)
+    assert host.guard is not None
     await host.start()
     lc = Lifecycle.for_host(host)
     try:
@@ -166,10 +169,11 @@ async def test_a_direct_call_creates_no_store_and_a_broken_one_stops_it(tmp_path
     from powerplane.lifecycle import StoreError
 
     deployment = parse_config(make_config(tmp_path))
-    guard = invoke_guard(deployment)
-    assert guard is not None
-    assert await guard(["w1"], Verb.REBOOT, GOOD) == {"w1": None}
-    assert not (tmp_path / "lifecycle.db").exists()
-    (tmp_path / "lifecycle.db").write_bytes(b"not a database at all" * 100)
-    with pytest.raises(StoreError, match=r"lifecycle\.db"):
-        await guard(["w1"], Verb.REBOOT, GOOD)
+    async with PowerHost(deployment, nodes=()) as host:
+        guard = host.guard
+        assert guard is not None
+        assert await guard(["w1"], Verb.REBOOT, GOOD) == {"w1": None}
+        assert not (tmp_path / "lifecycle.db").exists()
+        (tmp_path / "lifecycle.db").write_bytes(b"not a database at all" * 100)
+        with pytest.raises(StoreError, match=r"lifecycle\.db"):
+            await guard(["w1"], Verb.REBOOT, GOOD)

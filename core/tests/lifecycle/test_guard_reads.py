@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from lifecycle_support import CP_LABEL, ceremony, make_config
 
+from powerplane import PowerHost
 from powerplane.config import parse_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle, MaintenanceRefused, Phase
 from powerplane.lifecycle.cluster import DrainProgress
 from powerplane.lifecycle.guard import observe

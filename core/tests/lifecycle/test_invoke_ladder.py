@@ -1,4 +1,4 @@
-"""One ceremony ladder for ``invoke`` and ``maintenance request`` (and ``PowerHost(guard=)``).
+"""One ceremony ladder for ``invoke`` and ``maintenance request`` (and ``PowerHost``'s own guard).
 
 Three ready control-plane members, quorum 2: taking one out consumes the last of the margin,
 a hazard. ``maintenance request`` asks a typed hazard reason for it; so does a direct call,
@@ -22,11 +22,11 @@ import yaml
 from click.testing import CliRunner
 from lifecycle_support import cp_deployment, make_config
 
+from powerplane import PowerHost
 from powerplane.capabilities import Verb
 from powerplane.cli import cli
 from powerplane.config import parse_config
-from powerplane.host import PowerHost
-from powerplane.lifecycle.guard import HazardReasonRequired, invoke_guard
+from powerplane.lifecycle.guard import HazardReasonRequired
 
 WHY = "kernel update"
 HAZARD = "cp-2 and cp-3 stay up"
@@ -130,10 +130,7 @@ async def test_the_library_guard_refuses_a_hazard_without_its_reason(
     tmp_path: Path, via: str
 ) -> None:
     deployment_ = parse_config(make_config(tmp_path))
-    guard = invoke_guard(deployment_)
-    assert guard is not None
-    async with PowerHost(deployment_, guard=guard) as host:
-        guard.host = host
+    async with PowerHost(deployment_) as host:  # the guard comes with the host
         if via == "invoke":
             with pytest.raises(HazardReasonRequired) as caught:
                 await host.invoke("cp1", Verb.REBOOT, reason="replace the PSU in slot 2")

@@ -15,8 +15,8 @@ from typing import Any
 
 from lifecycle_support import ceremony, make_config
 
+from powerplane import PowerHost
 from powerplane.config import parse_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Phase, guard
 from powerplane.sim.machines import SimulatedMachines, machine_boots, machine_model_state
 

@@ -20,9 +20,8 @@ import yaml
 from lifecycle_support import ceremony, make_config
 from pydantic import BaseModel, ConfigDict, Field
 
-from powerplane import ConfigError, SecretError, SecretKind, SecretRef, hookimpl
+from powerplane import ConfigError, PowerHost, SecretError, SecretKind, SecretRef, hookimpl
 from powerplane.config import parse_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import (
     ClusterPort,
     ClusterType,

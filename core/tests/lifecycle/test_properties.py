@@ -29,9 +29,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from lifecycle_support import ceremony, make_config
 from lifecycle_worlds import WORLDS, kubernetes_store_available, make_world, need_kubernetes
 
+from powerplane import PowerHost
 from powerplane.config import parse_config
 from powerplane.errors import PowerplaneError
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle, Phase, crash
 from powerplane.lifecycle.phases import is_allowed
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from lifecycle_support import ceremony, make_config
 
+from powerplane import PowerHost
 from powerplane.config import parse_config
-from powerplane.host import PowerHost
 from powerplane.lifecycle import Lifecycle, Phase
 from powerplane.lifecycle.model import DispatchOutcome
 

@@ -56,7 +56,7 @@ from powerplane_demo.processes import descendants, process_table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from powerplane.host import PowerHost
+    from powerplane import PowerHost
     from powerplane.plugins import Registry
 
 __all__ = ["INTERRUPTED", "ROLES", "SLOTS", "Demo", "NotStarted", "Slot", "StepResult",
@@ -466,10 +466,11 @@ class Demo:
         return path
 
     async def walk(self, config_path: Path) -> None:
-        from powerplane.host import PowerHost
+        from powerplane import open_deployment
 
-        host = PowerHost.from_config(config_path, self.registry)
-        async with host:
+        # the one runtime: the deployment's policy and audit, the lifecycle's guard
+        async with open_deployment(config_path, registry=self.registry) as runtime:
+            host = runtime.host
             self.show_offers(host)
             await self.maintenance_reboot(host)
             await self.shutdown_and_return(host)

@@ -14,10 +14,10 @@ import pytest
 from powerplane import PowerHost, parse_config
 from powerplane.authority.actions import Action
 from powerplane.authority.identity import Identity
-from powerplane.authority.service import policy_of
 from powerplane.capabilities import Verb
 from powerplane.errors import ConfigError, PolicyDenied, PowerplaneError
 from powerplane.lifecycle import TemporaryPortError
+from powerplane.runtime import policy_of
 from powerplane.testing import plugin_registry
 from powerplane_kubernetes import plugin
 from powerplane_kubernetes.policy import KubernetesPolicy, PolicyUnavailable, rbac_verb

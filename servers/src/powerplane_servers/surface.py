@@ -357,16 +357,17 @@ async def open_surface(config: str | None, *, runner: bool = True,
     lifecycle's store open, and (``runner``) its maintenances run in this process. A store
     a gateway serves (Kubernetes mode) is served through it, with no runner here (the
     operator executes)."""
-    from powerplane import ConfigError, ConfigProblem
+    from powerplane import ConfigError, ConfigProblem, open_deployment
 
-    host = PowerHost.from_config(config)
-    deployment = host.deployment
-    if not (deployment.lifecycle or "lifecycle" in (deployment.raw or {})):
+    runtime = open_deployment(config)  # the one runtime: policy, audit, the guard
+    host = runtime.host
+    if not runtime.has_lifecycle:
         raise ConfigError([ConfigProblem(
             "lifecycle", "this deployment has no lifecycle: section, and `powerplane serve` "
             "records maintenances in its store (for example: lifecycle: {store: "
-            "./powerplane.db, cluster: {type: simulated}})")], source=deployment.source)
-    lifecycle = Lifecycle.for_host(host)
+            "./powerplane.db, cluster: {type: simulated}})")], source=host.deployment.source)
+    lifecycle = runtime.lifecycle
+    assert lifecycle is not None
     try:
         options = (kubernetes or KubernetesSettings()).model_dump()
         gateway = find_gateway(lifecycle.store, options)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from powerplane.authority.actions import Action
@@ -23,13 +22,13 @@ from powerplane.authority.audit import (
     default_audit_path,
 )
 from powerplane.authority.identity import Identity, local_identity
-from powerplane.authority.policy import NO_POLICY, Decision, Policy, PolicyContext, denied
+from powerplane.authority.policy import NO_POLICY, Decision, Policy, denied
 from powerplane.errors import AuditNotRecorded, PolicyDenied
 
 if TYPE_CHECKING:
-    from powerplane.config import Deployment, NodeSpec
+    from powerplane.config import NodeSpec
 
-__all__ = ["Authority", "audit_file_of", "authority_for", "policy_of"]
+__all__ = ["Authority"]
 
 log = logging.getLogger("powerplane.authority")
 
@@ -68,13 +67,10 @@ class Authority:
 
     @property
     def sink(self) -> AuditSink:
+        """Where this authority's records go (fixed when it is built)."""
         if self._sink is None:
             self._sink = JsonLinesAudit(default_audit_path())
         return self._sink
-
-    @sink.setter
-    def sink(self, sink: AuditSink) -> None:
-        self._sink = sink
 
     async def decide(
         self, action: Action, nodes: Sequence[tuple[str, NodeSpec | None]],
@@ -155,34 +151,3 @@ class Authority:
         """Make the accepted acts' records durable; :class:`AuditNotRecorded` if they are
         not (then the acts must not be performed)."""
         self.sink.append(records)
-
-
-def policy_of(deployment: Deployment) -> Policy:
-    """The policy the deployment's ``policy:`` section builds (none: :data:`NO_POLICY`)."""
-    spec = getattr(deployment, "policy", None)
-    if spec is None:
-        return NO_POLICY
-    policy: Policy = spec.type.factory(spec.config, PolicyContext(source=deployment.source))
-    return policy
-
-
-def audit_file_of(deployment: Deployment) -> Path:
-    """The JSON-lines audit file of direct calls: ``audit.path`` (relative: beside the
-    deployment file), else :func:`~powerplane.authority.audit.default_audit_path`."""
-    settings = getattr(deployment, "audit", None)
-    path = settings.path if settings is not None else None
-    if path is None:
-        return default_audit_path()
-    found = Path(path)
-    if not found.is_absolute() and not deployment.source.startswith("<"):
-        found = Path(deployment.source).parent / found
-    return found
-
-
-def authority_for(
-    deployment: Deployment, *, sink: AuditSink | None = None,
-    identity: Identity | None = None,
-) -> Authority:
-    """The deployment's authority: its policy, and ``sink`` (else its audit file)."""
-    return Authority(policy_of(deployment), sink or JsonLinesAudit(audit_file_of(deployment)),
-                     identity=identity)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from powerplane.authority.service import Authority
     from powerplane.channel import CutCall
     from powerplane.config import Deployment
-    from powerplane.host import PowerHost
+    from powerplane.runtime import PowerHost, Runtime
 
 __all__ = [
     "INTERRUPTED",
@@ -51,6 +51,7 @@ __all__ = [
     "on_behalf_of_identity",
     "on_behalf_of_option",
     "open_host",
+    "open_runtime",
     "output_option",
     "printer",
     "run_async",
@@ -333,78 +334,37 @@ def _in_thread(fn: Callable[[Coroutine[Any, Any, T]], T], coro: Coroutine[Any, A
     return box["result"]  # type: ignore[no-any-return]
 
 
-def open_host(
-    ctx: click.Context, *, guarded: bool = False, nodes: Iterable[str] | None = None
-) -> PowerHost:
-    """A host for the deployment named by --config / $POWERPLANE_CONFIG / ./powerplane.yaml.
-
-    ``guarded``: where the deployment has a ``lifecycle:`` section, every reboot, shutdown
-    and terminate passes the lifecycle's guard (quorum, virtual nodes, active maintenances,
-    the reason policy): no direct call bypasses it.
+def open_runtime(ctx: click.Context, *, nodes: Iterable[str] | None = None) -> Runtime:
+    """The deployment named by --config / $POWERPLANE_CONFIG / ./powerplane.yaml, opened
+    through the one runtime (:func:`powerplane.runtime.open_deployment`): its host with the
+    deployment's authority and, where it has a ``lifecycle:`` section, the lifecycle's
+    guard on every reboot, shutdown and terminate (no command can leave it off), and its
+    lifecycle on first use.
 
     ``nodes``: start the host for these nodes only (``()``: none), so a one-node command
     creates, discovers and imports only what it touches; the rest on first use. None (the
     default): every channel is created and discovered at start.
     """
     from powerplane.cli import OWN_PROCESS
-    from powerplane.host import PowerHost
+    from powerplane.runtime import open_deployment
 
     deployment = load_deployment(ctx)
     if (ctx.find_root().obj or {}).get(OWN_PROCESS):
         tune_gc()  # the command's process: the collector tuned once, for the whole command
-    authority = authority_of(deployment)
-    if not guarded or not _has_lifecycle(deployment):
-        # no lifecycle: section, no guard (as invoke_guard says): the lifecycle stays unloaded
-        return PowerHost(deployment, nodes=nodes, authority=authority)
-    from powerplane.lifecycle.guard import invoke_guard
-
-    guard = invoke_guard(deployment)
-    host = PowerHost(deployment, guard=guard, nodes=nodes, authority=authority)
-    if guard is not None:
-        guard.host = host  # the guard reads readiness through this host: one discovery
-    return host
+    return open_deployment(deployment, nodes=nodes)
 
 
-def _has_lifecycle(deployment: Deployment) -> bool:
-    return bool(deployment.lifecycle) or "lifecycle" in (deployment.raw or {})
+def open_host(ctx: click.Context, *, nodes: Iterable[str] | None = None) -> PowerHost:
+    """The runtime's host (:func:`open_runtime`) for a command that needs no lifecycle."""
+    return open_runtime(ctx, nodes=nodes).host
 
 
 def authority_of(deployment: Deployment) -> Authority:
-    """The deployment's authority for a command: its policy, this process's OS user, and
-    its audit trail: ``audit.path`` when set, else the lifecycle store where the deployment
-    has a ``lifecycle:`` section (one trail: direct acts beside the maintenances), else
-    the default audit file."""
-    from powerplane.authority.service import authority_for
+    """The deployment's authority as the runtime composes it (its policy, this process's OS
+    user, its audit trail), for a command that decides or reads without a host."""
+    from powerplane.runtime import authority_for
 
-    if deployment.audit.path is not None or not _has_lifecycle(deployment):
-        return authority_for(deployment)
-    return authority_for(deployment, sink=_LifecycleTrail(deployment))
-
-
-class _LifecycleTrail:
-    """The lifecycle store's audit trail as the authority's sink, its store opened (and the
-    store's modules imported) only when a record is written or read: a command that
-    records nothing (``state``) imports none of it."""
-
-    description = "the lifecycle store"
-
-    def __init__(self, deployment: Deployment) -> None:
-        self.deployment = deployment
-
-    def _trail(self) -> Any:
-        from powerplane.lifecycle.ports import open_store
-        from powerplane.lifecycle.settings import lifecycle_config
-        from powerplane.lifecycle.store import StoreAudit
-
-        source = self.deployment.source
-        config = lifecycle_config(self.deployment.lifecycle, source)
-        return StoreAudit(lambda create: open_store(config, source, create=create))
-
-    def append(self, records: Any) -> None:
-        self._trail().append(records)
-
-    def records(self, node: str | None = None) -> Any:
-        return self._trail().records(node)
+    return authority_for(deployment)
 
 
 def _no_actor(ctx: click.Context, param: click.Parameter, value: str | None) -> None:

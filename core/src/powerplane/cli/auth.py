@@ -57,8 +57,8 @@ def can_i_cmd(ctx: click.Context, action: str, node: str, as_user: str | None,
     """
     from powerplane.authority.actions import parse_action
     from powerplane.authority.identity import Identity, local_identity
-    from powerplane.authority.service import authority_for
     from powerplane.errors import UnknownNode
+    from powerplane.runtime import authority_for
 
     try:
         the_action = parse_action(action if ":" in action else f"servers:{action}")

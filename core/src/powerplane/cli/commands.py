@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from powerplane.capabilities import Verb
     from powerplane.config import Deployment, NodeSpec
     from powerplane.errors import PowerplaneError
-    from powerplane.host import InvokeResult, Plan, PowerHost
+    from powerplane.host import InvokeResult, Plan
+    from powerplane.runtime import PowerHost
 
 __all__ = ["check_cmd", "invoke_cmd", "offers_cmd", "plugins_cmd", "state_cmd"]
 
@@ -436,7 +437,7 @@ def invoke_cmd(
 
     async def go() -> tuple[list[dict[str, Any]], list[int]]:
         # nothing discovered up front: plan() discovers what the chosen nodes use
-        async with open_host(ctx, guarded=True, nodes=()) as host:
+        async with open_host(ctx, nodes=()) as host:
             chosen = _select(host, nodes, selectors, sites)
             hazard = hazard_reason
             plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard,

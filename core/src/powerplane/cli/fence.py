@@ -7,10 +7,10 @@ input, or, for people, as long options (``--action off --plug node-1``); see
 (``config=``), its plugs are the deployment's nodes (``plug=``, also ``port=``, else
 ``nodename=``).
 
-Every action goes through :class:`~powerplane.host.PowerHost` exactly as ``powerplane
-invoke`` and ``powerplane state`` do, built by the CLI's own :func:`open_host` (the
-lifecycle's guard where the deployment has a ``lifecycle:`` section, the deployment's
-policy and audit trail, this process's OS user as the identity):
+Every action goes through :class:`powerplane.PowerHost` exactly as ``powerplane
+invoke`` and ``powerplane state`` do, opened by the one runtime (the CLI's
+:func:`open_host`: the lifecycle's guard where the deployment has a ``lifecycle:``
+section, the deployment's policy and audit trail, this process's OS user as the identity):
 
 - ``off`` is ``shutdown`` under the rule: where no channel of the node can power it back on
   and no attendance is declared, it is refused with the rule's reason (exit 1, nothing
@@ -53,7 +53,8 @@ from powerplane.cli._common import open_host, run_async
 
 if TYPE_CHECKING:
     from powerplane.capabilities import Verb
-    from powerplane.host import InvokeResult, NodeReading, Plan, PowerHost
+    from powerplane.host import InvokeResult, NodeReading, Plan
+    from powerplane.runtime import PowerHost
 
 __all__ = ["ACTIONS", "FenceOptions", "main", "metadata", "parse_argv", "parse_stdin", "run"]
 
@@ -624,16 +625,16 @@ def _validate(opts: FenceOptions, ctx: click.Context, out: _Out) -> int:
 
 
 _Run = Callable[["PowerHost", FenceOptions, _Out], Awaitable[int]]
-_HOST_ACTIONS: dict[str, tuple[_Run, bool]] = {
-    "status": (_status, False),
-    "monitor": (_monitor, False),
-    "list": (_list, False),
-    "list-status": (_list, False),
-    "off": (_off, True),
-    "on": (_on, True),
-    "reboot": (_reboot, True),
+_HOST_ACTIONS: dict[str, _Run] = {
+    "status": _status,
+    "monitor": _monitor,
+    "list": _list,
+    "list-status": _list,
+    "off": _off,
+    "on": _on,
+    "reboot": _reboot,
 }
-"""Each action that needs a host: its coroutine, and whether the host is guarded (the
+"""Each action that needs a host, and its coroutine (the host the runtime's: the
 lifecycle's guard on reboot, shutdown and terminate, as for ``powerplane invoke``)."""
 
 
@@ -678,10 +679,10 @@ def run(argv: Sequence[str] | None = None, *, stdin: IO[str] | None = None,
     try:
         if opts.action == "validate-all":
             return _validate(opts, ctx, out)
-        action, guarded = _HOST_ACTIONS[opts.action]
+        action = _HOST_ACTIONS[opts.action]
 
         async def go() -> int:
-            async with open_host(ctx, guarded=guarded, nodes=()) as host:
+            async with open_host(ctx, nodes=()) as host:
                 return await action(host, opts, out)
 
         return run_async(go())

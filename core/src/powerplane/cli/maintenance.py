@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable
 
     from powerplane.config import Deployment
-    from powerplane.host import PowerHost
     from powerplane.lifecycle.model import NodeMaintenance, Preflight
     from powerplane.lifecycle.ports import MaintenanceStore
+    from powerplane.runtime import PowerHost
 
 __all__ = ["maintenance_group"]
 

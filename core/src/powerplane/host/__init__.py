@@ -1,9 +1,11 @@
 """The host: discovers channels' capabilities, offers verbs under the rule, invokes them.
 
-:class:`PowerHost` (:mod:`~powerplane.host.facade`) is what an embedder uses; behind it the
-package is split by concern, each module importing only those below it::
+:class:`Host` (:mod:`~powerplane.host.facade`) is the engine; an embedder uses
+:class:`powerplane.PowerHost`, the runtime's ``Host`` composed with its deployment's authority
+and guard (:mod:`powerplane.runtime`). The package is split by concern, each module
+importing only those below it::
 
-    facade      PowerHost: checks arguments, delegates
+    facade      Host: checks arguments, delegates
     invoking    the rule again at dispatch, the guard, one node or a fleet (Plan, InvokeResult)
     reading     power state read back, boot markers, the wait for a verb's state
     discovery   capabilities per (channel, target), batched per endpoint
@@ -18,9 +20,9 @@ the at-most-once promise.
 
 from __future__ import annotations
 
-from powerplane.host.facade import PowerHost
+from powerplane.host.facade import Host, has_lifecycle
 from powerplane.host.invoking import GUARDED, InvokeGuard, InvokeResult, Plan
 from powerplane.host.reading import ChannelReading, NodeReading
 
-__all__ = ["GUARDED", "ChannelReading", "InvokeGuard", "InvokeResult", "NodeReading", "Plan",
-           "PowerHost"]
+__all__ = ["GUARDED", "ChannelReading", "Host", "InvokeGuard", "InvokeResult", "NodeReading",
+           "Plan", "has_lifecycle"]

@@ -1,13 +1,10 @@
-"""``PowerHost``: the asyncio-native host that discovers, offers, invokes and reads back.
+"""``Host``: the asyncio-native engine that discovers, offers, invokes and reads back.
 
-::
-
-    async with PowerHost.from_config("powerplane.yaml") as host:   # discovers capabilities
-        offer = host.offer_for("node-1")
-        result = await host.invoke("node-1", Verb.SHUTDOWN, reason="PSU swap")
-
-    async with PowerHost.from_config("powerplane.yaml", nodes=["node-1"]) as host:
-        ...   # creates and discovers only what node-1 uses; the rest on first use
+An application never builds one itself: :class:`powerplane.PowerHost` (the runtime's,
+:mod:`powerplane.runtime`) is a ``Host`` composed with its deployment's authority and,
+where the deployment has a ``lifecycle:`` section, the lifecycle's guard. The engine
+refuses to exist without that guard: a ``Host`` of a deployment with a ``lifecycle:``
+section and no guard raises ``ValueError`` (no way to leave the guard off by forgetting it).
 
 The façade: each method checks its arguments and hands the work to the part of the
 package that does it (:mod:`~powerplane.host.discovery`, :mod:`~powerplane.host.invoking`,
@@ -23,15 +20,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from powerplane.authority.identity import Identity
-from powerplane.authority.service import Authority, authority_for
+from powerplane.authority.service import Authority
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import Channel
-from powerplane.config import Deployment, NodeSpec, deployment_problems, load_config
+from powerplane.config import Deployment, NodeSpec, deployment_problems
 from powerplane.errors import ConfigError, PowerplaneError
 from powerplane.host.calls import Calls
 from powerplane.host.channels import Channels
@@ -50,41 +46,48 @@ from powerplane.plugins import Registry
 from powerplane.readback import PowerOffWatch
 from powerplane.recovery import NodeOffer, VerbOffer
 
-__all__ = ["PowerHost"]
+__all__ = ["Host", "has_lifecycle"]
 
 log = logging.getLogger("powerplane.host")
 
 
-class PowerHost:
+def has_lifecycle(deployment: Deployment) -> bool:
+    """Whether ``deployment`` has a ``lifecycle:`` section (even an empty one)."""
+    return bool(deployment.lifecycle) or "lifecycle" in (deployment.raw or {})
+
+
+class Host:
     """Discovers channels' capabilities, offers verbs under the rule, invokes them.
 
-    ``nodes``: start for these nodes only (see :meth:`start`); None, every node.
-    ``authority``: who may act and where acts are recorded (default:
-    :func:`~powerplane.authority.authority_for` the deployment: its ``policy:`` section,
-    its audit file, this process's OS user).
-    ``registry``: the plugins whose deployment checks :meth:`start` runs (default: the
-    process-wide registry; :meth:`from_config` passes the one the file was loaded with).
+    ``guard``: asked before every reboot, shutdown and terminate; required (not None) for a
+    deployment with a ``lifecycle:`` section. ``authority``: who may act and where acts
+    are recorded. ``nodes``: start for these nodes only (see :meth:`start`); None, every
+    node. ``registry``: the plugins whose deployment checks :meth:`start` runs (default:
+    the process-wide registry).
     """
 
     def __init__(
         self,
         deployment: Deployment,
         *,
-        guard: InvokeGuard | None = None,
+        guard: InvokeGuard | None,
+        authority: Authority,
         nodes: Iterable[str] | None = None,
-        authority: Authority | None = None,
         registry: Registry | None = None,
     ) -> None:
+        if guard is None and has_lifecycle(deployment):
+            raise ValueError(
+                f"{deployment.source} has a lifecycle: section, and a host of it needs the "
+                "lifecycle's guard: build it with powerplane.PowerHost (or "
+                "powerplane.runtime.open_deployment), which attaches it")
         self._registry = registry
-        self.authority = authority if authority is not None else authority_for(deployment)
-        """The policy every act is decided by and the audit every act is recorded in."""
+        self._authority = authority
         self.limits = deployment.limits
         self._channels = Channels(deployment)
         self._calls = Calls(deployment, self._channels)
         self._discovery = Discovery(deployment, self._calls)
         self._reader = Reader(deployment, self._discovery)
-        self._invoker = Invoker(deployment, self._discovery, self._reader, guard,
-                                self.authority)
+        self._invoker = Invoker(deployment, self._discovery, self._reader, guard, authority)
         self._deployment = deployment
         self._scope = None if nodes is None else tuple(nodes)
         """What ``async with`` starts for: None every node, else only these (see start)."""
@@ -93,11 +96,19 @@ class PowerHost:
     @property
     def deployment(self) -> Deployment:
         """The deployment this host serves; a new one assigned is what every later call
-        looks nodes and channels up in (the limits stay those the host started with)."""
+        looks nodes and channels up in (the limits, the guard and the authority stay those
+        the host was built with: one whose ``lifecycle:`` or ``policy:`` section differs is
+        refused with ``ValueError``)."""
         return self._deployment
 
     @deployment.setter
     def deployment(self, deployment: Deployment) -> None:
+        old = self._deployment
+        if (has_lifecycle(deployment) != has_lifecycle(old)
+                or dict(deployment.lifecycle) != dict(old.lifecycle)
+                or deployment.policy != old.policy or deployment.audit != old.audit):
+            raise ValueError("a host keeps the lifecycle, policy and audit sections it was "
+                             "built with: build a new host for a deployment that changes them")
         self._deployment = deployment
         for part in (self._channels, self._calls, self._discovery, self._reader,
                      self._invoker):
@@ -105,30 +116,18 @@ class PowerHost:
         self._discovery.rules.recovery = deployment.recovery
 
     @property
+    def authority(self) -> Authority:
+        """The policy every act is decided by and the audit every act is recorded in."""
+        return self._authority
+
+    @property
     def guard(self) -> InvokeGuard | None:
-        """Asked before every reboot, shutdown and terminate (the lifecycle's guard)."""
+        """Asked before every reboot, shutdown and terminate (the lifecycle's guard; None
+        for a deployment without a ``lifecycle:`` section). Fixed at construction."""
         return self._invoker.guard
 
-    @guard.setter
-    def guard(self, guard: InvokeGuard | None) -> None:
-        self._invoker.guard = guard
-
-    # -- construction ------------------------------------------------------------------------
-    @classmethod
-    def from_config(
-        cls,
-        path: str | os.PathLike[str] | None = None,
-        registry: Registry | None = None,
-        *,
-        guard: InvokeGuard | None = None,
-        nodes: Iterable[str] | None = None,
-        authority: Authority | None = None,
-    ) -> PowerHost:
-        """A host for the deployment file at ``path`` (as ``find_config`` finds it)."""
-        return cls(load_config(path, registry=registry), guard=guard, nodes=nodes,
-                   authority=authority, registry=registry)
-
-    async def __aenter__(self) -> PowerHost:
+    # -- life --------------------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
         await self.start(self._scope)
         return self
 

@@ -6,7 +6,8 @@ refusal and storage evacuation run inside it; it reaches the cluster and storage
 small ports (:mod:`.cluster`, :mod:`.storage`) and power through the ``PowerHost``, and
 keeps its objects in a store (:mod:`.store`: embedded SQLite by default). Cluster, storage
 and store are port types plugins register through hooks (:mod:`.ports`). The same guard
-runs for a direct ``invoke`` of reboot, shutdown and terminate (:func:`invoke_guard`).
+runs for a direct ``invoke`` of reboot, shutdown and terminate: the runtime attaches it to
+every host of a deployment with a ``lifecycle:`` section (:mod:`powerplane.runtime`).
 
 This package is the one public home of the lifecycle's names, for two audiences (its
 ``__all__``; nothing of it is exported by :mod:`powerplane`):
@@ -17,8 +18,8 @@ This package is the one public home of the lifecycle's names, for two audiences 
   (``NodeMaintenance``, ``Phase``, ``AuditRecord``, ...) and what ports and stores raise
   (``PortError`` and its two kinds, ``StoreError``, ``NotFound``, ``StoreConflict``: the store's
   retry signal, ...);
-- embedders running maintenance: ``Lifecycle``, ``Store``, ``open_store``,
-  ``invoke_guard``, the ceremony, the settings (``lifecycle_config``).
+- embedders running maintenance: ``Lifecycle``, ``Store``, ``open_store``, the ceremony,
+  the settings (``lifecycle_config``).
 
 The engine's own classes (``Reconciler``, the guards' classes) are internal: importable from
 their modules, with no promise. Names load lazily (as :mod:`powerplane`'s do), so a plugin
@@ -51,7 +52,7 @@ if typing.TYPE_CHECKING:
         LonghornHook,
         evacuation_status,
     )
-    from powerplane.lifecycle.guard import GuardRefused, invoke_guard
+    from powerplane.lifecycle.guard import GuardRefused
     from powerplane.lifecycle.model import Intent, NodeMaintenance, Phase
     from powerplane.lifecycle.ports import (
         ClusterType,
@@ -115,7 +116,6 @@ __all__ = [
     "TemporaryPortError",
     "evacuation_status",
     "find_maintenance",
-    "invoke_guard",
     "lifecycle_config",
     "open_store",
 ]
@@ -156,7 +156,6 @@ __getattr__, __dir__ = _lazy_exports(
         "EvacuationStatus": ".evacuation",
         "evacuation_status": ".evacuation",
         "GuardRefused": ".guard",
-        "invoke_guard": ".guard",
         "open_store": ".ports",
         "Result": ".reconciler",
         "Lifecycle": ".service",

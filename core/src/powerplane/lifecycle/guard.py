@@ -2,8 +2,9 @@
 
 One derivation, three callers. The request path (``Lifecycle.preflight``), the reconciler
 (:func:`check` before every step that takes a node further out) and a direct ``invoke``
-(:func:`invoke_guard`, for the CLI and ``PowerHost(deployment, guard=...)``) all read the
-cluster once with :func:`observe` and judge each node with :func:`judge`:
+(:class:`LifecycleGuard`, which the runtime attaches to every host of a deployment with a
+``lifecycle:`` section: :mod:`powerplane.runtime`) all read the cluster once with
+:func:`observe` and judge each node with :func:`judge`:
 
 * a virtual node (``lifecycle.virtual_label``) refuses every action;
 * the quorum guard (:mod:`powerplane.lifecycle.quorum`) refuses an action that would drop
@@ -29,10 +30,10 @@ asked for by ``powerplane invoke`` from the same ladder (:func:`confirmation_ste
 Power-on passes: it never takes a node out of service, so it is not counted against quorum,
 not refused on a node under maintenance (a person powering a parked node back on is what
 ``maintenance return --machine-on`` then confirms) and, like every verb the lifecycle does
-not send through this guard, not refused on a virtual node; ``PowerHost`` does not ask the
+not send through this guard, not refused on a virtual node; the host does not ask the
 guard about it at all.
 
-The reconciler's own dispatch passes through ``PowerHost.invoke`` too; it runs inside
+The reconciler's own dispatch passes through the host's ``invoke`` too; it runs inside
 :func:`own_dispatch`, so a guard on that host lets the maintenance's own verb through (the
 reconciler has run :func:`check` for it just before) and still judges every other call.
 """
@@ -47,25 +48,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from powerplane.capabilities import Verb
-from powerplane.errors import PowerplaneError, UnknownNode
 from powerplane.host import GUARDED, InvokeGuard
 from powerplane.lifecycle.ceremony import (
-    Ceremony,
     CeremonyRequired,
     MaintenanceRefused,
     Step,
     action_for_verb,
     required,
-    step_problem,
 )
 from powerplane.lifecycle.cluster import ClusterPort
 from powerplane.lifecycle.model import Phase, QuorumNumbers
 from powerplane.lifecycle.quorum import assess, derive_membership
-from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
+from powerplane.lifecycle.settings import LifecycleConfig
 
 if TYPE_CHECKING:
-    from powerplane.config import Deployment
-    from powerplane.host import PowerHost
     from powerplane.lifecycle.ports import Ports
 
 __all__ = [
@@ -74,14 +70,13 @@ __all__ = [
     "GuardRefused",
     "HazardReasonRequired",
     "InvokeGuard",
-    "LifecycleGuard",
     "SafetyVerdict",
     "check",
     "confirmation_steps",
-    "invoke_guard",
     "judge",
     "observe",
     "own_dispatch",
+    "own_maintenance",
 ]
 
 
@@ -230,6 +225,11 @@ _OWN_DISPATCH: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+def own_maintenance() -> str | None:
+    """The maintenance whose own verb the calls in this context send (:func:`own_dispatch`)."""
+    return _OWN_DISPATCH.get()
+
+
 @contextlib.contextmanager
 def own_dispatch(maintenance: str) -> Iterator[None]:
     """Mark the calls made inside as maintenance ``maintenance`` sending its own verb."""
@@ -238,112 +238,3 @@ def own_dispatch(maintenance: str) -> Iterator[None]:
         yield
     finally:
         _OWN_DISPATCH.reset(token)
-
-
-class LifecycleGuard:
-    """The guard of one deployment's ``lifecycle:`` section (see the module docstring).
-
-    Each call opens the store and the cluster port, decides for every node and closes
-    them; a store that cannot be read raises ``StoreError`` (exit 1). Readiness of the
-    members is read through ``host`` when one is set (the ``PowerHost`` the guard is
-    attached to); without one a call starts a host of its own for the deployment.
-    """
-
-    def __init__(
-        self, deployment: Deployment, config: LifecycleConfig, host: PowerHost | None = None
-    ) -> None:
-        self.deployment = deployment
-        self.config = config
-        self.host = host
-        """The started host readiness is read through (None: one of its own per call)."""
-
-    async def __call__(
-        self, nodes: Sequence[str], verb: Verb, reason: str, *,
-        hazard_reason: str | None = None,
-    ) -> dict[str, PowerplaneError | None]:
-        verb = Verb(verb)
-        out: dict[str, PowerplaneError | None] = {}
-        wanted = list(dict.fromkeys(nodes))
-        if verb not in GUARDED:
-            return dict.fromkeys(wanted)
-        active = self._active()
-        action = action_for_verb(verb)
-        policy = self.config.reason_policy
-        carried = Ceremony(reason=reason, hazard_reason=hazard_reason)
-        problem = step_problem(Step.REASON, "", action, carried, policy)
-        own = _OWN_DISPATCH.get()
-        pending: list[str] = []
-        for node in wanted:
-            if node not in self.deployment.nodes:
-                out[node] = UnknownNode(node, list(self.deployment.nodes))
-            elif problem is not None:
-                out[node] = CeremonyRequired(
-                    [f"{problem} (lifecycle.reason_policy applies to every {verb.value})"]
-                )
-            elif node in active and active[node][0] == own:
-                out[node] = None  # the maintenance's own verb: check() ran just before
-            elif node in active:
-                name, phase = active[node]
-                out[node] = GuardRefused(
-                    node, verb,
-                    f"{node} is under maintenance {name} (phase {phase.value}); act through "
-                    f"`powerplane maintenance` (return or abandon it) instead",
-                    maintenance=name, phase=phase,
-                )
-            else:
-                pending.append(node)
-        if pending:
-            view = await self._observe()
-            taken = set(active)
-            for node in pending:
-                verdict = judge(view, self.config, node, taken)
-                if not verdict.allowed:
-                    out[node] = GuardRefused(node, verb, verdict.reason, verdict.numbers)
-                    continue
-                if Step.HAZARD_REASON in required(action, verdict.hazard):
-                    lacking = step_problem(Step.HAZARD_REASON, node, action, carried, policy)
-                    if lacking is not None:
-                        out[node] = HazardReasonRequired(node, verb, lacking, verdict.numbers)
-                        continue
-                out[node] = None
-                taken.add(node)  # nodes of one call count against quorum together
-        return {node: out[node] for node in wanted}
-
-    def _active(self) -> dict[str, tuple[str, Phase]]:
-        """Node -> (maintenance, phase) of every active maintenance.
-
-        A store that does not exist yet holds none (a direct call creates no store: the
-        store is opened with ``create=False``); one that cannot be read raises
-        ``StoreError`` (exit 1): nothing is decided blind.
-        """
-        from powerplane.lifecycle.ports import open_store
-
-        store = open_store(self.config, self.deployment.source, create=False)
-        try:
-            return {node: (name, phase) for name, node, phase in store.active_phases()}
-        finally:
-            store.close()
-
-    async def _observe(self) -> ClusterView:
-        from powerplane.lifecycle.ports import build_ports
-
-        if self.host is not None:
-            return await observe(build_ports(self.host, self.config).cluster, self.config)
-        from powerplane.host import PowerHost
-
-        async with PowerHost(self.deployment) as host:
-            return await observe(build_ports(host, self.config).cluster, self.config)
-
-
-def invoke_guard(
-    deployment: Deployment, host: PowerHost | None = None
-) -> LifecycleGuard | None:
-    """The guard for a direct call on ``deployment``; None when it has no ``lifecycle:``.
-
-    Raises ``ConfigError`` (exit 2) when the section is invalid. Pass ``host`` (or set
-    ``.host`` later) to read readiness through an already started ``PowerHost``.
-    """
-    if not deployment.lifecycle and "lifecycle" not in (deployment.raw or {}):
-        return None
-    return LifecycleGuard(deployment, lifecycle_config(deployment.lifecycle, deployment.source),
-                          host)

@@ -21,8 +21,9 @@ they read, live in :mod:`powerplane.sim`.
 
 from __future__ import annotations
 
+import contextlib
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -36,7 +37,7 @@ from powerplane.lifecycle.settings import unknown_port_type
 from powerplane.plugins import registry as default_registry
 
 if TYPE_CHECKING:
-    from powerplane.host import PowerHost
+    from powerplane.host import Host
     from powerplane.lifecycle.audit import AuditRecord
     from powerplane.lifecycle.cluster import ClusterPort
     from powerplane.lifecycle.model import NodeMaintenance, Phase
@@ -52,6 +53,7 @@ __all__ = [
     "PortError",
     "PortType",
     "Ports",
+    "SharedStore",
     "StorageType",
     "StoreContext",
     "StoreType",
@@ -84,7 +86,7 @@ class PermanentPortError(PortError):
 class PortContext:
     """What a cluster or storage factory is given beside its own config."""
 
-    host: PowerHost
+    host: Host
     """The started host (power, the offer, the ordinary readback)."""
     labels: Mapping[str, Mapping[str, str]]
     """The deployment's node labels (``nodes.<n>.labels``) by node."""
@@ -252,12 +254,12 @@ class MaintenanceStore(Protocol):
 class Ports:
     """Power, cluster and storage, as one maintenance sees them."""
 
-    host: PowerHost
+    host: Host
     cluster: ClusterPort
     storage: StoragePort
 
 
-async def machine_state(host: PowerHost, node: str) -> str:
+async def machine_state(host: Host, node: str) -> str:
     """A node's machine power state as the host reads it back (``none``: no channel).
 
     Through the ordinary readback, as any port reads it: ``on``, ``off`` or ``unknown``
@@ -287,7 +289,7 @@ def _port_type(registry: Registry | None, kind: str, name: str) -> PortType[Any,
 
 
 def build_ports(
-    host: PowerHost, config: LifecycleConfig, registry: Registry | None = None
+    host: Host, config: LifecycleConfig, registry: Registry | None = None
 ) -> Ports:
     """The ports the config names (through the registered port types), wired to ``host``."""
     labels = {name: dict(spec.labels) for name, spec in host.nodes.items()}
@@ -320,3 +322,60 @@ def open_store(
     context = StoreContext(config_dir=_config_dir(source), lifecycle=config, create=create)
     store: MaintenanceStore = stype.factory(config.store, context)
     return store
+
+
+class SharedStore:
+    """One deployment's lifecycle store as everything one runtime holds reaches it: the
+    guard (which maintenances are active), the audit trail (records beside the
+    maintenances) and the lifecycle itself.
+
+    Once the lifecycle holds it open (:meth:`hold`), every :meth:`using` is that same open
+    store (one SQLite connection, one Kubernetes watch). Before, each :meth:`using` opens
+    it and closes it again: a direct call's command keeps no store open between its acts,
+    and a reader (``create=False``) creates no store that does not exist yet.
+    """
+
+    def __init__(self, config: LifecycleConfig, source: str = "<memory>",
+                 registry: Registry | None = None) -> None:
+        self.config = config
+        self.source = source
+        self.registry = registry
+        self._held: MaintenanceStore | None = None
+        self._holders = 0
+
+    def hold(self, create: bool = True) -> MaintenanceStore:
+        """The store, opened once and kept open until every holder has released it (a
+        lifecycle holds it). ``create`` False: where no one holds it, a store that does
+        not exist yet is read as empty and not held (a dry run creates nothing)."""
+        if self._held is None:
+            store = open_store(self.config, self.source, create=create,
+                               registry=self.registry)
+            if not create:
+                return store
+            self._held = store
+        self._holders += 1
+        return self._held
+
+    def release(self, store: MaintenanceStore) -> None:
+        """Give back ``store`` (from :meth:`hold`): closed when its last holder gives it
+        back (the next :meth:`using` then opens its own)."""
+        if store is not self._held:
+            store.close()
+            return
+        self._holders -= 1
+        if self._holders <= 0:
+            self._held = None
+            self._holders = 0
+            store.close()
+
+    @contextlib.contextmanager
+    def using(self, create: bool = True) -> Iterator[MaintenanceStore]:
+        """The held store, else one opened for this use and closed after it."""
+        if self._held is not None:
+            yield self._held
+            return
+        store = open_store(self.config, self.source, create=create, registry=self.registry)
+        try:
+            yield store
+        finally:
+            store.close()

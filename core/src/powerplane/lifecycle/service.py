@@ -2,7 +2,7 @@
 
 ::
 
-    async with PowerHost(deployment) as host:
+    async with PowerHost(deployment) as host:     # powerplane.PowerHost: the runtime's
         lc = Lifecycle.for_host(host)
         m = await lc.request("node-1", "reboot", Ceremony(reason=..., confirm_node=..., ...))
         await lc.run(until_idle=True)
@@ -13,7 +13,8 @@ its ceremony is looked at; a denial is recorded and raised
 (:class:`~powerplane.errors.PolicyDenied`). Each accepted request appends an audit record
 with that identity (what a person asked for) in the same transaction that records it; the
 status records what the machine then did. The lifecycle's host records its direct acts
-in the same store (:meth:`Lifecycle.for_host` points the authority's audit there).
+in the same store: the runtime composed its authority with the store's trail
+(:mod:`powerplane.runtime`), and :meth:`Lifecycle.for_host` holds that same store open.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from powerplane.errors import (
     PowerplaneError,
     UnknownNode,
 )
-from powerplane.host import PowerHost
+from powerplane.host import Host
 from powerplane.lifecycle import admission, guard
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.ceremony import (
@@ -64,15 +65,14 @@ from powerplane.lifecycle.phases import park_phase
 from powerplane.lifecycle.ports import (
     MaintenanceStore,
     Ports,
+    SharedStore,
     build_ports,
-    open_store,
 )
 from powerplane.lifecycle.reconciler import Reconciler, Result
-from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
+from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.store import (
     ConcurrentChange,
     NotFound,
-    StoreAudit,
     StoreConflict,
 )
 
@@ -92,7 +92,7 @@ class Lifecycle:
 
     def __init__(
         self,
-        host: PowerHost,
+        host: Host,
         config: LifecycleConfig,
         store: MaintenanceStore,
         ports: Ports | None = None,
@@ -104,32 +104,47 @@ class Lifecycle:
         self.ports = ports if ports is not None else build_ports(host, config)
         self.clock = clock
         self.reconciler = Reconciler(store, self.ports, config, clock)
+        self._shared: SharedStore | None = None
+        """The runtime's shared store this lifecycle holds (:meth:`for_host`), if any."""
 
     @classmethod
     def for_host(
         cls,
-        host: PowerHost,
+        host: Host,
         clock: Callable[[], dt.datetime] = utcnow,
         *,
         create_store: bool = True,
     ) -> Lifecycle:
-        """A lifecycle for the host's deployment (its ``lifecycle:`` section).
+        """The lifecycle of the host's deployment (its ``lifecycle:`` section), over the
+        store its guard and its audit trail share (held open until :meth:`close`).
 
-        The store is the one ``lifecycle.store`` names, opened through its registered store
-        type. With ``create_store=False`` a store that does not exist yet is not created:
-        the lifecycle reads an empty store (for a dry run).
+        ``host`` is the runtime's (:class:`powerplane.PowerHost`): a host of a deployment
+        with a ``lifecycle:`` section always carries the lifecycle's guard, which knows
+        the store. With ``create_store=False`` a store that does not exist yet is not
+        created: the lifecycle reads an empty store (for a dry run).
         """
-        deployment = host.deployment
-        config = lifecycle_config(deployment.lifecycle, deployment.source)
-        store = open_store(config, deployment.source, create=create_store)
-        if deployment.audit.path is None:  # one trail: direct acts beside the maintenances
-            host.authority.sink = StoreAudit(store)
-        return cls(host, config, store, clock=clock)
+        from powerplane.lifecycle.direct import LifecycleGuard
+
+        guard = host.guard
+        if not isinstance(guard, LifecycleGuard):
+            from powerplane.errors import ConfigError, ConfigProblem
+
+            raise ConfigError([ConfigProblem(
+                "lifecycle", "this deployment has no lifecycle: section (for example: "
+                "lifecycle: {store: ./powerplane.db, cluster: {type: simulated}})")],
+                source=host.deployment.source)
+        store = guard.stores.hold(create=create_store)
+        lc = cls(host, guard.config, store, clock=clock)
+        lc._shared = guard.stores
+        return lc
 
     def close(self) -> None:
         """Stop readbacks, release this runner, close the store."""
         self.reconciler.close()
-        self.store.close()
+        if self._shared is not None:
+            self._shared.release(self.store)
+        else:
+            self.store.close()
 
     # -- requests ----------------------------------------------------------------------------
     async def preflight(

@@ -26,13 +26,13 @@ import datetime as dt
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic_core import PydanticSerializationError
 
-from powerplane.errors import AuditNotRecorded, LifecycleError, PowerplaneError
+from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance, Phase
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from powerplane.lifecycle.ports import MaintenanceStore
 
 __all__ = ["AlreadyActive", "ConcurrentChange", "InvalidText", "NotFound", "Store",
-           "StoreAudit", "StoreError", "find_maintenance"]
+           "StoreError", "find_maintenance"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS maintenance (
@@ -446,43 +446,3 @@ class Store:
                     **json.loads(r[8] or "{}")})
                 for r in self.db.execute(sql, args)
             ]
-
-
-class StoreAudit:
-    """A maintenance store's audit as the authority's sink: direct calls under a lifecycle
-    are recorded beside the maintenances (one trail).
-
-    ``store``: an open store, or a function that opens one, ``store(create=...)`` (each use
-    opens it and closes it again: a direct call's command keeps no store open between its
-    acts; reading the trail creates no store).
-    """
-
-    def __init__(self, store: MaintenanceStore | Callable[..., MaintenanceStore],
-                 description: str = "the lifecycle store") -> None:
-        self._store = store
-        self.description = description
-
-    @contextlib.contextmanager
-    def _opened(self, create: bool = True) -> Iterator[MaintenanceStore]:
-        if not callable(self._store):
-            yield self._store
-            return
-        store = self._store(create=create)
-        try:
-            yield store
-        finally:
-            store.close()
-
-    def append(self, records: Sequence[AuditRecord]) -> None:
-        try:
-            with self._opened() as store:
-                for rec in records:
-                    store.append_audit(rec)
-        except PowerplaneError as exc:
-            raise AuditNotRecorded(
-                f"the audit record could not be written to {self.description} ({exc}): "
-                "nothing was done") from None
-
-    def records(self, node: str | None = None) -> list[AuditRecord]:
-        with self._opened(create=False) as store:
-            return store.audit(node)

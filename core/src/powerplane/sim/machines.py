@@ -14,12 +14,12 @@ from powerplane.sim.channel import SimulatedChannel
 
 if TYPE_CHECKING:
     from powerplane.config import Deployment
-    from powerplane.host import PowerHost
+    from powerplane.host import Host
 
 __all__ = ["SimulatedMachines", "machine_boots", "machine_model_state"]
 
 
-def machine_model_state(host: PowerHost, node: str) -> str | None:
+def machine_model_state(host: Host, node: str) -> str | None:
     """A node's simulated machine's own state (None: no simulated machine carries it).
 
     The simulated cluster stands for a kubelet, whose Ready condition comes from the node
@@ -32,7 +32,7 @@ def machine_model_state(host: PowerHost, node: str) -> str | None:
     return SimulatedMachines(host).state(node)
 
 
-def machine_boots(host: PowerHost, node: str) -> int | None:
+def machine_boots(host: Host, node: str) -> int | None:
     """How often a node's simulated machine has booted (None: no simulated machine).
 
     The simulated cluster stands for a kubelet, which knows its own node's boot id without
@@ -64,7 +64,7 @@ class SimulatedMachines:
     closed and used again creates new channels, so the lookup is made afresh).
     """
 
-    def __init__(self, host: PowerHost) -> None:
+    def __init__(self, host: Host) -> None:
         self.host = host
         self._found: dict[str, _Lookup] = {}
         self.lookups = 0

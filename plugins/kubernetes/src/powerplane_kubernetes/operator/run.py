@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from powerplane import ConfigError, Deployment, PowerHost, PowerplaneError, load_config
+from powerplane import ConfigError, Deployment, PowerplaneError, load_config, open_deployment
 from powerplane.lifecycle import Lifecycle, TemporaryPortError
 from powerplane_kubernetes.config import ApiAccess
 from powerplane_kubernetes.operator.health import Health, HealthServer
@@ -493,12 +493,18 @@ class Operator:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self._stop.set)
-        host = PowerHost(metered_deployment(deployment, self.metrics, self._before_verb))
+        # the one runtime: the host with the deployment's authority and the lifecycle's guard
+        runtime = open_deployment(metered_deployment(deployment, self.metrics,
+                                                     self._before_verb))
+        host = runtime.host
         lease_task: asyncio.Task[None] | None = None
         watch_task: asyncio.Task[None] | None = None
         try:
             await host.start()
-            lc = self.lifecycle = Lifecycle.for_host(host)
+            lc = self.lifecycle = runtime.lifecycle
+            if lc is None:
+                raise ConfigError("the operator runs a deployment's lifecycle: this one has "
+                                  "no lifecycle: section", source=deployment.source)
             from powerplane_kubernetes.store import KubernetesStore
 
             if isinstance(lc.store, KubernetesStore):  # the watch cache answers reads

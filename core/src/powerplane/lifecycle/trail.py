@@ -1,0 +1,54 @@
+"""The lifecycle store as the authority's audit trail: one trail for a deployment with a
+``lifecycle:`` section (direct acts, denials and maintenance requests side by side).
+
+:class:`StoreAudit` writes through a :class:`~powerplane.lifecycle.ports.SharedStore` (the
+store the runtime's guard and lifecycle share: once a lifecycle holds it open, records go
+through that open store; before, each write opens it and closes it again, and a read
+creates no store), or through one store given open (a test's, a gateway's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from powerplane.errors import AuditNotRecorded, PowerplaneError
+from powerplane.lifecycle.ports import SharedStore
+
+if TYPE_CHECKING:
+    from powerplane.lifecycle.audit import AuditRecord
+    from powerplane.lifecycle.ports import MaintenanceStore
+
+__all__ = ["StoreAudit"]
+
+
+class StoreAudit:
+    """A maintenance store's audit as the authority's sink (see the module docstring)."""
+
+    def __init__(self, store: MaintenanceStore | SharedStore,
+                 description: str = "the lifecycle store") -> None:
+        self._store = store
+        self.description = description
+
+    @contextlib.contextmanager
+    def _opened(self, create: bool = True) -> Iterator[MaintenanceStore]:
+        if isinstance(self._store, SharedStore):
+            with self._store.using(create=create) as store:
+                yield store
+            return
+        yield self._store
+
+    def append(self, records: Sequence[AuditRecord]) -> None:
+        try:
+            with self._opened() as store:
+                for rec in records:
+                    store.append_audit(rec)
+        except PowerplaneError as exc:
+            raise AuditNotRecorded(
+                f"the audit record could not be written to {self.description} ({exc}): "
+                "nothing was done") from None
+
+    def records(self, node: str | None = None) -> list[AuditRecord]:
+        with self._opened(create=False) as store:
+            return store.audit(node)
