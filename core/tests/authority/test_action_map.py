@@ -62,7 +62,9 @@ def api_entry_points() -> list[str]:
 
 
 def test_every_cli_and_api_entry_point_maps_to_exactly_one_action() -> None:
-    every = cli_entry_points() + api_entry_points()
+    from powerplane.cli.fence import ACTIONS
+
+    every = cli_entry_points() + api_entry_points() + [f"fence: {a}" for a in ACTIONS]
     unmapped = [e for e in every if e not in ENTRY_POINTS]
     assert unmapped == []
     stale = [e for e in ENTRY_POINTS if e not in every]

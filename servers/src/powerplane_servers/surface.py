@@ -28,8 +28,9 @@ import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from powerplane import Identity, PowerHost, PowerplaneError, UnknownNode, Verb
+from powerplane import Identity, PowerHost, UnknownNode, Verb
 from powerplane.lifecycle import (
+    INTENT_ACTIONS,
     Action,
     AuditRecord,
     Ceremony,
@@ -38,6 +39,8 @@ from powerplane.lifecycle import (
     NodeMaintenance,
     NotFound,
     Phase,
+    action_for_intent,
+    action_for_request,
 )
 from powerplane_servers.gateway import Gateway, find_gateway
 from powerplane_servers.problems import ProblemError
@@ -46,17 +49,9 @@ from powerplane_servers.settings import KubernetesSettings
 if TYPE_CHECKING:
     from powerplane import NodeSpec
 
-__all__ = ["INTENT_ACTIONS", "MEANINGS", "Surface", "maintenance_doc", "open_surface"]
+__all__ = ["MEANINGS", "Surface", "maintenance_doc", "open_surface"]
 
 log = logging.getLogger("powerplane.servers")
-
-INTENT_ACTIONS: dict[str, Action] = {
-    "cordon": Action.CORDON,
-    "drain": Action.DRAIN,
-    "reboot": Action.REBOOT,
-    "shutdown": Action.SHUTDOWN,
-}
-"""The requests the surface offers, and the action each is decided and audited under."""
 
 _VERB_OF = {"reboot": Verb.REBOOT, "shutdown": Verb.SHUTDOWN}
 
@@ -143,39 +138,21 @@ class Surface:
 
     async def readable(self, identity: Identity, nodes: Sequence[str]) -> list[str]:
         specs = self.host.nodes
-        pairs = [(n, specs[n]) for n in nodes]
-        return [p[0] for p in await self._readable_pairs(identity, pairs)]
-
-    async def _readable_pairs(self, identity: Identity,
-                              pairs: list[tuple[str, NodeSpec]]) -> list[tuple[str, NodeSpec]]:
-        decisions = await self.host.authority.decide(Action.READ, pairs, identity)
-        return [p for p, d in zip(pairs, decisions, strict=True) if d.allowed]
+        return await self.host.authority.permitted(Action.READ,
+                                                   [(n, specs[n]) for n in nodes], identity)
 
     def record_denial(self, identity: Identity, action: Action, node: str, rule: str) -> None:
         """A denial with no single node decided (the list refused outright): recorded."""
-        rec = AuditRecord(actor=identity.user, action=action, reason="", node=node,
-                          groups=identity.groups, via=identity.via, outcome="denied",
-                          rule=rule)
-        if self.host.authority.limiter.admit(identity.user) is None:
-            return
-        try:
-            self.host.authority.sink.append([rec])
-        except PowerplaneError as exc:
-            log.warning("denial not recorded: %s", exc)
+        self.host.authority.record_denial(identity, action, node, rule)
 
     def record_unauthenticated(self, where: str, node: str, action: Action,
                                why: str) -> None:
         """An authentication failure on an act: recorded under no identity (rate-limited
         by the address)."""
-        if self.host.authority.limiter.admit(f"unauthenticated@{where}") is None:
-            return
-        rec = AuditRecord(actor="(unauthenticated)", action=action, reason="", node=node,
-                          via="none", outcome="denied",
-                          rule=f"authentication failed from {where}: {why}")
-        try:
-            self.host.authority.sink.append([rec])
-        except PowerplaneError as exc:
-            log.warning("denial not recorded: %s", exc)
+        self.host.authority.record_denial(
+            Identity("(unauthenticated)", via="none"), action, node,
+            f"authentication failed from {where}: {why}",
+            limit_key=f"unauthenticated@{where}")
 
     def select(self, site: str | None, labels: dict[str, str]) -> list[tuple[str, NodeSpec]]:
         """The nodes of ``site`` carrying every label of ``labels``, in the list's order."""
@@ -234,8 +211,8 @@ class Surface:
     async def servers(self, identity: Identity, *, site: str | None, labels: dict[str, str],
                       offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
         chosen = self.select(site, labels)
-        readable = await self._readable_pairs(identity, chosen)
-        page = [n for n, _ in readable[offset: offset + limit]]
+        readable = await self.host.authority.permitted(Action.READ, chosen, identity)
+        page = readable[offset: offset + limit]
         allowed = await self.actions_for(identity, page)
         phases = self.active_phases()
         return [self.server_doc(n, phases, allowed[n]) for n in page], len(readable)
@@ -297,7 +274,7 @@ class Surface:
     async def request(self, identity: Identity, node: str, intent: str,
                       body: Any, credential: str | None = None) -> NodeMaintenance:
         self._spec(node)
-        with self.acting(identity, credential, INTENT_ACTIONS[intent], node) as lc:
+        with self.acting(identity, credential, action_for_intent(intent), node) as lc:
             m = await lc.request(node, Intent(intent), self.ceremony(identity, body))
         self.wake.set()
         return m
@@ -311,8 +288,7 @@ class Surface:
         if m.phase in TERMINAL:
             raise NotFound(f"maintenance {name} is {m.phase.value}: it takes no more requests")
         ceremony = self.ceremony(identity, body)
-        action = {"return": Action.UNCORDON, "abandon": Action.ABANDON}.get(
-            what, Action.RESOLVE)
+        action = action_for_request(what)
         with self.acting(identity, credential, action, m.node) as lc:
             if what == "return":
                 out = await lc.return_to_service(

@@ -29,7 +29,9 @@ from enum import Enum
 
 from powerplane.capabilities import Verb
 
-__all__ = ["DEFAULT_TIER", "ENTRY_POINTS", "Action", "Tier", "action_for_verb", "parse_action"]
+__all__ = ["DEFAULT_TIER", "ENTRY_POINTS", "INTENT_ACTIONS", "REQUEST_ACTIONS", "SENDS_POWER",
+           "Action", "Tier",
+           "action_for_intent", "action_for_request", "action_for_verb", "parse_action"]
 
 
 class Action(str, Enum):
@@ -103,6 +105,35 @@ def action_for_verb(verb: Verb) -> Action:
     return _VERB_ACTIONS[verb]
 
 
+INTENT_ACTIONS: Mapping[str, Action] = {
+    "cordon": Action.CORDON,
+    "drain": Action.DRAIN,
+    "reboot": Action.REBOOT,
+    "shutdown": Action.SHUTDOWN,
+}
+"""A maintenance request's intent and the action it is decided and audited under (the one
+map: the lifecycle, the CLI and the Servers surface read it)."""
+
+REQUEST_ACTIONS: Mapping[str, Action] = {
+    "return": Action.UNCORDON,
+    "abandon": Action.ABANDON,
+    "resolve": Action.RESOLVE,
+}
+"""What a person adds to a maintenance later, and the action of each."""
+
+
+def action_for_intent(intent: str) -> Action:
+    """The action of a maintenance request of ``intent`` (``cordon``, ``drain``, ``reboot``,
+    ``shutdown``; an ``Intent`` is a ``str``); ``KeyError`` for any other."""
+    return INTENT_ACTIONS[str(getattr(intent, "value", intent))]
+
+
+def action_for_request(what: str) -> Action:
+    """The action of what a person adds to a maintenance (``return``, ``abandon``,
+    ``resolve``); ``KeyError`` for any other."""
+    return REQUEST_ACTIONS[what]
+
+
 def parse_action(name: str) -> Action:
     """``name`` as an :class:`Action`; a :class:`ValueError` naming the close one if not."""
     found = _BY_VALUE.get(name)
@@ -114,6 +145,17 @@ def parse_action(name: str) -> Action:
     mean = f"; did you mean {close[0]!r}?" if close else ""
     raise ValueError(f"unknown action {name!r}; the actions: {', '.join(_BY_VALUE)}{mean}")
 
+
+SENDS_POWER: frozenset[str] = frozenset({
+    "cli: invoke reboot", "cli: invoke shutdown", "cli: invoke terminate",
+    "cli: maintenance run", "cli: operator run",
+    "fence: off", "fence: reboot",
+    "api: PowerHost.invoke", "api: PowerHost.invoke_many", "api: PowerHost.invoke_stream",
+    "api: Lifecycle.reconcile", "api: Lifecycle.run_pass", "api: Lifecycle.run",
+})
+"""The entry points through which a reboot, shutdown or terminate may leave for a device:
+each passes the lifecycle's guard where the deployment has a ``lifecycle:`` section (the
+runtime attached it to the host they send through)."""
 
 ENTRY_POINTS: Mapping[str, Action | str] = {
     # the CLI: a command (with the verb or intent that chooses its action)
@@ -145,6 +187,18 @@ ENTRY_POINTS: Mapping[str, Action | str] = {
                         "channel (the tester's file, not a deployment under policy)",
     "cli: new-plugin": "writes a plugin distribution; reads no server",
     "cli: demo": "runs on loopback peers of its own; reads no server",
+    # fence_powerplane: each action of the fence-agent interface
+    "fence: off": Action.SHUTDOWN,
+    "fence: on": Action.POWER_ON,
+    "fence: reboot": "servers:shutdown then servers:power-on (method=onoff), or "
+                     "servers:reboot (method=cycle, and where power-on is withheld)",
+    "fence: status": Action.READ,
+    "fence: monitor": Action.READ,
+    "fence: list": Action.READ,
+    "fence: list-status": Action.READ,
+    "fence: metadata": "prints the agent's metadata; reads no server",
+    "fence: validate-all": "proves the deployment loads and the plug is a node; calls no "
+                           "device",
     # the embedding API: PowerHost
     "api: PowerHost.invoke": "the verb's action (action_for_verb)",
     "api: PowerHost.invoke_many": "the verb's action (action_for_verb)",
@@ -165,12 +219,12 @@ ENTRY_POINTS: Mapping[str, Action | str] = {
     "api: PowerHost.channel": "the channel object itself: the embedder's, under no policy",
     "api: PowerHost.from_config": "builds a host; acts on no server",
     # the embedding API: the lifecycle
-    "api: Lifecycle.request": "the intent's action (ceremony.action_for)",
+    "api: Lifecycle.request": "the intent's action (action_for_intent)",
     "api: Lifecycle.return_to_service": Action.UNCORDON,
     "api: Lifecycle.abandon": Action.ABANDON,
     "api: Lifecycle.resolve": Action.RESOLVE,
-    "api: Lifecycle.admit": "the intent's action (ceremony.action_for), asked",
-    "api: Lifecycle.dry_run": "the intent's action (ceremony.action_for), asked",
+    "api: Lifecycle.admit": "the intent's action (action_for_intent), asked",
+    "api: Lifecycle.dry_run": "the intent's action (action_for_intent), asked",
     "api: Lifecycle.preflight": Action.READ,
     "api: Lifecycle.reconcile": "executes recorded requests: each act asked again for its "
                                 "requester",
@@ -181,7 +235,12 @@ ENTRY_POINTS: Mapping[str, Action | str] = {
     "api: Lifecycle.for_host": "builds a lifecycle; acts on no server",
     "api: Lifecycle.close": "releases the store; acts on no server",
 }
-"""Every entry point of the CLI and the embedding API, and the one action it is (or why it
-is none): a test enumerates the click tree and the public methods of ``PowerHost`` and
-``Lifecycle`` and fails on one missing here. Reads through the library are the embedder's
+"""Every entry point of the CLI, ``fence_powerplane`` and the embedding API, and the one
+action it is (or why it is none): a test enumerates the click tree, the agent's actions and
+the public methods of ``PowerHost`` and ``Lifecycle`` and fails on one missing here, and
+proves for each that acts that the policy is asked, the guard runs where a power verb is
+sent (:data:`SENDS_POWER`) and the act's record is durable before the act
+(``core/tests/authority/test_entry_points.py``; docs/reference.md, "Every entry point").
+The Servers surface's routes are in ``powerplane_servers.actions``; the operator's dispatch
+is ``cli: operator run``. Reads through the library are the embedder's
 (it holds the channels' credentials); the CLI and the Servers surface ask ``servers:read``."""

@@ -54,9 +54,9 @@ class Authority:
         self._sink = sink
         self._identity = identity
         self.limiter = limiter if limiter is not None else DenialLimiter()
-        self._denials: set[tuple[str, Action, str, str]] = set()
-        """The denials this authority recorded (user, action, node, reason): asked again
-        for the same request (a plan, then the call), a denial is recorded once."""
+        self._denials: set[tuple[str, Action, str, str, str]] = set()
+        """The denials this authority recorded (user, action, node, reason, rule): asked
+        again for the same request (a plan, then the call), a denial is recorded once."""
 
     @property
     def identity(self) -> Identity:
@@ -97,7 +97,7 @@ class Authority:
         identity: Identity | None = None, *, reason: str = "",
     ) -> dict[str, Decision | PolicyDenied]:
         """Per node: its allowing :class:`Decision`, or the :class:`PolicyDenied` to raise
-        (each denial recorded first, rate-limited per identity)."""
+        (each denial recorded first: :meth:`record_denial`)."""
         who = identity or self.identity
         decisions = await self.policy.decide(who, action, nodes)
         out: dict[str, Decision | PolicyDenied] = {}
@@ -107,21 +107,10 @@ class Authority:
                 out[node] = decision
                 continue
             out[node] = denied(decision, node)
-            seen = (who.user, action, node, reason)
-            if seen in self._denials:
-                continue
-            self._denials.add(seen)
-            left_out = self.limiter.admit(who.user)
-            if left_out is not None:
-                more = (f"{left_out} earlier denial(s) of this user not recorded (rate limit)"
-                        if left_out else "")
-                refused.append(self.record_of(who, decision, node, reason, outcome="denied",
-                                              detail=more))
-        if refused:
-            try:
-                self.sink.append(refused)
-            except AuditNotRecorded as exc:  # the denial stands either way
-                log.warning("denial not recorded: %s", exc)
+            record = self._denial(who, action, node, decision.rule, reason, decision)
+            if record is not None:
+                refused.append(record)
+        self._append_denials(refused)
         return out
 
     async def require(
@@ -129,10 +118,69 @@ class Authority:
         identity: Identity | None = None, *, reason: str = "",
     ) -> Decision:
         """The allowing decision for one node, or raise its :class:`PolicyDenied`."""
-        found = (await self.authorize(action, [(node, spec)], identity, reason=reason))[node]
-        if isinstance(found, PolicyDenied):
-            raise found
-        return found
+        return (await self.require_all(action, [(node, spec)], identity, reason=reason))[node]
+
+    async def require_all(
+        self, action: Action, nodes: Sequence[tuple[str, NodeSpec | None]],
+        identity: Identity | None = None, *, reason: str = "",
+    ) -> dict[str, Decision]:
+        """Every node's allowing decision, or raise the first denial in the order given
+        (every denial recorded): a call that must hold the action on each of its nodes
+        (``state``, ``fence_powerplane status``, a page of one server)."""
+        found = await self.authorize(action, nodes, identity, reason=reason)
+        for decision in found.values():
+            if isinstance(decision, PolicyDenied):
+                raise decision
+        return found  # type: ignore[return-value]
+
+    async def permitted(
+        self, action: Action, nodes: Sequence[tuple[str, NodeSpec | None]],
+        identity: Identity | None = None,
+    ) -> list[str]:
+        """The nodes among ``nodes`` (in order) ``identity`` may take ``action`` on,
+        recording nothing: what a list shows its caller (``maintenance list``, ``audit``,
+        ``fence_powerplane list``, the Servers surface's pages), the rest left out unnamed."""
+        decisions = await self.decide(action, nodes, identity)
+        return [node for (node, _), d in zip(nodes, decisions, strict=True) if d.allowed]
+
+    def record_denial(
+        self, identity: Identity, action: Action, node: str, rule: str, *,
+        reason: str = "", limit_key: str | None = None,
+    ) -> None:
+        """Record a denial that no per-node decision made (a whole list refused, an act by
+        a caller who could not be authenticated), through the same deduplication and rate
+        limit as :meth:`authorize`'s (``limit_key``: the bucket, default the user: an
+        unauthenticated caller's address). The denial stands whether or not its record can
+        be written (a warning then)."""
+        record = self._denial(identity, action, node, rule, reason, None, limit_key)
+        self._append_denials([record] if record is not None else [])
+
+    def _denial(self, who: Identity, action: Action, node: str, rule: str, reason: str,
+                decision: Decision | None, limit_key: str | None = None,
+                ) -> AuditRecord | None:
+        """The record of one denial, or None: the same denial already recorded by this
+        authority (a plan, then the call), or the identity over its rate limit."""
+        seen = (who.user, action, node, reason, decision.rule if decision else rule)
+        if seen in self._denials:
+            return None
+        self._denials.add(seen)
+        left_out = self.limiter.admit(limit_key or who.user)
+        if left_out is None:
+            return None
+        more = (f"{left_out} earlier denial(s) of this user not recorded (rate limit)"
+                if left_out else "")
+        return AuditRecord(
+            actor=who.user, groups=who.groups, via=who.via,
+            on_behalf_of=who.on_behalf_of or "", action=action, reason=reason, node=node,
+            detail=more, outcome="denied", rule=decision.rule if decision else rule)
+
+    def _append_denials(self, records: list[AuditRecord]) -> None:
+        if not records:
+            return
+        try:
+            self.sink.append(records)
+        except AuditNotRecorded as exc:  # the denial stands either way
+            log.warning("denial not recorded: %s", exc)
 
     def record_of(
         self, identity: Identity, decision: Decision, node: str, reason: str, *,

@@ -123,9 +123,8 @@ def audit_cmd(ctx: click.Context, node: str | None, actor: str | None, action: s
               and (outcome is None or r.outcome == outcome)
               and (after is None or r.at >= after)]
     nodes = sorted({r.node for r in picked})
-    specs = [(n, deployment.nodes.get(n)) for n in nodes]
-    decisions = run_async(authority.decide(Action.READ, specs))
-    readable = {n for (n, _), d in zip(specs, decisions, strict=True) if d.allowed}
+    readable = set(run_async(authority.permitted(
+        Action.READ, [(n, deployment.nodes.get(n)) for n in nodes])))
     shown = [r for r in picked if r.node in readable]
     if output == "json":
         emit_json({"records": [r.as_dict() for r in shown], "source": sink.description})

@@ -692,11 +692,8 @@ def state_cmd(ctx: click.Context, nodes: tuple[str, ...], selectors: list[tuple[
         # nothing discovered up front: each read creates and reads only what it touches
         async with open_host(ctx, nodes=()) as host:
             chosen = _select(host, nodes, selectors, sites)
-            reads = await host.authority.authorize(
-                Action.READ, [(n, host.nodes[n]) for n in chosen])
-            for decision in reads.values():
-                if isinstance(decision, Exception):
-                    raise decision
+            await host.authority.require_all(Action.READ,
+                                             [(n, host.nodes[n]) for n in chosen])
             bar, tick = _progress(len(chosen), output, f"reading {len(chosen)} nodes")
             with bar:
                 readings = await host.read_many(chosen, every_channel=True, progress=tick)

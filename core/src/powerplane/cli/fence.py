@@ -385,10 +385,7 @@ async def _may_read(host: PowerHost, nodes: Sequence[str]) -> None:
     for node in nodes:
         if node not in known:
             raise UnknownNode(node, list(known))
-    decided = await host.authority.authorize(Action.READ, [(n, known[n]) for n in nodes])
-    for decision in decided.values():
-        if isinstance(decision, Exception):
-            raise decision
+    await host.authority.require_all(Action.READ, [(n, known[n]) for n in nodes])
 
 
 async def _plan(host: PowerHost, node: str, verb: Verb, opts: FenceOptions) -> Plan:
@@ -429,10 +426,8 @@ async def _monitor(host: PowerHost, opts: FenceOptions, out: _Out) -> int:
         if not reading.observed:
             return out.fail(f"Unable to obtain the status of {node}: {_readings(reading)}")
         return OK
-    known = host.nodes
-    refs = [(n, known[n]) for n in known]
-    decisions = await host.authority.decide(Action.READ, refs)
-    shown = [n for (n, _), d in zip(refs, decisions, strict=True) if d.allowed]
+    refs = list(host.nodes.items())
+    shown = await host.authority.permitted(Action.READ, refs)
     if refs and not shown:
         return out.fail("you may read none of the deployment's nodes (servers:read)")
     await host.discover(shown)
@@ -446,10 +441,7 @@ async def _list(host: PowerHost, opts: FenceOptions, out: _Out) -> int:
     from powerplane.authority.actions import Action
     from powerplane.channel import PowerState
 
-    known = host.nodes
-    refs = [(n, known[n]) for n in known]
-    decisions = await host.authority.decide(Action.READ, refs)
-    shown = [n for (n, _), d in zip(refs, decisions, strict=True) if d.allowed]
+    shown = await host.authority.permitted(Action.READ, list(host.nodes.items()))
     sep = opts.separator
     if opts.action == "list":  # no alias: pacemaker takes every field for a target name
         for node in shown:

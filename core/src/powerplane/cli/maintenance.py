@@ -97,20 +97,15 @@ def _readable(ctx: click.Context, nodes: Iterable[str]) -> set[str]:
 
     deployment = load_deployment(ctx)
     asked = [(n, deployment.nodes.get(n)) for n in dict.fromkeys(nodes)]
-    decisions = run_async(authority_of(deployment).decide(Action.READ, asked))
-    return {n for (n, _), d in zip(asked, decisions, strict=True) if d.allowed}
+    return set(run_async(authority_of(deployment).permitted(Action.READ, asked)))
 
 
 def _require_read(ctx: click.Context, node: str) -> None:
     """Refuse (exit 3, the denial recorded) unless the policy lets you read ``node``."""
     from powerplane.authority.actions import Action
-    from powerplane.errors import PolicyDenied
 
     deployment = load_deployment(ctx)
-    found = run_async(authority_of(deployment).authorize(
-        Action.READ, [(node, deployment.nodes.get(node))]))[node]
-    if isinstance(found, PolicyDenied):
-        raise found
+    run_async(authority_of(deployment).require(Action.READ, node, deployment.nodes.get(node)))
 
 
 def _text_arguments(**values: str | None) -> None:
@@ -217,7 +212,8 @@ def request_cmd(
     output: str,
 ) -> None:
     """Request a maintenance of NODE with the ceremony its intent needs."""
-    from powerplane.lifecycle.ceremony import Ceremony, Step, action_for, required
+    from powerplane.authority.actions import action_for_intent
+    from powerplane.lifecycle.ceremony import Ceremony, Step, required
     from powerplane.lifecycle.model import Intent
     from powerplane.lifecycle.service import Lifecycle
 
@@ -256,7 +252,7 @@ def request_cmd(
                 pre, verdict, _ = await lc.admit(
                     node, the_intent, Ceremony(reason=reason or "",
                                                on_behalf_of=_on_behalf_of(on_behalf_of)))
-                steps = required(action_for(the_intent), verdict.hazard)
+                steps = required(action_for_intent(the_intent), verdict.hazard)
                 people = _interactive()
                 if people:
                     _print_preflight(node, intent, pre, verdict.reason)

@@ -43,7 +43,14 @@ import typing
 from powerplane._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
-    from powerplane.lifecycle.audit import Action, AuditRecord
+    from powerplane.lifecycle.audit import (
+        INTENT_ACTIONS,
+        REQUEST_ACTIONS,
+        Action,
+        AuditRecord,
+        action_for_intent,
+        action_for_request,
+    )
     from powerplane.lifecycle.ceremony import Ceremony, CeremonyRequired, MaintenanceRefused
     from powerplane.lifecycle.cluster import ClusterPort, DrainProgress
     from powerplane.lifecycle.evacuation import (
@@ -81,6 +88,8 @@ if typing.TYPE_CHECKING:
     )
 
 __all__ = [
+    "INTENT_ACTIONS",
+    "REQUEST_ACTIONS",
     "Action",
     "AlreadyActive",
     "AuditRecord",
@@ -114,6 +123,8 @@ __all__ = [
     "StoreError",
     "StoreType",
     "TemporaryPortError",
+    "action_for_intent",
+    "action_for_request",
     "evacuation_status",
     "find_maintenance",
     "lifecycle_config",
@@ -126,6 +137,10 @@ __getattr__, __dir__ = _lazy_exports(
         # the port SDK: what a cluster, storage or store plugin builds, registers and raises
         "Action": ".audit",
         "AuditRecord": ".audit",
+        "INTENT_ACTIONS": ".audit",
+        "REQUEST_ACTIONS": ".audit",
+        "action_for_intent": ".audit",
+        "action_for_request": ".audit",
         "ClusterPort": ".cluster",
         "DrainProgress": ".cluster",
         "EvacuationHook": ".evacuation",

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from powerplane.authority.actions import action_for_intent
 from powerplane.capabilities import Verb
 from powerplane.errors import (
     ChannelError,
@@ -34,7 +35,7 @@ from powerplane.errors import (
 )
 from powerplane.lifecycle import guard
 from powerplane.lifecycle.audit import AuditRecord
-from powerplane.lifecycle.ceremony import Ceremony, MaintenanceRefused, action_for, missing
+from powerplane.lifecycle.ceremony import Ceremony, MaintenanceRefused, missing
 from powerplane.lifecycle.crash import crashpoint
 from powerplane.lifecycle.dispatch import set_condition
 from powerplane.lifecycle.model import (
@@ -181,7 +182,7 @@ async def admit(
     if unbound is not None:
         _refuse(m, unbound)
         return None
-    action = action_for(spec.intent)
+    action = action_for_intent(spec.intent)
     decided = (await host.authority.authorize(action, [(node, host.nodes[node])],
                                               spec.requester, reason=spec.reason))[node]
     if isinstance(decided, PolicyDenied):

@@ -28,7 +28,7 @@ from powerplane.authority.actions import action_for_verb
 from powerplane.authority.identity import Identity
 from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action
-from powerplane.lifecycle.model import Intent, QuorumNumbers
+from powerplane.lifecycle.model import QuorumNumbers
 from powerplane.lifecycle.settings import ReasonPolicy
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "CeremonyRequired",
     "MaintenanceRefused",
     "Step",
-    "action_for",
     "action_for_verb",
     "describe",
     "missing",
@@ -101,19 +100,6 @@ class MaintenanceRefused(LifecycleError):
         self.reason = reason
         self.numbers = numbers
         super().__init__(f"refused for {node}: {reason}")
-
-
-_ACTIONS = {
-    Intent.CORDON: Action.CORDON,
-    Intent.DRAIN: Action.DRAIN,
-    Intent.REBOOT: Action.REBOOT,
-    Intent.SHUTDOWN: Action.SHUTDOWN,
-}
-
-
-def action_for(intent: Intent) -> Action:
-    """The action name a request of ``intent`` is audited under."""
-    return _ACTIONS[intent]
 
 
 _POWER = (Action.REBOOT, Action.SHUTDOWN, Action.TERMINATE)

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
+from powerplane.authority.actions import action_for_intent
 from powerplane.capabilities import Verb
 from powerplane.errors import PolicyDenied, PowerplaneError
 from powerplane.lifecycle import admission, guard
-from powerplane.lifecycle.ceremony import action_for
 from powerplane.lifecycle.crash import crashpoint
 from powerplane.lifecycle.dispatch import Dispatcher, Drive, runner_alive, set_condition
 from powerplane.lifecycle.evacuation import EvacuationStatus, evacuation_status
@@ -280,7 +280,7 @@ class Reconciler:
         requester's right to the maintenance's action now, or the denial."""
         spec = self.ports.host.nodes.get(m.node)
         found = (await self.ports.host.authority.authorize(
-            action_for(m.spec.intent), [(m.node, spec)], m.spec.requester,
+            action_for_intent(m.spec.intent), [(m.node, spec)], m.spec.requester,
             reason=m.spec.reason))[m.node]
         if isinstance(found, PolicyDenied):
             return found

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from powerplane.authority.actions import action_for_intent
 from powerplane.authority.identity import Identity
 from powerplane.authority.policy import Decision
 from powerplane.errors import (
@@ -41,7 +42,6 @@ from powerplane.lifecycle.ceremony import (
     CeremonyRequired,
     MaintenanceRefused,
     Step,
-    action_for,
     describe,
     missing,
     reason_problem,
@@ -187,7 +187,7 @@ class Lifecycle:
         if node not in self.host.nodes:
             raise UnknownNode(node, list(self.host.nodes))
         try:
-            decision = await self._authorize(node, action_for(intent), ceremony)
+            decision = await self._authorize(node, action_for_intent(intent), ceremony)
         except PolicyDenied as exc:
             return None, None, exc, None
         pre, verdict, error = await self._guarded(node, intent)
@@ -230,7 +230,7 @@ class Lifecycle:
         """
         intent = Intent(intent)
         pre, verdict, error, _ = await self._decide(node, intent, ceremony)
-        action = action_for(intent)
+        action = action_for_intent(intent)
         hazard = verdict.hazard if verdict is not None else False
         steps = describe(node, action, hazard, ceremony, self.config.reason_policy)
         doc: dict[str, Any] = {
@@ -262,7 +262,7 @@ class Lifecycle:
         """Accept a maintenance request (or raise why not); appends its audit record."""
         intent = Intent(intent)
         pre, verdict, decision = await self.admit(node, intent, ceremony)
-        action = action_for(intent)
+        action = action_for_intent(intent)
         problems = missing(node, action, verdict.hazard, ceremony, self.config.reason_policy)
         if problems:
             raise CeremonyRequired(problems)
