@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from powerplane import PowerHost, load_config
+from powerplane.authority.identity import local_identity
 from powerplane.lifecycle import Lifecycle
 from powerplane.lifecycle.ceremony import Ceremony
 from powerplane.lifecycle.store import Store
@@ -309,3 +310,57 @@ async def test_metrics_health_and_readiness_endpoints(tmp_path: Path,
     finally:
         op._stop.set()
         assert await asyncio.wait_for(task, 30) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", ["virtual", "denied"])
+def test_the_operators_dispatch_asks_the_guard_and_the_policy_again(
+    tmp_path: Path, api: KubeApiServer, change: str,
+) -> None:
+    """``cli: operator run`` in the entry-point table: the operator's host is the runtime's
+    (the lifecycle's guard attached, the deployment's policy): a request accepted while it
+    was allowed is refused when it executes once the node is virtual, or once its
+    requester lost the right, and nothing is sent."""
+    config = write_config(tmp_path)
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    name = request(config)
+    doc = yaml.safe_load(config.read_text(encoding="utf-8"))
+    if change == "virtual":
+        doc["nodes"]["w1"]["labels"] = {"powerplane.io/virtual-node": "true"}
+    else:
+        me = local_identity().user
+        (tmp_path / "roles.yaml").write_text(yaml.safe_dump(
+            {"roles": {"me": {"tier": "admin", "deny": ["servers:reboot"]}},
+             "bindings": [{"role": "me", "users": [me]}]}), encoding="utf-8")
+        doc["policy"] = {"type": "local", "file": "roles.yaml"}
+    config.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    proc = operator(config, kubeconfig, "replica-a")
+    _out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    m = stored(tmp_path, name)
+    assert m.phase.value == "Refused", m.phase
+    why = m.status.refusal_reason or ""
+    assert ("virtual node" in why) if change == "virtual" else ("servers:reboot" in why), why
+    assert sent(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_the_operators_dispatch_follows_its_record(tmp_path: Path, api: KubeApiServer) -> None:
+    """The request's audit record is in the store before the operator records the dispatch
+    and sends it."""
+    config = write_config(tmp_path)
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    name = request(config)
+    proc = operator(config, kubeconfig, "replica-a")
+    _out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    m = stored(tmp_path, name)
+    store = Store(tmp_path / "lifecycle.db")
+    try:
+        [record] = [r for r in store.audit("w1") if r.maintenance == name]
+    finally:
+        store.close()
+    [dispatch] = m.status.dispatches
+    assert record.action.value == "servers:reboot" and record.outcome == "accepted"
+    assert record.at <= dispatch.recorded_at
+    assert sent(tmp_path) == [["reboot", "w1"]]
