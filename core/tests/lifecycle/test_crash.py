@@ -134,6 +134,17 @@ def load(tmp: Path, name: str) -> Any:
         store.close()
 
 
+def ledger(tmp: Path, m: Any) -> Any:
+    """The dispatch ledger of ``m``, from the store the deployment names."""
+    deployment = load_config(tmp / "powerplane.yaml")
+    store = open_store(lifecycle_config(deployment.lifecycle, deployment.source),
+                       deployment.source, create=False)
+    try:
+        return store.ledger(m)  # type: ignore[attr-defined]
+    finally:
+        store.close()
+
+
 REBOOT_PATH = [Phase.CORDONED, Phase.DRAINING, Phase.DRAINED, Phase.REBOOTING,
                Phase.RETURNING, Phase.COMPLETE]
 
@@ -193,6 +204,28 @@ def test_sigkill_between_persisting_and_sending_settles_by_the_boot_marker(
     assert m.status.conditions["RebootObserved"].status == "True"
     assert "w1-boot-1 -> w1-boot-2" in m.status.conditions["RebootObserved"].message
     assert [a.action.value for a in audit] == ["servers:reboot"]
+
+
+def test_sigkill_between_the_ledger_and_the_send_settles_by_evidence_once(
+    tmp_path: Path, world: World,
+) -> None:
+    """Killed after the dispatch is in the ledger and before it leaves: the restart settles
+    it by evidence (not applied), records that in the ledger, and sends attempt 2 once."""
+    config = write_config(tmp_path, world)
+    name = request(config, "reboot")
+    assert powerplane(config, "maintenance", "run", "--until-idle",
+                      crash_at="dispatch-ledgered:reboot") == -signal.SIGKILL
+    assert sent(tmp_path) == []
+    assert powerplane(config, "maintenance", "run", "--until-idle") == 0
+    m, _ = load(tmp_path, name)
+    assert m.phase is Phase.COMPLETE
+    assert sent(tmp_path) == [["reboot", "w1"]]
+    assert [(d.attempt, d.outcome.value) for d in m.status.dispatches] == [
+        (1, "not-applied"), (2, "accepted")]
+    assert not m.is_true("StatusRegressed")
+    entries = ledger(tmp_path, m)
+    assert [(e.kind, e.attempt) for e in entries] == [
+        ("dispatch", 1), ("not-applied", 1), ("dispatch", 2)]
 
 
 def test_sigkill_between_persisting_and_sending_a_shutdown_settles_by_readback(

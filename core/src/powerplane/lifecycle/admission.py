@@ -37,7 +37,6 @@ from powerplane.lifecycle import guard
 from powerplane.lifecycle.audit import AuditRecord
 from powerplane.lifecycle.ceremony import Ceremony, MaintenanceRefused, missing
 from powerplane.lifecycle.crash import crashpoint
-from powerplane.lifecycle.dispatch import set_condition
 from powerplane.lifecycle.model import (
     ConditionStatus,
     ConditionType,
@@ -45,6 +44,7 @@ from powerplane.lifecycle.model import (
     NodeMaintenance,
     Phase,
     Preflight,
+    set_condition,
 )
 from powerplane.lifecycle.phases import transition
 from powerplane.lifecycle.ports import MaintenanceStore, Ports, TemporaryPortError, call_store

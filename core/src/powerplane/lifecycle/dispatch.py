@@ -47,8 +47,8 @@ from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.errors import OutcomeUnknown, PowerplaneError
 from powerplane.lifecycle import guard
 from powerplane.lifecycle.crash import crashpoint
+from powerplane.lifecycle.ledger import NOT_APPLIED, DispatchLedger, LedgerConflict
 from powerplane.lifecycle.model import (
-    Condition,
     ConditionStatus,
     ConditionType,
     Dispatch,
@@ -56,9 +56,9 @@ from powerplane.lifecycle.model import (
     Evidence,
     NodeMaintenance,
     Resolution,
-    utcnow,
+    set_condition,
 )
-from powerplane.lifecycle.ports import Ports, TemporaryPortError
+from powerplane.lifecycle.ports import Ports, TemporaryPortError, call_store
 from powerplane.lifecycle.settings import LifecycleConfig
 
 __all__ = [
@@ -121,21 +121,6 @@ def _zombie(pid: int) -> bool:
     return state in (b"Z", b"X")
 
 
-def set_condition(
-    m: NodeMaintenance, kind: ConditionType, status: ConditionStatus | str,
-    reason: str = "", message: str = "",
-) -> None:
-    """Set a condition; its transition time moves only when something changed."""
-    if not isinstance(status, ConditionStatus):
-        status = ConditionStatus(status)
-    old = m.status.conditions.get(kind.value)
-    if old is not None and (old.status, old.reason, old.message) == (status, reason, message):
-        return
-    m.status.conditions[kind.value] = Condition(
-        type=kind, status=status, reason=reason, message=message, last_transition=utcnow()
-    )
-
-
 def _after_unknown(d: Dispatch, settled: str) -> str:
     """The detail of a dispatch settled by evidence: what was known of it first (the host's
     "outcome unknown", or that no answer was recorded), then the evidence."""
@@ -168,11 +153,16 @@ class Dispatcher:
         config: LifecycleConfig,
         clock: Callable[[], dt.datetime],
         save: Callable[[NodeMaintenance], Awaitable[None]],
+        ledger: DispatchLedger | None = None,
     ) -> None:
         self.ports = ports
         self.config = config
         self.clock = clock
         self._save = save
+        self.ledger = ledger
+        """The store's dispatch ledger (:mod:`.ledger`); None: the store keeps none."""
+        self._shown_here: set[str] = set()
+        """Attempts this runner's own settle window showed not applied (by attempt id)."""
         self._outcomes: dict[str, Dispatch] = {}
         """Answers this runner received, by attempt id (re-applied if a write of one lost
         a race with another runner)."""
@@ -282,6 +272,21 @@ class Dispatcher:
         await self._save(m)  # persisted before sending: at most once
         crashpoint(f"dispatch-recorded:{verb.value}")
         try:
+            if self.ledger is not None:  # the record no status can lose, before it leaves
+                try:
+                    await call_store(self.ledger, self.ledger.record_dispatch, m, d)
+                except LedgerConflict as exc:
+                    d.outcome, d.outcome_at = O.INDETERMINATE, self.clock()
+                    d.detail = f"not sent: {exc}"
+                    self._outcomes[d.attempt_id] = d.model_copy()
+                    set_condition(m, C.DISPATCH_INDETERMINATE, S.TRUE, "LedgerConflict",
+                                  str(exc))
+                    set_condition(m, C.AWAITING_RESOLUTION, S.TRUE, "LedgerConflict",
+                                  f"{exc}. A person decides: powerplane maintenance resolve "
+                                  f"{m.node} --applied | --not-applied --reason TEXT "
+                                  f"--confirm-node {m.node}")
+                    return d
+                crashpoint(f"dispatch-ledgered:{verb.value}")
             with guard.own_dispatch(m.name):
                 # the requester's right asked again by the host (authoritative); the act's
                 # record was made durable when the request was accepted
@@ -384,6 +389,8 @@ class Dispatcher:
             if d.outcome is O.NOT_APPLIED:
                 if not send:
                     return Drive.NOT_APPLIED, d
+                if not await self._shown_not_applied(m, d):
+                    return Drive.PARKED, d
                 if may_send is not None and not await may_send(m):
                     return Drive.PARKED, d
                 nxt = await self._send(m, verb, attempt=d.attempt + 1)
@@ -392,6 +399,32 @@ class Dispatcher:
                 d = nxt
                 continue
         return Drive.WAITING, d
+
+    async def _shown_not_applied(self, m: NodeMaintenance, d: Dispatch) -> bool:
+        """Whether ``d``'s "not applied" comes from something a status cannot fake, before
+        the next attempt is sent (:mod:`.ledger`): a person's resolution, this runner's own
+        settle window (then recorded in the ledger), or the ledger. Else ``d`` becomes
+        indeterminate (False: parked for a person)."""
+        ledger = self.ledger
+        if ledger is None:
+            return True
+        if d.settled_by.startswith("person:"):
+            res = self._resolution(m, d)
+            if res is not None and not res.applied:
+                return True
+        elif d.settled_by == "evidence":
+            if d.attempt_id in self._shown_here:
+                await call_store(ledger, ledger.record_not_applied, m, d)
+                return True
+            entries = await call_store(ledger, ledger.ledger, m)
+            if any(e.kind == NOT_APPLIED and (e.verb, e.attempt) == (d.verb, d.attempt)
+                   for e in entries):
+                return True
+        seen = await self.evidence(m.node, d.channel)
+        self._indeterminate(m, d, "the status says it did not take effect, but no evidence "
+                            "this executor recorded, no ledger record and no person's "
+                            "resolution says so", seen)
+        return False
 
     def _resolution(self, m: NodeMaintenance, d: Dispatch) -> Resolution | None:
         for res in m.spec.resolutions:
@@ -404,6 +437,9 @@ class Dispatcher:
             set_condition(m, C.AWAITING_RESOLUTION, S.FALSE, "Resolved", why)
         if m.is_true(C.DISPATCH_INDETERMINATE):
             set_condition(m, C.DISPATCH_INDETERMINATE, S.FALSE, "Resolved", why)
+        if m.is_true(C.STATUS_REGRESSED) and not any(
+                x.outcome is O.INDETERMINATE for x in m.status.dispatches):
+            set_condition(m, C.STATUS_REGRESSED, S.FALSE, "Resolved", why)
 
     def _may_resend_on_evidence(self, m: NodeMaintenance, d: Dispatch) -> bool:
         """Evidence resends a verb once; any further send needs a person."""
@@ -442,6 +478,7 @@ class Dispatcher:
         d.outcome = O.NOT_APPLIED
         d.outcome_at = self.clock()
         d.settled_by = "evidence"
+        self._shown_here.add(d.attempt_id)
 
     async def _settle(self, m: NodeMaintenance, d: Dispatch) -> bool:
         """Read evidence for an unanswered dispatch; True once its outcome is decided."""

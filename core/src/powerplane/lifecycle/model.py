@@ -36,6 +36,7 @@ __all__ = [
     "Resolution",
     "ReturnRequest",
     "Transition",
+    "set_condition",
     "utcnow",
 ]
 
@@ -136,6 +137,9 @@ class ConditionType(str, Enum):
     REBOOT_OBSERVED = "RebootObserved"
     """Whether the boot marker showed that the machine rebooted."""
     SAFETY_HOLD = "SafetyHold"
+    STATUS_REGRESSED = "StatusRegressed"
+    """The status contradicted the dispatch ledger (a dispatch lost, a "not applied" no
+    evidence recorded): parked for a person, nothing sent (:mod:`.ledger`)."""
 
     def __str__(self) -> str:
         return self.value
@@ -482,3 +486,18 @@ class NodeMaintenance(_Model):
             ],
             "resourceVersion": self.resource_version,
         }
+
+
+def set_condition(
+    m: NodeMaintenance, kind: ConditionType, status: ConditionStatus | str,
+    reason: str = "", message: str = "",
+) -> None:
+    """Set a condition; its transition time moves only when something changed."""
+    if not isinstance(status, ConditionStatus):
+        status = ConditionStatus(status)
+    old = m.status.conditions.get(kind.value)
+    if old is not None and (old.status, old.reason, old.message) == (status, reason, message):
+        return
+    m.status.conditions[kind.value] = Condition(
+        type=kind, status=status, reason=reason, message=message, last_transition=utcnow()
+    )

@@ -169,7 +169,7 @@ class StoreType(PortType[ConfigT, "MaintenanceStore"]):
     factory: Callable[[ConfigT, StoreContext], MaintenanceStore]
 
 
-async def call_store(store: MaintenanceStore, fn: Callable[..., T], *args: Any) -> T:
+async def call_store(store: object, fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)``, one of ``store``'s methods: in a worker thread of the process's pool
     (:func:`powerplane.workers.call`) where the store sets ``blocking = True``, else here.
 

@@ -20,12 +20,14 @@ from enum import Enum
 from typing import Any
 
 from powerplane.authority.actions import action_for_intent
+from powerplane.authority.audit import AuditRecord
 from powerplane.capabilities import Verb
 from powerplane.errors import PolicyDenied, PowerplaneError
 from powerplane.lifecycle import admission, guard
 from powerplane.lifecycle.crash import crashpoint
-from powerplane.lifecycle.dispatch import Dispatcher, Drive, runner_alive, set_condition
+from powerplane.lifecycle.dispatch import Dispatcher, Drive, runner_alive
 from powerplane.lifecycle.evacuation import EvacuationStatus, evacuation_status
+from powerplane.lifecycle.ledger import ledger_of, park, regressions
 from powerplane.lifecycle.model import (
     ConditionStatus,
     ConditionType,
@@ -33,6 +35,7 @@ from powerplane.lifecycle.model import (
     Intent,
     NodeMaintenance,
     Phase,
+    set_condition,
     utcnow,
 )
 from powerplane.lifecycle.phases import transition
@@ -42,7 +45,7 @@ from powerplane.lifecycle.storage import apply_writes
 from powerplane.lifecycle.store import StoreConflict, StoreError
 from powerplane.readback import PowerOffConfirmed, PowerOffWatch
 
-__all__ = ["Reconciler", "Result", "runner_alive", "set_condition"]
+__all__ = ["Reconciler", "Result", "runner_alive"]
 
 log = logging.getLogger("powerplane.lifecycle")
 
@@ -90,7 +93,9 @@ class Reconciler:
         self.clock = clock
         self.watches: dict[str, PowerOffWatch] = {}
         """Running power-off readbacks, by maintenance name."""
-        self.dispatcher = Dispatcher(ports, config, clock, self._save)
+        self.ledger = ledger_of(store)
+        """The store's dispatch ledger (:mod:`.ledger`), held against every status read."""
+        self.dispatcher = Dispatcher(ports, config, clock, self._save, self.ledger)
         """The only sender of power verbs."""
 
     @property
@@ -125,6 +130,13 @@ class Reconciler:
             if m is None:
                 m = await call_store(self.store, self.store.get, name)
                 before = _snapshot(m)
+                if self.ledger is not None and not m.phase.terminal:
+                    try:
+                        if await self._regressed(m):
+                            return Result.PARKED
+                    except StoreConflict:
+                        m = None
+                        continue
             if m.phase.terminal:
                 self._drop_watch(name)
                 return Result.DONE
@@ -209,6 +221,30 @@ class Reconciler:
             self._drop_watch(name)
             return Result.DONE
         return Result.WAITING
+
+    async def _regressed(self, m: NodeMaintenance) -> bool:
+        """Hold ``m``'s status against the ledger (:mod:`.ledger`): a regression parks it for
+        a person (written, and audited once, with what differed). True: parked now."""
+        assert self.ledger is not None
+        entries = await call_store(self.store, self.ledger.ledger, m)
+        problems = regressions(m, entries)
+        if not problems:
+            return False
+        if not park(m, entries, problems, self.clock()):
+            return True  # parked already, and audited then: nothing more to write
+        log.warning("%s: the status contradicts the dispatch ledger: %s", m.name,
+                    "; ".join(problems))
+        host = self.ports.host
+        who = host.authority.identity
+        record = AuditRecord(
+            actor=who.user, groups=who.groups, via=who.via,
+            action=action_for_intent(m.spec.intent), reason=m.spec.reason, node=m.node,
+            maintenance=m.name, outcome="regression",
+            rule="the status contradicted the dispatch ledger: parked for a person, "
+                 "nothing sent",
+            detail="; ".join(problems), at=self.clock())
+        await call_store(self.store, self.store.update, m, record)
+        return True
 
     async def _save(self, m: NodeMaintenance) -> None:
         await call_store(self.store, self.store.update, m)

@@ -34,7 +34,15 @@ from pydantic_core import PydanticSerializationError
 
 from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action, AuditRecord
-from powerplane.lifecycle.model import TERMINAL_PHASES, NodeMaintenance, Phase
+from powerplane.lifecycle.ledger import DISPATCH, NOT_APPLIED, LedgerConflict, LedgerEntry
+from powerplane.lifecycle.model import (
+    TERMINAL_PHASES,
+    Dispatch,
+    Evidence,
+    NodeMaintenance,
+    Phase,
+    utcnow,
+)
 
 if TYPE_CHECKING:
     from powerplane.lifecycle.ports import MaintenanceStore
@@ -67,6 +75,22 @@ CREATE TABLE IF NOT EXISTS audit (
     detail TEXT NOT NULL,
     extra TEXT NOT NULL DEFAULT '{}'
 );
+CREATE TABLE IF NOT EXISTS dispatch_ledger (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    maintenance TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    verb TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    attempt_id TEXT NOT NULL,
+    at TEXT NOT NULL,
+    runner TEXT NOT NULL,
+    before TEXT,
+    UNIQUE (maintenance, kind, verb, attempt)
+);
+CREATE TRIGGER IF NOT EXISTS dispatch_ledger_no_update BEFORE UPDATE ON dispatch_ledger
+BEGIN SELECT RAISE(ABORT, 'the dispatch ledger is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS dispatch_ledger_no_delete BEFORE DELETE ON dispatch_ledger
+BEGIN SELECT RAISE(ABORT, 'the dispatch ledger is append-only'); END;
 """
 
 
@@ -422,6 +446,48 @@ class Store:
              rec.maintenance, rec.source, rec.detail,
              json.dumps(rec.extra(), separators=(",", ":"))),
         )
+
+    # -- the dispatch ledger (powerplane.lifecycle.ledger) --------------------------------
+    def record_dispatch(self, m: NodeMaintenance, d: Dispatch) -> None:
+        """Record ``d`` before it is sent: once per (maintenance, verb, attempt); the same
+        attempt id again is a no-op, another one a :class:`LedgerConflict`."""
+        self._ledger_write(m, d, DISPATCH)
+
+    def record_not_applied(self, m: NodeMaintenance, d: Dispatch) -> None:
+        """Record that evidence showed ``d`` did not take effect (once)."""
+        self._ledger_write(m, d, NOT_APPLIED)
+
+    def _ledger_write(self, m: NodeMaintenance, d: Dispatch, kind: str) -> None:
+        before = d.before.model_dump_json(by_alias=True) if d.before is not None else None
+        with self._errors():
+            self.db.execute("BEGIN IMMEDIATE")
+            row = self.db.execute(
+                "SELECT attempt_id FROM dispatch_ledger WHERE maintenance = ? AND kind = ? "
+                "AND verb = ? AND attempt = ?", (m.name, kind, d.verb, d.attempt)).fetchone()
+            if row is None:
+                self.db.execute(
+                    "INSERT INTO dispatch_ledger (maintenance, kind, verb, attempt, "
+                    "attempt_id, at, runner, before) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (m.name, kind, d.verb, d.attempt, d.attempt_id,
+                     utcnow().isoformat(), d.runner, before))
+            self.db.execute("COMMIT")
+        if row is not None and row[0] != d.attempt_id:
+            raise LedgerConflict(
+                f"{d.verb} attempt {d.attempt} of {m.name} is already in the dispatch ledger "
+                f"of {self.path} as attempt id {row[0]} (this one is {d.attempt_id}): it may "
+                "have been sent")
+
+    def ledger(self, m: NodeMaintenance) -> list[LedgerEntry]:
+        """``m``'s ledger, oldest first."""
+        with self._errors():
+            rows = self.db.execute(
+                "SELECT id, kind, verb, attempt, attempt_id, at, runner, before FROM "
+                "dispatch_ledger WHERE maintenance = ? ORDER BY id", (m.name,)).fetchall()
+            return [LedgerEntry(kind=r[1], verb=r[2], attempt=int(r[3]), attempt_id=r[4],
+                                at=dt.datetime.fromisoformat(r[5]), runner=r[6],
+                                before=Evidence.model_validate_json(r[7]) if r[7] else None,
+                                name=f"{self.path} dispatch_ledger row {r[0]}")
+                    for r in rows]
 
     def append_audit(self, rec: AuditRecord) -> None:
         """Append one audit record on its own."""
