@@ -412,8 +412,16 @@ def test_a_finished_or_deleted_holder_is_replaced(api: KubeApiServer,
     store.create(second)
     lease = api.object(LEASES, NS, lock_name("n1"))
     assert lease is not None and lease["spec"]["holderIdentity"] == "n1-reboot-second"
-    # a holder deleted outright (kubectl delete) frees the node too
+    # a holder deleted (kubectl delete) is not dropped: its deletion is an abandon, which
+    # runs first (its finalizer keeps it), and the node stays held until it has ended
     store.client.delete(NodeMaintenanceResource, second.name)
+    held = store.get(second.name)
+    assert held.spec.abandon is not None and held.spec.abandon.actor == "(deletion)"
+    with pytest.raises(AlreadyActive, match="n1-reboot-second"):
+        store.create(maintenance("n1", "n1-reboot-early"))
+    held.status.phase = Phase.COMPLETE  # the executor has taken it back through Returning
+    store.update(held)
+    assert api.object("powerplane.io/v1alpha1/nodemaintenances", None, second.name) is None
     third = maintenance("n1", "n1-reboot-third")
     store.create(third)
     assert store.active_for("n1") is not None
@@ -585,14 +593,21 @@ def test_the_audit_trail_survives_deleting_the_maintenance(
                                    node="n2", maintenance="n2-cordon-1", at=T0))
     assert [r.reason for r in store.audit("n1")] == ["first", "second", "third"]
     assert len(store.audit()) == 4
+    ended = store.get(m.name)
+    ended.status.phase = Phase.COMPLETE
+    store.update(ended)
     store.client.delete(NodeMaintenanceResource, m.name)
+    store.get(m.name)  # read while it is being deleted (its finalizer keeps it)
+    assert store.release_deleted() == [m.name]  # the executor lets an ended one go
     with pytest.raises(NotFound):
         store.get(m.name)
     trail = store.audit("n1")
     assert [(r.action, r.reason, r.actor, r.maintenance) for r in trail] == [
         (Action.REBOOT, "first", "alice", m.name),
         (Action.ABANDON, "second", "alice", m.name),
-        (Action.POWER_ON, "third", "alice", m.name)]
+        (Action.POWER_ON, "third", "alice", m.name),
+        (Action.ABANDON, f"the NodeMaintenance {m.name} was deleted", "(deletion)", m.name)]
+    assert "deleted after it ended (Complete)" in trail[-1].detail
     assert trail[0].at == T0
     # nothing would let a real cluster's garbage collector take them with the maintenance
     for obj in api.objects("powerplane.io/v1alpha1/maintenanceaudits"):

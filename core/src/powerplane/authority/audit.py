@@ -16,7 +16,8 @@ act. A line (the JSON of :meth:`AuditRecord.as_dict`)::
     {"at": "2026-12-06T21:40:00+00:00", "actor": "alice", "groups": ["plant-eng"],
      "via": "local", "onBehalfOf": null, "action": "servers:reboot", "outcome": "accepted",
      "rule": "role admin allows it (tier admin)", "reason": "kernel update",
-     "node": "node-1", "maintenance": "", "source": "Server/node-1", "detail": "..."}
+     "node": "node-1", "maintenance": "", "source": "Server/node-1", "detail": "...",
+     "recordedBy": null}
 
 Records never hold a secret (no config value is copied in).
 """
@@ -65,9 +66,14 @@ class AuditRecord:
     on_behalf_of: str = ""
     """Free text the requester added; it authorized nothing."""
     outcome: str = "accepted"
-    """``accepted`` (the act follows its record) or ``denied`` (by policy)."""
+    """``accepted`` (the act follows its record), ``denied`` (by policy) or
+    ``regression`` (a status the executor found contradicting its dispatch ledger)."""
     rule: str = ""
     """The policy rule that decided it."""
+    recorded_by: str = ""
+    """Who wrote the record, where that is not the actor: the executor (a request whose
+    creator wrote no record, a deletion, a regression it found) or a gateway that verified
+    the actor itself (``via`` says by what); empty: the actor wrote it."""
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -90,6 +96,7 @@ class AuditRecord:
             "maintenance": self.maintenance,
             "source": self.source,
             "detail": self.detail,
+            "recordedBy": self.recorded_by or None,
         }
 
     @classmethod
@@ -102,6 +109,7 @@ class AuditRecord:
             detail=str(doc.get("detail") or ""), groups=tuple(doc.get("groups") or ()),
             via=str(doc.get("via") or "local"), on_behalf_of=str(doc.get("onBehalfOf") or ""),
             outcome=str(doc.get("outcome") or "accepted"), rule=str(doc.get("rule") or ""),
+            recorded_by=str(doc.get("recordedBy") or ""),
         )
 
     def extra(self) -> dict[str, Any]:
@@ -109,7 +117,7 @@ class AuditRecord:
         maintenance, source, at, detail), for a store that keeps them in one column."""
         return {"groups": list(self.groups), "via": self.via,
                 "onBehalfOf": self.on_behalf_of or None, "outcome": self.outcome,
-                "rule": self.rule}
+                "rule": self.rule, "recordedBy": self.recorded_by or None}
 
 
 @runtime_checkable

@@ -60,7 +60,20 @@ if typing.TYPE_CHECKING:
         evacuation_status,
     )
     from powerplane.lifecycle.guard import GuardRefused
-    from powerplane.lifecycle.model import Intent, NodeMaintenance, Phase
+    from powerplane.lifecycle.ledger import (
+        DispatchLedger,
+        LedgerConflict,
+        LedgerEntry,
+        LedgerKind,
+    )
+    from powerplane.lifecycle.model import (
+        AbandonRequest,
+        Dispatch,
+        Evidence,
+        Intent,
+        NodeMaintenance,
+        Phase,
+    )
     from powerplane.lifecycle.ports import (
         ClusterType,
         MaintenanceStore,
@@ -90,6 +103,7 @@ if typing.TYPE_CHECKING:
 __all__ = [
     "INTENT_ACTIONS",
     "REQUEST_ACTIONS",
+    "AbandonRequest",
     "Action",
     "AlreadyActive",
     "AuditRecord",
@@ -98,11 +112,17 @@ __all__ = [
     "ClusterPort",
     "ClusterType",
     "ConcurrentChange",
+    "Dispatch",
+    "DispatchLedger",
     "DrainProgress",
     "EvacuationHook",
     "EvacuationStatus",
+    "Evidence",
     "GuardRefused",
     "Intent",
+    "LedgerConflict",
+    "LedgerEntry",
+    "LedgerKind",
     "Lifecycle",
     "LifecycleConfig",
     "LonghornHook",
@@ -145,6 +165,13 @@ __getattr__, __dir__ = _lazy_exports(
         "DrainProgress": ".cluster",
         "EvacuationHook": ".evacuation",
         "LonghornHook": ".evacuation",
+        "AbandonRequest": ".model",
+        "Dispatch": ".model",
+        "Evidence": ".model",
+        "DispatchLedger": ".ledger",
+        "LedgerConflict": ".ledger",
+        "LedgerEntry": ".ledger",
+        "LedgerKind": ".ledger",
         "Intent": ".model",
         "NodeMaintenance": ".model",
         "Phase": ".model",

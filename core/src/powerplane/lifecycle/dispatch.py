@@ -47,7 +47,7 @@ from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.errors import OutcomeUnknown, PowerplaneError
 from powerplane.lifecycle import guard
 from powerplane.lifecycle.crash import crashpoint
-from powerplane.lifecycle.ledger import NOT_APPLIED, DispatchLedger, LedgerConflict
+from powerplane.lifecycle.ledger import DispatchLedger, LedgerConflict, unsent
 from powerplane.lifecycle.model import (
     ConditionStatus,
     ConditionType,
@@ -293,9 +293,23 @@ class Dispatcher:
                 result = await self.ports.host.invoke(
                     m.node, verb, reason=m.spec.reason, identity=m.spec.requester,
                     audited=True)
-        except TemporaryPortError:  # before anything left, and it may pass (a secret its
-            m.status.dispatches.remove(d)  # store could not give now): no dispatch; the
-            await self._save(m)  # reconciler records the error and sends it next pass
+        except TemporaryPortError as exc:  # before anything left, and it may pass (a secret
+            # its store could not give now, the ledger out of reach): never sent, so shown
+            # not applied by this runner (in the ledger too, where it can be written: a
+            # recorded dispatch is never removed); the reconciler records the error and a
+            # later pass sends the next attempt
+            d.outcome, d.outcome_at, d.settled_by = O.NOT_APPLIED, self.clock(), "runner"
+            d.detail = f"not sent: {exc}"
+            self._shown_here.add(d.attempt_id)
+            self._outcomes[d.attempt_id] = d.model_copy()
+            if self.ledger is not None:
+                try:
+                    await call_store(self.ledger, self.ledger.record_not_applied, m, d)
+                except PowerplaneError as again:
+                    log.warning("%s: %s not recorded in the ledger as not sent (%s): a "
+                                "person decides before it is sent again", m.name, d.verb,
+                                again)
+            await self._save(m)
             raise
         except OutcomeUnknown as exc:  # it may have left: settle by evidence, never Failed
             d.outcome = O.UNKNOWN
@@ -412,13 +426,12 @@ class Dispatcher:
             res = self._resolution(m, d)
             if res is not None and not res.applied:
                 return True
-        elif d.settled_by == "evidence":
+        elif d.settled_by in ("evidence", "runner"):
             if d.attempt_id in self._shown_here:
                 await call_store(ledger, ledger.record_not_applied, m, d)
                 return True
             entries = await call_store(ledger, ledger.ledger, m)
-            if any(e.kind == NOT_APPLIED and (e.verb, e.attempt) == (d.verb, d.attempt)
-                   for e in entries):
+            if (d.verb, d.attempt) in unsent(entries):
                 return True
         seen = await self.evidence(m.node, d.channel)
         self._indeterminate(m, d, "the status says it did not take effect, but no evidence "

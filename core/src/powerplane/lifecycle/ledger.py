@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol, runtime_checkable
 
 from powerplane.errors import LifecycleError
@@ -47,12 +48,23 @@ from powerplane.lifecycle.model import (
 )
 
 __all__ = ["DISPATCH", "NOT_APPLIED", "DispatchLedger", "LedgerConflict", "LedgerEntry",
-           "ledger_of", "park", "regressions"]
+           "LedgerKind", "ledger_of", "park", "regressions", "unsent"]
 
-DISPATCH = "dispatch"
-"""A ledger entry recorded before a verb is sent."""
-NOT_APPLIED = "not-applied"
-"""A ledger entry recorded when evidence showed an attempt did not take effect."""
+
+class LedgerKind(str, Enum):
+    """What a ledger entry records."""
+
+    DISPATCH = "dispatch"
+    """Recorded before a verb is sent."""
+    NOT_APPLIED = "not-applied"
+    """Recorded when evidence showed an attempt did not take effect."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DISPATCH = LedgerKind.DISPATCH
+NOT_APPLIED = LedgerKind.NOT_APPLIED
 
 
 class LedgerConflict(LifecycleError):
@@ -64,8 +76,8 @@ class LedgerConflict(LifecycleError):
 class LedgerEntry:
     """One record of the ledger of a maintenance."""
 
-    kind: str
-    """:data:`DISPATCH` or :data:`NOT_APPLIED`."""
+    kind: LedgerKind
+    """What it records."""
     verb: str
     attempt: int
     attempt_id: str
@@ -96,6 +108,28 @@ class DispatchLedger(Protocol):
         ...
 
 
+_SHOWN = ("evidence", "runner")
+"""Who may have shown an attempt not applied in a way the ledger records (a person's
+resolution is bound by the admission instead)."""
+
+
+def unsent(entries: Sequence[LedgerEntry]) -> _Never:
+    """What a status may call not applied without the ledger's word: an attempt the ledger
+    shows not applied, or one it never recorded as dispatched (a verb leaves only after its
+    entry is written, so that one never left)."""
+    return _Never({(e.verb, e.attempt) for e in entries if e.kind is NOT_APPLIED},
+                  {(e.verb, e.attempt) for e in entries if e.kind is DISPATCH})
+
+
+@dataclass(frozen=True)
+class _Never:
+    shown: set[tuple[str, int]]
+    dispatched: set[tuple[str, int]]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.shown or key not in self.dispatched
+
+
 def ledger_of(store: object) -> DispatchLedger | None:
     """``store``'s ledger, or None when it keeps none."""
     return store if isinstance(store, DispatchLedger) else None
@@ -105,9 +139,9 @@ def regressions(m: NodeMaintenance, entries: Sequence[LedgerEntry]) -> list[str]
     """What ``m``'s status contradicts in its ledger, in words (none: it agrees)."""
     found: list[str] = []
     by_id = {d.attempt_id: d for d in m.status.dispatches}
-    shown = {(e.verb, e.attempt) for e in entries if e.kind == NOT_APPLIED}
+    shown = unsent(entries)
     for e in entries:
-        if e.kind != DISPATCH:
+        if e.kind is not DISPATCH:
             continue
         d = by_id.get(e.attempt_id)
         if d is None:
@@ -118,10 +152,10 @@ def regressions(m: NodeMaintenance, entries: Sequence[LedgerEntry]) -> list[str]
             found.append(f"the status has attempt id {e.attempt_id} as {d.verb} attempt "
                          f"{d.attempt}; the ledger as {e.verb} attempt {e.attempt}")
     for d in m.status.dispatches:
-        if (d.outcome is DispatchOutcome.NOT_APPLIED and d.settled_by == "evidence"
+        if (d.outcome is DispatchOutcome.NOT_APPLIED and d.settled_by in _SHOWN
                 and (d.verb, d.attempt) not in shown):
             found.append(f"the status says {d.verb} attempt {d.attempt} was shown not "
-                         "applied by evidence, which the ledger never recorded")
+                         f"applied ({d.settled_by}), which the ledger never recorded")
     return found
 
 
@@ -132,11 +166,11 @@ def park(m: NodeMaintenance, entries: Sequence[LedgerEntry], problems: Sequence[
     know becomes ``indeterminate``, and ``StatusRegressed`` and ``AwaitingResolution``
     say what differed. True when this changed ``m`` (a regression not parked yet)."""
     by_id = {d.attempt_id: d for d in m.status.dispatches}
-    shown = {(e.verb, e.attempt) for e in entries if e.kind == NOT_APPLIED}
+    shown = unsent(entries)
     why = "; ".join(problems)
     changed = False
     for e in entries:
-        if e.kind == DISPATCH and e.attempt_id not in by_id:
+        if e.kind is DISPATCH and e.attempt_id not in by_id:
             d = Dispatch(verb=e.verb, channel=None, attempt_id=e.attempt_id,
                          recorded_at=e.at, runner=e.runner, attempt=e.attempt,
                          before=e.before, outcome=DispatchOutcome.INDETERMINATE,
@@ -145,7 +179,7 @@ def park(m: NodeMaintenance, entries: Sequence[LedgerEntry], problems: Sequence[
             by_id[e.attempt_id] = d
             changed = True
     for d in m.status.dispatches:
-        if (d.outcome is DispatchOutcome.NOT_APPLIED and d.settled_by == "evidence"
+        if (d.outcome is DispatchOutcome.NOT_APPLIED and d.settled_by in _SHOWN
                 and (d.verb, d.attempt) not in shown):
             d.outcome, d.outcome_at, d.settled_by = DispatchOutcome.INDETERMINATE, now, ""
             d.detail = f"not applied by no recorded evidence: {why}"

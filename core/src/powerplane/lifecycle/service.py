@@ -67,6 +67,7 @@ from powerplane.lifecycle.ports import (
     Ports,
     SharedStore,
     build_ports,
+    call_store,
 )
 from powerplane.lifecycle.reconciler import Reconciler, Result
 from powerplane.lifecycle.settings import LifecycleConfig
@@ -437,6 +438,9 @@ class Lifecycle:
         refuse = getattr(self.store, "refuse_unreadable", None)
         if callable(refuse):  # an object no one could act on is refused, never ignored
             refuse()
+        release = getattr(self.store, "release_deleted", None)
+        if callable(release):  # a deleted maintenance that had ended: let it go, audited
+            await call_store(self.store, release)
         known = self.host.nodes
         await self.host.discover([m.node for m in active if m.node in known])
         sem = asyncio.Semaphore(self.config.concurrency)

@@ -34,7 +34,13 @@ from pydantic_core import PydanticSerializationError
 
 from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action, AuditRecord
-from powerplane.lifecycle.ledger import DISPATCH, NOT_APPLIED, LedgerConflict, LedgerEntry
+from powerplane.lifecycle.ledger import (
+    DISPATCH,
+    NOT_APPLIED,
+    LedgerConflict,
+    LedgerEntry,
+    LedgerKind,
+)
 from powerplane.lifecycle.model import (
     TERMINAL_PHASES,
     Dispatch,
@@ -457,18 +463,18 @@ class Store:
         """Record that evidence showed ``d`` did not take effect (once)."""
         self._ledger_write(m, d, NOT_APPLIED)
 
-    def _ledger_write(self, m: NodeMaintenance, d: Dispatch, kind: str) -> None:
+    def _ledger_write(self, m: NodeMaintenance, d: Dispatch, kind: LedgerKind) -> None:
         before = d.before.model_dump_json(by_alias=True) if d.before is not None else None
         with self._errors():
             self.db.execute("BEGIN IMMEDIATE")
             row = self.db.execute(
                 "SELECT attempt_id FROM dispatch_ledger WHERE maintenance = ? AND kind = ? "
-                "AND verb = ? AND attempt = ?", (m.name, kind, d.verb, d.attempt)).fetchone()
+                "AND verb = ? AND attempt = ?", (m.name, kind.value, d.verb, d.attempt)).fetchone()
             if row is None:
                 self.db.execute(
                     "INSERT INTO dispatch_ledger (maintenance, kind, verb, attempt, "
                     "attempt_id, at, runner, before) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (m.name, kind, d.verb, d.attempt, d.attempt_id,
+                    (m.name, kind.value, d.verb, d.attempt, d.attempt_id,
                      utcnow().isoformat(), d.runner, before))
             self.db.execute("COMMIT")
         if row is not None and row[0] != d.attempt_id:
@@ -483,8 +489,9 @@ class Store:
             rows = self.db.execute(
                 "SELECT id, kind, verb, attempt, attempt_id, at, runner, before FROM "
                 "dispatch_ledger WHERE maintenance = ? ORDER BY id", (m.name,)).fetchall()
-            return [LedgerEntry(kind=r[1], verb=r[2], attempt=int(r[3]), attempt_id=r[4],
-                                at=dt.datetime.fromisoformat(r[5]), runner=r[6],
+            return [LedgerEntry(kind=LedgerKind(r[1]), verb=r[2], attempt=int(r[3]),
+                                attempt_id=r[4], at=dt.datetime.fromisoformat(r[5]),
+                                runner=r[6],
                                 before=Evidence.model_validate_json(r[7]) if r[7] else None,
                                 name=f"{self.path} dispatch_ledger row {r[0]}")
                     for r in rows]

@@ -30,6 +30,13 @@ The spec is immutable, so the requests a person makes after creation (core's
 field core adds later lands in ``requests`` by itself. Printer columns: node, intent, phase,
 age.
 
+``MaintenanceDispatch`` (``maintenancedispatches.powerplane.io``), one object per entry of
+a maintenance's dispatch ledger (core's ``powerplane.lifecycle.ledger``): written by the
+executor before a power verb is sent (and when evidence showed an attempt did not take
+effect), named after the maintenance, the verb and the attempt, so a second record of one
+attempt is a ``409``; immutable (CEL ``self == oldSelf``), created by the executor alone and
+updated or deleted by no role. At most once rests on these, not on ``status``.
+
 ``MaintenanceAudit`` (``maintenanceaudits.powerplane.io``), one object per audit record, its
 ``spec`` the record as core writes it (``AuditRecord.as_dict``: the actor and the groups and
 platform that authenticated them, ``onBehalfOf``, the action, its outcome and the policy
@@ -51,6 +58,9 @@ __all__ = [
     "AUDIT_KIND",
     "AUDIT_PLURAL",
     "CREATED_ANNOTATION",
+    "DISPATCH_KIND",
+    "DISPATCH_PLURAL",
+    "FINALIZER",
     "GROUP",
     "KIND",
     "MAINTENANCE_LABEL",
@@ -64,6 +74,7 @@ __all__ = [
     "audit_schema",
     "crd_manifest",
     "crd_manifests",
+    "dispatch_crd_manifest",
     "structural",
 ]
 
@@ -73,6 +84,11 @@ KIND = "NodeMaintenance"
 PLURAL = "nodemaintenances"
 AUDIT_KIND = "MaintenanceAudit"
 AUDIT_PLURAL = "maintenanceaudits"
+DISPATCH_KIND = "MaintenanceDispatch"
+DISPATCH_PLURAL = "maintenancedispatches"
+FINALIZER = f"{GROUP}/abandon-on-delete"
+"""On every NodeMaintenance: its deletion runs the abandon path first (the node returned to
+service, audited), and the executor removes it once the maintenance has ended."""
 
 NODE_LABEL = "powerplane.io/node"
 """The node a maintenance (or an audit record) is about (hashed when not a label value)."""
@@ -311,6 +327,46 @@ def audit_crd_manifest() -> dict[str, Any]:
     return _crd(AUDIT_KIND, AUDIT_PLURAL, schema, columns, status=False, short=["nmaudit"])
 
 
+def dispatch_crd_manifest() -> dict[str, Any]:
+    """The ``MaintenanceDispatch`` CustomResourceDefinition: one object per ledger entry."""
+    from powerplane.lifecycle import NodeMaintenance
+
+    status_model = NodeMaintenance.model_fields["status"].annotation
+    status = structural(_model_schema(status_model), "status")  # type: ignore[arg-type]
+    before = status["properties"]["dispatches"]["items"]["properties"]["before"]
+    spec: dict[str, Any] = {
+        "type": "object",
+        "description": "One entry of a maintenance's dispatch ledger (immutable).",
+        "required": ["maintenance", "node", "kind", "verb", "attempt", "attemptId", "at"],
+        "properties": {
+            "maintenance": {"type": "string", "description": "The NodeMaintenance."},
+            "node": {"type": "string"},
+            "kind": {"type": "string", "enum": ["dispatch", "not-applied"],
+                     "description": "dispatch: recorded before the verb was sent; "
+                                    "not-applied: evidence showed the attempt did not take "
+                                    "effect."},
+            "verb": {"type": "string"},
+            "attempt": {"type": "integer", "minimum": 1},
+            "attemptId": {"type": "string"},
+            "at": {"type": "string", "format": "date-time"},
+            "runner": {"type": "string"},
+            "before": before,
+        },
+        "x-kubernetes-validations": [
+            {"rule": "self == oldSelf", "message": "a dispatch ledger entry is immutable"}],
+    }
+    schema = _object_schema({"spec": spec}, ["spec"])
+    columns = [
+        {"name": "Maintenance", "type": "string", "jsonPath": ".spec.maintenance"},
+        {"name": "Kind", "type": "string", "jsonPath": ".spec.kind"},
+        {"name": "Verb", "type": "string", "jsonPath": ".spec.verb"},
+        {"name": "Attempt", "type": "integer", "jsonPath": ".spec.attempt"},
+        {"name": "At", "type": "date", "jsonPath": ".spec.at"},
+    ]
+    return _crd(DISPATCH_KIND, DISPATCH_PLURAL, schema, columns, status=False,
+                short=["nmdispatch"])
+
+
 def crd_manifests() -> list[dict[str, Any]]:
-    """Both CustomResourceDefinitions the store needs, ``NodeMaintenance`` first."""
-    return [crd_manifest(), audit_crd_manifest()]
+    """The CustomResourceDefinitions the store needs, ``NodeMaintenance`` first."""
+    return [crd_manifest(), audit_crd_manifest(), dispatch_crd_manifest()]

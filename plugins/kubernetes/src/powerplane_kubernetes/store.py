@@ -89,6 +89,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -111,9 +112,14 @@ from lightkube.resources.core_v1 import Event
 
 from powerplane import Identity
 from powerplane.lifecycle import (
+    AbandonRequest,
+    Action,
     AlreadyActive,
     AuditRecord,
     ConcurrentChange,
+    Dispatch,
+    LedgerEntry,
+    LedgerKind,
     NodeMaintenance,
     NotFound,
     Phase,
@@ -135,6 +141,7 @@ from powerplane_kubernetes.crd import (
     AUDIT_KIND,
     AUDIT_PLURAL,
     CREATED_ANNOTATION,
+    FINALIZER,
     GROUP,
     KIND,
     NODE_LABEL,
@@ -144,6 +151,7 @@ from powerplane_kubernetes.crd import (
     VERSION,
 )
 from powerplane_kubernetes.errors import answer_of
+from powerplane_kubernetes.ledger import Ledger
 
 __all__ = [
     "LOCK_PREFIX",
@@ -265,7 +273,25 @@ def from_object(obj: dict[str, Any]) -> NodeMaintenance:
     }
     if created:
         body["createdAt"] = created
-    return NodeMaintenance.model_validate(body)
+    m = NodeMaintenance.model_validate(body)
+    deleted = meta.get("deletionTimestamp")
+    if deleted and m.spec.abandon is None and not m.phase.terminal:
+        # its deletion is an abandon, as `maintenance abandon` makes one (never written
+        # back: every read of the object being deleted says so again)
+        m.spec.abandon = AbandonRequest(
+            actor=DELETION_ACTOR, at=dt.datetime.fromisoformat(str(deleted)),
+            reason=f"the {KIND} was deleted at {deleted}: abandoned as `powerplane "
+                   "maintenance abandon` does, before the object goes")
+    return m
+
+
+DELETION_ACTOR = "(deletion)"
+"""The actor of the abandon a deletion makes (who deleted it is in the API server's own
+audit log: the deletion reaches the store as the object's ``deletionTimestamp``)."""
+
+
+def _deleting(obj: dict[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _pending(obj: dict[str, Any]) -> bool:
@@ -292,11 +318,16 @@ def _plain(obj: Any) -> dict[str, Any]:
 
 def _main(obj: dict[str, Any]) -> dict[str, Any]:
     """What this store writes through the main resource (``status`` and labels aside); an
-    empty request (null, no entries) is no request, as the API server stores it."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    empty request (null, no entries) is no request, as the API server stores it; the
+    abandon a deletion stands for is no request either (:data:`DELETION_ACTOR`)."""
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
     requests = {k: v for k, v in (obj.get("requests") or {}).items() if v not in (None, [])}
+    if (requests.get("abandon") or {}).get("actor") == DELETION_ACTOR:
+        del requests["abandon"]
     return {"spec": obj.get("spec"), "requests": requests,
-            "created": annotations.get(CREATED_ANNOTATION)}
+            "created": annotations.get(CREATED_ANNOTATION),
+            "finalizers": sorted(meta.get("finalizers") or [])}
 
 
 def _meta(old: dict[str, Any], new: dict[str, Any], labels: dict[str, str],
@@ -307,8 +338,22 @@ def _meta(old: dict[str, Any], new: dict[str, Any], labels: dict[str, str],
     ours = (new.get("metadata") or {}).get("annotations") or {}
     meta["annotations"] = {**(meta.get("annotations") or {}), **ours}
     meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    if "finalizers" in (new.get("metadata") or {}):
+        meta["finalizers"] = new["metadata"]["finalizers"]
     meta["resourceVersion"] = rv
     return meta
+
+
+def _finalizers(old: dict[str, Any], m: NodeMaintenance) -> list[str]:
+    """The object's finalizers after a write of ``m``: :data:`FINALIZER` kept (added where
+    a hand-made object lacks it) while the maintenance may still have something to undo,
+    taken away once a deleted one has ended (the API server then removes the object)."""
+    have = list((old.get("metadata") or {}).get("finalizers") or [])
+    if m.phase.terminal and _deleting(old):
+        return [f for f in have if f != FINALIZER]
+    if not m.phase.terminal and FINALIZER not in have:
+        return [*have, FINALIZER]
+    return have
 
 
 def _no_crash(name: str) -> None:
@@ -367,6 +412,8 @@ class KubernetesStore:
         it answers None while it has not listed): the safety rule and admission read it
         instead of listing per check."""
         self._bound: tuple[float, str | None] | None = None
+        self.ledger_entries = Ledger(self.client, self._errors, self.clock)
+        """The dispatch ledger's objects (:mod:`.ledger`), fed by the executor's watch."""
 
     blocking = True
     """Every call is a request to the API server: the reconciler makes them from a worker
@@ -632,6 +679,8 @@ class KubernetesStore:
         if m.phase is Phase.PENDING:
             return self._request(m, audit)
         wire = to_object(m)
+        if not m.phase.terminal:
+            wire["metadata"]["finalizers"] = [FINALIZER]
         what = f"creating {PLURAL}.{GROUP} {m.name}"
         with self._errors(what):
             try:
@@ -674,6 +723,7 @@ class KubernetesStore:
         record that cannot be written takes the object back (nothing was requested); if
         that fails too, the error says the executor may still admit it."""
         wire = {k: v for k, v in to_object(m).items() if k != "status"}
+        wire["metadata"]["finalizers"] = [FINALIZER]  # its deletion runs the abandon first
         what = f"creating {PLURAL}.{GROUP} {m.name}"
         with self._errors(what):
             try:
@@ -700,12 +750,13 @@ class KubernetesStore:
         return m
 
     def _delete(self, name: str) -> bool:
-        """Delete ``name``; whether it is gone."""
+        """Delete ``name`` (a request of this store's that is taken back); whether it is gone."""
         try:
+            self._unfinalize(name)
             self.client.delete(NodeMaintenanceResource, name)
         except httpx2.HTTPStatusError as exc:
             return self._code(exc) == 404
-        except (httpx2.HTTPError, OSError):
+        except (httpx2.HTTPError, OSError, KubernetesStoreError):
             return False
         self._forget(name)
         return True
@@ -723,7 +774,8 @@ class KubernetesStore:
             with self._errors(f"writing the request record of {m.name} "
                               f"({AUDIT_PLURAL}.{GROUP})"):
                 try:
-                    self.client.create(MaintenanceAuditResource(**audit_object(record, name)))
+                    self.client.create(MaintenanceAuditResource(
+                        **audit_object(self.recorded(record), name)))
                 except httpx2.HTTPStatusError as exc:
                     if self._code(exc) != 409:
                         raise  # a 409: written already (by its creator), one record
@@ -779,11 +831,26 @@ class KubernetesStore:
             self._identity = Identity(user=user, groups=groups, via="kubernetes")
         return self._identity
 
+    def _unfinalize(self, name: str) -> None:
+        """Take :data:`FINALIZER` off an object this store made and never saw admitted (it
+        has nothing to undo), so that deleting it removes it."""
+        obj = self._read(name)
+        if obj is None:
+            return
+        have = list((obj.get("metadata") or {}).get("finalizers") or [])
+        if FINALIZER in have:
+            meta = _meta(obj, {"metadata": {"finalizers": [f for f in have
+                                                           if f != FINALIZER]}},
+                         {}, str(obj["metadata"]["resourceVersion"]))
+            body = {k: v for k, v in obj.items() if k != "status"}
+            self._send({**body, "metadata": meta})
+
     def _discard(self, name: str) -> None:
         """Delete a pending object this store made (best effort: reads skip it anyway)."""
         try:
+            self._unfinalize(name)
             self.client.delete(NodeMaintenanceResource, name)
-        except (httpx2.HTTPError, OSError) as exc:
+        except (httpx2.HTTPError, OSError, KubernetesStoreError) as exc:
             log.warning("could not delete the pending %s %s: %s", KIND, name,
                         type(exc).__name__)
         self._forget(name)
@@ -890,15 +957,30 @@ class KubernetesStore:
                 old = self._current(m)
                 new = to_object(m)
                 new["spec"] = old.get("spec")  # immutable: as its creator wrote it
+                if (m.spec.abandon is not None and m.spec.abandon.actor == DELETION_ACTOR):
+                    # the abandon its deletion stands for is read, never written
+                    new["requests"]["abandon"] = (old.get("requests") or {}).get("abandon")
+                new["metadata"]["finalizers"] = _finalizers(old, m)
                 rv = str(old["metadata"]["resourceVersion"])
                 ours = new["metadata"]["labels"]
+                # status only where it changed: a person's request (a return, an abandon,
+                # a resolution) never writes it; only the executor does
+                status_changed = (from_object(old).status.model_dump(mode="json")
+                                  != new["status"])
+                if audit is None:
+                    audit = self._deletion_record(old, m)
                 try:
-                    if _main(new) != _main(old):
+                    if _main(new) != _main(old) and not (
+                            _deleting(old) and m.phase.terminal):
                         body = {**new, "metadata": _meta(old, new, {}, rv)}
                         old = self._send(body)
                         rv = str(old["metadata"]["resourceVersion"])
-                    done = self._send({**new, "metadata": _meta(old, new, {}, rv)},
-                                      status=True)
+                    done = old
+                    if status_changed:
+                        done = self._send({**new, "metadata": _meta(old, new, {}, rv)},
+                                          status=True)
+                    if _deleting(done) and m.phase.terminal:  # ended: let the object go
+                        done = self._release(done, m)
                 except httpx2.HTTPStatusError as exc:
                     if self._code(exc) == 409:
                         self._forget(m.name, reread=True)
@@ -906,7 +988,7 @@ class KubernetesStore:
                                             f"{expected}") from None
                     raise
                 have = (done.get("metadata") or {}).get("labels") or {}
-                if any(have.get(k) != v for k, v in ours.items()):
+                if not _deleting(done) and any(have.get(k) != v for k, v in ours.items()):
                     done = self._relabel(done, ours)
                 m.resource_version = _version(done)
         except BaseException:
@@ -915,6 +997,71 @@ class KubernetesStore:
         self._audit(audit, done)
         self._written(m)
         return m
+
+    # -- deletion: an abandon, never silent -------------------------------------------------
+    def _deletion_record(self, old: dict[str, Any], m: NodeMaintenance) -> AuditRecord | None:
+        """The audit record of a deletion, with the write that first acts on it (the
+        abandon it stands for taking the maintenance back through ``Returning``, or
+        refusing a request not admitted yet); None for every other write."""
+        a = m.spec.abandon
+        if not _deleting(old) or a is None or a.actor != DELETION_ACTOR:
+            return None
+        before = _phase(old)
+        if before in (Phase.RETURNING.value, *_TERMINAL):
+            return None
+        if m.phase not in (Phase.RETURNING, Phase.REFUSED, Phase.COMPLETE):
+            return None
+        return self._executor_record(m, f"deleted in phase {before}: {a.reason}")
+
+    def _executor_record(self, m: NodeMaintenance, detail: str) -> AuditRecord:
+        who = self.authenticated_identity()
+        return AuditRecord(
+            actor=DELETION_ACTOR, via="kubernetes", action=Action.ABANDON,
+            reason=f"the {KIND} {m.name} was deleted", node=m.node, maintenance=m.name,
+            detail=detail, recorded_by=who.user,
+            rule="a deletion is an abandon; the API server's audit log names who deleted "
+                 "it, and the admission let only a user who may abandon it do so")
+
+    def _release(self, obj: dict[str, Any], m: NodeMaintenance) -> dict[str, Any]:
+        """Take :data:`FINALIZER` off a deleted maintenance that has ended: the API server
+        then removes the object (one ``PUT`` naming the version it read)."""
+        have = list((obj.get("metadata") or {}).get("finalizers") or [])
+        if FINALIZER not in have:
+            return obj
+        meta = _meta(obj, {"metadata": {"finalizers": [f for f in have if f != FINALIZER]}},
+                     {}, str(obj["metadata"]["resourceVersion"]))
+        body = {k: v for k, v in obj.items() if k != "status"}
+        try:
+            return self._send({**body, "metadata": meta})
+        except httpx2.HTTPStatusError as exc:
+            if self._code(exc) == 404:  # gone already: what it asked for
+                return obj
+            raise
+
+    def release_deleted(self) -> list[str]:
+        """Let every deleted maintenance that had already ended go (its finalizer taken
+        off, the deletion audited): the executor's pass does it (core's ``run_pass``); the
+        names released. Those still active are abandoned by their reconcile instead."""
+        with self._seen_lock:
+            candidates = [o for o in self._seen.values()
+                          if _deleting(o) and _phase(o) in _TERMINAL
+                          and FINALIZER in ((o.get("metadata") or {}).get("finalizers") or [])]
+        done = []
+        for obj in candidates:
+            name = str(obj["metadata"]["name"])
+            try:
+                m = from_object(obj)
+                with self._errors(f"releasing the deleted {PLURAL}.{GROUP} {name}"):
+                    self._release(obj, m)
+                self._audit(self._executor_record(
+                    m, f"deleted after it ended ({_phase(obj)}): nothing to undo"), obj)
+            except (KubernetesStoreError, ValueError) as exc:
+                log.warning("%s", exc)
+                continue
+            self._forget(name)
+            self.ledger_entries.forget(name)
+            done.append(name)
+        return done
 
     def _relabel(self, obj: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
         """Set the index labels after the status that decides them (a 409 re-reads: the
@@ -941,14 +1088,39 @@ class KubernetesStore:
         if self.after_write is not None:
             self.after_write(m)
 
+    # -- the dispatch ledger (powerplane.lifecycle.ledger) ----------------------------------
+    def record_dispatch(self, m: NodeMaintenance, d: Dispatch) -> None:
+        """``d``'s ledger entry, before it is sent (:mod:`.ledger`)."""
+        self.ledger_entries.record(m, d, LedgerKind.DISPATCH)
+
+    def record_not_applied(self, m: NodeMaintenance, d: Dispatch) -> None:
+        """The entry saying evidence showed ``d`` did not take effect."""
+        self.ledger_entries.record(m, d, LedgerKind.NOT_APPLIED)
+
+    def ledger(self, m: NodeMaintenance) -> list[LedgerEntry]:
+        """``m``'s ledger, oldest first."""
+        return self.ledger_entries.entries(m)
+
     # -- audit -----------------------------------------------------------------------------
     def _audit(self, rec: AuditRecord | None, about: dict[str, Any] | None) -> None:
         if rec is None:
             return
+        rec = self.recorded(rec)
         with self._errors(f"writing the audit record of {rec.maintenance or rec.node} "
                           f"({AUDIT_PLURAL}.{GROUP})"):
             self.client.create(MaintenanceAuditResource(**audit_object(rec)))
         self._event(rec, about)
+
+    def recorded(self, rec: AuditRecord) -> AuditRecord:
+        """``rec`` as this store writes it: a record of another identity than the one the
+        API server knows this store's client as names that client as ``recordedBy`` (the
+        audit admission policy lets only a recorder write it so)."""
+        if rec.recorded_by:
+            return rec
+        me = self.authenticated_identity().user
+        if rec.actor == me:
+            return rec
+        return dataclasses.replace(rec, recorded_by=me)
 
     def _event(self, rec: AuditRecord, about: dict[str, Any] | None) -> None:
         """The record's Event (a notification, not the record: one that cannot be written

@@ -75,6 +75,13 @@ def status_code(exc: BaseException) -> int | None:
     return answer.code if answer is not None else None
 
 
+def _raw(obj: Any) -> dict[str, Any]:
+    """An object the client delivered, as plain data."""
+    out = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+    assert isinstance(out, dict)
+    return out
+
+
 def at_or_below(m: NodeMaintenance, version: int | None) -> bool:
     """Whether ``m`` is at ``version`` or older (a cache behind what a reader saw)."""
     return version is not None and m.resource_version <= version
@@ -191,6 +198,8 @@ class MaintenanceWatch:
         gone = 0  # 410s in a row: a second one backs off as a failure does
         records = (asyncio.create_task(self._watch_records(wait), name="watch records")
                    if self.records and self.store is not None else None)
+        ledger = (asyncio.create_task(self._watch_ledger(wait), name="watch ledger")
+                  if self.records and self.store is not None else None)
         try:
             while not self.stopped.is_set():
                 try:
@@ -215,6 +224,9 @@ class MaintenanceWatch:
                         if meta is not None and meta.resourceVersion:
                             version = self._version = meta.resourceVersion
                         name = meta.name if meta is not None else "?"
+                        if kind == "ADDED" and self.store is not None and meta is not None:
+                            # made after the ledger's watch began: its entries all come
+                            self.store.ledger_entries.born(str(meta.name))
                         if self.cache is not None:
                             self._cached(kind, obj)
                         self._tell(f"{kind} {name}", True)
@@ -237,10 +249,11 @@ class MaintenanceWatch:
         finally:
             self.cache = None
             self._feeding(False)
-            if records is not None:
-                records.cancel()
-                with contextlib.suppress(BaseException):
-                    await records
+            for task in (records, ledger):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
 
     async def _watch_records(self, wait: Callable[[float], Awaitable[None]]) -> None:
         """The ``maintenanceaudits`` from the list's version on: each record's name to the
@@ -280,6 +293,53 @@ class MaintenanceWatch:
                 else:
                     log.warning("watch of maintenanceaudits: %s; again in %g s",
                                 map_error(exc, "watch"), backoff)
+            await wait(backoff)
+            backoff = min(2 * backoff, BACKOFF_MAX_S)
+            version = self._version or version
+
+
+    async def _watch_ledger(self, wait: Callable[[float], Awaitable[None]]) -> None:
+        """The ``maintenancedispatches`` (the dispatch ledger) from the list's version on,
+        each entry to the store's ledger (:mod:`.ledger`): a maintenance the watch saw
+        created has its whole ledger at hand, any other is listed once. A failure or a
+        ``410`` starts again (from the maintenances' newest version) and forgets which
+        ledgers were whole: what fell in the gap is listed again."""
+        from powerplane_kubernetes.errors import map_error
+        from powerplane_kubernetes.ledger import DispatchResource
+
+        assert self.store is not None
+        ledger = self.store.ledger_entries
+        await self._listed.wait()
+        backoff = BACKOFF_S
+        version = self._version
+        while not self.stopped.is_set():
+            ledger.feeding(True)
+            try:
+                async for kind, obj in self.client.watch(
+                        DispatchResource, resource_version=version,
+                        server_timeout=SERVER_TIMEOUT_S):
+                    backoff = BACKOFF_S
+                    raw = _raw(obj)
+                    meta = raw.get("metadata") or {}
+                    if meta.get("resourceVersion"):
+                        version = str(meta["resourceVersion"])
+                    if kind != "ADDED":  # no role may change or delete one: say so
+                        log.warning("a dispatch ledger entry was %s: %s", kind.lower(),
+                                    meta.get("name"))
+                    ledger.seen(kind, raw)
+            except Exception as exc:
+                ledger.feeding(False)
+                if status_code(exc) == 410:
+                    fresher = self._version
+                    if fresher is not None and fresher != version:
+                        version = fresher
+                        continue
+                    log.info("watch of maintenancedispatches: 410 Gone at %s; again in %g s",
+                             version, backoff)
+                else:
+                    log.warning("watch of maintenancedispatches: %s; again in %g s",
+                                map_error(exc, "watch"), backoff)
+            ledger.feeding(False)
             await wait(backoff)
             backoff = min(2 * backoff, BACKOFF_MAX_S)
             version = self._version or version

@@ -41,29 +41,13 @@ return, abandon, resolve), a person or a pipeline. :func:`maintainer_role` (Clus
 printed unbound (bind them to your people or groups). ``powerplane maintenance run`` acts as
 the operator does and needs the operator's roles.
 
-**Identity bound by the API server** (:func:`admission_policy`, :func:`admission_binding`):
-a ValidatingAdmissionPolicy (``admissionregistration.k8s.io/v1``, Kubernetes 1.30 and
-later) and its binding (``validationActions: [Deny]``), both named
-:data:`~powerplane_kubernetes.crd.REQUESTER_BINDING`, on ``CREATE`` and ``UPDATE`` of
-``nodemaintenances`` (the main resource only). On create: ``spec.requestedBy`` is
-``request.userInfo.username``; ``spec.requesterGroups``, when present, is exactly the set
-of ``request.userInfo.groups`` (``system:authenticated`` included, as the API server's
-authenticator adds it and a SelfSubjectReview reports it: the operator's later
-SubjectAccessReview asks for these groups, so the record must be the whole set the
-admission's ``authorizer`` checked, neither more nor fewer); and the requester holds the
-intent's verb on ``servers.powerplane.io`` named by the node (CEL ``authorizer``). On
-update: ``spec`` is unchanged; a new or changed ``requests.returnRequest`` /
-``requests.abandon`` names the requester as ``actor`` and the requester holds ``uncordon``
-/ ``maintenance-abandon`` on the node; every ``requests.resolutions`` entry not in the old
-object names the requester and the requester holds ``maintenance-resolve``. The policy
-matches ``nodemaintenances`` only, which is not its ``status`` subresource (``'*' means
-all resources, but not subresources``; a subresource is matched only by naming it, e.g.
-``nodemaintenances/status``): the operator's status writes are not seen by it, and its one
-main-resource write (the ``powerplane.io/active`` label) changes neither ``spec`` nor
-``requests``, so it passes every rule; no identity is exempt. The spec comparison is
-generated field by field from the CRD's schema (:func:`spec_unchanged`): the API server's
-CEL treats a null nullable field as absent, and comparing two objects that hold one with
-``==`` does not say "equal" on every version.
+**The admission policies** (:mod:`.admission`, printed here in apply order after the CRDs):
+``powerplane-requester`` binds a NodeMaintenance's ``spec`` and ``requests`` to the API
+server's authenticated requester (and a deletion to one who may abandon it);
+``powerplane-executor`` keeps its ``status`` and the dispatch ledger
+(``maintenancedispatches``) to the executor and refuses a status that moves back;
+``powerplane-audit`` binds a ``MaintenanceAudit``'s actor to its creator unless the creator
+is a recorder (the operator, the Servers gateway), who then names itself as ``recordedBy``.
 
 **Roles for people, printed unbound** (:func:`people_roles`): :data:`ADMIN` (every
 ``servers`` verb; nodemaintenances create/get/list/watch/update; maintenanceaudits
@@ -103,6 +87,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from powerplane_kubernetes import __version__
+from powerplane_kubernetes.operator.admission import RECORDERS, admission_name, policies
 
 if TYPE_CHECKING:
     from powerplane import Deployment
@@ -127,9 +112,6 @@ __all__ = [
     "SERVER_VERBS",
     "VIEWER",
     "InCluster",
-    "admission_binding",
-    "admission_name",
-    "admission_policy",
     "cluster_role",
     "crd_missing",
     "crd_objects",
@@ -147,7 +129,6 @@ __all__ = [
     "server_impersonation_role",
     "server_manifests",
     "server_role",
-    "spec_unchanged",
 ]
 
 NAME = "powerplane-operator"
@@ -222,10 +203,7 @@ def crd_objects() -> list[dict[str, Any]]:
     module = _crd_module()
     if module is None:
         return []
-    docs: list[dict[str, Any]] = [module.crd_manifest()]
-    extra = getattr(module, "audit_crd_manifest", None)
-    if callable(extra):
-        docs.append(extra())
+    docs: list[dict[str, Any]] = list(module.crd_manifests())
     return docs
 
 
@@ -234,13 +212,6 @@ def _plurals() -> tuple[str, str | None]:
     names = [str(doc["spec"]["names"]["plural"]) for doc in crd_objects()]
     return (names[0] if names else "nodemaintenances"), (names[1] if len(names) > 1
                                                          else None)
-
-
-def admission_name() -> str:
-    """The name of the admission policy and of its binding (the binding the operator reads
-    to know identities are bound: :data:`powerplane_kubernetes.crd.REQUESTER_BINDING`)."""
-    module = _crd_module()
-    return str(getattr(module, "REQUESTER_BINDING", "powerplane-requester"))
 
 
 def cluster_role() -> dict[str, Any]:
@@ -260,6 +231,13 @@ def cluster_role() -> dict[str, Any]:
              "verbs": ["get", "list", "watch", "update"]},
             {"apiGroups": [GROUP], "resources": [f"{maintenances}/status"],
              "verbs": ["update"]},
+            # the dispatch ledger: written before every send, read against every status
+            # (created only: no role updates or deletes an entry)
+            {"apiGroups": [GROUP], "resources": ["maintenancedispatches"],
+             "verbs": ["create", "get", "list", "watch"]},
+            # it records for others (a request whose creator wrote none, a deletion, a
+            # regression), naming itself as recordedBy (the audit admission policy)
+            {"apiGroups": [GROUP], "resources": [RECORDERS], "verbs": ["record"]},
             # admission by the operator: the request's audit record when its creator wrote
             # none (an act without its record is not admitted); the watch of the records
             # created since it started, which tells it which need no write
@@ -290,7 +268,6 @@ def maintainer_role() -> dict[str, Any]:
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
         {"apiGroups": [GROUP], "resources": [maintenances],
          "verbs": ["get", "list", "watch", "create", "update", "delete"]},
-        {"apiGroups": [GROUP], "resources": [f"{maintenances}/status"], "verbs": ["update"]},
     ]
     if audits is not None:
         rules.append({"apiGroups": [GROUP], "resources": [audits],
@@ -338,6 +315,8 @@ def server_role() -> dict[str, Any]:
             {"apiGroups": [GROUP], "resources": [maintenances],
              "verbs": ["get", "list", "watch"]},
             {"apiGroups": [GROUP], "resources": [audits], "verbs": ["list", "create"]},
+            # the denials and acts of identities it verified itself, as their recorder
+            {"apiGroups": [GROUP], "resources": [RECORDERS], "verbs": ["record"]},
             {"apiGroups": ["longhorn.io"], "resources": ["nodes"], "verbs": ["get"]},
             {"apiGroups": ["longhorn.io"], "resources": ["replicas"], "verbs": ["list"]},
         ],
@@ -416,166 +395,6 @@ def people_roles() -> list[dict[str, Any]]:
                         {"apiGroups": [GROUP], "resources": [maintenances],
                          "verbs": write}]),
     ]
-
-
-def _authorized(verb: str) -> str:
-    return (f"authorizer.group('{GROUP}').resource('servers').name(object.spec.node)"
-            f".check({verb}).allowed()")
-
-
-def spec_unchanged(schema: Mapping[str, Any], new: str = "object.spec",
-                   old: str = "oldObject.spec") -> str:
-    """CEL: ``new`` equals ``old`` field by field, per ``schema`` (a structural schema): an
-    optional or nullable field is equal when both lack it or both hold the same value, as
-    the API server's CEL reads a null nullable field as absent; a field without properties
-    of its own (a string, a list, a free-form object) is compared whole."""
-    props = schema.get("properties")
-    if schema.get("type") != "object" or not isinstance(props, Mapping) or not props \
-            or schema.get("x-kubernetes-preserve-unknown-fields"):
-        return f"{new} == {old}"
-    required = set(schema.get("required") or ())
-    parts = []
-    for key, sub in props.items():
-        a, b = f"{new}.{key}", f"{old}.{key}"
-        same = spec_unchanged(sub, a, b)
-        if key in required and not sub.get("nullable"):
-            parts.append(f"({same})")
-        else:
-            parts.append(f"(has({a}) ? has({b}) && ({same}) : !has({b}))")
-    return " && ".join(parts)
-
-
-def _spec_schema() -> Mapping[str, Any]:
-    module = _crd_module()
-    if module is None:
-        return {}
-    version = module.crd_manifest()["spec"]["versions"][0]
-    found: Mapping[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    return found
-
-
-_USER = "request.userInfo.username"
-_UPDATE = "request.operation == 'UPDATE'"
-
-
-def _new_entry(field_name: str) -> str:
-    """CEL: ``requests.<field_name>`` is present and new or changed (absent, or another
-    value, in the old object; every one is new on create)."""
-    now, before = f"object.requests.{field_name}", f"oldObject.requests.{field_name}"
-    return (f"(has(object.requests) && has({now}) && !({_UPDATE} && has(oldObject.requests) "
-            f"&& has({before}) && {before} == {now}))")
-
-
-def admission_policy() -> dict[str, Any]:
-    """The ValidatingAdmissionPolicy that binds identities on ``nodemaintenances`` (see the
-    module docstring); each validation has a message and a ``messageExpression``."""
-    maintenances, _ = _plurals()
-    module = _crd_module()
-    version = str(getattr(module, "VERSION", "v1alpha1"))
-    node = "object.spec.node"
-    returned, abandoned = _new_entry("returnRequest"), _new_entry("abandon")
-    old_resolution = (f"({_UPDATE} && has(oldObject.requests) && "
-                      "has(oldObject.requests.resolutions) && "
-                      "r in oldObject.requests.resolutions)")
-    resolutions = "(has(object.requests) && has(object.requests.resolutions))"
-    validations: list[dict[str, str]] = [
-        {"expression": f"request.operation != 'CREATE' || object.spec.requestedBy == {_USER}",
-         "message": "spec.requestedBy must name the user who creates the NodeMaintenance",
-         "messageExpression": (
-             "'spec.requestedBy must name the user who creates the NodeMaintenance: it "
-             f"says ' + object.spec.requestedBy + ', but the request comes from ' + {_USER}"),
-         "reason": "Forbidden"},
-        {"expression": (
-            "request.operation != 'CREATE' || !has(object.spec.requesterGroups) || "
-            "(object.spec.requesterGroups.all(g, g in request.userInfo.groups) && "
-            "request.userInfo.groups.all(g, g in object.spec.requesterGroups))"),
-         "message": "spec.requesterGroups must be exactly the requester's groups",
-         "messageExpression": (
-             "'spec.requesterGroups must be exactly the groups the API server authenticated "
-             f"' + {_USER} + ' in (' + request.userInfo.groups.join(', ') + '), "
-             "system:authenticated included; it says (' + "
-             "object.spec.requesterGroups.join(', ') + ')'"),
-         "reason": "Forbidden"},
-        {"expression": f"request.operation != 'CREATE' || {_authorized('object.spec.intent')}",
-         "message": "the requester may not take this intent on this node",
-         "messageExpression": (
-             f"'user ' + {_USER} + ' may not ' + object.spec.intent + ' node ' + {node} + "
-             "': no RBAC rule grants the verb ' + object.spec.intent + "
-             f"' on servers.{GROUP} named ' + {node}"),
-         "reason": "Forbidden"},
-        {"expression": (f"request.operation != 'UPDATE' || "
-                        f"({spec_unchanged(_spec_schema())})"),
-         "message": "spec cannot change after the NodeMaintenance is created",
-         "messageExpression": (
-             "'spec cannot change after the NodeMaintenance is created: it is the request "
-             "as ' + oldObject.spec.requestedBy + ' made it; a return, an abandon or a "
-             "resolution goes under requests'"),
-         "reason": "Invalid"},
-        {"expression": f"!{returned} || object.requests.returnRequest.actor == {_USER}",
-         "message": "requests.returnRequest.actor must name the user who adds it",
-         "messageExpression": (
-             "'requests.returnRequest.actor must name the user who asks for the return ("
-             f"' + {_USER} + '), not ' + object.requests.returnRequest.actor"),
-         "reason": "Forbidden"},
-        {"expression": f"!{returned} || {_authorized(repr('uncordon'))}",
-         "message": "the requester may not return this node to service",
-         "messageExpression": (
-             f"'user ' + {_USER} + ' may not return node ' + {node} + ' to service: no "
-             f"RBAC rule grants the verb uncordon on servers.{GROUP} named ' + {node}"),
-         "reason": "Forbidden"},
-        {"expression": f"!{abandoned} || object.requests.abandon.actor == {_USER}",
-         "message": "requests.abandon.actor must name the user who adds it",
-         "messageExpression": (
-             "'requests.abandon.actor must name the user who abandons the maintenance ("
-             f"' + {_USER} + '), not ' + object.requests.abandon.actor"),
-         "reason": "Forbidden"},
-        {"expression": f"!{abandoned} || {_authorized(repr('maintenance-abandon'))}",
-         "message": "the requester may not abandon a maintenance of this node",
-         "messageExpression": (
-             f"'user ' + {_USER} + ' may not abandon the maintenance of node ' + {node} + "
-             f"': no RBAC rule grants the verb maintenance-abandon on servers.{GROUP} "
-             f"named ' + {node}"),
-         "reason": "Forbidden"},
-        {"expression": (f"!{resolutions} || object.requests.resolutions.all(r, "
-                        f"{old_resolution} || r.actor == {_USER})"),
-         "message": "every new requests.resolutions entry must name the user who adds it",
-         "messageExpression": (
-             "'every new requests.resolutions entry must name the user who adds it (' + "
-             f"{_USER} + '), not ' + object.requests.resolutions.filter(r, "
-             f"!{old_resolution} && r.actor != {_USER}).map(r, r.actor).join(', ')"),
-         "reason": "Forbidden"},
-        {"expression": (f"!{resolutions} || object.requests.resolutions.all(r, "
-                        f"{old_resolution}) || {_authorized(repr('maintenance-resolve'))}"),
-         "message": "the requester may not resolve a dispatch of this node",
-         "messageExpression": (
-             f"'user ' + {_USER} + ' may not resolve a dispatch of node ' + {node} + ': "
-             f"no RBAC rule grants the verb maintenance-resolve on servers.{GROUP} named ' "
-             f"+ {node}"),
-         "reason": "Forbidden"},
-    ]
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": admission_name(), "labels": _labels()},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [GROUP], "apiVersions": [version],
-                "operations": ["CREATE", "UPDATE"], "resources": [maintenances]}]},
-            "validations": validations,
-        },
-    }
-
-
-def admission_binding() -> dict[str, Any]:
-    """The policy's binding: every ``nodemaintenances`` write, ``validationActions:
-    [Deny]`` (the operator refuses every request while it is absent or does not deny)."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": admission_name(), "labels": _labels()},
-        "spec": {"policyName": admission_name(), "validationActions": ["Deny"]},
-    }
 
 
 def operator_lock_role(store_namespace: str) -> dict[str, Any]:
@@ -827,7 +646,7 @@ def manifests(namespace: str, image: str = IMAGE, *, replicas: int = 2,
     if store_namespace != namespace:
         namespaces.append(namespace_object(store_namespace))
     crds = crd_objects()
-    admission = [admission_policy(), admission_binding()] if crds else []
+    admission = policies() if crds else []
     return [
         *namespaces,
         *crds,

@@ -841,12 +841,9 @@ class KubeApiServer:
         if self._failure is not None:
             raise RuntimeError(f"the kmock API server failed to start: {self._failure!r}")
         if self.admission:
-            from powerplane_kubernetes.operator.manifests import (
-                admission_binding,
-                admission_policy,
-            )
+            from powerplane_kubernetes.operator.admission import policies
 
-            self.add_rbac(admission_policy(), admission_binding())
+            self.add_rbac(*policies())
         return self
 
     def stop(self) -> None:
