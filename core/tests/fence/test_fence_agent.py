@@ -77,6 +77,33 @@ def test_stdin_lines_as_the_interface_says() -> None:
     assert not any("hunter2" in w or "7" in w for w in warnings)
 
 
+def test_a_line_that_is_not_key_value_is_named_by_its_number_never_echoed() -> None:
+    """A password typed on a line of its own, or a line whose "name" is not an option's,
+    is ignored with its line number only."""
+    opts, warnings = parse_stdin("action=status\nS3cr3t-P@ssw0rd!\nplug=n1\n"
+                                 "not an option=x\n")
+    assert opts == {"action": "status", "plug": "n1"}
+    assert warnings == [
+        "ignoring line 2 of standard input: not key=value with an option's name (the line "
+        "is not shown)",
+        "ignoring line 4 of standard input: not key=value with an option's name (the line "
+        "is not shown)"]
+    assert not any("S3cr3t" in w or "not an option" in w for w in warnings)
+
+
+def test_standard_input_is_read_to_a_bound_and_no_further(deployment: Path) -> None:
+    import io
+
+    from powerplane.cli.fence import MAX_STDIN, run
+
+    huge = io.StringIO("action=status\nplug=n1\nreason=" + "x" * (200 * MAX_STDIN) + "\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert run([], stdin=huge, stdout=out, stderr=err) == 1
+    assert f"standard input is longer than {MAX_STDIN} bytes" in err.getvalue()
+    assert huge.tell() <= MAX_STDIN + 1  # read no further than the bound
+    assert "xxxx" not in err.getvalue() and out.getvalue() == ""
+
+
 def test_long_and_short_options() -> None:
     assert parse_argv(["--action=off", "--plug", "n1", "--config=/c.yaml", "-m", "cycle",
                        "--power-timeout", "5"]) == {

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
     from powerplane.host import InvokeResult, NodeReading, Plan
     from powerplane.runtime import PowerHost
 
-__all__ = ["ACTIONS", "FenceOptions", "main", "metadata", "parse_argv", "parse_stdin", "run"]
+__all__ = ["ACTIONS", "MAX_STDIN", "FenceOptions", "main", "metadata", "parse_argv",
+           "parse_stdin", "read_stdin", "run"]
 
 AGENT = "fence_powerplane"
 
@@ -217,19 +219,43 @@ def parse_argv(argv: Sequence[str]) -> dict[str, str]:
     return out
 
 
+MAX_STDIN = 65_536
+"""The most standard input the agent reads (bytes): the interface's options are a few short
+lines; more is refused (exit 1) before anything is parsed."""
+
+_OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+"""What an option's name looks like: an unknown one is named in its warning; a line that is
+not ``key=value`` with such a name is named by its number only (a password typed on a line
+of its own is never printed)."""
+
+
+def read_stdin(source: IO[str]) -> str:
+    """Standard input, at most :data:`MAX_STDIN` characters (:class:`FenceUsage` beyond)."""
+    text = source.read(MAX_STDIN + 1)
+    if len(text) > MAX_STDIN:
+        raise FenceUsage(f"standard input is longer than {MAX_STDIN} bytes: the options are "
+                         "key=value lines, one per option; nothing was read further")
+    return text
+
+
 def parse_stdin(text: str) -> tuple[dict[str, str], list[str]]:
     """``key=value`` lines as the interface says: ``#`` lines and blank lines skipped, the
     last of a repeated key wins, quotes around a value dropped, ``-`` and ``_`` in a name
     alike. Unknown names are ignored, each with a warning naming it (never its value);
-    secret-like names are ignored and said to be."""
+    secret-like names are ignored and said to be; a line that is not ``key=value`` (or
+    whose name is not an option's name) is ignored with a warning naming its number only."""
     out: dict[str, str] = {}
     warnings: list[str] = []
-    for raw in text.splitlines():
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        name, _, value = line.partition("=")
+        name, sep, value = line.partition("=")
         name = name.strip().replace("-", "_")
+        if not sep or not _OPTION_NAME.fullmatch(name):
+            warnings.append(f"ignoring line {number} of standard input: not key=value with "
+                            "an option's name (the line is not shown)")
+            continue
         if len(value) >= 2 and value[0] == value[-1] == '"':
             value = value[1:-1]
         if name in _BY_NAME:
@@ -649,7 +675,7 @@ def run(argv: Sequence[str] | None = None, *, stdin: IO[str] | None = None,
             return out.fail("no options: give them as long options, or as key=value lines "
                             "on standard input")
         else:
-            opts = options_of(*parse_stdin(source.read()))
+            opts = options_of(*parse_stdin(read_stdin(source)))
     except FenceUsage as exc:
         return out.fail(str(exc))
     except UnicodeDecodeError:
