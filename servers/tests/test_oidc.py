@@ -223,3 +223,46 @@ async def test_no_token_in_any_log_audit_or_response(
         for part in token.split(".")[1:]:
             assert part not in caplog.text
             assert not any(part in text for text in seen + trail)
+
+
+# -- claims strictly typed, JOSE bounded before it is parsed ----------------------------------
+@pytest.mark.parametrize("groups", [{"plant-admins": False}, "plant-admins",
+                                    ["plant-admins", 7], [["plant-admins"]]])
+async def test_a_groups_claim_that_is_not_an_array_of_strings_is_refused(
+    tmp_path: Path, idp: Issuer, groups: object,
+) -> None:
+    """The issuer signs it, so the signature verifies: the claim's shape is what refuses it
+    (an object's keys are never read as groups: ``{"plant-admins": false}`` once made a
+    cordon-only user an admin)."""
+    idp.set_user("erin", groups=groups)
+    await refused_and_nothing_done(tmp_path, settings_for(idp.url), idp.id_token("erin"),
+                                   401, "'groups' claim must be an array of strings")
+
+
+async def test_a_username_claim_that_is_not_a_string_is_refused(
+    tmp_path: Path, idp: Issuer,
+) -> None:
+    idp.set_user("frank", groups=["plant-admins"], preferred_username=42)
+    settings = ServeSettings(oidc=OidcSettings(
+        issuer=idp.url, audience="powerplane-api", leeway_s=0,
+        username_claim="preferred_username"))
+    await refused_and_nothing_done(tmp_path, settings, idp.id_token("frank"), 401,
+                                   "'preferred_username' claim must be a non-empty string")
+
+
+@pytest.mark.parametrize("what", ["deep-header", "deep-claims", "long"])
+async def test_hostile_jose_is_a_401_never_a_500_and_logs_no_traceback(
+    tmp_path: Path, idp: Issuer, what: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    from oidc_support import b64
+
+    good = idp.id_token("eve")
+    h, p, s = good.split(".")
+    deep = b'{"a":' * 5000 + b"1" + b"}" * 5000
+    long = b'{"x":"' + b"a" * 40_000 + b'"}'
+    token = {"deep-header": ".".join((b64(b"[" * 5000), p, s)),
+             "deep-claims": ".".join((h, b64(deep), s)),
+             "long": ".".join((h, b64(long), s))}[what]
+    await refused_and_nothing_done(tmp_path, settings_for(idp.url), token, 401,
+                                   "bearer token")
+    assert "Traceback" not in caplog.text and "RecursionError" not in caplog.text

@@ -44,8 +44,8 @@ from powerplane_servers.gateway import Gateway
 from powerplane_servers.problems import ProblemError
 from powerplane_servers.settings import OidcSettings, ProxySettings
 
-__all__ = ["OidcVerifier", "ProviderMetadata", "Unauthenticated", "is_loopback",
-           "kubernetes_identity", "proxy_identity"]
+__all__ = ["MAX_DEPTH", "MAX_TOKEN", "OidcVerifier", "ProviderMetadata", "Unauthenticated",
+           "is_loopback", "kubernetes_identity", "proxy_identity"]
 
 
 class Unauthenticated(ProblemError):
@@ -74,9 +74,52 @@ class ProviderMetadata:
     token_endpoint: str | None
 
 
+MAX_TOKEN = 16_384
+"""The longest bearer token read (characters): an ID or access token with many groups is a
+few kilobytes; a longer one is refused (401) before any of it is decoded."""
+MAX_DEPTH = 16
+"""The deepest nesting of a token's header or claims read: deeper is refused (401) before
+the JSON is parsed (a header of 5,000 nested ``[`` is a 401, never a 500)."""
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped), read
+    in one pass without building anything."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def _b64json(segment: str) -> dict[str, Any]:
+    """One base64url segment of a JWT as a JSON object, bounded before it is parsed
+    (:data:`MAX_TOKEN`, :data:`MAX_DEPTH`); ``ValueError`` for anything else."""
+    if len(segment) > MAX_TOKEN:
+        raise ValueError("too long")
     pad = "=" * (-len(segment) % 4)
-    data = json.loads(base64.urlsafe_b64decode(segment + pad))
+    try:
+        text = base64.urlsafe_b64decode(segment + pad).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("not base64url of UTF-8 text") from None
+    if _depth(text) > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH}")
+    data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     return data
@@ -139,13 +182,17 @@ class OidcVerifier:
 
     async def verify(self, token: str) -> dict[str, Any]:
         """The token's claims, or :class:`Unauthenticated` saying what failed."""
+        if len(token) > MAX_TOKEN:
+            raise Unauthenticated(f"the bearer token is longer than {MAX_TOKEN} characters")
         parts = token.split(".")
         if len(parts) != 3:
             raise Unauthenticated("the bearer token is not a signed JWT (JWS compact)")
         try:
             header = _b64json(parts[0])
-        except (ValueError, TypeError):
-            raise Unauthenticated("the bearer token's header is not readable") from None
+            _b64json(parts[1])  # the claims bounded too, before the library parses them
+        except (ValueError, TypeError, RecursionError):
+            raise Unauthenticated("the bearer token's header or claims are not readable "
+                                  f"(JSON objects nested at most {MAX_DEPTH} deep)") from None
         alg = header.get("alg")
         if alg not in self.settings.algorithms:
             raise Unauthenticated(f"the token's algorithm {alg!r} is not allowed "
@@ -177,7 +224,7 @@ class OidcVerifier:
             decoded = jwt.decode(token, key, algorithms=list(self.settings.algorithms))
         except JoseError:
             raise Unauthenticated("the token's signature does not verify") from None
-        except ValueError:
+        except (ValueError, TypeError, RecursionError):
             raise Unauthenticated("the token could not be decoded") from None
         claims = dict(decoded.claims)
         registry = jwt.JWTClaimsRegistry(
@@ -194,15 +241,32 @@ class OidcVerifier:
         return claims
 
     def identity(self, claims: dict[str, Any]) -> Identity:
-        user = claims.get(self.settings.username_claim)
-        if not isinstance(user, str) or not user:
+        """The identity the claims name, strictly typed: the username claim a non-empty
+        string; the groups claim, when present, an array of strings (anything else, an
+        object such as ``{"plant-admins": false}`` among them, is 401 naming the claim:
+        never read for its keys)."""
+        name = self.settings.username_claim
+        user = claims.get(name)
+        if not isinstance(user, str) or not user.strip():
             raise Unauthenticated(
-                f"the token has no {self.settings.username_claim!r} claim to name its user")
-        raw = claims.get(self.settings.groups_claim) or []
-        if isinstance(raw, str):
-            raw = [raw]
-        groups = tuple(str(g) for g in raw if isinstance(g, str | int))
-        return Identity(user=user, groups=groups, via="oidc")
+                f"the token's {name!r} claim must be a non-empty string naming its user")
+        key = self.settings.groups_claim
+        raw = claims.get(key)
+        if raw is None:
+            return Identity(user=user, groups=(), via="oidc")
+        if not isinstance(raw, list) or not all(isinstance(g, str) and g for g in raw):
+            raise Unauthenticated(
+                f"the token's {key!r} claim must be an array of strings (it is "
+                f"{_shape(raw)}): no group is taken from it")
+        return Identity(user=user, groups=tuple(dict.fromkeys(raw)), via="oidc")
+
+
+def _shape(value: Any) -> str:
+    """What a claim's value is, in words (never the value: it may be anything)."""
+    if isinstance(value, list):
+        return "an array holding something other than non-empty strings"
+    return {dict: "an object", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def proxy_identity(settings: ProxySettings, client_host: str | None,
@@ -221,11 +285,11 @@ def proxy_identity(settings: ProxySettings, client_host: str | None,
 def token_issuer(token: str) -> str | None:
     """The ``iss`` a JWT claims (unverified: only to choose who verifies it), else None."""
     parts = token.split(".")
-    if len(parts) != 3:
+    if len(parts) != 3 or len(token) > MAX_TOKEN:
         return None
     try:
         iss = _b64json(parts[1]).get("iss")
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None
     return iss if isinstance(iss, str) else None
 
