@@ -412,7 +412,8 @@ def read_config(
         origin = f"named by ${ENV_CONFIG}"
     else:
         origin = "the default: no --config was given and $POWERPLANE_CONFIG is not set"
-    text, size = read_text(file, source, _missing_config(source, origin))
+    text, size = read_text(file, source, _missing_config(source, origin),
+                           grants="the deployment file")
     if file.suffix.lower() == ".json":
         data, lines = load_json(text, source, size=size)
     elif _JSON_START.match(text):

@@ -32,6 +32,7 @@ installed distribution defines a ``PowerplaneError`` subclass this drawing lacks
         │   ├── NotReturnable             2  only a parked maintenance returns (.service)
         │   └── NotResolvable             2  only an awaited dispatch is resolved (.service)
         ├── ConcurrentChange              1  kept changing under other writers: try again (.store)
+        ├── LedgerConflict                1  that attempt is in the ledger: not sent (.ledger)
         ├── StoreError                    1  the store cannot be opened, read or written (.store)
         │   └── KubernetesStoreError      1  the API server unusable as the store (kubernetes)
         ├── StorageError                  1  the storage system refused or failed (.storage)

@@ -1,5 +1,6 @@
 """The CLI run as two OS users: each one's decisions and audit records name that user, as
-the OS says (the effective uid and groups), whatever the environment claims."""
+the OS says (the effective uid and groups), whatever the environment claims; and a file
+that grants power, which the other user could have written, is refused (exit 2)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,26 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="switching to another OS user needs root (CI runs as root)")
 
 
+def shared_deployment(shared: Path, roles: dict[str, object] | None, audit: Path) -> Path:
+    """A deployment both users run: the deployment and roles files root's, readable by
+    all, writable by root alone (files that grant power); the audit trail and the machines'
+    state in a folder both users write (``data``)."""
+    data = shared / "data"
+    data.mkdir(exist_ok=True)
+    data.chmod(0o777)
+    config = write_deployment(shared, roles, audit=str(audit))
+    text = config.read_text().replace(str(shared / "machines.json"),
+                                      str(data / "machines.json"))
+    config.write_text(text)
+    return config
+
+
 @pytest.fixture
 def shared() -> Iterator[Path]:
-    """A folder both users can read and write (pytest's own is root's alone)."""
+    """A folder both users can read and write, sticky as /tmp is (pytest's own is root's
+    alone): each may add files, neither may replace the other's."""
     folder = Path(tempfile.mkdtemp(prefix="powerplane-users-"))
-    folder.chmod(0o777)
+    folder.chmod(0o1777)
     try:
         yield folder
     finally:
@@ -47,16 +63,15 @@ def as_user(uid: int | None, config: Path, *args: str) -> subprocess.CompletedPr
 
 
 def test_each_os_user_gets_its_own_decisions_and_its_own_audit_records(shared: Path) -> None:
-    audit = shared / "audit.jsonl"
+    audit = shared / "data" / "audit.jsonl"
+    (shared / "data").mkdir()
     audit.touch()
     audit.chmod(0o666)
     roles = {"roles": {"admin": {"tier": "admin"}, "viewer": {"tier": "read"}},
              "bindings": [{"role": "admin", "users": ["root"]},
                           {"role": "viewer", "groups": ["nogroup"]},
                           {"role": "admin", "users": ["alice"]}]}
-    config = write_deployment(shared, roles, audit=str(audit))
-    for path in shared.iterdir():
-        path.chmod(0o666 if path.is_file() else 0o777)
+    config = shared_deployment(shared, roles, audit)
 
     root_may = as_user(None, config, "auth", "can-i", "reboot", "n1")
     nobody_may = as_user(NOBODY, config, "auth", "can-i", "reboot", "n1")
@@ -84,3 +99,54 @@ def test_each_os_user_gets_its_own_decisions_and_its_own_audit_records(shared: P
     listed = as_user(NOBODY, config, "audit", "--node", "n1", "-o", "json")
     assert listed.returncode == 0, listed.stderr
     assert [r["actor"] for r in json.loads(listed.stdout)["records"]] == ["nobody", "root"]
+
+
+@pytest.mark.parametrize("attack", ["world-writable", "owned-by-nobody", "in-a-folder-others-write",
+                                    "a-symlink-to-one"])
+def test_a_roles_file_another_user_could_have_written_is_refused(
+    shared: Path, attack: str,
+) -> None:
+    """uid 65534 rewrote a world-writable roles.yaml to make itself admin, then rebooted a
+    node: now the file is refused (exit 2, naming it, what is wrong and the fix) before
+    anything is decided, for root and for 65534 alike."""
+    roles = {"roles": {"admin": {"tier": "admin"}},
+             "bindings": [{"role": "admin", "users": ["root"]}]}
+    config = shared_deployment(shared, roles, shared / "data" / "audit.jsonl")
+    target = shared / "roles.yaml"
+    if attack == "world-writable":
+        target.chmod(0o666)
+        words = "is writable by its group and everyone (mode 0666)"
+    elif attack == "owned-by-nobody":
+        os.chown(target, NOBODY, NOBODY)  # root's deployment: root's roles file alone
+        words = f"is owned by uid {NOBODY}"
+    elif attack == "in-a-folder-others-write":
+        inner = shared / "open"
+        inner.mkdir()
+        inner.chmod(0o777)  # no sticky bit: anyone may replace what is in it
+        moved = inner / "roles.yaml"
+        target.rename(moved)
+        text = config.read_text().replace("file: roles.yaml", f"file: {moved}")
+        config.write_text(text)
+        target, words = moved, "writable by its group and everyone (mode 0777)"
+    else:
+        loose = shared / "loose-roles.yaml"
+        target.rename(loose)
+        loose.chmod(0o666)
+        target.symlink_to(loose)
+        words = "the symlink's target"
+    for uid in (None, NOBODY):
+        done = as_user(uid, config, "invoke", "n1", "reboot", "--reason", "kernel", "--yes")
+        assert done.returncode == 2, (uid, done.stdout, done.stderr)
+        assert "roles file" in done.stderr and words in done.stderr, done.stderr
+        assert "fix:" in done.stderr and "Traceback" not in done.stderr
+    state = shared / "data" / "machines.json"
+    assert not state.exists() or "reboot" not in state.read_text()
+
+
+def test_a_deployment_file_others_may_write_is_refused(shared: Path) -> None:
+    config = shared_deployment(shared, None, shared / "data" / "audit.jsonl")
+    config.chmod(0o664)
+    done = as_user(None, config, "state", "n1")
+    assert done.returncode == 2
+    assert "the deployment file" in done.stderr and "writable by its group" in done.stderr
+    assert f"chmod go-w {config}" in done.stderr

@@ -144,3 +144,8 @@ class PolicyType(Generic[ConfigT]):
 
 BASE_DIR = "powerplane.base_dir"
 """Key of the validation context holding the deployment file's folder (a ``Path``)."""
+
+OWNER = "powerplane.deployment_owner"
+"""Key of the validation context holding the uid that owns the deployment file (absent: it
+did not come from a file): a file the section names that grants power (a roles file) must
+be owned by root or by that same user (:func:`powerplane.files.trust_problems`)."""

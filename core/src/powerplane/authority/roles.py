@@ -53,7 +53,7 @@ from pydantic import (
 from powerplane._yaml import format_path, load_yaml
 from powerplane.authority.actions import DEFAULT_TIER, Action, Tier, parse_action
 from powerplane.authority.identity import Identity
-from powerplane.authority.policy import BASE_DIR, Decision, PolicyContext, PolicyType
+from powerplane.authority.policy import BASE_DIR, OWNER, Decision, PolicyContext, PolicyType
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.files import read_text
 
@@ -154,10 +154,16 @@ def _line(lines: Mapping[Any, int], path: tuple[Any, ...]) -> int | None:
     return None
 
 
-def load_roles(file: Path) -> RolesFile:
-    """Read and validate a roles file; :class:`ConfigError` with every problem and line."""
+def load_roles(file: Path, owners: set[int] | None = None) -> RolesFile:
+    """Read and validate a roles file; :class:`ConfigError` with every problem and line.
+
+    It grants power: refused where someone else could have written it (a trust problem of
+    :func:`powerplane.files.trust_problems`), and where ``owners`` is given (root and the
+    deployment file's owner) when it is owned by anyone else: a roles file of root's
+    deployment that another user owns is that user's grant to themselves."""
     source = str(file)
-    text, size = read_text(file, source, f"roles file {source} does not exist")
+    text, size = read_text(file, source, f"roles file {source} does not exist",
+                           grants="the roles file", owners=owners)
     data, lines = load_yaml(text, source, size=size)
     if not isinstance(data, dict):
         raise ConfigError("a roles file is a mapping with roles: and bindings:", source=source)
@@ -183,11 +189,14 @@ class LocalPolicyConfig(_Strict):
 
     @model_validator(mode="after")
     def _load(self, info: ValidationInfo) -> LocalPolicyConfig:
-        base = info.context.get(BASE_DIR) if isinstance(info.context, dict) else None
+        context = info.context if isinstance(info.context, dict) else {}
+        base = context.get(BASE_DIR)
         path = Path(self.file)
         if not path.is_absolute() and base is not None:
             path = Path(base) / path
-        self._roles = load_roles(path)  # a ConfigError passes through pydantic as it is
+        owner = context.get(OWNER)
+        # a ConfigError passes through pydantic as it is
+        self._roles = load_roles(path, owners=None if owner is None else {0, int(owner)})
         self._path = path.absolute()
         return self
 

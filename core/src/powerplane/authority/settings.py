@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from powerplane._yaml import format_path
-from powerplane.authority.policy import BASE_DIR, PolicyType
+from powerplane.authority.policy import BASE_DIR, OWNER, PolicyType
 from powerplane.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -79,8 +80,14 @@ def validated_policy(
             f"{', '.join(names) or 'none'}{registry.missing_hint('policy', tname)}{mean}",
             _line(lines, (*base, "type")))]
     folder = Path(source).parent if source and not source.startswith("<") else Path.cwd()
+    context: dict[str, Any] = {BASE_DIR: folder}
+    if source and not source.startswith("<"):
+        try:
+            context[OWNER] = os.stat(source).st_uid
+        except OSError:
+            pass
     try:
-        config = ptype.config.model_validate(raw, context={BASE_DIR: folder})
+        config = ptype.config.model_validate(raw, context=context)
     except ConfigError as exc:  # a file the section names (a roles file): its own problems
         where = exc.source or "policy"
         return None, [ConfigProblem(f"{where}: {p.path}" if p.path else where,
