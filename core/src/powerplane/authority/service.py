@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 
 from powerplane.authority.actions import Action
 from powerplane.authority.audit import (
+    AuditBatch,
     AuditRecord,
     AuditSink,
     DenialLimiter,
     JsonLinesAudit,
     default_audit_path,
+    now,
 )
 from powerplane.authority.identity import Identity, local_identity
 from powerplane.authority.policy import NO_POLICY, Decision, Policy, PolicyContext, denied
@@ -151,9 +153,23 @@ class Authority:
             outcome=outcome, rule=decision.rule,
         )
 
+    def records_of(
+        self, identity: Identity, action: Action, acts: Sequence[tuple[str, Decision]],
+        reason: str,
+    ) -> AuditBatch:
+        """The audit records of one call's accepted acts by ``identity``: one per ``(node,
+        decision)``, all of ``action``, at one time (now: the call's acts are authorized
+        together), as one :class:`~powerplane.authority.audit.AuditBatch`."""
+        return AuditBatch(
+            actor=identity.user, groups=identity.groups, via=identity.via,
+            on_behalf_of=identity.on_behalf_of or "", action=action, reason=reason,
+            acts=acts, at=now(),
+        )
+
     def record(self, records: Sequence[AuditRecord]) -> None:
-        """Make the accepted acts' records durable; :class:`AuditNotRecorded` if they are
-        not (then the acts must not be performed)."""
+        """Make the accepted acts' records durable, all of them at once (one ``append``
+        of the sink: for the JSON-lines file one write and one ``fsync``);
+        :class:`AuditNotRecorded` if they are not (then none of the acts is performed)."""
         self.sink.append(records)
 
 

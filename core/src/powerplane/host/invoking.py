@@ -276,8 +276,8 @@ class Invoker:
         if not acts:
             return
         who = identity or self.authority.identity
-        self.authority.record([self.authority.record_of(who, decision, node, reason)
-                               for node, decision in acts])
+        authority = self.authority
+        authority.record(authority.records_of(who, acts[0][1].action, acts, reason))
 
     # -- dispatch ----------------------------------------------------------------------------
     async def dispatch(self, plan: Plan, decision: Decision | None, reason: str,
