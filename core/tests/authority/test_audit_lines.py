@@ -50,13 +50,13 @@ def test_a_batch_is_encoded_as_its_records(nodes: list[str], reason: str, rule: 
     who = Identity(user, tuple(groups), on_behalf_of=obo or None)
     first = Decision(True, Action.SHUTDOWN, who, rule)
     second = Decision(True, Action.SHUTDOWN, who, other)
-    acts = [(n, first if i % 3 else second) for i, n in enumerate(nodes)]
+    decisions = [first if i % 3 else second for i in range(len(nodes))]
     batch = AuditBatch(actor=user, groups=tuple(groups), on_behalf_of=obo,
-                       action=Action.SHUTDOWN, reason=reason, acts=acts, at=AT,
-                       detail=detail)
+                       action=Action.SHUTDOWN, reason=reason, nodes=nodes,
+                       decisions=decisions, at=AT, detail=detail)
     records = list(batch)
     assert [r.node for r in records] == nodes
-    assert [r.rule for r in records] == [d.rule for _, d in acts]
+    assert [r.rule for r in records] == [d.rule for d in decisions]
     assert all(r.at == AT and r.source == f"Server/{r.node}" for r in records)
     assert encode_records(batch) == reference(records)
     assert encode_records(records) == reference(records)
@@ -69,7 +69,7 @@ def test_a_fleet_calls_records_are_one_write_and_one_fsync(
     decision = Decision(True, Action.REBOOT, ALICE, "role admin allows it (tier admin)")
     batch = AuditBatch(actor="alice", groups=ALICE.groups, on_behalf_of="night shift",
                        action=Action.REBOOT, reason="kernel", at=AT,
-                       acts=[(f"n{i}", decision) for i in range(1000)])
+                       nodes=[f"n{i}" for i in range(1000)], decisions=[decision] * 1000)
     calls: list[str] = []
     write, fsync = os.write, os.fsync
 
@@ -95,7 +95,7 @@ def test_a_fleet_calls_records_are_one_write_and_one_fsync(
 def test_a_batch_the_file_cannot_take_is_not_recorded(tmp_path: Path) -> None:
     decision = Decision(True, Action.REBOOT, ALICE, "allowed")
     batch = AuditBatch(actor="alice", action=Action.REBOOT, reason="kernel", at=AT,
-                       acts=[("n1", decision)])
+                       nodes=["n1"], decisions=[decision])
     (tmp_path / "dir").mkdir()
     with pytest.raises(AuditNotRecorded):
         JsonLinesAudit(tmp_path / "dir").append(batch)

@@ -132,24 +132,29 @@ class AuditBatch(Sequence[AuditRecord]):
     <powerplane.authority.policy.Decision>` that decided it (its ``rule`` is the record's).
 
     A sequence of :class:`AuditRecord` for any sink (each record made when it is read);
-    :func:`encode_records` encodes it without making them. Nothing per act but the
-    ``(node, decision)`` pair it was given.
+    :func:`encode_records` encodes it without making them. Nothing per act: the nodes and
+    the decisions are the two sequences it was given (``decisions[i]`` decided
+    ``nodes[i]``), no object is made per act.
     """
 
-    __slots__ = ("action", "actor", "acts", "at", "detail", "groups", "maintenance",
-                 "on_behalf_of", "outcome", "reason", "source_prefix", "via")
+    __slots__ = ("action", "actor", "at", "decisions", "detail", "groups", "maintenance",
+                 "nodes", "on_behalf_of", "outcome", "reason", "source_prefix", "via")
 
     def __init__(
-        self, *, actor: str, action: Action, reason: str,
-        acts: Sequence[tuple[str, Decision]], at: dt.datetime,
+        self, *, actor: str, action: Action, reason: str, nodes: Sequence[str],
+        decisions: Sequence[Decision], at: dt.datetime,
         groups: tuple[str, ...] = (), via: str = "local", on_behalf_of: str = "",
         outcome: str = "accepted", maintenance: str = "", detail: str = "",
     ) -> None:
         self.actor = actor
         self.action = action
         self.reason = reason
-        self.acts = acts
-        """``(node, decision)`` per record, in order."""
+        if len(nodes) != len(decisions):
+            raise ValueError("an audit batch needs one decision per node")
+        self.nodes = nodes
+        """The node of each record, in order."""
+        self.decisions = decisions
+        """The decision of each record (its rule), in the order of :attr:`nodes`."""
         self.at = at
         self.groups = tuple(groups)
         self.via = via
@@ -161,7 +166,7 @@ class AuditBatch(Sequence[AuditRecord]):
         """Each record's ``source`` is this and its node (as :class:`AuditRecord`'s default)."""
 
     def __len__(self) -> int:
-        return len(self.acts)
+        return len(self.nodes)
 
     @overload
     def __getitem__(self, index: int) -> AuditRecord: ...
@@ -171,13 +176,13 @@ class AuditBatch(Sequence[AuditRecord]):
 
     def __getitem__(self, index: int | slice) -> AuditRecord | list[AuditRecord]:
         if isinstance(index, slice):
-            return [self._record(node, decision) for node, decision in self.acts[index]]
-        node, decision = self.acts[index]
-        return self._record(node, decision)
+            return [self._record(node, decision) for node, decision
+                    in zip(self.nodes[index], self.decisions[index], strict=True)]
+        return self._record(self.nodes[index], self.decisions[index])
 
     def __iter__(self) -> Iterator[AuditRecord]:
         record = self._record
-        for node, decision in self.acts:
+        for node, decision in zip(self.nodes, self.decisions, strict=True):
             yield record(node, decision)
 
     def _record(self, node: str, decision: Decision) -> AuditRecord:
@@ -226,7 +231,7 @@ def encode_records(records: Sequence[AuditRecord]) -> bytes:
                   records.on_behalf_of, records.action, records.outcome)
         last: object = None
         head = ""
-        for node, decision in records.acts:
+        for node, decision in zip(records.nodes, records.decisions, strict=True):
             if decision is not last:  # a fleet's nodes nearly all share one decision
                 last = decision
                 head = heads.get(id(decision), "")

@@ -154,16 +154,17 @@ class Authority:
         )
 
     def records_of(
-        self, identity: Identity, action: Action, acts: Sequence[tuple[str, Decision]],
-        reason: str,
+        self, identity: Identity, action: Action, nodes: Sequence[str],
+        decisions: Sequence[Decision], reason: str,
     ) -> AuditBatch:
-        """The audit records of one call's accepted acts by ``identity``: one per ``(node,
-        decision)``, all of ``action``, at one time (now: the call's acts are authorized
-        together), as one :class:`~powerplane.authority.audit.AuditBatch`."""
+        """The audit records of one call's accepted acts by ``identity``: one per node of
+        ``nodes``, allowed by the decision at the same place in ``decisions``, all of
+        ``action``, at one time (now: the call's acts are authorized together), as one
+        :class:`~powerplane.authority.audit.AuditBatch`."""
         return AuditBatch(
             actor=identity.user, groups=identity.groups, via=identity.via,
             on_behalf_of=identity.on_behalf_of or "", action=action, reason=reason,
-            acts=acts, at=now(),
+            nodes=nodes, decisions=decisions, at=now(),
         )
 
     def record(self, records: Sequence[AuditRecord]) -> None:

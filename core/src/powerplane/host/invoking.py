@@ -240,44 +240,50 @@ class Invoker:
                 else:
                     decisions[node] = decision
         await self.discovery.ensure([n for n in nodes if n not in refused])
-        allowed: list[tuple[str, NodeSpec, VerbOffer]] = []
+        # one tuple per allowed node, made once (a fleet's tuples outlive many collections)
+        check = self.check
+        out: list[tuple[str, str, Any, VerbOffer]] = []
         for node in dict.fromkeys(nodes):
             if node in refused:
                 continue
             try:
-                spec, offer = self.check(node, verb)
+                spec, offer = check(node, verb)
             except PowerplaneError as exc:
                 refused[node] = exc
                 continue
-            allowed.append((node, spec, offer))
-        verdicts: Mapping[str, PowerplaneError | None] = {}
+            channel = offer.channel
+            assert channel is not None
+            out.append((node, channel, _target(spec, channel), offer))
         said = "no lifecycle guard configured"
         guard = self.guard
-        if guard is not None and verb in GUARDED and allowed:
-            verdicts = await guard([n for n, _, _ in allowed], verb, reason,
+        if guard is not None and verb in GUARDED and out:
+            verdicts = await guard([item[0] for item in out], verb, reason,
                                    hazard_reason=hazard_reason)
             said = "allowed by the lifecycle guard"
+            if verdicts:
+                kept = []
+                for item in out:
+                    refusal = verdicts.get(item[0])
+                    if refusal is not None:
+                        refused[item[0]] = refusal
+                    else:
+                        kept.append(item)
+                out = kept
         elif guard is not None:
             said = f"the lifecycle guard does not restrict {verb.value}"
-        out: list[tuple[str, str, Any, VerbOffer]] = []
-        for node, spec, offer in allowed:
-            refusal = verdicts.get(node) if verdicts else None
-            if refusal is not None:
-                refused[node] = refusal
-                continue
-            assert offer.channel is not None
-            out.append((node, offer.channel, _target(spec, offer.channel), offer))
         return refused, out, said, decisions
 
-    def audit(self, acts: Sequence[tuple[str, Decision]], reason: str,
+    def audit(self, nodes: Sequence[str], decisions: Sequence[Decision], reason: str,
               identity: Identity | None) -> None:
-        """Make the records of the acts about to be performed durable (raises
+        """Make the records of the acts about to be performed on ``nodes`` (each allowed by
+        its decision) durable, all in one batch (raises
         :class:`~powerplane.errors.AuditNotRecorded`: then none is performed)."""
-        if not acts:
+        if not nodes:
             return
         who = identity or self.authority.identity
         authority = self.authority
-        authority.record(authority.records_of(who, acts[0][1].action, acts, reason))
+        authority.record(authority.records_of(who, decisions[0].action, nodes, decisions,
+                                              reason))
 
     # -- dispatch ----------------------------------------------------------------------------
     async def dispatch(self, plan: Plan, decision: Decision | None, reason: str,
@@ -286,7 +292,7 @@ class Invoker:
         its audit record first, durable, or nothing is sent (``decision`` None: the act's
         record is already durable)."""
         if decision is not None:
-            self.audit([(plan.node, decision)], reason, identity)
+            self.audit((plan.node,), (decision,), reason, identity)
         log.info("invoke %s %s via %s: %s", plan.verb.value, plan.node, plan.channel, reason)
         try:
             acceptance = await self.calls.call(plan.channel, plan.verb.method, plan.target)
@@ -361,13 +367,14 @@ class Invoker:
                                                             hazard_reason, identity)
         for node, error in refused.items():
             done(node, error)
+        acting = [item[0] for item in allowed]
         try:  # every act's record durable before the first is sent, or none is sent
-            self.audit([(node, decisions[node]) for node, _, _, _ in allowed], reason,
-                       identity)
+            self.audit(acting, [decisions[node] for node in acting], reason, identity)
         except AuditNotRecorded as exc:
-            for node, _, _, _ in allowed:
+            for node in acting:
                 done(node, exc)
             return
+        del acting
         method, verb_name = verb.method, verb.value  # enum attributes cost: read once
         calls = self.calls
         channels = calls.channels
