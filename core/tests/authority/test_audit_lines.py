@@ -99,3 +99,23 @@ def test_a_batch_the_file_cannot_take_is_not_recorded(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
     with pytest.raises(AuditNotRecorded):
         JsonLinesAudit(tmp_path / "dir").append(batch)
+
+
+def test_a_batch_in_the_lifecycle_store_is_one_transaction(tmp_path: Path) -> None:
+    from powerplane.lifecycle.store import Store, StoreAudit, StoreError
+
+    decision = Decision(True, Action.REBOOT, ALICE, "allowed")
+    store = Store(tmp_path / "store.db")
+    try:
+        sink = StoreAudit(store)
+        sink.append(AuditBatch(actor="alice", action=Action.REBOOT, reason="kernel", at=AT,
+                               nodes=["n1", "n2", "n3"], decisions=[decision] * 3))
+        assert [r.node for r in sink.records()] == ["n1", "n2", "n3"]
+        # a record that cannot be written mid-batch: none of the batch is kept
+        bad = AuditBatch(actor="alice", action=Action.REBOOT, reason="kernel", at=AT,
+                         nodes=["n4", "n5\udcff"], decisions=[decision] * 2)
+        with pytest.raises((AuditNotRecorded, StoreError)):
+            sink.append(bad)
+        assert [r.node for r in sink.records()] == ["n1", "n2", "n3"]
+    finally:
+        store.close()

@@ -425,9 +425,19 @@ class Store:
 
     def append_audit(self, rec: AuditRecord) -> None:
         """Append one audit record on its own."""
+        self.append_audits((rec,))
+
+    def append_audits(self, records: Sequence[AuditRecord]) -> None:
+        """Append a call's audit records together: one transaction, one commit."""
         with self._errors():
             self.db.execute("BEGIN IMMEDIATE")
-            self._insert_audit(rec)
+            try:
+                for rec in records:
+                    self._insert_audit(rec)
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
             self.db.execute("COMMIT")
 
     def audit(self, node: str | None = None) -> list[AuditRecord]:
@@ -476,8 +486,12 @@ class StoreAudit:
     def append(self, records: Sequence[AuditRecord]) -> None:
         try:
             with self._opened() as store:
-                for rec in records:
-                    store.append_audit(rec)
+                together = getattr(store, "append_audits", None)
+                if callable(together):  # one transaction for a call's records
+                    together(records)
+                else:
+                    for rec in records:
+                        store.append_audit(rec)
         except PowerplaneError as exc:
             raise AuditNotRecorded(
                 f"the audit record could not be written to {self.description} ({exc}): "
