@@ -236,6 +236,20 @@ class Registry:
     _resolving: threading.RLock = field(default_factory=threading.RLock, repr=False)
     restriction: Restriction | None = None
     """What ``POWERPLANE_LOAD_PLUGINS`` restricted (None: the variable is not set)."""
+    sources: tuple[tuple[str, str, str, str], ...] = ()
+    """Every entry point :func:`load_plugins` found: (name, ``module:attr``, distribution,
+    version), in load order, loaded or not."""
+
+    def signature(self) -> tuple[Any, ...]:
+        """What this registry's plugins are, without running a pending hook: every entry
+        point found (:attr:`sources`), what ``POWERPLANE_LOAD_PLUGINS`` restricted, the
+        plugins loaded or declared and the failures at load. Equal for two registries
+        loaded from the same installed plugins (a cache of validated configs is keyed by
+        it)."""
+        return (self.sources, self.restriction,
+                tuple((i.name, i.distribution, i.version) for i in self._infos),
+                tuple(sorted(self._pending)),
+                tuple((f.name, f.distribution, f.version, f.error) for f in self._failures))
 
     def restriction_hint(self, name: str) -> str:
         """For an unknown type or kind ``name``: ``; ...`` saying that
@@ -663,6 +677,7 @@ def load_plugins() -> Registry:
     found = _entry_points.read(GROUP)  # the standard reader: every distribution finder
     order = sorted(range(len(found)), key=lambda i: (_rank(found[i]), found[i].name, i))
     eps = [found[i] for i in order]
+    reg.sources = tuple((ep.name, ep.value, ep.dist, ep.version) for ep in eps)
     wanted = _selected(e.name for e in eps)
     if wanted is not None:
         installed = {ep.name for ep in eps}
