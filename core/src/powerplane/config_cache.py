@@ -18,8 +18,9 @@ earlier load of the same file proved:
 - **The key**: SHA-256 of the file's text, its absolute path, the cache format, the
   registry's plugin set (every entry point with its distribution and version,
   ``POWERPLANE_LOAD_PLUGINS``, the failures: :meth:`~powerplane.plugins.Registry.signature`)
-  and the size and modification time of every source file of core and of each plugin
-  package (an editable install's changed model changes the key too).
+  and the size and modification time of every source file at the top of core's package and
+  of each plugin's (an editable install's changed node model or target parser changes the
+  key too).
 - **Where**: ``$XDG_CACHE_HOME/powerplane/configs`` (``~/.cache`` when unset), a folder
   of mode 0700, each entry a file of mode 0600, one per deployment file path, at most
   :data:`MAX_ENTRIES` (the least recently written removed) of at most
@@ -149,36 +150,21 @@ def _packages(reg: Registry) -> list[str]:
 
 
 def _code_signature(top: str) -> bytes:
-    """The version, and the size and modification time of every ``.py`` file under the
-    package's folders (not its tests): what validated the document."""
+    """The version, and the size and modification time of every ``.py`` file at the top of
+    the package's folders (where a plugin keeps its config model and target parser, and
+    core its node model): what validated the nodes (an editable install's change too)."""
     module = sys.modules.get(top)
     out = [top.encode(), str(getattr(module, "__version__", "")).encode()]
     for folder in getattr(module, "__path__", ()) or ():
-        for path, info in _sources(str(folder)):
-            out.append(f"{path}\0{info.st_size}\0{info.st_mtime_ns}".encode("utf-8",
-                                                                             "surrogatepass"))
-    return b"\n".join(out) + b"\n\n"
-
-
-def _sources(folder: str) -> Iterator[tuple[str, os.stat_result]]:
-    stack = [folder]
-    while stack:
-        here = stack.pop()
         try:
-            with os.scandir(here) as found:
-                entries = sorted(found, key=lambda e: e.name)
+            with os.scandir(folder) as found:
+                files = sorted((e.name, e.stat()) for e in found
+                               if e.name.endswith(".py") and e.is_file())
         except OSError:
             continue
-        for item in entries:
-            if item.name in ("__pycache__", "tests"):
-                continue
-            try:
-                if item.is_dir(follow_symlinks=False):
-                    stack.append(item.path)
-                elif item.name.endswith(".py"):
-                    yield item.path, item.stat()
-            except OSError:
-                continue
+        out.extend(f"{folder}/{name}\0{info.st_size}\0{info.st_mtime_ns}".encode(
+            "utf-8", "surrogatepass") for name, info in files)
+    return b"\n".join(out) + b"\n\n"
 
 
 # -- reading and writing -------------------------------------------------------------------------
