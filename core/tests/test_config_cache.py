@@ -276,3 +276,16 @@ def test_the_cli_loads_through_the_cache(tmp_path: Path, monkeypatch: pytest.Mon
     again = runner.invoke(cli, ["--config", str(path), "state", "n1", "-o", "json"])
     assert again.exit_code == 0 and json.loads(again.output) == json.loads(out.output)
     assert parses.count == 0
+
+
+def test_the_key_does_not_move_as_plugin_hooks_run(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from powerplane.plugins import load_plugins
+
+    path = deployment(tmp_path)
+    fresh = load_plugins()
+    load_cached(path, fresh)  # resolves the simulated type's hooks
+    parses = Parses(monkeypatch)
+    load_cached(path, fresh)
+    load_cached(path, load_plugins())  # another process's registry, nothing resolved yet
+    assert parses.count == 0

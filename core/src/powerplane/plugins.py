@@ -241,15 +241,11 @@ class Registry:
     version), in load order, loaded or not."""
 
     def signature(self) -> tuple[Any, ...]:
-        """What this registry's plugins are, without running a pending hook: every entry
-        point found (:attr:`sources`), what ``POWERPLANE_LOAD_PLUGINS`` restricted, the
-        plugins loaded or declared and the failures at load. Equal for two registries
-        loaded from the same installed plugins (a cache of validated configs is keyed by
-        it)."""
-        return (self.sources, self.restriction,
-                tuple((i.name, i.distribution, i.version) for i in self._infos),
-                tuple(sorted(self._pending)),
-                tuple((f.name, f.distribution, f.version, f.error) for f in self._failures))
+        """What this registry's plugins are: every entry point found (:attr:`sources`:
+        name, value, distribution, version) and what ``POWERPLANE_LOAD_PLUGINS`` restricted.
+        The same for two registries loaded from the same installed plugins, whatever hooks
+        each has run since (a cache of validated configs is keyed by it)."""
+        return (self.sources, self.restriction)
 
     def restriction_hint(self, name: str) -> str:
         """For an unknown type or kind ``name``: ``; ...`` saying that
