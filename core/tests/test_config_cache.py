@@ -103,6 +103,21 @@ def test_the_cache_is_private_and_bounded(tmp_path: Path) -> None:
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in [*found, cache_folder() / "key"])
 
 
+def test_the_entries_together_stay_within_their_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(4):
+        folder = tmp_path / f"d{i}"
+        folder.mkdir()
+        load_cached(deployment(folder, 20))
+    size = max(p.stat().st_size for p in entries())
+    monkeypatch.setattr(config_cache, "MAX_TOTAL_BYTES", 2 * size)
+    folder = tmp_path / "d4"
+    folder.mkdir()
+    load_cached(deployment(folder, 20))
+    assert len(entries()) == 2
+
+
 def test_a_changed_file_is_validated_again(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     path = deployment(tmp_path, 2)

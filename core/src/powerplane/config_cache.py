@@ -23,8 +23,8 @@ earlier load of the same file proved:
   key too).
 - **Where**: ``$XDG_CACHE_HOME/powerplane/configs`` (``~/.cache`` when unset), a folder
   of mode 0700, each entry a file of mode 0600, one per deployment file path, at most
-  :data:`MAX_ENTRIES` (the least recently written removed) of at most
-  :data:`MAX_ENTRY_BYTES`.
+  :data:`MAX_ENTRIES` of at most :data:`MAX_ENTRY_BYTES` each and :data:`MAX_TOTAL_BYTES`
+  in all (the least recently written removed first).
 - **Hostile entries grant nothing**: an entry is used only when the folder is this user's
   and nobody else may write it (not a symbolic link, owned by the effective user, no
   group or other bits), the entry is a regular file of this user that nobody else may
@@ -67,8 +67,8 @@ if TYPE_CHECKING:
     from powerplane.config import ConfiguredChannel
     from powerplane.plugins import Registry
 
-__all__ = ["ENV_CACHE", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "cache_folder", "load_cached",
-           "plain_secret"]
+__all__ = ["ENV_CACHE", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "MAX_TOTAL_BYTES", "cache_folder",
+           "load_cached", "plain_secret"]
 
 ENV_CACHE = "POWERPLANE_CONFIG_CACHE"
 """``off``/``0``/``no``/``false``: no cache (every load parses and validates the whole file)."""
@@ -76,6 +76,9 @@ MAX_ENTRIES = 16
 """Most deployment files kept; writing one more removes the least recently written."""
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
 """The largest document kept (a bigger one is validated in full on every load)."""
+MAX_TOTAL_BYTES = 128 * 1024 * 1024
+"""The most the entries take together; writing one more removes the least recently
+written until they fit."""
 FORMAT = b"powerplane-config-cache 1\n"
 """The first line of every entry (a change of the format changes it)."""
 KEY_BYTES = 32
@@ -306,15 +309,22 @@ def _write(entry: Path, key: bytes, document: Any) -> None:
 
 
 def _trim(folder: Path) -> None:
-    """At most :data:`MAX_ENTRIES` entries: the least recently written go."""
+    """At most :data:`MAX_ENTRIES` entries of :data:`MAX_TOTAL_BYTES` in all: the least
+    recently written go first."""
     found = []
     with os.scandir(folder) as entries:
         for item in entries:
             if item.name.endswith(".json") and not item.name.startswith("."):
                 with contextlib.suppress(OSError):
-                    found.append((item.stat(follow_symlinks=False).st_mtime_ns, item.path))
+                    info = item.stat(follow_symlinks=False)
+                    found.append((info.st_mtime_ns, info.st_size, item.path))
     found.sort(reverse=True)
-    for _, path in found[MAX_ENTRIES:]:
+    kept = total = 0
+    for _, size, path in found:
+        if kept < MAX_ENTRIES and total + size <= MAX_TOTAL_BYTES:
+            kept += 1
+            total += size
+            continue
         with contextlib.suppress(OSError):
             os.unlink(path)
 
