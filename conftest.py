@@ -4,7 +4,8 @@
   the session's own, set in ``os.environ`` so that every CLI child inherits it. Every
   direct call (``invoke``) is audited before it is sent, by default into
   ``$XDG_STATE_HOME/powerplane/audit.jsonl``: no test writes the audit file of the home
-  of whoever runs the tests.
+  of whoever runs the tests. ``$XDG_CACHE_HOME`` likewise: the CLI keeps validated
+  deployment files in ``$XDG_CACHE_HOME/powerplane`` (:mod:`powerplane.config_cache`).
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ import pytest
 def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The session's ``$XDG_STATE_HOME`` (what it was is put back at the end)."""
     home = tmp_path_factory.mktemp("xdg-state")
-    before = os.environ.get("XDG_STATE_HOME")
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    before = {name: os.environ.get(name) for name in ("XDG_STATE_HOME", "XDG_CACHE_HOME")}
     os.environ["XDG_STATE_HOME"] = str(home)
+    os.environ["XDG_CACHE_HOME"] = str(cache)
     try:
         yield home
     finally:
-        if before is None:
-            os.environ.pop("XDG_STATE_HOME", None)
-        else:
-            os.environ["XDG_STATE_HOME"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

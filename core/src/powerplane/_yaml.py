@@ -53,6 +53,7 @@ from typing import Any
 
 import yaml
 
+from powerplane._bounds import MAX_BYTES, MAX_PROBLEMS, format_path
 from powerplane.errors import ConfigError, ConfigProblem
 
 __all__ = [
@@ -71,9 +72,6 @@ __all__ = [
 
 Path = tuple[str | int, ...]
 
-MAX_BYTES = 256 * 1024 * 1024
-"""Largest config document, in bytes (256 MiB: a 1,000,000-node deployment takes about 140;
-a file's size is checked before it is read)."""
 MAX_DEPTH = 64
 """Deepest nesting of mappings and sequences, aliases expanded."""
 MAX_ALIASES = 100_000
@@ -86,8 +84,6 @@ node per :data:`BYTES_PER_NODE` bytes (:func:`node_bound`): a 10,000-node deploy
 BYTES_PER_NODE = 3
 """Bytes of document per node allowed above :data:`MAX_NODES`: aliases never expand a big
 file past a few times its own size (block YAML takes 7 to 8 bytes a node)."""
-MAX_PROBLEMS = 100
-"""Most problems listed for one file; the rest are counted."""
 MAX_NUMBER_CHARS = 1000
 """Longest scalar that may be read as a number (longer ones are refused, not converted)."""
 
@@ -177,17 +173,6 @@ try:
     _CParser = yaml._yaml.CParser
 except (ImportError, AttributeError):  # pragma: no cover - libyaml ships in PyYAML's wheels
     _CParser = None
-
-
-def format_path(path: Path) -> str:
-    """``("channels", "bmc", "verify")`` -> ``channels.bmc.verify``; indexes as ``[0]``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 def _show_tag(tag: str) -> str:

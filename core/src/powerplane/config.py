@@ -15,7 +15,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,12 +29,7 @@ from pydantic import (
     field_validator,
 )
 
-from powerplane._yaml import (
-    MAX_PROBLEMS,
-    format_path,
-    load_json,
-    load_yaml,
-)
+from powerplane._bounds import MAX_PROBLEMS, format_path
 from powerplane.authority.settings import AuditSettings, PolicySpec, validated_policy
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.fields import (
@@ -404,6 +399,15 @@ def read_config(
     lines and problems, several times faster to read than YAML: the format for generated
     fleets); a file that starts with ``{`` is read as JSON when it is JSON, else as YAML.
     """
+    file, text, size = _config_text(path)
+    source = str(file)
+    data, lines = parse_text(file, text, source, size)
+    return data, lines, source
+
+
+def _config_text(path: str | os.PathLike[str] | None) -> tuple[Path, str, int]:
+    """The config file :func:`find_config` finds, its text and its size, read under the
+    bounds (:func:`~powerplane.files.read_text`)."""
     file = find_config(path)
     source = str(file)
     if path is not None:
@@ -414,13 +418,19 @@ def read_config(
         origin = "the default: no --config was given and $POWERPLANE_CONFIG is not set"
     text, size = read_text(file, source, _missing_config(source, origin),
                            grants="the deployment file")
+    return file, text, size
+
+
+def parse_text(file: Path, text: str, source: str, size: int) -> tuple[Any, Mapping[Any, int]]:
+    """The document and its lines of a config file's ``text`` (read by :func:`read_config`'s
+    rules: JSON by name or by its first character, else YAML); the parser imported here."""
+    from powerplane._yaml import load_json, load_yaml
+
     if file.suffix.lower() == ".json":
-        data, lines = load_json(text, source, size=size)
-    elif _JSON_START.match(text):
-        data, lines = load_json(text, source, size=size, or_yaml=True)
-    else:
-        data, lines = load_yaml(text, source, size=size)
-    return data, lines, source
+        return load_json(text, source, size=size)
+    if _JSON_START.match(text):
+        return load_json(text, source, size=size, or_yaml=True)
+    return load_yaml(text, source, size=size)
 
 
 def _missing_config(source: str, origin: str) -> str:
@@ -583,6 +593,42 @@ def _ref_problems(node: str, refs: list[tuple[int, str]], known: set[str],
     return out
 
 
+class ProvenNodes(Mapping[str, NodeSpec]):
+    """The nodes of a document validated whole before (:func:`_parse_config`'s
+    ``nodes_proven``): each validated on first use, exactly as a load validates it, and
+    kept; iterating gives the names in the file's order. A command that reads one node
+    validates one."""
+
+    def __init__(self, raw: Mapping[str, Any], context: Mapping[str, Any],
+                 source: str) -> None:
+        self._raw = raw
+        self._context = context
+        self._source = source
+        self._done: dict[str, NodeSpec] = {}
+
+    def __getitem__(self, name: str) -> NodeSpec:
+        found = self._done.get(name)
+        if found is None:
+            raw = self._raw[name]  # KeyError: no such node
+            try:
+                found = NodeSpec.__pydantic_validator__.validate_python(
+                    raw, context=self._context)
+            except ValidationError as exc:  # not if the cache's key holds what it proved
+                raise ConfigError(_problems(exc, ("nodes", name), {}, NodeSpec),
+                                  source=self._source) from None
+            self._done[name] = found
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 def parse_config(
     data: Any,
     registry: Registry | None = None,
@@ -604,10 +650,17 @@ def _parse_config(
     lines: Mapping[Any, int] | None,
     also: Callable[[Mapping[str, ConfiguredChannel], Mapping[Any, int]],
                    list[ConfigProblem]] | None = None,
+    nodes_proven: bool = False,
 ) -> Deployment:
     """:func:`parse_config`'s work. ``registry`` (default: the process-wide one) is the
     only one asked: for channel types, port types, and every secret reference's kind (in
-    the validation context, :data:`~powerplane.secrets.SECRET_KINDS`)."""
+    the validation context, :data:`~powerplane.secrets.SECRET_KINDS`).
+
+    ``nodes_proven``: ``data`` is a document this code validated whole before (the
+    validated-config cache's, :mod:`powerplane.config_cache`): every section and channel
+    is validated again as always (they may read other files, which may have changed), the
+    nodes (a pure function of the document and the channel types) each on first use
+    (:class:`ProvenNodes`)."""
     # imported here, not at the top, for cost only: importing the config models (as every
     # plugin's config does) loads no plugin machinery (pluggy, entry points)
     from powerplane.plugins import registry as default_registry
@@ -723,13 +776,16 @@ def _parse_config(
     # each node validated once, its targets parsed by their channel types as it is built
     context = {_TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
                                  if c.type.target is not None}}
-    nodes: dict[str, NodeSpec] = {}
+    built: dict[str, NodeSpec] = {}
     node_problems: list[ConfigProblem] = []  # in file order: each node's own, then its refs
     validate = NodeSpec.__pydantic_validator__.validate_python  # model_validate, one call less
+    nodes: Mapping[str, NodeSpec] = built
+    if nodes_proven:
+        nodes, raw_nodes = ProvenNodes(raw_nodes, context, source), {}
     for nname, raw_node in raw_nodes.items():
         name = str(nname)
         try:
-            node = nodes[name] = validate(raw_node, context=context)
+            node = built[name] = validate(raw_node, context=context)
         except ValidationError as exc:
             node_problems.extend(_problems(exc, ("nodes", name), lines, NodeSpec))
             # its channel references are checked all the same: one pass finds every problem

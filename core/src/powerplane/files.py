@@ -24,7 +24,7 @@ import stat
 import typing
 from pathlib import Path
 
-from powerplane._yaml import MAX_BYTES
+from powerplane._bounds import MAX_BYTES
 from powerplane.errors import ConfigError, ConfigProblem
 
 __all__ = ["read_text", "trust_problems"]

@@ -236,6 +236,16 @@ class Registry:
     _resolving: threading.RLock = field(default_factory=threading.RLock, repr=False)
     restriction: Restriction | None = None
     """What ``POWERPLANE_LOAD_PLUGINS`` restricted (None: the variable is not set)."""
+    sources: tuple[tuple[str, str, str, str], ...] = ()
+    """Every entry point :func:`load_plugins` found: (name, ``module:attr``, distribution,
+    version), in load order, loaded or not."""
+
+    def signature(self) -> tuple[Any, ...]:
+        """What this registry's plugins are: every entry point found (:attr:`sources`:
+        name, value, distribution, version) and what ``POWERPLANE_LOAD_PLUGINS`` restricted.
+        The same for two registries loaded from the same installed plugins, whatever hooks
+        each has run since (a cache of validated configs is keyed by it)."""
+        return (self.sources, self.restriction)
 
     def restriction_hint(self, name: str) -> str:
         """For an unknown type or kind ``name``: ``; ...`` saying that
@@ -663,6 +673,7 @@ def load_plugins() -> Registry:
     found = _entry_points.read(GROUP)  # the standard reader: every distribution finder
     order = sorted(range(len(found)), key=lambda i: (_rank(found[i]), found[i].name, i))
     eps = [found[i] for i in order]
+    reg.sources = tuple((ep.name, ep.value, ep.dist, ep.version) for ep in eps)
     wanted = _selected(e.name for e in eps)
     if wanted is not None:
         installed = {ep.name for ep in eps}

@@ -9,9 +9,9 @@ vouched for them; ``on_behalf_of`` is what the requester added in words.
 
 Where records go: the lifecycle store's audit when the deployment has a ``lifecycle:``
 section, else an append-only JSON-lines file (:class:`JsonLinesAudit`: ``audit: {path:
-FILE}``, by default ``$XDG_STATE_HOME/powerplane/audit.jsonl``), one record a line, each
-line written with one ``write`` on a file opened for appending and ``fsync``-ed before the
-act. A line (the JSON of :meth:`AuditRecord.as_dict`)::
+FILE}``, by default ``$XDG_STATE_HOME/powerplane/audit.jsonl``), one record a line, the
+lines of one call written with one ``write`` on a file opened for appending and
+``fsync``-ed once, before the first act. A line (the JSON of :meth:`AuditRecord.as_dict`)::
 
     {"at": "2026-12-06T21:40:00+00:00", "actor": "alice", "groups": ["plant-eng"],
      "via": "local", "onBehalfOf": null, "action": "servers:reboot", "outcome": "accepted",
@@ -20,6 +20,12 @@ act. A line (the JSON of :meth:`AuditRecord.as_dict`)::
      "recordedBy": null}
 
 Records never hold a secret (no config value is copied in).
+
+A fleet call's records are one :class:`AuditBatch`: what its acts share (the identity, the
+action, the reason, the outcome, and the time: one clock reading for the call, the time it
+was authorized) is held once, and per act only its node and the decision that allowed it.
+:func:`encode_records` is the one place a record becomes bytes: every record's line, in
+order, in one pass, a batch's shared fields encoded once per decision.
 """
 
 from __future__ import annotations
@@ -29,19 +35,27 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
 
 from powerplane.authority.actions import Action
 from powerplane.errors import AuditNotRecorded
 
-__all__ = ["AuditRecord", "AuditSink", "DenialLimiter", "JsonLinesAudit", "default_audit_path"]
+if TYPE_CHECKING:
+    from powerplane.authority.policy import Decision
+
+__all__ = ["AuditBatch", "AuditRecord", "AuditSink", "DenialLimiter", "JsonLinesAudit",
+           "default_audit_path", "encode_records", "now"]
 
 
-def _now() -> dt.datetime:
+def now() -> dt.datetime:
+    """The time of a record: aware, UTC (one reading per call's records)."""
     return dt.datetime.now(dt.UTC)
+
+
+_now = now
 
 
 @dataclass(frozen=True)
@@ -120,6 +134,134 @@ class AuditRecord:
                 "rule": self.rule, "recordedBy": self.recorded_by or None}
 
 
+class AuditBatch(Sequence[AuditRecord]):
+    """The accepted (or denied) acts of one call, as records: one identity, action, reason,
+    outcome and time for all of them, and per act its node and the :class:`Decision
+    <powerplane.authority.policy.Decision>` that decided it (its ``rule`` is the record's).
+
+    A sequence of :class:`AuditRecord` for any sink (each record made when it is read);
+    :func:`encode_records` encodes it without making them. Nothing per act: the nodes and
+    the decisions are the two sequences it was given (``decisions[i]`` decided
+    ``nodes[i]``), no object is made per act.
+    """
+
+    __slots__ = ("action", "actor", "at", "decisions", "detail", "groups", "maintenance",
+                 "nodes", "on_behalf_of", "outcome", "reason", "source_prefix", "via")
+
+    def __init__(
+        self, *, actor: str, action: Action, reason: str, nodes: Sequence[str],
+        decisions: Sequence[Decision], at: dt.datetime,
+        groups: tuple[str, ...] = (), via: str = "local", on_behalf_of: str = "",
+        outcome: str = "accepted", maintenance: str = "", detail: str = "",
+    ) -> None:
+        self.actor = actor
+        self.action = action
+        self.reason = reason
+        if len(nodes) != len(decisions):
+            raise ValueError("an audit batch needs one decision per node")
+        self.nodes = nodes
+        """The node of each record, in order."""
+        self.decisions = decisions
+        """The decision of each record (its rule), in the order of :attr:`nodes`."""
+        self.at = at
+        self.groups = tuple(groups)
+        self.via = via
+        self.on_behalf_of = on_behalf_of
+        self.outcome = outcome
+        self.maintenance = maintenance
+        self.detail = detail
+        self.source_prefix = "Server/"
+        """Each record's ``source`` is this and its node (as :class:`AuditRecord`'s default)."""
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @overload
+    def __getitem__(self, index: int) -> AuditRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[AuditRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> AuditRecord | list[AuditRecord]:
+        if isinstance(index, slice):
+            return [self._record(node, decision) for node, decision
+                    in zip(self.nodes[index], self.decisions[index], strict=True)]
+        return self._record(self.nodes[index], self.decisions[index])
+
+    def __iter__(self) -> Iterator[AuditRecord]:
+        record = self._record
+        for node, decision in zip(self.nodes, self.decisions, strict=True):
+            yield record(node, decision)
+
+    def _record(self, node: str, decision: Decision) -> AuditRecord:
+        return AuditRecord(
+            actor=self.actor, action=self.action, reason=self.reason, node=node,
+            maintenance=self.maintenance, source=self.source_prefix + node, at=self.at,
+            detail=self.detail, groups=self.groups, via=self.via,
+            on_behalf_of=self.on_behalf_of, outcome=self.outcome, rule=decision.rule)
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""The encoder of every audit line: compact, UTF-8 text as it is (no ``\\u`` escapes but
+those JSON requires), keys in the order given."""
+
+
+def _head(at: dt.datetime, actor: str, groups: tuple[str, ...], via: str, on_behalf_of: str,
+          action: Action, outcome: str, rule: str, reason: str) -> str:
+    """The JSON of a record's fields before ``node``, without the closing brace: the part
+    the records of one call share."""
+    return _JSON.encode({
+        "at": at.isoformat(), "actor": actor, "groups": list(groups), "via": via,
+        "onBehalfOf": on_behalf_of or None, "action": action.value, "outcome": outcome,
+        "rule": rule, "reason": reason,
+    })[:-1]
+
+
+def encode_records(records: Sequence[AuditRecord]) -> bytes:
+    """The lines of ``records``, in order, as one UTF-8 buffer: each line the compact JSON
+    of :meth:`AuditRecord.as_dict` (keys in its order), then a newline -- byte for byte
+    what ``json.dumps(record.as_dict(), ensure_ascii=False, separators=(",", ":"))`` gives.
+
+    The one place a record becomes bytes, one pass over the records: the fields records
+    share (everything before ``node``) are encoded once per distinct set (an
+    :class:`AuditBatch`: once per decision), and per record only its node, maintenance,
+    source and detail. Each record's line is complete (its own string) before the next is
+    begun, so a value computed over the previous line (a chain hash) belongs in this loop.
+    """
+    enc = _JSON.encode
+    lines: list[str] = []
+    add = lines.append
+    if isinstance(records, AuditBatch):
+        heads: dict[int, str] = {}
+        tail_m, tail_d = enc(records.maintenance), enc(records.detail)
+        source = enc(records.source_prefix)[:-1]  # the opening quote and the prefix
+        shared = (records.at, records.actor, records.groups, records.via,
+                  records.on_behalf_of, records.action, records.outcome)
+        last: object = None
+        head = ""
+        for node, decision in zip(records.nodes, records.decisions, strict=True):
+            if decision is not last:  # a fleet's nodes nearly all share one decision
+                last = decision
+                head = heads.get(id(decision), "")
+                if not head:
+                    head = heads[id(decision)] = _head(*shared, decision.rule, records.reason)
+            name = enc(node)
+            add(f'{head},"node":{name},"maintenance":{tail_m},"source":{source}{name[1:]},'
+                f'"detail":{tail_d},"recordedBy":null}}\n')
+        return "".join(lines).encode("utf-8")
+    found: dict[tuple[Any, ...], str] = {}
+    for rec in records:
+        key = (rec.at, rec.actor, rec.groups, rec.via, rec.on_behalf_of, rec.action,
+               rec.outcome, rec.rule, rec.reason)
+        head = found.get(key, "")
+        if not head:
+            head = found[key] = _head(*key)
+        add(f'{head},"node":{enc(rec.node)},"maintenance":{enc(rec.maintenance)},'
+            f'"source":{enc(rec.source)},"detail":{enc(rec.detail)},'
+            f'"recordedBy":{enc(rec.recorded_by or None)}}}\n')
+    return "".join(lines).encode("utf-8")
+
+
 @runtime_checkable
 class AuditSink(Protocol):
     """Where audit records go. :meth:`append` returns once every record is durable, or
@@ -150,8 +292,7 @@ class JsonLinesAudit:
     def append(self, records: Sequence[AuditRecord]) -> None:
         if not records:
             return
-        data = "".join(json.dumps(r.as_dict(), ensure_ascii=False, separators=(",", ":"))
-                       + "\n" for r in records).encode("utf-8")
+        data = encode_records(records)
         with self._lock:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

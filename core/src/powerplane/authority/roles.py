@@ -310,14 +310,24 @@ class LocalPolicy:
                                                      self.source)
             return [found] * len(nodes)
         labels = self._scope_labels
-        out = []
+        out: list[Decision] = []
+        add = out.append
+        if not labels:  # scoped by site alone: the site is the key (no tuple per node)
+            for _, spec in nodes:
+                key: Any = _NONE if spec is None else spec.site
+                found = decided.get(key)
+                if found is None:
+                    found = decided[key] = decide_roles(roles, identity, action, spec,
+                                                        self.source)
+                add(found)
+            return out
         for _, spec in nodes:
             key = _NONE if spec is None else (spec.site, *map(spec.labels.get, labels))
             found = decided.get(key)
             if found is None:
                 found = decided[key] = decide_roles(roles, identity, action, spec,
                                                     self.source)
-            out.append(found)
+            add(found)
         return out
 
     async def decide_actions(
@@ -340,7 +350,8 @@ class LocalPolicy:
         out: dict[Action, list[Decision]] = {action: [] for action in actions}
         lists = [(out[action], decided, action) for action, decided in tables]
         for _, spec in nodes:
-            key = _NONE if spec is None else (spec.site, *map(spec.labels.get, labels))
+            key: Any = (_NONE if spec is None else spec.site if not labels
+                        else (spec.site, *map(spec.labels.get, labels)))
             for into, decided, action in lists:
                 found = decided.get(key)
                 if found is None:

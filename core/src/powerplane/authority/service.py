@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING
 
 from powerplane.authority.actions import Action
 from powerplane.authority.audit import (
+    AuditBatch,
     AuditRecord,
     AuditSink,
     DenialLimiter,
     JsonLinesAudit,
     default_audit_path,
+    now,
 )
 from powerplane.authority.identity import Identity, local_identity
 from powerplane.authority.policy import NO_POLICY, Decision, Policy, denied
@@ -195,7 +197,22 @@ class Authority:
             outcome=outcome, rule=decision.rule,
         )
 
+    def records_of(
+        self, identity: Identity, action: Action, nodes: Sequence[str],
+        decisions: Sequence[Decision], reason: str,
+    ) -> AuditBatch:
+        """The audit records of one call's accepted acts by ``identity``: one per node of
+        ``nodes``, allowed by the decision at the same place in ``decisions``, all of
+        ``action``, at one time (now: the call's acts are authorized together), as one
+        :class:`~powerplane.authority.audit.AuditBatch`."""
+        return AuditBatch(
+            actor=identity.user, groups=identity.groups, via=identity.via,
+            on_behalf_of=identity.on_behalf_of or "", action=action, reason=reason,
+            nodes=nodes, decisions=decisions, at=now(),
+        )
+
     def record(self, records: Sequence[AuditRecord]) -> None:
-        """Make the accepted acts' records durable; :class:`AuditNotRecorded` if they are
-        not (then the acts must not be performed)."""
+        """Make the accepted acts' records durable, all of them at once (one ``append``
+        of the sink: for the JSON-lines file one write and one ``fsync``);
+        :class:`AuditNotRecorded` if they are not (then none of the acts is performed)."""
         self.sink.append(records)

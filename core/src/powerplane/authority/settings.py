@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from powerplane._yaml import format_path
+from powerplane._bounds import format_path
 from powerplane.authority.policy import BASE_DIR, OWNER, PolicyType
 from powerplane.errors import ConfigError, ConfigProblem
 

@@ -104,14 +104,17 @@ def collector_off() -> Iterator[None]:
 def load_deployment(ctx: click.Context, *, check: bool = False) -> Deployment:
     """The deployment named by ``--config`` / ``$POWERPLANE_CONFIG`` (every secret resolved
     and every channel opened with ``check``), loaded with the collector off when this is the
-    command's own process; read once per command (kept in the context's ``meta``)."""
+    command's own process; read once per command (kept in the context's ``meta``), through
+    the validated-config cache (:mod:`powerplane.config_cache`: an unchanged file is not
+    parsed and its nodes not validated again; ``check`` proves the whole file every time)."""
     from powerplane.cli import OWN_PROCESS
-    from powerplane.config import check_config, load_config
+    from powerplane.config import check_config
+    from powerplane.config_cache import load_cached
 
     if not check and _LOADED in ctx.meta:
         found: Deployment = ctx.meta[_LOADED]
         return found
-    load = check_config if check else load_config
+    load = check_config if check else load_cached
     if (ctx.find_root().obj or {}).get(OWN_PROCESS):
         with collector_off():
             deployment = load(config_path(ctx))

@@ -74,6 +74,10 @@ VERB_METHODS = frozenset({"reboot", "shutdown", "power_on", "terminate", "invoke
 Method = tuple[Callable[..., Any], bool]
 """A channel's bound method and whether it is ``async def``, as :meth:`Calls.method` finds it."""
 
+_NOTHING_HELD: list[Any] = []
+"""The locks a call that waits for no manners holds: none (never appended to; one shared
+list, not one per call)."""
+
 Job = tuple[Any, str, Any, tuple[Any, ...]]
 """One call for :meth:`Calls.each`: (node or None, channel, target, args); the node is
 handed back to the caller's ``done`` or ``failed`` as it was given."""
@@ -337,7 +341,7 @@ class Calls:
                 manners = self._manners.get(name) or self.manners(name)
                 paced = verbs and manners[0].min_interval_s > 0
                 waits = paced or (endpoint not in tried and manners[0].lockout_s > 0)
-                held: list[Any] = []
+                held: list[Any] = [] if waits else _NOTHING_HELD
                 gate = SendGate()
                 token = enter_gate(gate)
                 try:

@@ -25,9 +25,9 @@ import contextlib
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, overload
 
 from powerplane.authority.actions import action_for_verb
 from powerplane.authority.identity import Identity
@@ -49,8 +49,8 @@ from powerplane.host.reading import Reader, expected
 from powerplane.recovery import VerbOffer
 from powerplane.scheduling import SharedDeadlines, run_workers, slots_of
 
-__all__ = ["GUARDED", "IDEMPOTENT", "MAX_WAIT_S", "InvokeGuard", "InvokeResult", "Invoker", "Plan",
-           "check_reason", "check_wait", "parse_verb"]
+__all__ = ["GUARDED", "IDEMPOTENT", "MAX_WAIT_S", "Checked", "InvokeGuard", "InvokeResult",
+           "Invoker", "Plan", "check_reason", "check_wait", "parse_verb"]
 
 log = logging.getLogger("powerplane.host")
 
@@ -166,6 +166,55 @@ def check_wait(wait: float) -> float:
 Done = Callable[[str, "InvokeResult | PowerplaneError"], None]
 
 
+@dataclass(slots=True)
+class Checked:
+    """What :meth:`Invoker.columns` found: the refused nodes (node -> error), the policy's
+    decision per allowed node, what the guard said, and the allowed nodes in order, as
+    columns: node, channel, target, the rule's offer."""
+
+    refused: dict[str, PowerplaneError]
+    decisions: dict[str, Decision]
+    said: str = "no lifecycle guard configured"
+    nodes: list[str] = field(default_factory=list)
+    channels: list[str] = field(default_factory=list)
+    targets: list[Any] = field(default_factory=list)
+    offers: list[VerbOffer] = field(default_factory=list)
+
+
+class _Specs(Sequence[tuple[str, NodeSpec]]):
+    """``(node, spec)`` of known nodes for the policy, each pair made as it is read (a
+    fleet's pairs are not kept through the call)."""
+
+    __slots__ = ("_known", "_names")
+
+    def __init__(self, names: list[str], known: Mapping[str, NodeSpec]) -> None:
+        self._names = names
+        self._known = known
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, NodeSpec]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, NodeSpec]]: ...
+
+    def __getitem__(
+        self, index: int | slice
+    ) -> tuple[str, NodeSpec] | list[tuple[str, NodeSpec]]:
+        known = self._known
+        if isinstance(index, slice):
+            return [(n, known[n]) for n in self._names[index]]
+        name = self._names[index]
+        return name, known[name]
+
+    def __iter__(self) -> Iterator[tuple[str, NodeSpec]]:
+        known = self._known
+        for name in self._names:
+            yield name, known[name]
+
+
 class Invoker:
     """The verbs of one host (see the module docstring)."""
 
@@ -227,10 +276,22 @@ class Invoker:
         The policy first (who may take the verb's action on each node: a denial is
         recorded and never upgraded), then the rule for every node the policy allowed,
         then the guard once for every node the rule allowed."""
+        found = await self.columns(nodes, verb, reason, hazard_reason, identity)
+        allowed = list(zip(found.nodes, found.channels, found.targets, found.offers,
+                           strict=True))
+        return found.refused, allowed, found.said, found.decisions
+
+    async def columns(
+        self, nodes: Sequence[str], verb: Verb, reason: str, hazard_reason: str | None = None,
+        identity: Identity | None = None,
+    ) -> Checked:
+        """:meth:`checked`, the allowed nodes as columns (a fleet call makes no object per
+        node to hold what it already has: each object it keeps through the call is one
+        more for the collector to walk)."""
         refused: dict[str, PowerplaneError] = {}
         decisions: dict[str, Decision] = {}
         known = self.deployment.nodes
-        asked = [(n, known[n]) for n in dict.fromkeys(nodes) if n in known]
+        asked = _Specs([n for n in dict.fromkeys(nodes) if n in known], known)
         if asked:
             decided = await self.authority.authorize(action_for_verb(verb), asked, identity,
                                                      reason=reason)
@@ -240,44 +301,56 @@ class Invoker:
                 else:
                     decisions[node] = decision
         await self.discovery.ensure([n for n in nodes if n not in refused])
-        allowed: list[tuple[str, NodeSpec, VerbOffer]] = []
+        check = self.check
+        found = Checked(refused, decisions)
+        names, channels, targets, offers = (found.nodes, found.channels, found.targets,
+                                            found.offers)
         for node in dict.fromkeys(nodes):
             if node in refused:
                 continue
             try:
-                spec, offer = self.check(node, verb)
+                spec, offer = check(node, verb)
             except PowerplaneError as exc:
                 refused[node] = exc
                 continue
-            allowed.append((node, spec, offer))
-        verdicts: Mapping[str, PowerplaneError | None] = {}
-        said = "no lifecycle guard configured"
+            channel = offer.channel
+            assert channel is not None
+            names.append(node)
+            channels.append(channel)
+            targets.append(_target(spec, channel))
+            offers.append(offer)
         guard = self.guard
-        if guard is not None and verb in GUARDED and allowed:
-            verdicts = await guard([n for n, _, _ in allowed], verb, reason,
-                                   hazard_reason=hazard_reason)
-            said = "allowed by the lifecycle guard"
+        if guard is not None and verb in GUARDED and names:
+            verdicts = await guard(list(names), verb, reason, hazard_reason=hazard_reason)
+            found.said = "allowed by the lifecycle guard"
+            if verdicts:
+                keep = []
+                for i, node in enumerate(names):
+                    refusal = verdicts.get(node)
+                    if refusal is not None:
+                        refused[node] = refusal
+                    else:
+                        keep.append(i)
+                if len(keep) < len(names):
+                    found.nodes = [names[i] for i in keep]
+                    found.channels = [channels[i] for i in keep]
+                    found.targets = [targets[i] for i in keep]
+                    found.offers = [offers[i] for i in keep]
         elif guard is not None:
-            said = f"the lifecycle guard does not restrict {verb.value}"
-        out: list[tuple[str, str, Any, VerbOffer]] = []
-        for node, spec, offer in allowed:
-            refusal = verdicts.get(node) if verdicts else None
-            if refusal is not None:
-                refused[node] = refusal
-                continue
-            assert offer.channel is not None
-            out.append((node, offer.channel, _target(spec, offer.channel), offer))
-        return refused, out, said, decisions
+            found.said = f"the lifecycle guard does not restrict {verb.value}"
+        return found
 
-    def audit(self, acts: Sequence[tuple[str, Decision]], reason: str,
+    def audit(self, nodes: Sequence[str], decisions: Sequence[Decision], reason: str,
               identity: Identity | None) -> None:
-        """Make the records of the acts about to be performed durable (raises
+        """Make the records of the acts about to be performed on ``nodes`` (each allowed by
+        its decision) durable, all in one batch (raises
         :class:`~powerplane.errors.AuditNotRecorded`: then none is performed)."""
-        if not acts:
+        if not nodes:
             return
         who = identity or self.authority.identity
-        self.authority.record([self.authority.record_of(who, decision, node, reason)
-                               for node, decision in acts])
+        authority = self.authority
+        authority.record(authority.records_of(who, decisions[0].action, nodes, decisions,
+                                              reason))
 
     # -- dispatch ----------------------------------------------------------------------------
     async def dispatch(self, plan: Plan, decision: Decision | None, reason: str,
@@ -286,7 +359,7 @@ class Invoker:
         its audit record first, durable, or nothing is sent (``decision`` None: the act's
         record is already durable)."""
         if decision is not None:
-            self.audit([(plan.node, decision)], reason, identity)
+            self.audit((plan.node,), (decision,), reason, identity)
         log.info("invoke %s %s via %s: %s", plan.verb.value, plan.node, plan.channel, reason)
         try:
             acceptance = await self.calls.call(plan.channel, plan.verb.method, plan.target)
@@ -357,15 +430,14 @@ class Invoker:
         readbacks (``wait`` > 0) run beside the workers so they do not hold an endpoint's
         slot.
         """
-        refused, allowed, _, decisions = await self.checked(nodes, verb, reason,
-                                                            hazard_reason, identity)
-        for node, error in refused.items():
+        found = await self.columns(nodes, verb, reason, hazard_reason, identity)
+        for node, error in found.refused.items():
             done(node, error)
+        acting, decisions = found.nodes, found.decisions
         try:  # every act's record durable before the first is sent, or none is sent
-            self.audit([(node, decisions[node]) for node, _, _, _ in allowed], reason,
-                       identity)
+            self.audit(acting, [decisions[node] for node in acting], reason, identity)
         except AuditNotRecorded as exc:
-            for node, _, _, _ in allowed:
+            for node in acting:
                 done(node, exc)
             return
         method, verb_name = verb.method, verb.value  # enum attributes cost: read once
@@ -375,8 +447,9 @@ class Invoker:
         queues: dict[Any, deque[Job]] = {}
         fns: dict[str, Method | None] = {}
         traits = channels.traits
-        targets = {node: target for node, _, target, _ in allowed} if verb in IDEMPOTENT else {}
-        for node, name, target, _ in allowed:
+        targets = (dict(zip(acting, found.targets, strict=True)) if verb in IDEMPOTENT
+                   else {})
+        for node, name, target in zip(acting, found.channels, found.targets, strict=True):
             trait = traits.get(name)  # the channel was created by discovery
             if trait is not None and trait.batch_invoke:
                 batches.setdefault(name, []).append((node, target))
@@ -388,7 +461,7 @@ class Invoker:
                     fns[name] = None  # each call says why
             queues.setdefault(channels.endpoint(name, target), deque()).append(
                 (node, name, target, ()))
-        del allowed
+        del found, acting, decisions
         if not queues and not batches:
             return
         deadlines = SharedDeadlines(self.limits.timeout_s)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
-from powerplane._yaml import format_path
+from powerplane._bounds import format_path
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.fields import StrictBool, StrictFloat, StrictInt, unknown_key
 from powerplane.plugins import PROVIDERS

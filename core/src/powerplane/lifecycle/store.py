@@ -26,7 +26,7 @@ import datetime as dt
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -243,7 +243,10 @@ class Store:
         try:
             with self._errors():
                 self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
+                # FULL: every commit is on disk before it returns (WAL with NORMAL may lose
+                # the last commits to a power cut): an audit record or a dispatch's record
+                # is durable before the act it records, as the audit file's fsync makes it
+                self._db.execute("PRAGMA synchronous=FULL")
                 self._db.executescript(_SCHEMA)
                 columns = {row[1] for row in self._db.execute("PRAGMA table_info(audit)")}
                 if "extra" not in columns:  # a store made before identities were recorded
@@ -498,9 +501,19 @@ class Store:
 
     def append_audit(self, rec: AuditRecord) -> None:
         """Append one audit record on its own."""
+        self.append_audits((rec,))
+
+    def append_audits(self, records: Sequence[AuditRecord]) -> None:
+        """Append a call's audit records together: one transaction, one commit."""
         with self._errors():
             self.db.execute("BEGIN IMMEDIATE")
-            self._insert_audit(rec)
+            try:
+                for rec in records:
+                    self._insert_audit(rec)
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
             self.db.execute("COMMIT")
 
     def audit(self, node: str | None = None) -> list[AuditRecord]:
