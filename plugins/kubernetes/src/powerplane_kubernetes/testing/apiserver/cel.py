@@ -17,7 +17,8 @@ cel-python's interpreter, and compares.
 What cel-python has not, Kubernetes' CEL libraries: the strings extension (``join``,
 ``split``, ``lowerAscii``, ``upperAscii``, ``trim``, ``replace``, ``indexOf``,
 ``lastIndexOf``, ``substring``, ``charAt``), ``dyn`` and the ``authorizer`` (given by the
-caller, :data:`Functions`). An expression that does not parse, names a function neither
+caller, :data:`Functions`); and ``string(bool)`` is ``true``/``false``, as cel-go writes
+it (cel-python's is ``True``). An expression that does not parse, names a function neither
 has, builds a message (``Foo{...}``) or reads a variable the caller does not provide is
 refused when it is compiled (:class:`CelUnsupported`), never evaluated to a silent pass.
 Evaluation errors are values (``CELEvalError``), as in cel-python; no cost limit is kept.
@@ -157,7 +158,15 @@ def _string_fn(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _string(value: Any) -> celtypes.StringType:
+    """``string(x)``: a bool as cel-go writes it (``true``; cel-python's is ``True``)."""
+    if isinstance(value, celtypes.BoolType):
+        return celtypes.StringType("true" if value else "false")
+    return celtypes.StringType(value)
+
+
 EXTENSIONS: dict[str, Callable[..., Any]] = {
+    "string": _string,
     "join": _join,
     "split": _split,
     "lowerAscii": _string_fn(lambda s: celtypes.StringType(s.lower())),
