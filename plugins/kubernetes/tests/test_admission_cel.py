@@ -118,6 +118,8 @@ def compiled(text: str, scenario: Scenario) -> Any:
 def same(a: Any, b: Any) -> bool:
     if isinstance(a, CELEvalError) or isinstance(b, CELEvalError):
         return isinstance(a, CELEvalError) and isinstance(b, CELEvalError)
+    if isinstance(a, str) and isinstance(b, str):  # cel-python's + answers a plain str
+        return str(a) == str(b)
     return bool(a == b) and type(a) is type(b)
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "to_cel",
 ]
 
+_RAW = frozenset({dict, list, str, int, float, bool})
 Fn = Callable[[dict[str, Any]], Any]
 """A compiled expression: the variables (name -> value) to its value."""
 Functions = Mapping[str, Callable[..., Any]]
@@ -89,6 +90,12 @@ def _err(text: str, exc: BaseException | None = None) -> CELEvalError:
     return out
 
 
+def _c(value: Any) -> Any:
+    """A value as cel-python's types (a JSON value read from a variable is converted only
+    where an operator or a function takes it)."""
+    return to_cel(value) if type(value) in _RAW else value
+
+
 def _call(fn: Callable[..., Any], name: str, args: list[Any]) -> Any:
     """``fn(*args)`` as cel-python's function evaluation: an error argument is the result;
     a Python error is a CEL one."""
@@ -96,7 +103,7 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any]) -> Any:
         if isinstance(arg, CELEvalError):
             return arg
     try:
-        return fn(*args)
+        return fn(*[_c(a) for a in args])
     except (ValueError, OverflowError) as exc:
         return _err(f"{name}: return error for overflow", exc)
     except ZeroDivisionError as exc:
@@ -112,11 +119,11 @@ def _call(fn: Callable[..., Any], name: str, args: list[Any]) -> Any:
 
 def _select(target: Any, name: str) -> Any:
     """``target.name``: a map's key (a null one absent), or an extension object's field."""
+    if type(target) is dict:  # a JSON object (the common case): a null field is absent
+        found = target.get(name)
+        return _err(f"no such key: {name!r}") if found is None else found
     if isinstance(target, CELEvalError):
         return target
-    if type(target) is dict:  # a JSON object: a null field is absent
-        found = target.get(name)
-        return _err(f"no such key: {name!r}") if found is None else to_cel(found)
     if isinstance(target, dict):
         return target[name] if name in target else _err(f"no such key: {name!r}")
     select = getattr(target, "cel_select", None)
@@ -129,10 +136,12 @@ def _select(target: Any, name: str) -> Any:
 
 
 def _has(target: Any, name: str) -> Any:
+    if type(target) is dict:  # a JSON object: a null field is absent
+        return _TRUE if target.get(name) is not None else _FALSE
     if isinstance(target, CELEvalError):
         return target
     if isinstance(target, dict):
-        return celtypes.BoolType(name in target and target[name] is not None)
+        return _TRUE if name in target and target[name] is not None else _FALSE
     return _err(f"has(): type {type(target).__name__} has no fields ({name})")
 
 
@@ -182,6 +191,10 @@ EXTENSIONS: dict[str, Callable[..., Any]] = {
 }
 """Kubernetes' CEL functions that cel-python lacks."""
 
+_TRUE, _FALSE = celtypes.BoolType(True), celtypes.BoolType(False)
+_PLAIN = frozenset({celtypes.StringType, celtypes.IntType, celtypes.BoolType,
+                    celtypes.UintType, celtypes.DoubleType, str, int, bool, float})
+"""The types whose equality is Python's (a list or a map compares its members by CEL's)."""
 _RELATIONS = {"relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_",
               "relation_ge": "_>=_", "relation_eq": "_==_", "relation_ne": "_!=_",
               "relation_in": "_in_"}
@@ -203,7 +216,7 @@ class Program:
     def evaluate(self, variables: dict[str, Any]) -> Any:
         """Its value: a cel-python value, or a ``CELEvalError``."""
         try:
-            return self.fn(variables)
+            return _c(self.fn(variables))
         except RecursionError as exc:
             return _err("expression too deep", exc)
 
@@ -232,7 +245,7 @@ class _Compiler:
         cond, yes, no = (self.node(k) for k in kids)
 
         def ternary(env: dict[str, Any]) -> Any:
-            c = cond(env)
+            c = _c(cond(env))
             if isinstance(c, CELEvalError):
                 return c
             if not isinstance(c, celtypes.BoolType):
@@ -253,10 +266,10 @@ class _Compiler:
         name = "||" if decides else "&&"
 
         def logic(env: dict[str, Any]) -> Any:
-            a = left(env)
+            a = _c(left(env))
             if isinstance(a, celtypes.BoolType) and bool(a) is decides:
                 return a
-            b = right(env)
+            b = _c(right(env))
             if isinstance(b, celtypes.BoolType) and bool(b) is decides:
                 return b
             if isinstance(a, CELEvalError):
@@ -264,7 +277,7 @@ class _Compiler:
             if isinstance(b, CELEvalError):
                 return b
             if isinstance(a, celtypes.BoolType) and isinstance(b, celtypes.BoolType):
-                return celtypes.BoolType(not decides)
+                return _FALSE if decides else _TRUE
             return _err(f"{name} of a non-bool")
         return logic
 
@@ -284,6 +297,15 @@ class _Compiler:
         name = table[op_tree.data]
         fn = self.functions[name]
         left, right = self.node(op_tree.children[0]), self.node(right_tree)
+        if name in ("_==_", "_!=_"):
+            negate = name == "_!=_"
+
+            def equal(env: dict[str, Any]) -> Any:
+                a, b = left(env), right(env)
+                if type(a) is type(b) and type(a) in _PLAIN:  # the same plain type: no cast
+                    return _TRUE if (a == b) is not negate else _FALSE
+                return _call(fn, name, [a, b])
+            return equal
         return lambda env: _call(fn, name, [left(env), right(env)])
 
     def c_unary(self, kids: list[Any]) -> Fn:
@@ -317,12 +339,7 @@ class _Compiler:
             raise CelUnsupported(f"undeclared reference to '{name}'")
         self.read.add(name)
 
-        def ident(env: dict[str, Any]) -> Any:
-            found = env[name]
-            if type(found) in (dict, list, str, int, float, bool):
-                found = env[name] = to_cel(found)
-            return found
-        return ident
+        return lambda env: env[name]
 
     def c_literal(self, kids: list[Any]) -> Fn:
         token = kids[0]
@@ -353,7 +370,7 @@ class _Compiler:
         items = self._list(kids[0] if kids else None)
 
         def make(env: dict[str, Any]) -> Any:
-            values = [f(env) for f in items]
+            values = [_c(f(env)) for f in items]
             bad = next((v for v in values if isinstance(v, CELEvalError)), None)
             return bad if bad is not None else celtypes.ListType(values)
         return make
@@ -365,7 +382,7 @@ class _Compiler:
         def make(env: dict[str, Any]) -> Any:
             out = celtypes.MapType()
             for k, v in pairs:
-                key, value = k(env), v(env)
+                key, value = _c(k(env)), _c(v(env))
                 for part in (key, value):
                     if isinstance(part, CELEvalError):
                         return part
@@ -445,7 +462,7 @@ def _each(items: Iterable[Any], var: str, fn: Fn, env: dict[str, Any]) -> Iterab
     scope = dict(env)
     for item in items:
         scope[var] = item
-        yield fn(scope)
+        yield _c(fn(scope))
 
 
 def _all(items: Any, var: str, body: list[Fn], env: dict[str, Any]) -> Any:
@@ -488,7 +505,7 @@ def _filter(items: Any, var: str, body: list[Fn], env: dict[str, Any]) -> Any:
         if not isinstance(keep, celtypes.BoolType):
             return keep if isinstance(keep, CELEvalError) else _err("filter() of a non-bool")
         if keep:
-            out.append(item)
+            out.append(_c(item))
     return celtypes.ListType(out)
 
 
