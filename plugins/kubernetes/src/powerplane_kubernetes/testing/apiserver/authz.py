@@ -122,6 +122,7 @@ class AuthzServer(ServerBase):
         self._acting_as: dict[int, Identity | Response] = {}  # by request, while served
         self._rbac: RbacIndex | None = None
         self._decisions: dict[tuple[Any, ...], tuple[bool, str]] = {}
+        self._every_name: dict[tuple[Any, ...], bool] = {}
         self.admin_token = self.issue_token(ADMIN_USER, [PRIVILEGED_GROUP], client="")
         """The cluster admin's bearer token (``kubernetes-admin`` in ``system:masters``)."""
 
@@ -135,6 +136,7 @@ class AuthzServer(ServerBase):
         if resource in _RBAC_RESOURCES:
             self._rbac = None
             self._decisions.clear()
+            self._every_name.clear()
 
     # -- tokens and kubeconfigs --------------------------------------------------------------
     def write_kubeconfig(self, path: Path, *, context: str = "kmock",
@@ -289,11 +291,24 @@ class AuthzServer(ServerBase):
         return self._rbac
 
     def authorize(self, user: str, groups: Sequence[str], attrs: RbacAttributes | None,
-                  *, method: str = "GET", path: str = "") -> tuple[bool, str]:
+                  *, method: str = "GET", path: str = "",
+                  reason: bool = True) -> tuple[bool, str]:
         """The API server's decision for a user: ``system:masters`` allowed, then RBAC
-        (a resource request's attributes, or, with ``attrs`` None, the ``path``)."""
+        (a resource request's attributes, or, with ``attrs`` None, the ``path``). With
+        ``reason`` False an allowed request may come without the authorizer's reason
+        (what a request needs: a rule with no ``resourceNames`` allows every name, so the
+        answer for a resource is kept once, not once per object)."""
         if PRIVILEGED_GROUP in groups:
             return True, ""
+        if not reason and attrs is not None and attrs.name:
+            unnamed = (user, tuple(groups), attrs.verb, attrs.group, attrs.resource,
+                       attrs.subresource, attrs.namespace)
+            every = self._every_name.get(unnamed)
+            if every is None:
+                every = self._every_name[unnamed] = self._rbac_index().allows_every_name(
+                    user, groups, attrs.as_review())
+            if every:
+                return True, ""
         found = (user, tuple(groups), attrs, method if attrs is None else "",
                  path if attrs is None else "")
         decided = self._decisions.get(found)
@@ -316,12 +331,12 @@ class AuthzServer(ServerBase):
         attrs = attributes(str(request.method.value), path, request.params)
         if not self.enforce_rbac:
             return attrs, None
-        allowed, reason = self.authorize(who[0], who[1], attrs,
-                                         method=str(request.method.value), path=path)
+        allowed, why = self.authorize(who[0], who[1], attrs, method=str(request.method.value),
+                                      path=path, reason=False)
         if allowed:
             return attrs, None
         return attrs, forbidden(who[0], attrs, method=str(request.method.value), path=path,
-                                reason=reason)
+                                reason=why)
 
     # -- reviews -----------------------------------------------------------------------------
     def _review(self, request: kmock.Request) -> Any:

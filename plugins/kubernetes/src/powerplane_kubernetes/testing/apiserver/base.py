@@ -47,6 +47,7 @@ from powerplane_kubernetes.testing.apiserver.emulator import ByResource, Emulato
 __all__ = ["ServerBase"]
 
 T = TypeVar("T")
+_RESOURCES: dict[str, Any] = {}
 _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
           "DELETE": "delete"}
 
@@ -302,7 +303,10 @@ class ServerBase:
 
     def _find(self, resource: str, namespace: str | None, name: str) -> Any:
         objs = self._emulator.objects
-        found = (kmock.resource(resource), namespace, name)
+        ref = _RESOURCES.get(resource)
+        if ref is None:  # kmock's resource reference, made once per resource (it parses)
+            ref = _RESOURCES[resource] = kmock.resource(resource)
+        found = (ref, namespace, name)
         if found in objs and not objs[found].deleted:
             return objs[found]
         return None

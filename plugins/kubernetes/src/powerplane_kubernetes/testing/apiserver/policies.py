@@ -30,12 +30,7 @@ from typing import Any
 
 from celpy import celtypes
 
-from powerplane_kubernetes.testing.apiserver.cel import (
-    CelUnsupported,
-    Program,
-    compile_cel,
-    to_cel,
-)
+from powerplane_kubernetes.testing.apiserver.cel import CelUnsupported, Program, compile_cel
 from powerplane_kubernetes.testing.apiserver.rbac import RbacAttributes
 
 __all__ = [
@@ -386,7 +381,7 @@ def environment(req: AdmissionRequest, authorizer: Authorizer,
             "name": req.namespace,
             "labels": {"kubernetes.io/metadata.name": req.namespace}}}
     env: dict[str, Any] = {
-        "object": req.object, "oldObject": req.old, "request": to_cel(req.as_cel()),
+        "object": req.object, "oldObject": req.old, "request": req.as_cel(),
         "params": None, "namespaceObject": namespace_object, "authorizer": authorizer}
     env["variables"] = Variables(programs, env)
     return env

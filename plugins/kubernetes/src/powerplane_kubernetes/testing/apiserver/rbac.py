@@ -281,6 +281,26 @@ class RbacIndex:
                         f"{_describe_subject(subject, namespace)}")
         return None
 
+    def allows_every_name(self, user: str, groups: Sequence[str],
+                          resource: Mapping[str, Any]) -> bool:
+        """Whether a rule without ``resourceNames`` allows ``resource`` (then every name
+        is allowed, whatever :meth:`authorize` would name as the reason)."""
+        unnamed = {**resource, "name": ""}
+        found = self._candidates(self._cluster_by, user, groups)
+        bindings = [(self._cluster[i], "") for i in found]
+        namespace = resource.get("namespace") or ""
+        if namespace:
+            mine = self._namespaced.get(namespace, [])
+            bindings += [(mine[i], namespace) for i in self._candidates(
+                self._namespaced_by.get(namespace, {}), user, groups)]
+        for binding, ns in bindings:
+            if not any(_applies(sub, user, groups, ns) for sub in binding.get("subjects") or []):
+                continue
+            for rule in self._rules_of(binding.get("roleRef") or {}, ns, []):
+                if not rule.get("resourceNames") and _rule_allows(rule, unnamed, None):
+                    return True
+        return False
+
     def authorize(self, user: str, groups: Sequence[str], *,
                   resource: Mapping[str, Any] | None = None,
                   non_resource: Mapping[str, Any] | None = None) -> tuple[bool, str]:
