@@ -165,6 +165,11 @@ def test_a_create_naming_a_version_or_a_name_taken_is_refused(
     assert taken.json()["message"] == 'nodemaintenances.powerplane.io "m1" already exists'
     named = admin.post(NM, json={**maintenance(), "metadata": {"generateName": "m-"}})
     assert named.status_code == 201 and named.json()["metadata"]["name"].startswith("m-")
+    # a namespaced kind is created under its namespace's path, nowhere else
+    lease = {"metadata": {"name": "l1", "namespace": "ops"}, "spec": {}}
+    assert admin.post("/apis/coordination.k8s.io/v1/leases", json=lease).status_code == 404
+    assert admin.post("/apis/coordination.k8s.io/v1/namespaces/ops/leases",
+                      json=lease).status_code == 201
 
 
 # -- patches -------------------------------------------------------------------------------

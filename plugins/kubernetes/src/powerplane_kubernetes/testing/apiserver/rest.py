@@ -179,6 +179,8 @@ class RestServer(AdmissionServer):
         meta = body.setdefault("metadata", {})
         if not isinstance(meta, dict):
             return status(400, "BadRequest", "metadata is not an object")
+        if namespaced and not request.namespace:  # a namespaced kind is made in its path
+            return status(404, "NotFound", _NOT_FOUND)
         if namespaced:
             given = meta.get("namespace")
             if given and request.namespace and given != request.namespace:

@@ -100,7 +100,7 @@ class KubeApiServer(KubeletServer, WatchServer, FaultServer, RestServer):
         _, refused = self._authorized(request, who)
         if refused is not None:
             return refused
-        if request.resource is None:
+        if request.resource is None or not request.resource.plural:
             return NotImplemented  # discovery, /version: kmock's
         resource = key(request.resource)
         if not self.longhorn and resource.startswith("longhorn.io/"):
