@@ -247,19 +247,7 @@ class Kubelet:
 
 def _remove_pod(api: KubeApiServer, namespace: str, name: str) -> bool:
     """Delete a pod as its controller or a person would (no request in the log)."""
-    public = getattr(api, "delete", None)
-    if callable(public):
-        public(PODS, namespace, name)
-        return True
-
-    def remove() -> bool:
-        obj = api._find(PODS, namespace, name)
-        if obj is None:
-            return False
-        obj.delete()
-        api._publish(PODS, "DELETED", obj.last.raw)
-        return True
-    return api._call(remove)
+    return api.delete_object(PODS, namespace, name)
 
 
 class ClusterWorld:
