@@ -105,7 +105,8 @@ class RecordedRequest:
     query: Mapping[str, str] = field(default_factory=dict)
     body: Any = None
     client: str = ""
-    """Who sent it: the ``client`` of the kubeconfig it used ("" for an anonymous one)."""
+    """Who sent it: the ``client`` of the kubeconfig it used ("" for the cluster admin's
+    kubeconfig, or for no token)."""
     user: str = ""
     """Who it acted as: the token's user, or the user it impersonated ("" anonymous)."""
 
