@@ -165,6 +165,20 @@ def test_the_status_subresource_is_a_resource_of_its_own(
     assert f'cannot {verb} resource "nodemaintenances" in API group' in message
 
 
+def test_an_apply_that_creates_needs_create_too(api: KubeApiServer) -> None:
+    api.grant("patcher", role("patch", rule(["nodemaintenances"], ["patch"])))
+    with client(api, "patcher", **{"Content-Type": APPLY}) as c:
+        message = forbidden(c.patch(f"{NM}/m1", json=maintenance(),
+                                    params={"fieldManager": "test"}))
+    assert message == ('nodemaintenances.powerplane.io "m1" is forbidden: User "patcher" '
+                       'cannot create resource "nodemaintenances" in API group '
+                       '"powerplane.io" at the cluster scope')
+    api.grant("patcher", role("create", rule(["nodemaintenances"], ["create"])))
+    with client(api, "patcher", **{"Content-Type": APPLY}) as c:
+        assert c.patch(f"{NM}/m1", json=maintenance(),
+                       params={"fieldManager": "test"}).status_code == 201
+
+
 def test_a_role_grants_in_its_namespace_only_and_names_count(api: KubeApiServer) -> None:
     api.grant("bob", role("one-lease", rule(["leases"], ["get"], "coordination.k8s.io",
                                             resourceNames=["mine"]), namespace="ops"))

@@ -10,7 +10,8 @@
   An update that changes nothing keeps the ``resourceVersion`` (the no-op detection).
 * **writes**: ``POST`` (a name taken is ``409 AlreadyExists``; ``generateName``), ``PUT``,
   ``PATCH`` by merge patch, JSON patch, strategic merge patch and server-side apply
-  (:mod:`.patches`), each on the main resource and on ``…/status``; every write passes
+  (:mod:`.patches`; an apply that creates needs ``create`` as well as ``patch``), each on
+  the main resource and on ``…/status``; every write passes
   the CRD's schema (:mod:`.crds`) and admission (:mod:`.admission`) with its operation
   (``CREATE``, ``UPDATE``, ``DELETE``) and subresource.
 * **the status subresource** of a CRD that enables it: a write of the main resource leaves
@@ -53,6 +54,7 @@ from powerplane_kubernetes.testing.apiserver.patches import (
     patched,
 )
 from powerplane_kubernetes.testing.apiserver.policies import AdmissionRequest
+from powerplane_kubernetes.testing.apiserver.rbac import RbacAttributes, forbidden
 
 __all__ = ["RestServer"]
 
@@ -268,9 +270,24 @@ class RestServer(AdmissionServer):
         if obj is None:  # server-side apply of an absent object creates it
             if request.subresource:
                 return self._not_found(resource, request.name)
+            refused = self._may_create(request, resource)
+            if refused is not None:
+                return refused
             new.setdefault("metadata", {})["name"] = request.name
             return self._create_object(request, resource, new)
         return self._update(request, resource, obj, new)
+
+    def _may_create(self, request: kmock.Request, resource: str) -> Response | None:
+        """An apply that creates needs ``create`` as well as ``patch`` (the API server's
+        patch handler authorizes the create it makes)."""
+        if not self.enforce_rbac:
+            return None
+        user, groups = self._who(request)
+        plural, group = qualified(resource)
+        attrs = RbacAttributes("create", group, plural, "", request.namespace or "",
+                               request.name or "")
+        allowed, why = self.authorize(user, groups, attrs, reason=False)
+        return None if allowed else forbidden(user, attrs, reason=why)
 
     def _update(self, request: kmock.Request, resource: str, obj: Any,
                 new: dict[str, Any]) -> Any:
