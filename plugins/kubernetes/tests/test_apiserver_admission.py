@@ -220,6 +220,9 @@ def test_what_cannot_be_evaluated_is_refused_when_stored(api: KubeApiServer) -> 
                     paramKind={"apiVersion": "v1", "kind": "ConfigMap"})
     with pytest.raises(ValueError, match="paramKind"):
         api.add_rbac(params)
+    undeclared = policy("undeclared", ["nodemaintenances"], [{"expression": "variables.x"}])
+    with pytest.raises(ValueError, match=r"undefined field 'variables\.x'"):
+        api.add_rbac(undeclared)
     broken = policy("broken", ["nodemaintenances"], [{"expression": "object.spec.("}])
     with pytest.raises(ValueError, match=r"spec.validations\[0\].expression.*compilation"):
         api.add_rbac(broken)

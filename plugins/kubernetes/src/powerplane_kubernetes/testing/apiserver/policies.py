@@ -24,6 +24,7 @@ on create, ``object`` null on delete), ``request`` (``operation``, ``userInfo``,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -264,6 +265,12 @@ def compile_policy(doc: Mapping[str, Any]) -> CompiledPolicy:
     if not validations and not spec.get("auditAnnotations"):
         raise ValueError("spec.validations: Required value: validations or "
                          "auditAnnotations must contain at least one item")
+    declared = {str(v["name"]) for v in spec.get("variables") or []}
+    for text in _expressions(spec):
+        for name in re.findall(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)", text):
+            if name not in declared:
+                raise CelUnsupported(f"Invalid value: {text!r}: compilation failed: "
+                                     f"undefined field 'variables.{name}'")
     return CompiledPolicy(
         name=str(doc["metadata"]["name"]),
         failure_policy=str(spec.get("failurePolicy") or "Fail"),
@@ -278,6 +285,15 @@ def compile_policy(doc: Mapping[str, Any]) -> CompiledPolicy:
         annotations=[(str(a["key"]), _compiled(str(a["valueExpression"]),
                                                f"spec.auditAnnotations[{i}].valueExpression"))
                      for i, a in enumerate(spec.get("auditAnnotations") or [])])
+
+
+def _expressions(spec: Mapping[str, Any]) -> list[str]:
+    """Every CEL expression of a policy's spec."""
+    out = [str(v.get(k)) for v in spec.get("validations") or []
+           for k in ("expression", "messageExpression") if v.get(k)]
+    out += [str(c["expression"]) for c in spec.get("matchConditions") or []]
+    out += [str(v["expression"]) for v in spec.get("variables") or []]
+    return out + [str(a["valueExpression"]) for a in spec.get("auditAnnotations") or []]
 
 
 def compile_binding(doc: Mapping[str, Any]) -> CompiledBinding:
