@@ -12,11 +12,11 @@ everything before any authorizer is asked; the harness's own seeding (``add_node
 ``add_rbac``, ...) is no request at all.
 
 **Impersonation** (``Impersonate-User``, ``Impersonate-Group``): the request acts as the
-user and groups named (``system:authenticated`` added, and a service account's groups, as
-the impersonation filter does), once the requester may ``impersonate`` ``users`` named by
-the user (``serviceaccounts`` in its namespace for a service account) and ``groups``
-named by each group; else ``403 Forbidden`` in the API server's words, and nothing is
-done. :attr:`RecordedRequest.user` is who the request acted as.
+user and groups named (``system:authenticated`` added unless ``system:unauthenticated``
+is named, and a service account's groups where no group is named, as the impersonation
+filter does), once the requester may ``impersonate`` ``users`` named by the user
+(``serviceaccounts`` in its namespace for a service account) and ``groups`` named by each
+group; else ``403 Forbidden`` in the API server's words, and nothing is done. :attr:`RecordedRequest.user` is who the request acted as.
 
 **Authorization** (``enforce_rbac=True``, the default): every request is authorized as
 the acting user, with the verb, API group, resource and subresource
@@ -253,7 +253,9 @@ class AuthzServer(ServerBase):
             ns, name = as_user[0][len(_SA):].split(":")
             wanted.append(RbacAttributes("impersonate", "", "serviceaccounts",
                                          namespace=ns, name=name))
-            extra = ["system:serviceaccounts", f"system:serviceaccounts:{ns}"]
+            # a service account's groups are known, added where none are asked for
+            extra = [] if as_groups else ["system:serviceaccounts",
+                                          f"system:serviceaccounts:{ns}"]
         else:
             wanted.append(RbacAttributes("impersonate", "", "users", name=as_user[0]))
             extra = []
@@ -261,7 +263,9 @@ class AuthzServer(ServerBase):
         for attrs in wanted:
             if not self.authorize(user, groups, attrs)[0]:
                 return forbidden(user, attrs)
-        every = tuple(dict.fromkeys([*as_groups, *extra, "system:authenticated"]))
+        unauthenticated = "system:unauthenticated" in as_groups
+        every = tuple(dict.fromkeys([*as_groups, *extra, *(
+            () if unauthenticated else ("system:authenticated",))]))
         return as_user[0], every
 
     def _identify(self, request: kmock.Request) -> Identity | Response:
