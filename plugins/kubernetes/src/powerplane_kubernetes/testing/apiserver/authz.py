@@ -309,6 +309,8 @@ class AuthzServer(ServerBase):
                        attrs.subresource, attrs.namespace)
             every = self._every_name.get(unnamed)
             if every is None:
+                if len(self._every_name) > _DECISIONS_KEPT:
+                    self._every_name.clear()
                 every = self._every_name[unnamed] = self._rbac_index().allows_every_name(
                     user, groups, attrs.as_review())
             if every:
