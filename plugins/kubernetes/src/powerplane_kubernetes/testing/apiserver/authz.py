@@ -16,7 +16,8 @@ user and groups named (``system:authenticated`` added unless ``system:unauthenti
 is named, and a service account's groups where no group is named, as the impersonation
 filter does), once the requester may ``impersonate`` ``users`` named by the user
 (``serviceaccounts`` in its namespace for a service account) and ``groups`` named by each
-group; else ``403 Forbidden`` in the API server's words, and nothing is done. :attr:`RecordedRequest.user` is who the request acted as.
+group; else ``403 Forbidden`` in the API server's words, and nothing is done.
+:attr:`RecordedRequest.user` is who the request acted as.
 
 **Authorization** (``enforce_rbac=True``, the default): every request is authorized as
 the acting user, with the verb, API group, resource and subresource
