@@ -27,6 +27,10 @@ admission's status write are among the operator's requests).
 kmock keeps counts only (``record=False``), so its memory and its time per request stay
 flat over the run.
 
+The test API server enforces RBAC and the admission policy: the operator and the requester
+each hold the roles ``operator manifests`` prints for them (the requester also
+``powerplane-admin``, for the reboot verb the policy checks), and the policy is stored.
+
 The test API server runs in a process of its own (its methods called through a
 multiprocessing proxy), as a real one is apart from its clients; its own cost is measured
 in the same run: the CPU time of its thread (every request it answered, its watches)
@@ -65,6 +69,7 @@ import yaml
 from powerplane import PowerHost, load_config
 from powerplane.lifecycle import Lifecycle, NodeMaintenance
 from powerplane.lifecycle.ceremony import Ceremony
+from powerplane_kubernetes.operator import manifests as m
 from powerplane_kubernetes.operator.leases import lease_name
 from powerplane_kubernetes.store import KubernetesStore
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
@@ -135,7 +140,7 @@ class _Served(KubeApiServer):
 
 _ServerProcess.register("KubeApiServer", _Served, exposed=(
     "begin", "stop", "write_kubeconfig", "object", "request_counts",
-    "cpu_seconds"))
+    "cpu_seconds", "grant"))
 
 
 def holder(api: Any) -> str | None:
@@ -159,6 +164,14 @@ async def main(nodes: int, parallel: int, latency_ms: float, store: str) -> None
         api: Any = manager.KubeApiServer(record=False)  # type: ignore[attr-defined]
         api.begin()
         tmp = Path(tmpdir)
+        # each holds the roles operator manifests prints for it, which the server enforces
+        # (and the admission policy, stored when it starts): the operator its ClusterRole,
+        # site-lease Role and node-lock Role; the requester powerplane-maintainer, its
+        # locks Role and powerplane-admin (the reboot verb the policy checks)
+        api.grant("operator", m.cluster_role(), m.lease_role("ops"),
+                  m.operator_lock_role("ops"))
+        api.grant("requester", m.maintainer_role(), m.maintainer_lock_role("ops"),
+                  m.people_roles()[0])
         # the operator's kubeconfig and the requester's (this process) are told apart
         kubeconfig = api.write_kubeconfig(tmp / "kubeconfig", client="operator")
         api.write_kubeconfig(tmp / "requester-kubeconfig", client="requester")

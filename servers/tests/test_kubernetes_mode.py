@@ -102,7 +102,7 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    with KubeApiServer(longhorn=False, bind_requesters=True) as api:
+    with KubeApiServer(longhorn=False) as api:
         for n in NODES:
             api.add_node(n, labels={CP: ""} if n.startswith("cp") else {})
         kubeconfig = api.write_kubeconfig(tmp_path / "server-kc", client="server",

@@ -161,6 +161,11 @@ class KubernetesWorld:
         nodes = {n: dict(spec.get("labels") or {}) for n, spec in cfg["nodes"].items()}
         seed(self.api, nodes, cluster, storage if storage["type"] == "simulated" else None)
         store = kubernetes_store_available()
+        if store:  # the API server enforces them: erin holds exactly these, and
+            # powerplane-admin (the servers verbs the admission policy checks)
+            from powerplane_kubernetes.operator.manifests import people_roles
+
+            self.api.grant(KUBE_USER, *operator_roles()[:-1], people_roles()[0])
         kubeconfig = self.api.write_kubeconfig(self.tmp / "kubeconfig",
                                                user=KUBE_USER if store else None)
         self._cfg = cfg

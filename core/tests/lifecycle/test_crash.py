@@ -333,7 +333,8 @@ def kube_world(tmp_path: Path) -> Iterator[KubernetesWorld]:
 
 
 def by_hand(world: KubernetesWorld, name: str, node: str, intent: str) -> None:
-    """POST a complete request as ``kubectl apply`` would: no status, no request record."""
+    """POST a complete request as ``kubectl apply`` would, as the world's user (the
+    requester the admission policy binds): no status, no request record."""
     import urllib.request
 
     from powerplane_kubernetes.crd import GROUP, KIND, PLURAL, VERSION
@@ -344,7 +345,9 @@ def by_hand(world: KubernetesWorld, name: str, node: str, intent: str) -> None:
             "spec": spec}
     req = urllib.request.Request(f"{world.api.url}/apis/{GROUP}/{VERSION}/{PLURAL}",
                                  data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization":
+                                              f"Bearer {world.api.issue_token(world.user)}"})
     with urllib.request.urlopen(req, timeout=10) as answer:
         assert answer.status == 201
 

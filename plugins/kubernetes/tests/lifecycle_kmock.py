@@ -34,6 +34,10 @@ LONGHORN_W1 = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/nodes/w1"
 EVICT = "/api/v1/namespaces/default/pods/"
 
 
+OPERATOR = "system:serviceaccount:powerplane-system:powerplane-operator"
+"""Who the lifecycle acts as: the operator's ServiceAccount, bound to :func:`roles`."""
+
+
 def roles() -> list[dict[str, Any]]:
     """The operator's ClusterRole and its leases Role (namespace ``powerplane-system``)."""
     return [cluster_role(), lease_role("powerplane-system")]
@@ -110,12 +114,15 @@ async def open_cluster(tmp: Path, *, cluster: Mapping[str, Any] | None = None,
                        longhorn_nodes: bool = True, clock: Clock | None = None,
                        **lifecycle: Any) -> AsyncIterator[Cluster]:
     """The API server seeded from a simulated ``cluster`` / ``storage`` config, a started
-    lifecycle on it and a kubelet task; at the end every request is checked against the
+    lifecycle on it acting as the operator's ServiceAccount (its roles bound, and enforced
+    by the API server) and a kubelet task; at the end every request is checked against the
     operator's roles (least privilege) and the server stopped."""
     spec = {"type": "simulated", **(cluster or {})}
     api = KubeApiServer(longhorn=longhorn, linger=lingers(spec)).start()
     try:
-        cfg = deployment(tmp, api.write_kubeconfig(tmp / "kubeconfig"), **lifecycle)
+        api.grant(OPERATOR, *roles())  # the API server refuses what they do not grant
+        cfg = deployment(tmp, api.write_kubeconfig(tmp / "kubeconfig", user=OPERATOR),
+                         **lifecycle)
         nodes = {n: dict(s["labels"]) for n, s in cfg["nodes"].items()}
         seed(api, nodes, spec, storage, longhorn_nodes=None if longhorn_nodes else ())
         host = PowerHost(parse_config(cfg))

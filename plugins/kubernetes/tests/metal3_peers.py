@@ -13,13 +13,26 @@ from powerplane_kubernetes.metal3.config import Metal3ChannelConfig
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 from powerplane_kubernetes.testing.metal3 import BareMetalOperator, baremetalhost_crd
 
+CHANNEL = "powerplane"
+"""The user of a kubeconfig written with ``client=CHANNEL``: a metal3 channel's own access."""
+CHANNEL_ROLE = {
+    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+    "metadata": {"name": "metal3-channel"},
+    "rules": [{"apiGroups": ["metal3.io"], "resources": ["baremetalhosts"],
+               "verbs": ["get", "list", "patch"]}]}
+"""What a metal3 channel (and its deployment check) asks of BareMetalHosts: ``operator
+manifests`` prints no role for it (the hosts live in a management cluster of their own),
+so a deployment binds one like this by hand."""
+
 
 @contextmanager
 def metal3_cluster(**operator: Any) -> Iterator[tuple[KubeApiServer, BareMetalOperator]]:
-    """A test API server serving BareMetalHosts, and the stand-in operator running on it."""
+    """A test API server serving BareMetalHosts, and the stand-in operator running on it;
+    the channel's user :data:`CHANNEL` holds :data:`CHANNEL_ROLE`."""
     api = KubeApiServer(longhorn=False, admission=False)
     api.install_crd(baremetalhost_crd())
     with api, BareMetalOperator(api, **operator) as bmo:
+        api.grant(CHANNEL, CHANNEL_ROLE)
         yield api, bmo
 
 

@@ -20,6 +20,7 @@ from powerplane import PowerHost, load_config
 from powerplane.lifecycle import Lifecycle, Phase
 from powerplane_kubernetes.audit import request_record_name
 from powerplane_kubernetes.crd import AUDIT_PLURAL, GROUP, PLURAL, REQUESTER_BINDING, VERSION
+from powerplane_kubernetes.operator.manifests import people_roles
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 
 CP = "node-role.kubernetes.io/control-plane"
@@ -57,14 +58,20 @@ def seed_nodes(api: KubeApiServer, *, not_ready: tuple[str, ...] = ()) -> None:
 
 
 def by_hand(api: KubeApiServer, name: str, spec: dict[str, Any]) -> None:
-    """POST a NodeMaintenance as ``kubectl apply`` would: the CRD's required fields (and
-    whatever else the creator chose), no status, no label, no annotation."""
+    """POST a NodeMaintenance as ``kubectl apply`` would, as the user ``spec.requestedBy``
+    names (bound to ``powerplane-admin`` as printed: the admission policy checks the
+    intent's verb): the CRD's required fields (and whatever else the creator chose), no
+    status, no label, no annotation."""
     import urllib.request
 
+    user = spec["requestedBy"]
+    api.grant(user, people_roles()[0])  # ADMIN
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeMaintenance",
             "metadata": {"name": name}, "spec": spec}
     req = urllib.request.Request(api.url + NM, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": f"Bearer {api.issue_token(user)}"},
+                                 method="POST")
     with urllib.request.urlopen(req, timeout=10) as answer:
         assert answer.status == 201
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Node
 
+from powerplane_kubernetes.operator.manifests import cluster_role, maintainer_role
 from powerplane_kubernetes.testing.apiserver import NODES, KubeApiServer
 
 
@@ -33,6 +34,8 @@ def test_kmock_keeps_no_answered_request_and_the_log_keeps_them_all(tmp_path: Pa
 def test_requests_are_told_apart_by_the_kubeconfig_that_made_them(tmp_path: Path) -> None:
     with KubeApiServer() as api:
         api.add_node("n1")
+        api.grant("operator", cluster_role())  # each reads nodes, as its role grants
+        api.grant("cli", maintainer_role())
         with _client(api, tmp_path / "op", "operator") as op, \
                 _client(api, tmp_path / "cli", "cli") as cli:
             op.get(Node, "n1")

@@ -118,6 +118,12 @@ def test_the_image_runs_the_operator_through_a_cordon(scratch: Path) -> None:
     etc = scratch / "etc"
     etc.mkdir(mode=0o755)
     with KubeApiServer(linger=False) as api:
+        # each client holds the roles printed for it: the operator's, and the person's
+        # (powerplane-maintainer, its locks Role, powerplane-admin for the admission policy)
+        api.grant("operator", m.cluster_role(), m.lease_role("ops"),
+                  m.operator_lock_role("maint"))
+        api.grant("cli", m.maintainer_role(), m.maintainer_lock_role("maint"),
+                  m.people_roles()[0])
         api.write_kubeconfig(etc / "kubeconfig", client="operator")
         config = write_config(etc)
         for path in etc.iterdir():

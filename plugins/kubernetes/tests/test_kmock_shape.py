@@ -2,10 +2,10 @@
 
 kmock offers no public way to trim its request history, to index its object dict, or to
 publish a watch event for an object changed outside its own handlers, so the API server
-uses kmock 0.8's private names (see the module docstring of ``testing/apiserver.py``) and
-the ``test`` extra pins ``kmock>=0.8,<0.9``. Each use is guarded at run time (an absent name
-degrades to kmock's own behaviour, silently); these tests are what makes a kmock whose shape
-changed fail, naming the name that moved.
+uses kmock 0.8's private names (see the module docstring of
+``testing/apiserver/emulator.py``) and the ``test`` extra pins ``kmock>=0.8,<0.9``. Each
+use is guarded at run time (an absent name degrades to kmock's own behaviour, silently);
+these tests are what makes a kmock whose shape changed fail, naming the name that moved.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from powerplane.lifecycle import TemporaryPortError
 from powerplane.runtime import policy_of
 from powerplane.testing import plugin_registry
 from powerplane_kubernetes import plugin
+from powerplane_kubernetes.operator import manifests as m
 from powerplane_kubernetes.policy import KubernetesPolicy, PolicyUnavailable, rbac_verb
 from powerplane_kubernetes.testing.apiserver import (
     RBAC_KINDS,
@@ -72,6 +73,7 @@ def deployment(tmp: Path, policy: dict[str, Any]) -> Any:
 
 @pytest.fixture
 def policy(api: KubeApiServer, tmp_path: Path) -> KubernetesPolicy:
+    api.grant("operator", m.cluster_role())  # its policy's reviews, as printed
     kc = api.write_kubeconfig(tmp_path / "op-kc", client="operator")
     built = policy_of(deployment(tmp_path, {"type": "kubernetes", "kubeconfig": kc.name}))
     assert isinstance(built, KubernetesPolicy)
@@ -201,6 +203,12 @@ async def test_a_direct_call_is_refused_by_the_api_servers_rbac(
         api: KubeApiServer, tmp_path: Path) -> None:
     api.add_rbac(cluster_role("rebooter", [servers("reboot")]),
                  binding("alice-rebooter", "rebooter", [user("alice")]))
+    # the executor of a direct call asks a SubjectAccessReview: the operator's role grants
+    # it; no role printed for people does (powerplane-maintainer, -admin, -engineer), so a
+    # person running the CLI with the kubernetes policy needs it bound by hand
+    api.grant("cli", cluster_role("reviewer", [{
+        "apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+        "verbs": ["create"]}]))
     kc = api.write_kubeconfig(tmp_path / "kc", client="cli")
     dep = deployment(tmp_path, {"type": "kubernetes", "kubeconfig": kc.name})
     async with PowerHost(dep) as host:

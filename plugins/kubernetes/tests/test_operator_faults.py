@@ -104,7 +104,7 @@ async def test_an_api_server_not_listening_yet_is_waited_for(tmp_path: Path) -> 
     cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "kmock",
            "clusters": [{"name": "kmock",
                          "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-           "users": [{"name": "kmock", "user": {}}],
+           "users": [{"name": "kmock", "user": {"token": late.admin_token}}],
            "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}]}
     kubeconfig.write_text(json.dumps(cfg), encoding="utf-8")
     op: Operator = replica(config, kubeconfig)

@@ -115,6 +115,12 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
         cli_config = write_config(tmp_path, "cli",
                                   api.write_kubeconfig(tmp_path / "cli-kc", client="cli"))
         api.add_rbac(m.admission_policy(), m.admission_binding())  # identities bound
+        # each client holds exactly the roles printed for it (and the API server enforces
+        # them): the operator its ClusterRole, site-lease Role and node-lock Role; the
+        # person powerplane-maintainer, its locks Role, and powerplane-admin (the servers
+        # verbs the admission policy checks)
+        api.grant("operator", m.cluster_role(), m.lease_role(OPS), m.operator_lock_role(LOCKS))
+        api.grant("cli", m.maintainer_role(), m.maintainer_lock_role(LOCKS), m.people_roles()[0])
         seed(api, {n: ({CP: ""} if n.startswith("cp") else {}) for n in NODES},
              {"pods": {"w1": ["web-1", "db-0"]},
               "pdbs": {"db-pdb": {"pods": ["db-0"], "allowed_disruptions": 0}}},
@@ -207,6 +213,12 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
 
 
 SECRET_NS, SECRET = "vault", "bmc-credentials"
+POLICY_REVIEWER = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": "policy-reviewer"},
+                   "rules": [{"apiGroups": ["authorization.k8s.io"],
+                              "resources": ["subjectaccessreviews"], "verbs": ["create"]}]}
+"""What the ``kubernetes`` policy asks of whoever runs it (the operator's ClusterRole has
+it; no role printed for people does, though ``maintenance request`` runs the policy)."""
 BASIC_USER = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
               "metadata": {"name": "system:basic-user"},
               "rules": [{"apiGroups": ["authentication.k8s.io"],
@@ -249,6 +261,21 @@ def test_the_kubernetes_policy_and_a_k8s_secret_use_exactly_the_operators_roles(
                       "kind": "ClusterRoleBinding", "metadata": {"name": "alice-admin"},
                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
                                   "kind": "ClusterRole", "name": m.ADMIN},
+                      "subjects": [{"kind": "User", "name": "alice"}]})
+        # the bindings `operator manifests` prints for the operator's ServiceAccount, and
+        # the person's powerplane-maintainer and its locks Role
+        api.grant(f"system:serviceaccount:{OPS}:{m.NAME}", m.cluster_role(),
+                  m.lease_role(OPS), m.operator_lock_role(LOCKS))
+        api.grant("alice", m.maintainer_role(), m.maintainer_lock_role(LOCKS))
+        # not printed for people (a gap the enforcing server shows): the person's CLI with
+        # the kubernetes policy asks a SubjectAccessReview before its request
+        api.grant("alice", POLICY_REVIEWER)
+        # nor is the channel's Secret, which the person's host reads to start its channels
+        # (the request's pre-flight reads power through them): the printed Role bound to her
+        api.add_rbac({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                      "metadata": {"name": "alice-secrets", "namespace": SECRET_NS},
+                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": m.SECRETS_ROLE},
                       "subjects": [{"kind": "User", "name": "alice"}]})
         seed(api, {n: ({CP: ""} if n.startswith("cp") else {}) for n in NODES},
              {"pods": {"w1": ["web-1"]}}, {"type": "simulated", "replicas": {}})

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from test_operator import request, write_config
 
+from powerplane_kubernetes.operator import manifests as m
 from powerplane_kubernetes.operator.run import Operator, OperatorOptions
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 
@@ -61,6 +62,11 @@ def settled(op: Operator, lists: int = 1) -> bool:
         return False
     after = max(trace.index(("lease", "east held")), marks[-1])
     return any(k == "scan" for k, _ in trace[after:])
+
+
+def grant_operator(api: KubeApiServer) -> None:
+    """The client ``operator`` holds the operator's roles as printed (namespace ``ops``)."""
+    api.grant("operator", m.cluster_role(), m.lease_role("ops"), m.operator_lock_role("ops"))
 
 
 async def drive_one(op: Operator, config: Path) -> tuple[str, list[tuple[str, str]]]:
@@ -133,6 +139,9 @@ async def test_watch_events_cost_no_list_the_scans_read_the_watch_cache(
             safety_reads.append(1)
         return active_phases(self)
     monkeypatch.setattr(KubernetesStore, "active_phases", counted)
+    grant_operator(api)
+    api.grant("requester", m.maintainer_role(), m.maintainer_lock_role("ops"),
+              m.people_roles()[0])  # powerplane-admin: the verbs the admission checks
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", client="operator")
     config = kube_store_config(tmp_path, kubeconfig)
     requester = tmp_path / "requester.yaml"  # the requests counted apart from the operator's
@@ -174,6 +183,7 @@ async def test_watch_events_cost_no_list_the_scans_read_the_watch_cache(
 
 @pytest.mark.slow
 async def test_a_resync_still_lists_the_store(tmp_path: Path, api: KubeApiServer) -> None:
+    grant_operator(api)
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", client="operator")
     config = kube_store_config(tmp_path, kubeconfig)
     op = Operator(OperatorOptions(

@@ -28,11 +28,14 @@ from powerplane import PowerHost, load_config
 from powerplane.authority.identity import local_identity
 from powerplane.cli import cli
 from powerplane.lifecycle import Lifecycle
+from powerplane_kubernetes.operator import manifests as m
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 
 NM = "/apis/powerplane.io/v1alpha1/nodemaintenances"
 NMS = "powerplane.io/v1alpha1/nodemaintenances"
 RUN = "import sys; from powerplane.cli import main; sys.exit(main(sys.argv[1:]))"
+STORE_NS = "powerplane-system"
+"""``lifecycle.store.namespace`` (the default)."""
 USER = "alice"
 """Who the kubeconfig authenticates as: the requester the API server names (not the OS user)."""
 
@@ -40,6 +43,11 @@ USER = "alice"
 @pytest.fixture
 def api() -> Iterator[KubeApiServer]:
     with KubeApiServer() as server:
+        # alice requests, returns and abandons (powerplane-maintainer and its locks Role;
+        # powerplane-admin, the servers verbs the admission policy checks) and runs
+        # `maintenance run`, which acts as the operator does (its ClusterRole and locks Role)
+        server.grant(USER, m.maintainer_role(), m.maintainer_lock_role(STORE_NS),
+                     m.people_roles()[0], m.cluster_role(), m.operator_lock_role(STORE_NS))
         yield server
 
 

@@ -21,12 +21,20 @@ from powerplane.lifecycle.ceremony import Ceremony
 from powerplane_kubernetes.audit import request_record_name
 from powerplane_kubernetes.client import KubeApi
 from powerplane_kubernetes.crd import AUDIT_PLURAL, GROUP, PLURAL, VERSION
-from powerplane_kubernetes.operator.manifests import maintainer_lock_role, maintainer_role
+from powerplane_kubernetes.operator.manifests import (
+    cluster_role,
+    maintainer_lock_role,
+    maintainer_role,
+    operator_lock_role,
+    people_roles,
+)
 from powerplane_kubernetes.store import KubernetesStore
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 from powerplane_kubernetes.watch import MaintenanceWatch, following
 
 NM = f"{GROUP}/{VERSION}/{PLURAL}"
+STORE_NS = "powerplane-system"
+"""``lifecycle.store.namespace`` of ``test_admission.write_config`` (the default)."""
 
 
 @pytest.fixture
@@ -36,8 +44,12 @@ def api() -> Any:
 
 
 def requester_config(api: KubeApiServer, tmp_path: Path) -> Path:
-    """The seeded cluster's deployment file, its kubeconfig the client ``requester``'s."""
+    """The seeded cluster's deployment file, its kubeconfig the client ``requester``'s,
+    who holds ``powerplane-maintainer``, its locks Role and ``powerplane-admin`` (the verbs
+    the admission policy checks), as printed."""
     seed_nodes(api)
+    api.grant("requester", maintainer_role(), maintainer_lock_role(STORE_NS),
+              people_roles()[0])
     return write_config(tmp_path, api.write_kubeconfig(tmp_path / "kubeconfig",
                                                        client="requester"))
 
@@ -128,6 +140,8 @@ def test_the_watch_s_view_refuses_below_quorum_as_a_list_would(
     """cp1 is taken (its cordon admitted and done): a request for cp2 would leave one of
     three members, refused at once from the watch's view, with the numbers, and no list."""
     config = requester_config(api, tmp_path)
+    # the requester admits the first request itself (as `maintenance run`: the operator's)
+    api.grant("requester", cluster_role(), operator_lock_role(STORE_NS))
 
     async def go() -> None:
         async with PowerHost(load_config(config)) as host:
@@ -163,6 +177,7 @@ def test_an_executor_writes_no_request_record_its_watch_saw_created(
     written again; the record of a request made by hand (none written) is, once."""
     config = requester_config(api, tmp_path)
     (tmp_path / "x").mkdir()
+    api.grant("executor", cluster_role(), operator_lock_role(STORE_NS))  # the operator's
     executor_config = write_config(tmp_path / "x", api.write_kubeconfig(
         tmp_path / "executor-kc", client="executor"))
     told: list[str] = []
@@ -224,6 +239,7 @@ def test_a_failed_watch_of_the_records_is_taken_up_again(
     """The records' watch answered 500, then dropped: it backs off and watches again, and
     the records created meanwhile are seen (the maintenances' watch is not disturbed)."""
     config = requester_config(api, tmp_path)
+    api.grant("requester", cluster_role())  # the records' watch is the operator's
     audits = f"{GROUP}/{VERSION}/{AUDIT_PLURAL}"
     api.fail_requests("watch", audits, "500", "disconnect")
     told: list[str] = []

@@ -34,7 +34,8 @@ class StartedCluster:
 
 
 def start(where: Path, *, longhorn: bool = True) -> StartedCluster:
-    """Start the API server and write ``where/kubeconfig`` (no credentials: kmock asks none)."""
+    """Start the API server and write ``where/kubeconfig`` (the cluster admin's: the server
+    enforces RBAC, and a demo or a benchmark acts as the admin)."""
     from powerplane_kubernetes.testing.apiserver import KubeApiServer
 
     server = KubeApiServer(longhorn=longhorn).start()

@@ -36,8 +36,8 @@ cluster (``pod_leaves``, ``set_pdb_allowed``, ``set_ready``) on the API server.
 
 :func:`rbac_attributes` turns a recorded request into what the API server authorizes
 (verb, API group, resource, subresource, namespace, name), as its request-info resolver
-does; :func:`ungranted` lists the requests no rule of the given Roles and ClusterRoles
-allows.
+does (the API server's own, :mod:`.apiserver.rbac`); :func:`ungranted` lists the requests
+no rule of the given Roles and ClusterRoles allows.
 """
 
 from __future__ import annotations
@@ -46,14 +46,15 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from powerplane_kubernetes.testing.apiserver import (
     LONGHORN_NODES,
     PODS,
     KubeApiServer,
+    RbacAttributes,
     RecordedRequest,
+    rbac_attributes,
 )
 
 __all__ = [
@@ -246,19 +247,7 @@ class Kubelet:
 
 def _remove_pod(api: KubeApiServer, namespace: str, name: str) -> bool:
     """Delete a pod as its controller or a person would (no request in the log)."""
-    public = getattr(api, "delete", None)
-    if callable(public):
-        public(PODS, namespace, name)
-        return True
-
-    def remove() -> bool:
-        obj = api._find(PODS, namespace, name)
-        if obj is None:
-            return False
-        obj.delete()
-        api._publish(PODS, "DELETED", obj.last.raw)
-        return True
-    return api._call(remove)
+    return api.delete_object(PODS, namespace, name)
 
 
 class ClusterWorld:
@@ -281,71 +270,7 @@ class ClusterWorld:
         self.kubelet.set_ready(node, ready)
 
 
-# -- RBAC: what the API server authorizes a request as ------------------------------------------
-_NAMESPACE_SUBRESOURCES = {"status", "finalize"}
-
-
-@dataclass(frozen=True)
-class RbacAttributes:
-    """A request as the authorizer sees it."""
-
-    verb: str
-    group: str
-    resource: str
-    subresource: str = ""
-    namespace: str = ""
-    name: str = ""
-
-    def __str__(self) -> str:
-        res = self.resource + (f"/{self.subresource}" if self.subresource else "")
-        where = f" in namespace {self.namespace}" if self.namespace else ""
-        return f"{self.verb} {res}{'.' + self.group if self.group else ''}{where}"
-
-
-def rbac_attributes(request: RecordedRequest) -> RbacAttributes | None:
-    """The verb, group, resource, subresource, namespace and name of an API request, as the
-    API server's request-info resolver derives them (None: not a resource request, such as
-    ``/version``): ``/api/v1/...`` is the core group, ``/apis/GROUP/VERSION/...`` a named
-    one; GET/HEAD of a collection is ``list`` (``watch`` with ``?watch=true``; a
-    ``metadata.name`` field selector names the object), of an object ``get``; POST
-    ``create``, PUT ``update``, PATCH ``patch``, DELETE ``delete`` (of a collection
-    ``deletecollection``); the legacy ``/watch/`` segment is ``watch``."""
-    parts = [p for p in request.path.split("/") if p]
-    if len(parts) < 3 or parts[0] not in ("api", "apis"):
-        return None
-    if parts[0] == "api":
-        group, rest = "", parts[2:]
-    else:
-        if len(parts) < 4:
-            return None
-        group, rest = parts[1], parts[3:]
-    method = request.method.upper()
-    verb = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update",
-            "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
-    if rest and rest[0] == "watch":
-        verb, rest = "watch", rest[1:]
-    if not rest:
-        return None
-    namespace = ""
-    if rest[0] == "namespaces" and len(rest) > 1:
-        namespace = rest[1]
-        if len(rest) > 2 and rest[2] not in _NAMESPACE_SUBRESOURCES:
-            rest = rest[2:]
-    resource = rest[0]
-    name = rest[1] if len(rest) > 1 else ""
-    subresource = rest[2] if len(rest) > 2 else ""
-    if not name and verb == "get":
-        watch = str(request.query.get("watch", "")).lower()
-        verb = "watch" if watch not in ("", "false", "0") else "list"
-        for part in str(request.query.get("fieldSelector", "")).split(","):
-            key, sep, value = part.partition("=")
-            if key.strip() == "metadata.name" and sep and not value.startswith("="):
-                name = value.strip()
-    if not name and verb == "delete":
-        verb = "deletecollection"
-    return RbacAttributes(verb, group, resource, subresource, namespace, name)
-
-
+# -- RBAC: the roles a request needs -----------------------------------------------------
 def _matches(rule: Mapping[str, Any], a: RbacAttributes) -> bool:
     groups = rule.get("apiGroups") or []
     resources = rule.get("resources") or []
