@@ -33,7 +33,7 @@ nothing of the lifecycle imported.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +45,7 @@ from powerplane.config import Deployment, load_config
 from powerplane.host import Host, has_lifecycle
 
 if TYPE_CHECKING:
+    from powerplane.authority.seal import Signer
     from powerplane.lifecycle.direct import LifecycleGuard
     from powerplane.lifecycle.ports import SharedStore
     from powerplane.lifecycle.service import Lifecycle
@@ -85,12 +86,22 @@ def _stores(deployment: Deployment, registry: Registry | None) -> SharedStore:
 
 
 def _sink(deployment: Deployment, stores: SharedStore | None) -> AuditSink:
-    """Where the deployment's acts are recorded (see the module docstring)."""
+    """Where the deployment's acts are recorded (see the module docstring), sealed by the
+    deployment's ``audit.key`` where it names one (loaded on the first append)."""
+    key = deployment.audit.key
+    signer: Callable[[], Signer] | None = None
+    if key is not None:
+        def load() -> Signer:
+            from powerplane.authority.seal import signer_of
+
+            return signer_of(key, deployment.source)
+
+        signer = load
     if deployment.audit.path is None and stores is not None:
         from powerplane.lifecycle.trail import StoreAudit
 
-        return StoreAudit(stores)
-    return JsonLinesAudit(audit_file_of(deployment))
+        return StoreAudit(stores, signer=signer)
+    return JsonLinesAudit(audit_file_of(deployment), signer=signer)
 
 
 def authority_for(

@@ -38,6 +38,8 @@ def cli_entry_points() -> list[str]:
                 # powerplane_servers.actions.ENTRY_POINTS, checked by servers/tests
                 continue
             if isinstance(command, click.Group):
+                if command.invoke_without_command:  # a group that acts on its own too
+                    found.append(f"cli: {path}")
                 walk(command, path)
             elif path == "invoke":
                 found.extend(f"cli: invoke {v.value}" for v in Verb)

@@ -1,11 +1,13 @@
-"""The audit file's lines: :func:`encode_records` gives byte for byte the JSON of each record's
-``as_dict`` (compact, UTF-8), for single records and for a call's :class:`AuditBatch`; a
-batch is a sequence of the same records; one ``append`` of a fleet call's records is one
-write and one ``fsync``, and a file that cannot take them leaves nothing sent."""
+"""The audit file's lines: :func:`encode_records` gives byte for byte the canonical encoding
+of each record (the JSON of its ``as_dict``, compact, UTF-8, then its chain fields ``seq``
+and ``prev``), for single records and for a call's :class:`AuditBatch`; a batch is a
+sequence of the same records; one ``append`` of a fleet call's records is one write and one
+``fsync``, and a file that cannot take them leaves nothing sent."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -25,17 +27,22 @@ ALICE = Identity("alice", ("plant-eng", "wheel"), on_behalf_of="night shift")
 
 
 def reference(records: list[AuditRecord]) -> bytes:
-    """What the file held before batches: one ``json.dumps`` per record."""
-    return "".join(json.dumps(r.as_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
-                   for r in records).encode("utf-8")
+    """One ``json.dumps`` per record with its chain fields, the chain computed plainly."""
+    out, prev = [], ""
+    for seq, r in enumerate(records, start=1):
+        line = json.dumps({**r.as_dict(), "seq": seq, "prev": prev}, ensure_ascii=False,
+                          separators=(",", ":")).encode("utf-8")
+        prev = hashlib.sha256(line).hexdigest()
+        out.append(line + b"\n")
+    return b"".join(out)
 
 
 def test_a_record_is_encoded_as_its_dict() -> None:
     rec = AuditRecord(actor="alice", action=Action.REBOOT, reason="kernel \"6.1\"\n",
                       node="n-ü1", maintenance="m1", at=AT, detail="hazard: ack\t",
                       groups=("g",), via="oidc", on_behalf_of="bob", rule="role admin")
-    assert encode_records([rec]) == reference([rec])
-    assert json.loads(encode_records([rec])) == rec.as_dict()
+    assert encode_records([rec])[0] == reference([rec])
+    assert json.loads(encode_records([rec])[0]) == {**rec.as_dict(), "seq": 1, "prev": ""}
 
 
 text = st.text(st.characters(codec="utf-8"), max_size=12)
@@ -58,8 +65,8 @@ def test_a_batch_is_encoded_as_its_records(nodes: list[str], reason: str, rule: 
     assert [r.node for r in records] == nodes
     assert [r.rule for r in records] == [d.rule for d in decisions]
     assert all(r.at == AT and r.source == f"Server/{r.node}" for r in records)
-    assert encode_records(batch) == reference(records)
-    assert encode_records(records) == reference(records)
+    assert encode_records(batch)[0] == reference(records)
+    assert encode_records(records)[0] == reference(records)
     assert batch[-1] == records[-1] and batch[:2] == records[:2] and len(batch) == len(nodes)
 
 

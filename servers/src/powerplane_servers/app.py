@@ -22,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from powerplane import Identity, PowerplaneError
-from powerplane.lifecycle import INTENT_ACTIONS, REQUEST_ACTIONS, Action
+from powerplane.lifecycle import Action, action_for_intent, action_for_request
 from powerplane_servers import models
 from powerplane_servers.auth import (
     OidcVerifier,
@@ -34,7 +34,7 @@ from powerplane_servers.guards import BodyLimit, RateLimiter, SecurityHeaders
 from powerplane_servers.problems import PROBLEM_JSON, Problem, ProblemError, from_error
 from powerplane_servers.session import CSRF_HEADER, SESSION_COOKIE, Sessions, auth_routes
 from powerplane_servers.settings import ServeSettings
-from powerplane_servers.surface import Surface, maintenance_doc
+from powerplane_servers.surface import INTENTS, Surface, maintenance_doc
 
 __all__ = ["create_app"]
 
@@ -172,10 +172,11 @@ def create_app(
         path = request.url.path
         if isinstance(body, dict):
             node = str(body.get("node") or node)[:253]
-            action = INTENT_ACTIONS.get(str(body.get("intent")), action)
-        for what, act in REQUEST_ACTIONS.items():
+            if body.get("intent") in INTENTS:
+                action = action_for_intent(str(body["intent"]))
+        for what in ("return", "abandon", "resolve"):
             if path.endswith(f"/{what}"):
-                action = act
+                action = action_for_request(what)
         where = request.client.host if request.client else "unknown"
         surface_of(request).record_unauthenticated(where, node, action, why)
 

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from powerplane import Identity, PowerHost, UnknownNode, Verb
 from powerplane.lifecycle import (
-    INTENT_ACTIONS,
     Action,
     AuditRecord,
     Ceremony,
@@ -49,7 +48,10 @@ from powerplane_servers.settings import KubernetesSettings
 if TYPE_CHECKING:
     from powerplane import NodeSpec
 
-__all__ = ["MEANINGS", "Surface", "maintenance_doc", "open_surface"]
+__all__ = ["INTENTS", "MEANINGS", "Surface", "maintenance_doc", "open_surface"]
+
+INTENTS = ("cordon", "drain", "reboot", "shutdown")
+"""The requests the surface offers (each decided and audited under its intent's action)."""
 
 log = logging.getLogger("powerplane.servers")
 
@@ -168,7 +170,8 @@ class Surface:
         """Per node and request: whether this caller may request it (the policy)."""
         pairs = [(n, self.host.nodes[n]) for n in nodes]
         out: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in nodes}
-        for intent, action in INTENT_ACTIONS.items():
+        for intent in INTENTS:
+            action = action_for_intent(intent)
             decisions = await self.host.authority.decide(action, pairs, identity)
             for n, d in zip(nodes, decisions, strict=True):
                 out[n][intent] = {"allowed": d.allowed, "rule": d.rule}
@@ -180,7 +183,7 @@ class Surface:
         offer = self.host.offer_for(node)
         verbs = {v.value: offer[v].as_dict() for v in Verb}
         actions: dict[str, Any] = {}
-        for intent in INTENT_ACTIONS:
+        for intent in INTENTS:
             verb = _VERB_OF.get(intent)
             may = allowed[intent]
             if verb is None:

@@ -162,6 +162,8 @@ ENTRY_POINTS: Mapping[str, Action | str] = {
     "cli: offers": Action.READ,
     "cli: state": Action.READ,
     "cli: audit": Action.READ,
+    "cli: audit verify": Action.READ,
+    "cli: audit export": Action.READ,
     "cli: maintenance status": Action.READ,
     "cli: maintenance list": Action.READ,
     "cli: invoke reboot": Action.REBOOT,

@@ -31,6 +31,8 @@ order, in one pass, a batch's shared fields encoded once per decision.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import hashlib
 import json
 import os
 import threading
@@ -41,10 +43,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
 
 from powerplane.authority.actions import Action
+from powerplane.authority.chain import GENESIS, Entry, canonical, entries_of_lines
 from powerplane.errors import AuditNotRecorded
 
 if TYPE_CHECKING:
     from powerplane.authority.policy import Decision
+    from powerplane.authority.seal import Signer
 
 __all__ = ["AuditBatch", "AuditRecord", "AuditSink", "DenialLimiter", "JsonLinesAudit",
            "default_audit_path", "encode_records", "now"]
@@ -217,25 +221,44 @@ def _head(at: dt.datetime, actor: str, groups: tuple[str, ...], via: str, on_beh
     })[:-1]
 
 
-def encode_records(records: Sequence[AuditRecord]) -> bytes:
-    """The lines of ``records``, in order, as one UTF-8 buffer: each line the compact JSON
-    of :meth:`AuditRecord.as_dict` (keys in its order), then a newline -- byte for byte
-    what ``json.dumps(record.as_dict(), ensure_ascii=False, separators=(",", ":"))`` gives.
+@dataclass(frozen=True)
+class Tail:
+    """Where a trail stands (its last entry): what the next entry chains to."""
+
+    seq: int = 0
+    """The last entry's place (0: the trail is empty)."""
+    hash: str = GENESIS
+    """The last entry's chain hash (``""``: empty)."""
+    at: dt.datetime | None = None
+    """The last entry's time: no later entry is stamped before it (time never goes back
+    in a trail, whichever writer's clock is behind)."""
+
+
+def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
+                   signer: Signer | None = None) -> tuple[bytes, Tail]:
+    """The lines of ``records``, in order, chained to ``tail`` (:mod:`.chain`), as one UTF-8
+    buffer, and the trail's new tail: each line the compact JSON of
+    :meth:`AuditRecord.as_dict` (keys in its order), then ``seq`` and ``prev``, then a
+    newline; with a ``signer``, a signed checkpoint line after them. A record stamped
+    before the tail's time is written with the tail's (never back in time).
 
     The one place a record becomes bytes, one pass over the records: the fields records
     share (everything before ``node``) are encoded once per distinct set (an
     :class:`AuditBatch`: once per decision), and per record only its node, maintenance,
-    source and detail. Each record's line is complete (its own string) before the next is
-    begun, so a value computed over the previous line (a chain hash) belongs in this loop.
+    source, detail and chain fields.
     """
     enc = _JSON.encode
-    lines: list[str] = []
+    lines: list[bytes] = []
     add = lines.append
+    seq, prev, floor = tail.seq, tail.hash, tail.at
+    sha = hashlib.sha256
     if isinstance(records, AuditBatch):
         heads: dict[int, str] = {}
+        at = records.at if floor is None or records.at >= floor else floor
+        floor = at
         tail_m, tail_d = enc(records.maintenance), enc(records.detail)
         source = enc(records.source_prefix)[:-1]  # the opening quote and the prefix
-        shared = (records.at, records.actor, records.groups, records.via,
+        shared = (at, records.actor, records.groups, records.via,
                   records.on_behalf_of, records.action, records.outcome)
         last: object = None
         head = ""
@@ -246,20 +269,47 @@ def encode_records(records: Sequence[AuditRecord]) -> bytes:
                 if not head:
                     head = heads[id(decision)] = _head(*shared, decision.rule, records.reason)
             name = enc(node)
-            add(f'{head},"node":{name},"maintenance":{tail_m},"source":{source}{name[1:]},'
-                f'"detail":{tail_d},"recordedBy":null}}\n')
-        return "".join(lines).encode("utf-8")
-    found: dict[tuple[Any, ...], str] = {}
-    for rec in records:
-        key = (rec.at, rec.actor, rec.groups, rec.via, rec.on_behalf_of, rec.action,
-               rec.outcome, rec.rule, rec.reason)
-        head = found.get(key, "")
-        if not head:
-            head = found[key] = _head(*key)
-        add(f'{head},"node":{enc(rec.node)},"maintenance":{enc(rec.maintenance)},'
-            f'"source":{enc(rec.source)},"detail":{enc(rec.detail)},'
-            f'"recordedBy":{enc(rec.recorded_by or None)}}}\n')
-    return "".join(lines).encode("utf-8")
+            seq += 1
+            line = (f'{head},"node":{name},"maintenance":{tail_m},"source":{source}{name[1:]},'
+                    f'"detail":{tail_d},"recordedBy":null,"seq":{seq},"prev":"{prev}"}}'
+                    ).encode()
+            prev = sha(line).hexdigest()
+            add(line)
+    else:
+        found: dict[tuple[Any, ...], str] = {}
+        for rec in records:
+            at = rec.at if floor is None or rec.at >= floor else floor
+            floor = at
+            key = (at, rec.actor, rec.groups, rec.via, rec.on_behalf_of, rec.action,
+                   rec.outcome, rec.rule, rec.reason)
+            head = found.get(key, "")
+            if not head:
+                head = found[key] = _head(*key)
+            seq += 1
+            line = (f'{head},"node":{enc(rec.node)},"maintenance":{enc(rec.maintenance)},'
+                    f'"source":{enc(rec.source)},"detail":{enc(rec.detail)},'
+                    f'"recordedBy":{enc(rec.recorded_by or None)},"seq":{seq},'
+                    f'"prev":"{prev}"}}').encode()
+            prev = sha(line).hexdigest()
+            add(line)
+    if signer is not None and lines:
+        body = {"entries": seq, "head": prev, "at": (floor or _now()).isoformat(),
+                "key": signer.seal.id}
+        seq += 1
+        line = canonical({"checkpoint": body, "signature": signer.sign(body), "seq": seq,
+                          "prev": prev})
+        prev = sha(line).hexdigest()
+        add(line)
+    lines.append(b"")
+    return b"\n".join(lines), Tail(seq, prev, floor)
+
+
+def tail_of(last: bytes) -> Tail:
+    """The tail a trail's last line gives (``ValueError``: it is not a chained entry)."""
+    entry = entries_of_lines([last])[0]
+    if entry.seq is None or entry.prev is None:
+        raise ValueError("not a chained entry")
+    return Tail(entry.seq, entry.hash, entry.at)
 
 
 @runtime_checkable
@@ -273,6 +323,10 @@ class AuditSink(Protocol):
 
     def records(self, node: str | None = None) -> list[AuditRecord]: ...
 
+    def entries(self) -> list[Entry]:
+        """The whole trail as stored, in order (``powerplane audit verify``)."""
+        ...
+
 
 def default_audit_path() -> Path:
     """``$XDG_STATE_HOME/powerplane/audit.jsonl`` (``~/.local/state`` when unset)."""
@@ -282,17 +336,31 @@ def default_audit_path() -> Path:
 
 
 class JsonLinesAudit:
-    """An append-only JSON-lines audit file (see the module docstring)."""
+    """An append-only, chained JSON-lines audit file (see the module docstring).
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``signer``: where the deployment names a key, each append ends with a signed
+    checkpoint (:mod:`.seal`). Appends from several processes are serialized by an
+    exclusive ``flock`` on the file: each reads the trail's last line, chains to it, and
+    writes and ``fsync``-s its lines before the next may.
+    """
+
+    def __init__(self, path: str | os.PathLike[str],
+                 signer: Signer | Callable[[], Signer] | None = None) -> None:
         self.path = Path(path)
         self.description = f"audit file {self.path}"
+        self._signer = signer
         self._lock = threading.Lock()
+
+    @property
+    def signer(self) -> Signer | None:
+        """The key that seals each append (loaded on first use), or None."""
+        if callable(self._signer) and not hasattr(self._signer, "sign"):
+            self._signer = self._signer()
+        return self._signer  # type: ignore[return-value]
 
     def append(self, records: Sequence[AuditRecord]) -> None:
         if not records:
             return
-        data = encode_records(records)
         with self._lock:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -303,21 +371,57 @@ class JsonLinesAudit:
                     "audit.path in the deployment file to a file this user can append to"
                 ) from None
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT
                              | getattr(os, "O_CLOEXEC", 0), 0o600)
                 try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)  # one appender of the trail at a time
+                    data, _ = encode_records(records, self._tail(fd), self.signer)
                     view = memoryview(data)
                     while view:
                         written = os.write(fd, view)
                         view = view[written:]
                     os.fsync(fd)
                 finally:
-                    os.close(fd)
+                    os.close(fd)  # the lock goes with it
             except OSError as exc:
                 raise AuditNotRecorded(
                     f"the audit record could not be written to {self.path} "
                     f"({exc.strerror or exc}): nothing was done; set audit.path in the "
                     "deployment file to a file this user can append to") from None
+
+    def _tail(self, fd: int) -> Tail:
+        """The trail's tail: its last line read from the end (a trail whose last line is
+        not a chained entry fails to append: nothing is chained to what cannot be
+        named)."""
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return Tail()
+        chunk = 4096
+        while True:
+            start = max(0, size - chunk)
+            data = os.pread(fd, size - start, start)
+            body = data.rstrip(b"\n")
+            cut = body.rfind(b"\n")
+            if cut >= 0 or start == 0:
+                last = body[cut + 1:]
+                break
+            chunk *= 4
+        try:
+            return tail_of(last)
+        except (ValueError, IndexError):
+            raise AuditNotRecorded(
+                f"the audit file {self.path} does not end with a chained record (a line "
+                "written before the trail was chained, or one damaged): nothing is chained "
+                "to it, and nothing was done; run `powerplane audit verify`, keep the file, "
+                "and start a new one") from None
+
+    def entries(self) -> list[Entry]:
+        """Every entry of the trail, as stored (for :func:`~.chain.verify`)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        return entries_of_lines(data.split(b"\n"))
 
     def records(self, node: str | None = None) -> list[AuditRecord]:
         try:
@@ -329,9 +433,12 @@ class JsonLinesAudit:
             if not line.strip():
                 continue
             try:
-                rec = AuditRecord.from_dict(json.loads(line))
+                doc = json.loads(line)
+                if "checkpoint" in doc:
+                    continue
+                rec = AuditRecord.from_dict(doc)
             except (ValueError, KeyError, TypeError):
-                continue  # a torn last line of a crashed writer: not a record
+                continue  # not a record: `powerplane audit verify` says which and why
             if node is None or rec.node == node:
                 out.append(rec)
         return out

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from powerplane._bounds import format_path
 from powerplane.authority.policy import BASE_DIR, OWNER, PolicyType
 from powerplane.errors import ConfigError, ConfigProblem
+from powerplane.secrets import SecretRef
 
 if TYPE_CHECKING:
     from powerplane.plugins import Registry
@@ -38,6 +39,11 @@ class AuditSettings(BaseModel):
     """An append-only JSON-lines file (relative: beside the deployment file). Absent: the
     lifecycle store's audit when there is a ``lifecycle:`` section, else
     ``$XDG_STATE_HOME/powerplane/audit.jsonl``."""
+    key: SecretRef | None = None
+    """An Ed25519 private key (PEM, no passphrase: ``openssl genpkey -algorithm ed25519``)
+    that seals the trail with a signed checkpoint at each append
+    (:mod:`powerplane.authority.seal`); a ``{file: PATH}`` key must be a file no one else
+    could have written (as the deployment file). Absent: the trail is chained, not sealed."""
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,18 @@ def can_i_cmd(ctx: click.Context, action: str, node: str, as_user: str | None,
         sys.exit(3)
 
 
-@click.command("audit")
+class _AuditGroup(click.Group):
+    """``audit`` lists the trail; ``audit verify`` and ``audit export`` are its commands."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # `powerplane audit --node n1` lists; `powerplane audit verify` runs a command
+        if args and args[0] in self.commands:
+            return super().parse_args(ctx, args)
+        ctx.meta["powerplane.audit.list"] = True
+        return click.Command.parse_args(self, ctx, args)
+
+
+@click.group("audit", cls=_AuditGroup, invoke_without_command=True)
 @click.option("--node", default=None, help="Only this node's records.")
 @click.option("--actor", default=None, help="Only this user's records.")
 @click.option("--action", default=None, help="Only this action (servers:reboot, or reboot).")
@@ -94,7 +105,12 @@ def can_i_cmd(ctx: click.Context, action: str, node: str, as_user: str | None,
 @handle_errors
 def audit_cmd(ctx: click.Context, node: str | None, actor: str | None, action: str | None,
               outcome: str | None, since: str | None, output: str) -> None:
-    """The audit trail: who asked for what, when, why, and what the policy said."""
+    """The audit trail: who asked for what, when, why, and what the policy said.
+
+    `audit verify` checks the trail's chain (and its signed checkpoints); `audit export`
+    writes a copy for an inspector (jsonl, csv or a printable html)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from powerplane.authority.actions import Action, parse_action
     from powerplane.authority.audit import AuditSink
 
@@ -146,3 +162,93 @@ def _print_records(records: list[Any]) -> None:
         table.add_row(r.at.isoformat(timespec="seconds"), esc(who), r.action.value,
                       r.outcome, esc(r.node), esc(r.maintenance), esc(r.reason), esc(r.rule))
     console().print(table)
+
+
+def _trail(ctx: click.Context) -> tuple[Any, Any, list[Any]]:
+    """The deployment, its authority, and its trail's entries (refused, exit 3, unless the
+    caller may read every node the trail names: the trail is the plant's record)."""
+    from powerplane.authority.actions import Action
+
+    deployment = load_deployment(ctx)
+    authority = authority_of(deployment)
+    sink = authority.sink
+    entries = sink.entries() if callable(getattr(sink, "entries", None)) else []
+    named = sorted({str((e.doc or {}).get("node")) for e in entries
+                    if e.doc is not None and e.doc.get("node")})
+    run_async(authority.require_all(Action.READ,
+                                    [(n, deployment.nodes.get(n)) for n in named]))
+    return deployment, authority, entries
+
+
+def _seal_of(public_key: str | None, deployment: Any) -> Any:
+    """The key checkpoints are checked against: ``--public-key``, else the deployment's
+    ``audit.key`` (its public half), else none."""
+    from pathlib import Path
+
+    from powerplane.authority.seal import load_public, signer_of
+
+    if public_key is not None:
+        return load_public(Path(public_key))
+    key = deployment.audit.key
+    if key is not None:
+        return signer_of(key, deployment.source).seal
+    return None
+
+
+@audit_cmd.command("verify")
+@click.option("--public-key", default=None, metavar="FILE",
+              help="Check signed checkpoints with this PEM public key (default: the "
+                   "deployment's audit.key, if it names one).")
+@click.option("--expect-head", default=None, metavar="HASH",
+              help="The head an earlier verify printed: the trail must still contain it "
+                   "(catches the newest entries cut off).")
+@output_option
+@click.pass_context
+@handle_errors
+def verify_cmd(ctx: click.Context, public_key: str | None, expect_head: str | None,
+               output: str) -> None:
+    """Check the audit trail: exit 0 intact, 1 naming the first bad entry and what is wrong."""
+    from powerplane.authority.chain import verify
+
+    deployment, authority, entries = _trail(ctx)
+    verdict = verify(entries, seal=_seal_of(public_key, deployment))
+    if verdict.intact and expect_head is not None and not any(
+            e.hash == expect_head for e in entries):
+        verdict.intact, verdict.problem = False, (
+            f"the head {expect_head[:16]}... an earlier verify printed is not in the trail: "
+            "entries were cut off or the trail was replaced")
+        verdict.first_bad = len(entries)
+    where = authority.sink.description
+    if output == "json":
+        emit_json({"trail": where, **verdict.as_dict()})
+    else:
+        printer(stderr=not verdict.intact).print("{}", verdict.words(where))
+    if not verdict.intact:
+        sys.exit(1)
+
+
+@audit_cmd.command("export")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "html"]), required=True,
+              help="jsonl: the entries as stored; csv: one row per record; html: a printable "
+                   "copy with the verification on its first page.")
+@click.option("--output-file", "-f", default=None, metavar="FILE",
+              help="Write here (default: standard output).")
+@click.option("--public-key", default=None, metavar="FILE",
+              help="Check signed checkpoints with this PEM public key.")
+@click.pass_context
+@handle_errors
+def export_cmd(ctx: click.Context, fmt: str, output_file: str | None,
+               public_key: str | None) -> None:
+    """Write the audit trail for an inspector, with whether it verifies."""
+    from powerplane.authority.chain import verify
+    from powerplane.authority.export import export
+
+    deployment, authority, entries = _trail(ctx)
+    verdict = verify(entries, seal=_seal_of(public_key, deployment))
+    data = export(fmt, entries, verdict, authority.sink.description)
+    if output_file is None:
+        click.echo(data, nl=False)
+    else:
+        from pathlib import Path
+
+        Path(output_file).write_text(data, encoding="utf-8")

@@ -44,8 +44,6 @@ from powerplane._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
     from powerplane.lifecycle.audit import (
-        INTENT_ACTIONS,
-        REQUEST_ACTIONS,
         Action,
         AuditRecord,
         action_for_intent,
@@ -101,8 +99,6 @@ if typing.TYPE_CHECKING:
     )
 
 __all__ = [
-    "INTENT_ACTIONS",
-    "REQUEST_ACTIONS",
     "AbandonRequest",
     "Action",
     "AlreadyActive",
@@ -157,8 +153,6 @@ __getattr__, __dir__ = _lazy_exports(
         # the port SDK: what a cluster, storage or store plugin builds, registers and raises
         "Action": ".audit",
         "AuditRecord": ".audit",
-        "INTENT_ACTIONS": ".audit",
-        "REQUEST_ACTIONS": ".audit",
         "action_for_intent": ".audit",
         "action_for_request": ".audit",
         "ClusterPort": ".cluster",

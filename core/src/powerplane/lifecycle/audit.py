@@ -9,14 +9,7 @@ join to (see :mod:`powerplane.authority.audit` for the fields).
 
 from __future__ import annotations
 
-from powerplane.authority.actions import (
-    INTENT_ACTIONS,
-    REQUEST_ACTIONS,
-    Action,
-    action_for_intent,
-    action_for_request,
-)
+from powerplane.authority.actions import Action, action_for_intent, action_for_request
 from powerplane.authority.audit import AuditRecord
 
-__all__ = ["INTENT_ACTIONS", "REQUEST_ACTIONS", "Action", "AuditRecord", "action_for_intent",
-           "action_for_request"]
+__all__ = ["Action", "AuditRecord", "action_for_intent", "action_for_request"]

@@ -22,16 +22,19 @@ input): the store is called damaged only when a row it holds does not read back.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import PydanticSerializationError
 
+from powerplane.authority.audit import Tail
+from powerplane.authority.chain import Entry, canonical, digest
 from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action, AuditRecord
 from powerplane.lifecycle.ledger import (
@@ -51,6 +54,7 @@ from powerplane.lifecycle.model import (
 )
 
 if TYPE_CHECKING:
+    from powerplane.authority.seal import Signer
     from powerplane.lifecycle.ports import MaintenanceStore
 
 __all__ = ["AlreadyActive", "ConcurrentChange", "InvalidText", "NotFound", "Store",
@@ -97,6 +101,10 @@ CREATE TRIGGER IF NOT EXISTS dispatch_ledger_no_update BEFORE UPDATE ON dispatch
 BEGIN SELECT RAISE(ABORT, 'the dispatch ledger is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS dispatch_ledger_no_delete BEFORE DELETE ON dispatch_ledger
 BEGIN SELECT RAISE(ABORT, 'the dispatch ledger is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
 """
 
 
@@ -252,6 +260,10 @@ class Store:
                 if "extra" not in columns:  # a store made before identities were recorded
                     self._db.execute("ALTER TABLE audit ADD COLUMN extra TEXT NOT NULL "
                                      "DEFAULT '{}'")
+                for name, kind in (("kind", "TEXT NOT NULL DEFAULT 'record'"),
+                                   ("seq", "INTEGER"), ("prev", "TEXT")):
+                    if name not in columns:  # a store made before the trail was chained
+                        self._db.execute(f"ALTER TABLE audit ADD COLUMN {name} {kind}")
         except StoreError:
             self._db.close()
             raise
@@ -448,13 +460,87 @@ class Store:
 
     # -- audit -------------------------------------------------------------------------------
     def _insert_audit(self, rec: AuditRecord) -> None:
-        self.db.execute(
-            "INSERT INTO audit (at, actor, action, reason, node, maintenance, source, detail, "
-            "extra) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rec.at.isoformat(), rec.actor, rec.action.value, rec.reason, rec.node,
-             rec.maintenance, rec.source, rec.detail,
-             json.dumps(rec.extra(), separators=(",", ":"))),
-        )
+        """Insert one record, chained to the trail's last entry (inside the caller's
+        transaction: ``BEGIN IMMEDIATE`` holds every other writer off, so the tail read
+        here is the tail written to)."""
+        self._insert_audits((rec,))
+
+    def _insert_audits(self, records: Sequence[AuditRecord],
+                       signer: Signer | None = None) -> None:
+        tail = self._audit_tail()
+        seq, prev, floor = tail.seq, tail.hash, tail.at
+        for rec in records:
+            if floor is not None and rec.at < floor:  # time never goes back in a trail
+                rec = dataclasses.replace(rec, at=floor)
+            floor = rec.at
+            seq += 1
+            prev_here = prev
+            prev = digest(canonical({**rec.as_dict(), "seq": seq, "prev": prev_here}))
+            self.db.execute(
+                "INSERT INTO audit (at, actor, action, reason, node, maintenance, source, "
+                "detail, extra, kind, seq, prev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "'record', ?, ?)",
+                (rec.at.isoformat(), rec.actor, rec.action.value, rec.reason, rec.node,
+                 rec.maintenance, rec.source, rec.detail,
+                 json.dumps(rec.extra(), separators=(",", ":")), seq, prev_here),
+            )
+        if signer is not None and records:
+            assert floor is not None
+            body = {"entries": seq, "head": prev, "at": floor.isoformat(),
+                    "key": signer.seal.id}
+            extra = {"checkpoint": body, "signature": signer.sign(body)}
+            self.db.execute(
+                "INSERT INTO audit (at, actor, action, reason, node, maintenance, source, "
+                "detail, extra, kind, seq, prev) VALUES (?, '', '', '', '', '', '', '', ?, "
+                "'checkpoint', ?, ?)",
+                (floor.isoformat(), json.dumps(extra, separators=(",", ":")), seq + 1, prev))
+
+    _ENTRY_SQL = ("SELECT id, at, actor, action, reason, node, maintenance, source, detail, "
+                  "extra, kind, seq, prev FROM audit")
+
+    def _audit_tail(self) -> Tail:
+        row = self.db.execute(self._ENTRY_SQL + " ORDER BY id DESC LIMIT 1").fetchone()
+        if row is None:
+            return Tail()
+        entry = self._entry(row, 0)
+        if entry.seq is None or entry.prev is None:
+            raise StoreError(self.path, "its audit trail ends with a record that is not "
+                             "chained (written before the trail was chained, or damaged): "
+                             "nothing is chained to it; run `powerplane audit verify`, keep "
+                             "the store, and start a new one")
+        return Tail(entry.seq, entry.hash, entry.at)
+
+    @staticmethod
+    def _entry(row: Any, position: int) -> Entry:
+        """A row of the audit table as a trail entry: its canonical encoding rebuilt from
+        its columns, byte for byte what was hashed when it was written."""
+        extra = json.loads(row[9] or "{}")
+        if row[10] == "checkpoint":
+            doc: dict[str, Any] = {**extra, "seq": row[11], "prev": row[12]}
+        else:
+            rec = AuditRecord.from_dict({
+                "actor": row[2], "action": Action(row[3]), "reason": row[4], "node": row[5],
+                "maintenance": row[6], "source": row[7], "at": row[1], "detail": row[8],
+                **extra})
+            doc = rec.as_dict()
+            if row[11] is not None:
+                doc["seq"] = row[11]
+            if row[12] is not None:
+                doc["prev"] = row[12]
+        return Entry(position, canonical(doc), doc)
+
+    def audit_entries(self) -> list[Entry]:
+        """The whole audit trail as entries (for ``powerplane audit verify``); a row that
+        cannot be read as one is an unreadable entry, never skipped."""
+        out: list[Entry] = []
+        with self._errors():
+            for i, row in enumerate(self.db.execute(self._ENTRY_SQL + " ORDER BY id"),
+                                    start=1):
+                try:
+                    out.append(self._entry(row, i))
+                except (ValueError, KeyError, TypeError) as exc:
+                    out.append(Entry(i, f"row {row[0]}: {exc}".encode()))
+        return out
 
     # -- the dispatch ledger (powerplane.lifecycle.ledger) --------------------------------
     def record_dispatch(self, m: NodeMaintenance, d: Dispatch) -> None:
@@ -503,13 +589,14 @@ class Store:
         """Append one audit record on its own."""
         self.append_audits((rec,))
 
-    def append_audits(self, records: Sequence[AuditRecord]) -> None:
-        """Append a call's audit records together: one transaction, one commit."""
+    def append_audits(self, records: Sequence[AuditRecord],
+                      signer: Signer | None = None) -> None:
+        """Append a call's audit records together: one transaction, one commit, chained;
+        with a ``signer``, a signed checkpoint after them."""
         with self._errors():
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                for rec in records:
-                    self._insert_audit(rec)
+                self._insert_audits(records, signer)
             except BaseException:
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
@@ -518,10 +605,10 @@ class Store:
 
     def audit(self, node: str | None = None) -> list[AuditRecord]:
         sql = ("SELECT at, actor, action, reason, node, maintenance, source, detail, extra "
-               "FROM audit")
+               "FROM audit WHERE kind = 'record'")
         args: tuple[str, ...] = ()
         if node is not None:
-            sql += " WHERE node = ?"
+            sql += " AND node = ?"
             args = (node,)
         sql += " ORDER BY id"
         with self._errors():

@@ -10,13 +10,15 @@ creates no store), or through one store given open (a test's, a gateway's).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from powerplane.errors import AuditNotRecorded, PowerplaneError
 from powerplane.lifecycle.ports import SharedStore
 
 if TYPE_CHECKING:
+    from powerplane.authority.chain import Entry
+    from powerplane.authority.seal import Signer
     from powerplane.lifecycle.audit import AuditRecord
     from powerplane.lifecycle.ports import MaintenanceStore
 
@@ -27,9 +29,18 @@ class StoreAudit:
     """A maintenance store's audit as the authority's sink (see the module docstring)."""
 
     def __init__(self, store: MaintenanceStore | SharedStore,
-                 description: str = "the lifecycle store") -> None:
+                 description: str = "the lifecycle store",
+                 signer: Signer | Callable[[], Signer] | None = None) -> None:
         self._store = store
         self.description = description
+        self._signer = signer
+
+    @property
+    def signer(self) -> Signer | None:
+        """The key that seals each append (loaded on first use), or None."""
+        if callable(self._signer) and not hasattr(self._signer, "sign"):
+            self._signer = self._signer()
+        return self._signer  # type: ignore[return-value]
 
     @contextlib.contextmanager
     def _opened(self, create: bool = True) -> Iterator[MaintenanceStore]:
@@ -45,7 +56,7 @@ class StoreAudit:
                 # one transaction for a call's records where the store's own class has it
                 # (a wrapper that overrides append_audit alone still sees every record)
                 if callable(getattr(type(store), "append_audits", None)):
-                    store.append_audits(records)  # type: ignore[attr-defined]
+                    store.append_audits(records, self.signer)  # type: ignore[attr-defined]
                 else:
                     for rec in records:
                         store.append_audit(rec)
@@ -57,3 +68,10 @@ class StoreAudit:
     def records(self, node: str | None = None) -> list[AuditRecord]:
         with self._opened(create=False) as store:
             return store.audit(node)
+
+    def entries(self) -> list[Entry]:
+        """The whole trail as entries (for ``powerplane audit verify``), where the store
+        keeps it chained; an empty list where it keeps none."""
+        with self._opened(create=False) as store:
+            found = getattr(store, "audit_entries", None)
+            return list(found()) if callable(found) else []
