@@ -25,8 +25,9 @@ them)::
     checks | settings                @check and the check context; the target file's section
     hints                            negative hints and the configs they shape (load-time
                                      validation included)
-    model | assertions | outcomes | interrupt | loop | iowatch | terminal | newplugin
-                                     the vocabulary and the helpers with no suite imports
+    model | assertions | outcomes | interrupt | loop | iowatch | terminal | newplugin | _version
+                                     the vocabulary and the helpers with no suite imports;
+                                     the version (the package's own, named without it)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from powerplane import lazy_exports
+from powerplane_conformance._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from powerplane_conformance.api import RunSummary, run_suite
@@ -42,8 +44,6 @@ if TYPE_CHECKING:
     from powerplane_conformance.outcomes import Outcome, Result
     from powerplane_conformance.settings import ConformanceSettings, load_target
     from powerplane_conformance.suite import ConformanceSuite
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ASSERTIONS",

@@ -41,6 +41,7 @@ from __future__ import annotations
 import typing
 
 from powerplane._lazy import lazy_exports
+from powerplane._version import __version__ as __version__
 
 if typing.TYPE_CHECKING:
     from powerplane.authority.identity import Identity
@@ -99,8 +100,6 @@ if typing.TYPE_CHECKING:
     from powerplane.recovery import NodeOffer, VerbOffer
     from powerplane.runtime import PowerHost, Runtime, authority_for, open_deployment
     from powerplane.secrets import SecretKind, SecretRef
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Acceptance",

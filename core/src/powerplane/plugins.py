@@ -395,7 +395,7 @@ class Registry:
         The built-ins are a plugin: loaded by name (:data:`BUILTINS`) as an entry point is,
         never imported by this module, which sits below every layer they register from
         (the simulators, the lifecycle's ports and store)."""
-        from powerplane import __version__
+        from powerplane._version import __version__
 
         module = importlib.import_module(BUILTINS)
         self.add_module(module.NAME, module, CORE_DISTRIBUTION, __version__, builtin=True)
