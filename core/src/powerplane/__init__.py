@@ -66,13 +66,7 @@ if typing.TYPE_CHECKING:
         about_to_send,
         require,
     )
-    from powerplane.config import (
-        Deployment,
-        DeploymentCheck,
-        NodeSpec,
-        load_config,
-        parse_config,
-    )
+    from powerplane.config import Deployment, DeploymentCheck, load_config, parse_config
     from powerplane.errors import (
         AuditNotRecorded,
         AuthenticationFailed,
@@ -96,6 +90,7 @@ if typing.TYPE_CHECKING:
     from powerplane.fields import StrictBool, StrictFloat, StrictInt, Timeouts, TlsVerify
     from powerplane.hookspecs import Registers, hookimpl
     from powerplane.host import InvokeResult, NodeReading
+    from powerplane.nodes import NodeSpec
     from powerplane.readback import PowerOffConfirmed, PowerOffWatch
     from powerplane.recovery import NodeOffer, VerbOffer
     from powerplane.runtime import PowerHost, Runtime, authority_for, open_deployment
@@ -220,7 +215,7 @@ __getattr__, __dir__ = lazy_exports(
         "SecretRef": ".secrets",
         # the embedding API: what an application (or a tool) that drives power imports
         "Deployment": ".config",
-        "NodeSpec": ".config",
+        "NodeSpec": ".nodes",
         "load_config": ".config",
         "parse_config": ".config",
         "NotOffered": ".errors",

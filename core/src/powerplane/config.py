@@ -18,15 +18,13 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
-    field_validator,
 )
 
 from powerplane._yaml import (
@@ -54,6 +52,7 @@ from powerplane.fields import (
 )
 from powerplane.fields import not_finite as _not_finite
 from powerplane.files import read_text
+from powerplane.nodes import TARGET_PARSERS, NodeSpec
 from powerplane.secrets import SECRET_KINDS
 
 if TYPE_CHECKING:
@@ -69,8 +68,6 @@ __all__ = [
     "Deployment",
     "DeploymentCheck",
     "Limits",
-    "NodeChannelRef",
-    "NodeSpec",
     "Recovery",
     "SiteRecovery",
     "StrictBool",
@@ -94,46 +91,6 @@ ENV_CONFIG = "POWERPLANE_CONFIG"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NodeChannelRef(_Strict):
-    """One of a node's channels, in preference order."""
-
-    channel: str
-    """Name of a channel under ``channels``."""
-    target: Any = Field(None, validate_default=True)
-    """The node as that channel addresses it (a system path, an address, outlets, an id)."""
-
-    @field_validator("target")
-    @classmethod
-    def _parse_target(cls, value: Any, info: ValidationInfo) -> Any:
-        """Parsed by the channel type's own parser when :func:`parse_config` validates the
-        node (the parsers come in the validation context); else kept as written."""
-        parsers = info.context.get(_TARGET_PARSERS) if isinstance(info.context, dict) else None
-        parser = parsers.get(info.data.get("channel")) if parsers else None
-        if parser is None:
-            return value
-        try:
-            return parser(value)
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
-
-
-_TARGET_PARSERS = "powerplane.target_parsers"
-"""Key of the validation context that maps a channel name to its type's target parser."""
-
-
-class NodeSpec(_Strict):
-    """A node: where it is, whether it is repairable, and the channels that reach it."""
-
-    site: str | None = None
-    """The site the node stands in (for attended declarations)."""
-    classification: Literal["repairable", "replaceable"] = "repairable"
-    """``replaceable`` nodes may be terminated; ``repairable`` never."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Labels read by the simulated and none clusters."""
-    channels: list[NodeChannelRef] = Field(default_factory=list)
-    """The node's channels, most preferred first."""
 
 
 class SiteRecovery(_Strict):
@@ -720,7 +677,7 @@ def _parse_config(
             problems.extend(_limit_problems(cfg, limits.timeout_s, base, lines))
         channels[name] = ConfiguredChannel(name, ctype, cfg, manners)
     # each node validated once, its targets parsed by their channel types as it is built
-    context = {_TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
+    context = {TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
                                  if c.type.target is not None}}
     nodes: dict[str, NodeSpec] = {}
     node_problems: list[ConfigProblem] = []  # in file order: each node's own, then its refs

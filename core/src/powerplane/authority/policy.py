@@ -26,7 +26,7 @@ from powerplane.authority.identity import Identity
 from powerplane.errors import PolicyDenied
 
 if TYPE_CHECKING:
-    from powerplane.config import NodeSpec
+    from powerplane.nodes import NodeSpec
 
 __all__ = ["NO_POLICY", "Decision", "NoPolicy", "Policy", "PolicyContext", "PolicyType",
            "denied"]

@@ -58,7 +58,7 @@ from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.files import read_text
 
 if TYPE_CHECKING:
-    from powerplane.config import NodeSpec
+    from powerplane.nodes import NodeSpec
 
 __all__ = ["LOCAL", "LocalPolicy", "LocalPolicyConfig", "Role", "RolesFile", "load_roles"]
 
