@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from powerplane.channel import ChannelType
     from powerplane.config import DeploymentCheck
     from powerplane.lifecycle.ports import ClusterType, StorageType, StoreType
+    from powerplane.peers import Peer
     from powerplane.secrets import SecretKind
-    from powerplane.testing import Peer
 
 __all__ = [
     "Registers",

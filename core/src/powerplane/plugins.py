@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from powerplane.channel import ChannelType
     from powerplane.config import DeploymentCheck
     from powerplane.lifecycle.ports import ClusterType, PortType, StorageType, StoreType
+    from powerplane.peers import Peer
     from powerplane.secrets import SecretKind
-    from powerplane.testing import Peer
 
 __all__ = ["PROVIDERS", "PluginFailure", "PluginInfo", "Registry", "Restriction", "load_plugins",
            "registry"]
