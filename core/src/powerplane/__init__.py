@@ -45,7 +45,7 @@ from powerplane._version import __version__ as __version__
 
 if typing.TYPE_CHECKING:
     from powerplane.authority.identity import Identity
-    from powerplane.authority.policy import Decision, Policy, PolicyContext, PolicyType
+    from powerplane.authority.policy import Decision, Policy, PolicyContext
     from powerplane.authority.service import Authority
     from powerplane.capabilities import CapabilitySet, Source, Verb
     from powerplane.channel import (
@@ -66,7 +66,7 @@ if typing.TYPE_CHECKING:
         about_to_send,
         require,
     )
-    from powerplane.config import Deployment, DeploymentCheck, load_config, parse_config
+    from powerplane.config import Deployment, load_config, parse_config
     from powerplane.errors import (
         AuditNotRecorded,
         AuthenticationFailed,
@@ -90,6 +90,7 @@ if typing.TYPE_CHECKING:
     from powerplane.fields import StrictBool, StrictFloat, StrictInt, Timeouts, TlsVerify
     from powerplane.hookspecs import Registers, hookimpl
     from powerplane.host import InvokeResult, NodeReading
+    from powerplane.kinds import DeploymentCheck, PolicyType
     from powerplane.nodes import NodeSpec
     from powerplane.readback import PowerOffConfirmed, PowerOffWatch
     from powerplane.recovery import NodeOffer, VerbOffer
@@ -210,7 +211,7 @@ __getattr__, __dir__ = lazy_exports(
         "TlsVerify": ".fields",
         "Registers": ".hookspecs",
         "hookimpl": ".hookspecs",
-        "DeploymentCheck": ".config",
+        "DeploymentCheck": ".kinds",
         "SecretKind": ".secrets",
         "SecretRef": ".secrets",
         # the embedding API: what an application (or a tool) that drives power imports
@@ -237,7 +238,7 @@ __getattr__, __dir__ = lazy_exports(
         "Decision": ".authority.policy",
         "Policy": ".authority.policy",
         "PolicyContext": ".authority.policy",
-        "PolicyType": ".authority.policy",
+        "PolicyType": ".kinds",
         "Authority": ".authority.service",
         "authority_for": ".runtime",
     },

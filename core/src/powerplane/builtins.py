@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from powerplane.hookspecs import Registers, hookimpl
 
 if TYPE_CHECKING:  # imported inside the hooks; the adapters inside the factories
-    from powerplane.authority.policy import PolicyType
+    from powerplane.kinds import PolicyType
     from powerplane.lifecycle.cluster import ClusterPort
     from powerplane.lifecycle.ports import (
         ClusterType,

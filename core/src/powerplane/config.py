@@ -15,7 +15,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,7 +66,6 @@ __all__ = [
     "NUMBER_EXPECTED",
     "VERIFY_EXPECTED",
     "Deployment",
-    "DeploymentCheck",
     "Limits",
     "Recovery",
     "SiteRecovery",
@@ -177,39 +176,15 @@ class Deployment:
     """The ``audit:`` section: where direct calls are audited."""
 
 
-@dataclass(frozen=True)
-class DeploymentCheck:
-    """A check of a whole deployment that loading cannot make: a plugin registers one with
-    ``register_deployment_checks`` (``register(DeploymentCheck(name, check))``).
-
-    ``check(deployment)`` is awaited by ``powerplane check`` (:func:`check_config`) and by
-    :meth:`powerplane.PowerHost.start`, never by :func:`load_config` (loading makes no
-    network call). It returns the deployment's problems, each a
-    :class:`~powerplane.errors.ConfigProblem` naming its dotted path (none: nothing found);
-    any problem is a :class:`~powerplane.errors.ConfigError`, exit 2. A check that has
-    nothing to ask for this deployment returns ``[]`` at once, without a request; one
-    that cannot ask now (a service unreachable) raises a
-    :class:`~powerplane.errors.PowerplaneError` that is not a ``ConfigError`` (a
-    ``ChannelError``): ``powerplane check`` fails with it (exit 1), a host's start warns
-    and goes on. The hook that registers a check is called without the plugin's other
-    hooks, so build it cheaply: import what the check needs when it runs.
-    """
-
-    name: str
-    """A unique name, shown by ``powerplane plugins`` (``metal3.guard``)."""
-    check: Callable[[Deployment], Awaitable[list[ConfigProblem]]]
-    description: str = ""
-
-
 async def deployment_problems(
     deployment: Deployment, registry: Registry | None = None,
     lines: Mapping[Any, int] | None = None,
 ) -> list[ConfigProblem]:
-    """The problems every registered :class:`DeploymentCheck` finds in ``deployment``
-    (``registry``: default the process-wide one), in registration order, each with its line
-    when ``lines`` has it. A check that raises ``ConfigError`` found its problems; one that
-    raises another :class:`~powerplane.errors.PowerplaneError` could not ask, and that
-    error propagates; any other exception is a plugin's bug, raised as a
+    """The problems every registered :class:`~powerplane.kinds.DeploymentCheck` finds in
+    ``deployment`` (``registry``: default the process-wide one), in registration order,
+    each with its line when ``lines`` has it. A check that raises ``ConfigError`` found its
+    problems; one that raises another :class:`~powerplane.errors.PowerplaneError` could not
+    ask, and that error propagates; any other exception is a plugin's bug, raised as a
     ``PowerplaneError`` naming the check (exit 1), never taken as "checked"."""
     from powerplane.errors import PowerplaneError
     from powerplane.plugins import registry as default_registry
@@ -266,10 +241,11 @@ def check_config(
     file, a Kubernetes Secret that cannot be read), and every channel whose config and
     secrets are good opened and closed again (what its type checks then, such as the
     Talos certificates behind inline references), without a call to a device. Then, the
-    file good so far, every registered :class:`DeploymentCheck` (:func:`deployment_problems`:
-    the ``metal3`` guard lists the BareMetalHosts of the cluster a ``metal3`` channel
-    names). Raises :class:`ConfigError` with each problem, its path and line; a check that
-    could not ask raises its own error (exit 1), never passes as checked.
+    file good so far, every registered :class:`~powerplane.kinds.DeploymentCheck`
+    (:func:`deployment_problems`: the ``metal3`` guard lists the BareMetalHosts of the
+    cluster a ``metal3`` channel names). Raises :class:`ConfigError` with each problem, its
+    path and line; a check that could not ask raises its own error (exit 1), never passes
+    as checked.
     """
     import asyncio
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from powerplane._yaml import format_path
-from powerplane.authority.policy import BASE_DIR, PolicyType
 from powerplane.errors import ConfigError, ConfigProblem
+from powerplane.kinds import BASE_DIR, PolicyType
 
 if TYPE_CHECKING:
     from powerplane.plugins import Registry
