@@ -33,7 +33,6 @@ from powerplane._yaml import (
     load_json,
     load_yaml,
 )
-from powerplane.authority.settings import AuditSettings, PolicySpec, validated_policy
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.fields import (
     BOOL_EXPECTED,
@@ -54,6 +53,7 @@ from powerplane.fields import not_finite as _not_finite
 from powerplane.files import read_text
 from powerplane.nodes import TARGET_PARSERS, NodeSpec
 from powerplane.secrets import SECRET_KINDS
+from powerplane.settings.authority import AuditSettings, PolicySpec, validated_policy
 
 if TYPE_CHECKING:
     from powerplane.channel import ChannelType, Manners
@@ -582,7 +582,7 @@ def _parse_config(
     if isinstance(sections.get("lifecycle"), dict) and "lifecycle" in data:
         # the whole file, whatever the command: the lifecycle's settings (imported only for
         # a file with the section) validated here, each problem with its line
-        from powerplane.lifecycle.settings import validated_section
+        from powerplane.settings.lifecycle import validated_section
 
         sections["lifecycle"], found = validated_section(sections["lifecycle"], source, reg,
                                                           lines)

@@ -35,10 +35,10 @@ from powerplane.lifecycle import (
     lifecycle_config,
 )
 from powerplane.lifecycle.ports import build_ports, open_store
-from powerplane.lifecycle.settings import SimulatedClusterConfig, SqliteStoreConfig
 from powerplane.lifecycle.storage import NoStorage, StoragePort
 from powerplane.lifecycle.store import Store
 from powerplane.plugins import Registry, load_plugins, registry
+from powerplane.settings.lifecycle import SimulatedClusterConfig, SqliteStoreConfig
 
 POWERPLANE = [sys.executable, "-m", "powerplane.cli"]
 SECRET = "s3cr3t-VALUE-never-shown"

@@ -75,7 +75,6 @@ if typing.TYPE_CHECKING:
     )
     from powerplane.lifecycle.reconciler import Result
     from powerplane.lifecycle.service import Lifecycle
-    from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
     from powerplane.lifecycle.storage import StoragePort
     from powerplane.lifecycle.store import (
         AlreadyActive,
@@ -86,6 +85,7 @@ if typing.TYPE_CHECKING:
         StoreError,
         find_maintenance,
     )
+    from powerplane.settings.lifecycle import LifecycleConfig, lifecycle_config
 
 __all__ = [
     "INTENT_ACTIONS",
@@ -174,8 +174,8 @@ __getattr__, __dir__ = _lazy_exports(
         "open_store": ".ports",
         "Result": ".reconciler",
         "Lifecycle": ".service",
-        "LifecycleConfig": ".settings",
-        "lifecycle_config": ".settings",
+        "LifecycleConfig": "powerplane.settings.lifecycle",
+        "lifecycle_config": "powerplane.settings.lifecycle",
         "Store": ".store",
     },
 )

@@ -35,17 +35,17 @@ from powerplane import workers
 from powerplane.errors import LifecycleError, PowerplaneError
 from powerplane.kinds import PortType
 from powerplane.lifecycle.crash import crashpoint as _crashpoint
-from powerplane.lifecycle.settings import unknown_port_type
 from powerplane.plugins import registry as default_registry
+from powerplane.settings.lifecycle import unknown_port_type
 
 if TYPE_CHECKING:
     from powerplane.host import Host
     from powerplane.lifecycle.audit import AuditRecord
     from powerplane.lifecycle.cluster import ClusterPort
     from powerplane.lifecycle.model import NodeMaintenance, Phase
-    from powerplane.lifecycle.settings import LifecycleConfig
     from powerplane.lifecycle.storage import StoragePort
     from powerplane.plugins import Registry
+    from powerplane.settings.lifecycle import LifecycleConfig
 
 __all__ = [
     "ClusterType",
