@@ -353,8 +353,10 @@ def test_a_plugin_secret_kind_is_looked_up_by_name_loading_no_other_plugin() -> 
     pytest.importorskip("powerplane_kubernetes")
     code = (
         "import sys\n"
-        "from powerplane.secrets import SecretRef\n"
-        "ref = SecretRef.model_validate({'k8s': 'ns/name/key'})\n"
+        "from powerplane.plugins import registry\n"
+        "from powerplane.secrets import SECRET_KINDS, SecretRef\n"
+        "ref = SecretRef.model_validate({'k8s': 'ns/name/key'},\n"
+        "                               context={SECRET_KINDS: registry()})\n"
         "print(ref.kind, sorted(m for m in sys.modules if m.endswith('.config') "
         "and m.startswith('powerplane_') and not m.startswith('powerplane_kubernetes')))\n"
     )
