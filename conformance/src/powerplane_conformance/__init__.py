@@ -19,10 +19,11 @@ them)::
     cli_suite                        the suite as a test module
     suite                            ConformanceSuite: its fixtures and check classes
     concurrency | discovery | negatives | readback | verbs    the checks, by concern
+    context                          CheckContext: what a running check works with
     plan | probes                    the workers a session owns (power plan, network probes)
     session                          ConformanceSession: host, calls, readback, restore
     gate                             the one pure function that stops a check
-    checks | settings                @check and the check context; the target file's section
+    checks | settings                @check and the marks a run leaves; the target file's section
     hints                            negative hints and the configs they shape (load-time
                                      validation included)
     model | assertions | outcomes | interrupt | loop | iowatch | terminal | newplugin | _version

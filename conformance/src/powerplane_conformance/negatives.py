@@ -65,8 +65,9 @@ from powerplane.errors import (
     Unreachable,
 )
 from powerplane.plugins import Registry
-from powerplane_conformance.checks import CheckContext, CheckSpec, spec_of
+from powerplane_conformance.checks import CheckSpec, spec_of
 from powerplane_conformance.checks import check as proves
+from powerplane_conformance.context import CheckContext
 from powerplane_conformance.hints import (
     BOGUS_KEY,
     HOST,
