@@ -8,9 +8,9 @@ Public names load lazily (through core's :func:`powerplane.lazy_exports`, as cor
 do) so that ``powerplane --help`` (which imports this package to find the
 ``conformance`` command) stays cheap.
 
-Layers, each importing only those below it (imports inside functions count; the
-``conformance-layers`` contract of import-linter in the workspace's pyproject.toml keeps
-them)::
+Layers, each importing only those below it (imports inside functions and under
+``TYPE_CHECKING`` count; the ``conformance-layers`` contract of import-linter in the
+workspace's pyproject.toml keeps them)::
 
     cli | child                      the commands; the --subprocess child's runner
     api                              run_suite, exit codes
