@@ -26,14 +26,17 @@ vendors: loopback peers (``Peer``/``StartedPeer``), free and closed ports, a ser
 never answers, a child process stopped by its own handle, waiting until a peer is ready,
 and throwaway certificates. It needs only the standard library.
 
-Core's modules stand in layers, each importing only those below it (kept by the import
-contracts in ``pyproject.toml``, ``lint-imports``; docs/reference.md, "Layers inside
-core"), top first: ``cli``; ``builtins`` (core's plugin, loaded by name); ``sim``
-(simulators) and ``testing``; ``lifecycle`` (inside it: service, reconciler, dispatch,
-guard, ceremony/quorum, store, audit/phases, model, ports with the cluster and storage
-protocols, settings); ``host``; ``config``, ``recovery`` and ``readback``; ``plugins`` and
-``hookspecs``; the seam vocabulary ``channel``, ``fields`` and ``secrets``; at the bottom
-``errors``, ``capabilities``, ``workers`` and ``scheduling``.
+Core's modules stand in layers, each importing only those below it, at run time, inside a
+function or under ``TYPE_CHECKING`` alike (kept by the import contracts in
+``pyproject.toml``, ``lint-imports``, with no import excepted; docs/reference.md, "Layers
+inside core"), top first: ``cli``; ``builtins`` (core's plugin, loaded by name); ``sim``
+(simulators) and ``testing``; ``runtime`` (one composition of a deployment); ``lifecycle``
+(its own layers in its package docstring); ``host``; ``recovery`` (the rule) and
+``readback``; ``config`` (the deployment file); ``settings`` (the file's other sections,
+validated) and ``authority`` (who may act; its layers in its package docstring);
+``plugins`` and ``hookspecs``; the seam vocabulary ``channel``, ``fields``, ``secrets``,
+``files``, ``nodes``, ``peers`` and ``kinds``; at the bottom ``errors``, ``capabilities``,
+``workers`` and ``scheduling``.
 """
 
 from __future__ import annotations
