@@ -6,9 +6,9 @@ two together and hold the order without import-linter too:
 
 * every module of the distribution sits in exactly one layer of the contract, and the
   docstring lists the same layers;
-* walking every module's imports (AST; imports inside functions count, those under
-  ``TYPE_CHECKING`` do not, as the contract says), no module imports one in a layer above
-  its own, nor a sibling of its layer (siblings are independent);
+* walking every module's imports (AST; imports inside functions count, and, as the
+  contract says, those under ``TYPE_CHECKING`` too), no module imports one in a layer
+  above its own, nor a sibling of its layer (siblings are independent);
 * the package's lazy exports are core's :func:`powerplane.lazy_exports`, not a second
   helper.
 """
@@ -49,13 +49,13 @@ def _type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def imports_of(module: str) -> set[tuple[str, int]]:
+def imports_of(module: str, *, type_only: bool = False) -> set[tuple[str, int]]:
     """``(module imported, line)`` for each import of a sibling module by ``module``,
-    inside functions too, under ``TYPE_CHECKING`` not."""
+    inside functions too, under ``TYPE_CHECKING`` only with ``type_only``."""
     tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
     skipped: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _type_checking(node):
+        if not type_only and isinstance(node, ast.If) and _type_checking(node):
             skipped |= {id(n) for part in node.body for n in ast.walk(part)}
     found: set[tuple[str, int]] = set()
     ours = modules()
@@ -100,6 +100,16 @@ def test_no_module_imports_a_layer_above_its_own_or_a_sibling() -> None:
     assert upward == []
 
 
+def test_no_module_imports_a_layer_above_its_own_not_even_for_a_type() -> None:
+    rank = {m: i for i, layer in enumerate(layers()) for m in layer}
+    upward = sorted(
+        f"{module} (line {line}) imports {target}"
+        for module in modules() for target, line in imports_of(module, type_only=True)
+        if target != module and rank[target] <= rank[module]
+    )
+    assert upward == []
+
+
 def test_the_walk_sees_imports_inside_functions_and_skips_type_checking() -> None:
     session = {t for t, _ in imports_of("session")}
     assert {"model", "checks", "gate", "settings"} <= session
@@ -107,6 +117,7 @@ def test_the_walk_sees_imports_inside_functions_and_skips_type_checking() -> Non
     plugin = {t for t, _ in imports_of("plugin")}
     assert {"plan", "report"} <= plugin  # imported inside functions (pytest loads it early)
     assert "session" not in plugin  # only under TYPE_CHECKING
+    assert "session" in {t for t, _ in imports_of("plugin", type_only=True)}
 
 
 def test_lazy_exports_are_cores() -> None:

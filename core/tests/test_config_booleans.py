@@ -25,8 +25,8 @@ from pydantic import BaseModel
 
 from powerplane.config import BOOL_EXPECTED, VERIFY_EXPECTED, Limits, Recovery, parse_config
 from powerplane.errors import ConfigError
-from powerplane.lifecycle.settings import PORTS, LifecycleConfig, lifecycle_config
 from powerplane.plugins import registry
+from powerplane.settings.lifecycle import PORTS, LifecycleConfig, lifecycle_config
 
 LAX: tuple[Any, ...] = (
     "yes", "Yes", "YES", "y", "Y", "no", "n", "on", "On", "ON", "off", "Off", "t", "f",

@@ -18,9 +18,10 @@ from powerplane import _yaml, config_cache
 from powerplane.authority.actions import Action
 from powerplane.authority.identity import Identity
 from powerplane.cli import cli
-from powerplane.config import NodeSpec, ProvenNodes, load_config
+from powerplane.config import ProvenNodes, load_config
 from powerplane.config_cache import MAX_ENTRIES, cache_folder, load_cached
 from powerplane.errors import ConfigError
+from powerplane.nodes import NodeSpec
 from powerplane.runtime import policy_of
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from powerplane.config import load_config, parse_config
 from powerplane.errors import ConfigError
-from powerplane.lifecycle.settings import LifecycleConfig, ValidatedSection, lifecycle_config
+from powerplane.settings.lifecycle import LifecycleConfig, ValidatedSection, lifecycle_config
 
 HEAD = """\
 channels:
@@ -164,7 +164,8 @@ try:
 except SystemExit as exc:
     code = exc.code
 import json
-print(json.dumps(sorted(m for m in sys.modules if m.startswith('powerplane.lifecycle'))))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith('powerplane.lifecycle')
+                        or m == 'powerplane.settings.lifecycle')))
 """
 
 
@@ -183,7 +184,7 @@ def test_what_state_imports_of_the_lifecycle(tmp_path: Path) -> None:
     assert _lifecycle_imports(bare) == []
     path = _write(tmp_path, "  settle_window_s: 30\n  cluster: {type: simulated}\n")
     found = set(_lifecycle_imports(path))
-    assert "powerplane.lifecycle.settings" in found
+    assert "powerplane.settings.lifecycle" in found
     heavy = {"powerplane.lifecycle.guard", "powerplane.lifecycle.reconciler",
              "powerplane.lifecycle.store", "powerplane.lifecycle.service",
              "powerplane.lifecycle.dispatch", "powerplane.lifecycle.model"}

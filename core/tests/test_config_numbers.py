@@ -111,7 +111,7 @@ def test_a_simulated_latency_of_infinity_is_refused_at_load(
 def test_a_lifecycle_nan_reads_a_finite_number_with_its_line(tmp_path: Path) -> None:
     from powerplane.config import read_config
     from powerplane.errors import ConfigError
-    from powerplane.lifecycle.settings import lifecycle_config
+    from powerplane.settings.lifecycle import lifecycle_config
 
     config = tmp_path / "powerplane.yaml"
     config.write_text("lifecycle:\n  settle_window_s: .nan\n  tick_s: .inf\n")

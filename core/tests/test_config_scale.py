@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict
 from powerplane import ChannelType, ConfigError, _yaml, hookimpl, load_config, parse_config
 from powerplane._yaml import MAX_NODES, load_yaml, node_bound
 from powerplane.cli._common import collector_off
-from powerplane.config import NodeSpec, read_config
+from powerplane.config import read_config
+from powerplane.nodes import NodeSpec
 from powerplane.plugins import load_plugins
 
 NODES = 10_000

@@ -19,9 +19,9 @@ from powerplane import (
     parse_config,
 )
 from powerplane.channel import ChannelTraits, SendGate, enter_gate, leave_gate
-from powerplane.config import NodeSpec
 from powerplane.host.cache import RuleCache
 from powerplane.host.calls import Calls
+from powerplane.nodes import NodeSpec
 from powerplane.recovery import ChannelView
 from powerplane.sim.channel import SimulatedChannel
 

@@ -4,7 +4,10 @@
 * a plugin imports from core only names in ``powerplane.__all__`` (``from powerplane
   import X``: the channel SDK and the embedding API), in ``powerplane.lifecycle.__all__``
   (the port SDK) and ``powerplane.testing``;
-* no import circle spans two distributions.
+* no import circle spans two distributions;
+* inside core, no import circle at all, and every layer written down (docs/reference.md,
+  ``powerplane``'s docstring, the package docstrings of the lifecycle and the authority)
+  as the import contracts of ``pyproject.toml`` have it: order and membership.
 
 Every ``import``/``from ... import`` counts, inside functions and under ``TYPE_CHECKING``
 too, and so does ``importlib.import_module("literal")``: a lazy or type-only import is
@@ -309,13 +312,27 @@ def test_the_runtime_walk_leaves_out_type_checking_imports(tmp_path: Path) -> No
     assert found == {"typing", "powerplane.errors", "powerplane.config"}
 
 
-def test_core_has_no_runtime_import_cycle() -> None:
-    """No two core modules import each other at run time, through any chain, an import
-    inside a function included (only ``TYPE_CHECKING`` imports are left out): the layers
-    hold without imports hidden in functions. The one exception is inside the top layer,
-    the CLI package, whose modules nothing else imports."""
-    cycles = _cycles(core_runtime_graph())
-    assert [c for c in cycles if not all(m.partition(".")[2].startswith("cli") for m in c)] == []
+def core_graph() -> dict[str, list[Edge]]:
+    """Every core module and every core module it imports: at run time, inside a function
+    or under ``TYPE_CHECKING``."""
+    root = packages()[CORE]
+    return {module: [e for e in edges_of(module, file) if family(e.target) == CORE]
+            for module, file in modules(CORE, root)}
+
+
+def test_core_has_no_import_cycle() -> None:
+    """No two core modules import each other, through any chain, an import inside a
+    function or under ``TYPE_CHECKING`` included (a type-only import is a dependency too):
+    the layers hold without imports hidden in functions or in type annotations. The CLI
+    package is no exception."""
+    assert _cycles(core_graph()) == []
+
+
+def test_the_full_walk_sees_type_checking_imports() -> None:
+    """The walk the cycle test reads counts what the runtime walk leaves out."""
+    hidden = {e.target for e in core_graph()["powerplane.hookspecs"]}
+    run = {e.target for e in core_runtime_graph()["powerplane.hookspecs"]}
+    assert "powerplane.kinds" in hidden and "powerplane.kinds" not in run
 
 
 def _contracts() -> list[dict[str, object]]:
@@ -376,3 +393,95 @@ def test_every_simulator_lives_in_sim() -> None:
     reg = load_plugins()
     assert reg.channel_types["simulated"].factory.__module__ == "powerplane.sim.channel"
     assert reg.cluster_types["simulated"].factory.__module__ == "powerplane.builtins"
+
+
+# --- the layers written down ------------------------------------------------------------------
+
+REFERENCE = ROOT / "docs" / "reference.md"
+
+
+def _contract_layers(contract_id: str, prefix: str = "") -> list[set[str]]:
+    """The layers of contract ``contract_id``, top first, each the set of its modules
+    (``prefix`` taken off each name)."""
+    (contract,) = [c for c in _contracts() if c.get("id") == contract_id]
+    layers = contract["layers"]
+    assert isinstance(layers, list)
+    return [{name.strip().removeprefix(prefix) for name in layer.replace(":", "|").split("|")}
+            for layer in layers]
+
+
+def _without_parentheses(text: str) -> str:
+    import re
+
+    while True:
+        shorter = re.sub(r"\([^()]*\)", "", text)
+        if shorter == text:
+            return text
+        text = shorter
+
+
+def written_layers(text: str, marker: str, quote: str) -> list[set[str]]:
+    """The layers a list written after ``marker`` names, top first: ``;`` between layers,
+    each module in ``quote`` (backticks), up to the end of the sentence; what stands in
+    parentheses is a comment."""
+    import re
+
+    assert marker in text, f"no {marker!r}"
+    after = _without_parentheses(text.split(marker, 1)[1])
+    sentence = re.split(r"\.\s|\.$| \|", after, maxsplit=1)[0]
+    q = re.escape(quote)
+    return [set(re.findall(rf"{q}([\w.]+){q}", part)) for part in sentence.split(";")]
+
+
+def test_the_reader_of_a_written_list_takes_layers_and_leaves_comments() -> None:
+    text = "top first: ``a`` (one; two); ``b``, ``c`` and ``d``; ``e``. ``f``; ``g``"
+    assert written_layers(text, "top first:", "``") == [{"a"}, {"b", "c", "d"}, {"e"}]
+
+
+def _reference_rows() -> list[list[str]]:
+    """The rows of the table of docs/reference.md, "Layers inside core", as columns."""
+    text = REFERENCE.read_text(encoding="utf-8")
+    section = text.split("## Layers inside core\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| layer |") and rows[1].startswith("| --- |")
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[2:]]
+
+
+def test_the_reference_lists_cores_layers_as_the_contract_does() -> None:
+    """docs/reference.md, "Layers inside core": one row per layer of the contract, in its
+    order, naming its modules (order and membership)."""
+    import re
+
+    found = [set(re.findall(r"`powerplane\.(\w+)`", _without_parentheses(row[1])))
+             for row in _reference_rows()]
+    assert found == _contract_layers(CORE_LAYERS, "powerplane.")
+
+
+@pytest.mark.parametrize(("package", "contract", "marker"), [
+    ("lifecycle", "core-lifecycle-layers", "inside it, top first:"),
+    ("authority", "core-authority-layers", "inside the authority, top first:"),
+    ("host", "core-host-layers", "inside it, top first:"),
+])
+def test_the_reference_lists_each_packages_layers_as_its_contract_does(
+    package: str, contract: str, marker: str,
+) -> None:
+    (row,) = [r for r in _reference_rows() if f"`powerplane.{package}`" in r[1]]
+    assert written_layers(row[2], marker, "`") == _contract_layers(contract)
+
+
+def test_powerplanes_docstring_lists_cores_layers_as_the_contract_does() -> None:
+    assert written_layers(powerplane.__doc__ or "", "top first:", "``") == _contract_layers(
+        CORE_LAYERS, "powerplane.")
+
+
+@pytest.mark.parametrize(("package", "contract"), [
+    ("lifecycle", "core-lifecycle-layers"),
+    ("authority", "core-authority-layers"),
+])
+def test_a_packages_docstring_lists_its_layers_as_its_contract_does(
+    package: str, contract: str,
+) -> None:
+    import importlib
+
+    doc = importlib.import_module(f"powerplane.{package}").__doc__ or ""
+    assert written_layers(doc, "top first:", "``") == _contract_layers(contract)

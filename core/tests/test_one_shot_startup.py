@@ -95,7 +95,7 @@ _PROBE = (
     "else:\n"
     "    code = 0\n"
     "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'rich' or m in (\n"
-    "    'powerplane.lifecycle.settings', 'powerplane.lifecycle.ports',\n"
+    "    'powerplane.settings.lifecycle', 'powerplane.lifecycle.ports',\n"
     "    'powerplane_redfish.config', 'powerplane_pdu.config', 'powerplane_talos.config',\n"
     "    'powerplane_ipmi.config', 'powerplane_cloud.config', 'powerplane_kubernetes.config',\n"
     "    'powerplane.lifecycle.guard', 'powerplane.cli._extensions'))\n"
@@ -200,7 +200,7 @@ def test_a_fresh_registry_imports_no_plugin_config_until_a_type_is_looked_up() -
         "from powerplane.plugins import load_plugins\n"
         "reg = load_plugins()\n"
         "configs = lambda: sorted(m for m in sys.modules if m.endswith('.config') "
-        "and m.startswith('powerplane_') or m == 'powerplane.lifecycle.settings')\n"
+        "and m.startswith('powerplane_') or m == 'powerplane.settings.lifecycle')\n"
         "print(configs())\n"
         "t = reg.get('redfish')\n"
         "import powerplane_redfish.plugin as p\n"
@@ -353,8 +353,10 @@ def test_a_plugin_secret_kind_is_looked_up_by_name_loading_no_other_plugin() -> 
     pytest.importorskip("powerplane_kubernetes")
     code = (
         "import sys\n"
-        "from powerplane.secrets import SecretRef\n"
-        "ref = SecretRef.model_validate({'k8s': 'ns/name/key'})\n"
+        "from powerplane.plugins import registry\n"
+        "from powerplane.secrets import SECRET_KINDS, SecretRef\n"
+        "ref = SecretRef.model_validate({'k8s': 'ns/name/key'},\n"
+        "                               context={SECRET_KINDS: registry()})\n"
         "print(ref.kind, sorted(m for m in sys.modules if m.endswith('.config') "
         "and m.startswith('powerplane_') and not m.startswith('powerplane_kubernetes')))\n"
     )

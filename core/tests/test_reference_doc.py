@@ -42,9 +42,10 @@ from pydantic.fields import FieldInfo
 
 from powerplane import SecretRef
 from powerplane.cli import cli
-from powerplane.config import Limits, NodeSpec, Recovery
-from powerplane.lifecycle.settings import PORTS, LifecycleConfig
+from powerplane.config import Limits, Recovery
+from powerplane.nodes import NodeSpec
 from powerplane.plugins import load_plugins
+from powerplane.settings.lifecycle import PORTS, LifecycleConfig
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
 POWERPLANE = [sys.executable, "-m", "powerplane.cli"]

@@ -2,8 +2,9 @@
 
 ``parse_config(data, registry=r)`` checks every ``SecretRef`` of a channel's config and of
 a lifecycle port's config against ``r`` (in the validation context, as the target parsers
-are), never against the process-wide registry; only a reference validated with no registry
-(built by hand, outside a config load) asks the process-wide one.
+are), never against the process-wide registry; a reference validated with no registry
+(built by hand, outside a config load) knows core's kinds only, and a plugin's kind then
+says how to validate it (within a deployment, or with the registry in the context).
 """
 
 from __future__ import annotations
@@ -146,14 +147,36 @@ def test_a_validation_context_names_the_source() -> None:
         SecretRef.model_validate({"testvault": "kv/x"}, context={SECRET_KINDS: _registry()})
 
 
-def test_a_reference_built_by_hand_asks_the_process_registry() -> None:
-    """Outside a config load (no registry in the context) the process-wide registry is
-    where kinds are found: a kind registered there only is known."""
+def test_a_reference_built_by_hand_knows_cores_kinds_only() -> None:
+    """Outside a config load (no registry in the validation context) no registry is asked,
+    the process-wide one neither: core's kinds are known, a plugin's kind (even one the
+    process-wide registry has) is refused with how to validate it instead."""
+    assert SecretRef.model_validate({"env": "HOME"}).kind == "env"
     reg = powerplane.plugins.registry()
     reg.add_module("own-process", OwnKind())
     try:
-        assert SecretRef.model_validate({"testvault": "kv/y"}).reveal() == SECRET
+        with pytest.raises(ValueError) as err:
+            SecretRef.model_validate({"testvault": "kv/y"})
+        said = str(err.value)
+        assert "unknown secret reference kind 'testvault'; known kinds: env, file" in said
+        assert "parse_config" in said and "powerplane.secrets.SECRET_KINDS" in said
+        ref = SecretRef.model_validate({"testvault": "kv/y"}, context={SECRET_KINDS: reg})
+        assert ref.reveal() == SECRET
     finally:
         reg.remove("own-process")
     with pytest.raises(ValueError, match="unknown secret reference kind 'testvault'"):
         SecretRef.model_validate({"testvault": "kv/y"})
+
+
+def test_a_validated_reference_keeps_its_kind_in_a_model_built_from_it() -> None:
+    """A reference validated with a registry keeps the kind it was validated with: a model
+    holding it, validated again without a registry (a channel building a part of its
+    config from the values), resolves it through that kind."""
+    ref = SecretRef.model_validate({"testvault": "kv/z"},
+                                   context={SECRET_KINDS: _registry(("own", OwnKind()))})
+
+    class Holder(BaseModel):
+        token: SecretRef
+
+    held = Holder.model_validate({"token": ref})
+    assert held.token.reveal() == SECRET

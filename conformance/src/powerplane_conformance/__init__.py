@@ -8,9 +8,9 @@ Public names load lazily (through core's :func:`powerplane.lazy_exports`, as cor
 do) so that ``powerplane --help`` (which imports this package to find the
 ``conformance`` command) stays cheap.
 
-Layers, each importing only those below it (imports inside functions count; the
-``conformance-layers`` contract of import-linter in the workspace's pyproject.toml keeps
-them)::
+Layers, each importing only those below it (imports inside functions and under
+``TYPE_CHECKING`` count; the ``conformance-layers`` contract of import-linter in the
+workspace's pyproject.toml keeps them)::
 
     cli | child                      the commands; the --subprocess child's runner
     api                              run_suite, exit codes
@@ -19,14 +19,16 @@ them)::
     cli_suite                        the suite as a test module
     suite                            ConformanceSuite: its fixtures and check classes
     concurrency | discovery | negatives | readback | verbs    the checks, by concern
+    context                          CheckContext: what a running check works with
     plan | probes                    the workers a session owns (power plan, network probes)
     session                          ConformanceSession: host, calls, readback, restore
     gate                             the one pure function that stops a check
-    checks | settings                @check and the check context; the target file's section
+    checks | settings                @check and the marks a run leaves; the target file's section
     hints                            negative hints and the configs they shape (load-time
                                      validation included)
-    model | assertions | outcomes | interrupt | loop | iowatch | terminal | newplugin
-                                     the vocabulary and the helpers with no suite imports
+    model | assertions | outcomes | interrupt | loop | iowatch | terminal | newplugin | _version
+                                     the vocabulary and the helpers with no suite imports;
+                                     the version (the package's own, named without it)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from powerplane import lazy_exports
+from powerplane_conformance._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from powerplane_conformance.api import RunSummary, run_suite
@@ -42,8 +45,6 @@ if TYPE_CHECKING:
     from powerplane_conformance.outcomes import Outcome, Result
     from powerplane_conformance.settings import ConformanceSettings, load_target
     from powerplane_conformance.suite import ConformanceSuite
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ASSERTIONS",

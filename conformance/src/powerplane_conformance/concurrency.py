@@ -7,8 +7,8 @@ verb leaves for all of them in one call, and each reads its own machine back."""
 from __future__ import annotations
 
 from powerplane.capabilities import CapabilitySet, Verb
-from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
+from powerplane_conformance.context import CheckContext
 from powerplane_conformance.model import END_STATE, ONE_NODE, VERBS3
 from powerplane_conformance.plan import Step, concurrent_groups, plan_for
 

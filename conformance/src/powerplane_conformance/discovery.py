@@ -6,8 +6,8 @@ from __future__ import annotations
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.config import parse_config
 from powerplane.errors import ConfigError
-from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
+from powerplane_conformance.context import CheckContext
 from powerplane_conformance.hints import BOGUS_KEY
 
 __all__ = ["DiscoveryChecks"]

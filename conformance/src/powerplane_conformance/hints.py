@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from powerplane.channel import Address, ChannelType
 from powerplane.config import Deployment, StrictFloat
+from powerplane.plugins import Registry
+from powerplane.secrets import SECRET_KINDS
 from powerplane_conformance.model import describe_error
 
 __all__ = [
@@ -197,7 +199,7 @@ def _hint_at(error: Mapping[str, Any], overrides: Mapping[str, Any],
 
 def _channel_hint_problems(
     name: str, ctype: ChannelType[Any, Any], config: Any, raw: dict[str, Any],
-    hints: NegativeHints,
+    hints: NegativeHints, registry: Registry,
 ) -> list[tuple[str, str]]:
     """``(hint, message)`` for every config this channel's hints shape that its type's
     model rejects."""
@@ -241,7 +243,7 @@ def _channel_hint_problems(
         for what, overrides, wrote in cases:
             if wrote:
                 problems += _validate(name, ctype, raw, what, overrides, wrote, declared,
-                                      hints.address_format)
+                                      hints.address_format, registry)
     finally:
         os.environ.pop(env, None)
     if hints.unknown_target is not None and ctype.target is not None:
@@ -256,12 +258,13 @@ def _channel_hint_problems(
 def _validate(
     name: str, ctype: ChannelType[Any, Any], raw: dict[str, Any], what: str,
     overrides: dict[str, Any], wrote: dict[str, str], declared: str, address_format: str,
+    registry: Registry,
 ) -> list[tuple[str, str]]:
     """``(hint, message)`` for each error of ``ctype``'s model on the file's config with
     ``overrides``, laid at the hint that wrote the key (none for keys the declarations
-    derived: the check reports those)."""
+    derived: the check reports those); secret kinds looked up in ``registry``."""
     try:
-        ctype.config.model_validate({**raw, **overrides})
+        ctype.config.model_validate({**raw, **overrides}, context={SECRET_KINDS: registry})
     except ValidationError as exc:
         said: dict[str, list[str]] = {}
         for err in exc.errors(include_input=False, include_url=False):
@@ -291,11 +294,17 @@ def _validate(
 
 
 def hint_problems(
-    deployment: Deployment, negative: Mapping[str, NegativeHints]
+    deployment: Deployment, negative: Mapping[str, NegativeHints],
+    registry: Registry | None = None,
 ) -> list[tuple[tuple[str, str, str], str]]:
     """``(("negative", channel, hint), message)`` for every ``conformance.negative`` hint
     that makes a config the channel type's model rejects (or a target its parser does):
-    a mistake in the target file, reported when it is loaded, before any check runs."""
+    a mistake in the target file, reported when it is loaded, before any check runs.
+    ``registry``: the one the deployment was loaded with (default: the process-wide one)."""
+    if registry is None:
+        from powerplane.testing import process_registry
+
+        registry = process_registry()
     out: list[tuple[tuple[str, str, str], str]] = []
     for name, hints in negative.items():
         configured = deployment.channels.get(name)
@@ -303,6 +312,6 @@ def hint_problems(
             continue  # an unknown channel: reported as such
         raw = raw_channel_config(deployment, name)
         for hint, message in _channel_hint_problems(name, configured.type, configured.config,
-                                                    raw, hints):
+                                                    raw, hints, registry):
             out.append((("negative", name, hint), message))
     return out

@@ -64,8 +64,10 @@ from powerplane.errors import (
     PowerplaneError,
     Unreachable,
 )
-from powerplane_conformance.checks import CheckContext, CheckSpec, spec_of
+from powerplane.plugins import Registry
+from powerplane_conformance.checks import CheckSpec, spec_of
 from powerplane_conformance.checks import check as proves
+from powerplane_conformance.context import CheckContext
 from powerplane_conformance.hints import (
     BOGUS_KEY,
     HOST,
@@ -212,17 +214,19 @@ CONFIG_FAULTS: tuple[type[BaseException], ...] = (ConfigError, ValidationError, 
 config is at fault, not the device (a factory does no I/O)."""
 VERB_PROBES = tuple(f"{v.value} sent to the fake" for v in Verb)
 """How a probe through a verb describes itself (see :meth:`NegativeChecks._probe`)."""
-def _pem_kind(raw_ref: Any) -> str | None:
+def _pem_kind(raw_ref: Any, registry: Registry) -> str | None:
     """``key``, ``cert`` (a leaf), ``ca`` (a CA certificate) or None: what the secret a
-    config references holds, when it is a PEM (or base64 of one). Read only to choose a
-    wrong value of the same form; the value goes nowhere."""
+    config references holds, when it is a PEM (or base64 of one), its kind looked up in
+    ``registry`` (the session's). Read only to choose a wrong value of the same form; the
+    value goes nowhere."""
     import base64
     import binascii
 
-    from powerplane.secrets import SecretRef
+    from powerplane.secrets import SECRET_KINDS, SecretRef
 
     try:
-        text = SecretRef.model_validate(raw_ref).reveal().strip()
+        ref = SecretRef.model_validate(raw_ref, context={SECRET_KINDS: registry})
+        text = ref.reveal().strip()
     except Exception:
         return None
     if "-----BEGIN" not in text:
@@ -607,7 +611,7 @@ class NegativeChecks:
         for path in ctype.secret_fields():
             if "." in path or path not in raw:
                 continue
-            kind = _pem_kind(raw[path])
+            kind = _pem_kind(raw[path], check.session.registry)
             if kind in ("key", "cert"):
                 kinds[path] = kind
         if not kinds:

@@ -34,7 +34,6 @@ import pytest
 
 from powerplane_conformance.checks import (
     ALL_SUBJECTS,
-    CONTEXTS,
     META,
     NOT_TESTED,
     NOT_TESTED_PREFIX,
@@ -44,6 +43,7 @@ from powerplane_conformance.checks import (
     redact,
     spec_of,
 )
+from powerplane_conformance.context import CONTEXTS
 from powerplane_conformance.interrupt import received, reset, signals_interrupt
 from powerplane_conformance.outcomes import Outcome, Result
 from powerplane_conformance.terminal import BY_HAND

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from powerplane.capabilities import Verb
 from powerplane.channel import PowerState
-from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
+from powerplane_conformance.context import CheckContext
 from powerplane_conformance.model import describe_error
 
 __all__ = ["ReadbackChecks"]

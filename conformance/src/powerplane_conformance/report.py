@@ -304,7 +304,7 @@ def build_results(
     cut short; the verdict is ``interrupted`` (never conformant) and the document's
     ``interrupted`` key says by what, during which check, which checks did not run, and
     per machine whether it was put back (``machines``, ``machines_restored``)."""
-    from powerplane_conformance import __version__
+    from powerplane_conformance._version import __version__
 
     counts = _tally(results)
     channels = _channels(sessions)

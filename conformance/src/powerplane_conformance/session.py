@@ -25,7 +25,7 @@ from powerplane.channel import (
 from powerplane.errors import ChannelError
 from powerplane.plugins import Registry
 from powerplane.plugins import registry as default_registry
-from powerplane.secrets import SecretRef
+from powerplane.secrets import SECRET_KINDS, SecretRef
 from powerplane_conformance.checks import CheckSpec
 from powerplane_conformance.gate import Gate, gate
 from powerplane_conformance.interrupt import received
@@ -467,7 +467,8 @@ class ConformanceSession:
         raw.pop("type", None)
         raw.update(overrides or {})
         try:
-            config = configured.type.config.model_validate(raw)
+            config = configured.type.config.model_validate(
+                raw, context={SECRET_KINDS: self.registry})
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}"

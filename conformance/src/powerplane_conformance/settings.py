@@ -207,12 +207,13 @@ def _check_against(
 
 
 def _check_negative_hints(
-    settings: ConformanceSettings, deployment: Deployment, lines: Mapping[Any, int]
+    settings: ConformanceSettings, deployment: Deployment, lines: Mapping[Any, int],
+    registry: Registry | None,
 ) -> list[ConfigProblem]:
     """Every config a ``negative:`` hint shapes, validated against the channel type's model
     now: a hint the model rejects is the target's mistake (exit 2), never the device's."""
     return [ConfigProblem(_format(loc), msg, _line(lines, loc))
-            for loc, msg in hint_problems(deployment, settings.negative)]
+            for loc, msg in hint_problems(deployment, settings.negative, registry)]
 
 
 def load_target(
@@ -242,7 +243,7 @@ def load_target(
     if settings is not None:
         problems += _check_against(settings, deployment, lines)
     if settings is not None and not problems:
-        problems += _check_negative_hints(settings, deployment, lines)
+        problems += _check_negative_hints(settings, deployment, lines, registry)
     if problems or settings is None:
         raise ConfigError(problems, source=deployment.source)
     return Target(deployment, settings)

@@ -34,16 +34,15 @@ from powerplane.channel import PowerState
 from powerplane.plugins import Registry
 from powerplane_conformance.checks import (
     ALL_SUBJECTS,
-    CONTEXTS,
     META,
     RESTORE_FAILED,
     SECRETS,
     XFAIL,
-    CheckContext,
     redact,
     spec_of,
 )
 from powerplane_conformance.concurrency import ConcurrencyChecks
+from powerplane_conformance.context import CONTEXTS, CheckContext
 from powerplane_conformance.discovery import DiscoveryChecks
 from powerplane_conformance.interrupt import received
 from powerplane_conformance.negatives import NegativeChecks, start_probes

@@ -20,8 +20,8 @@ from __future__ import annotations
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import PowerState, Reading, verb_method
 from powerplane.errors import ChannelTimeout, NotSupported, Unreachable
-from powerplane_conformance.checks import CheckContext
 from powerplane_conformance.checks import check as proves
+from powerplane_conformance.context import CheckContext
 from powerplane_conformance.iowatch import IOWatch
 from powerplane_conformance.model import END_STATE, VERBS3, Subject, describe_error
 from powerplane_conformance.plan import Round, Step, plan_for, wait_all

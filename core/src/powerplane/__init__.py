@@ -26,14 +26,18 @@ vendors: loopback peers (``Peer``/``StartedPeer``), free and closed ports, a ser
 never answers, a child process stopped by its own handle, waiting until a peer is ready,
 and throwaway certificates. It needs only the standard library.
 
-Core's modules stand in layers, each importing only those below it (kept by the import
-contracts in ``pyproject.toml``, ``lint-imports``; docs/reference.md, "Layers inside
-core"), top first: ``cli``; ``builtins`` (core's plugin, loaded by name); ``sim``
-(simulators) and ``testing``; ``lifecycle`` (inside it: service, reconciler, dispatch,
-guard, ceremony/quorum, store, audit/phases, model, ports with the cluster and storage
-protocols, settings); ``host``; ``config``, ``recovery`` and ``readback``; ``plugins`` and
-``hookspecs``; the seam vocabulary ``channel``, ``fields`` and ``secrets``; at the bottom
-``errors``, ``capabilities``, ``workers`` and ``scheduling``.
+Core's modules stand in layers, each importing only those below it, at run time, inside a
+function or under ``TYPE_CHECKING`` alike (kept by the import contracts in
+``pyproject.toml``, ``lint-imports``, with no import excepted; docs/reference.md, "Layers
+inside core"), top first: ``cli``; ``builtins`` (core's plugin, loaded by name); ``sim``
+(simulators) and ``testing``; ``runtime`` (one composition of a deployment); ``lifecycle``
+(its own layers in its package docstring); ``host``; ``config_cache`` (the validated-config
+cache); ``recovery`` (the rule) and
+``readback``; ``config`` (the deployment file); ``settings`` (the file's other sections,
+validated) and ``authority`` (who may act; its layers in its package docstring);
+``plugins`` and ``hookspecs``; the seam vocabulary ``channel``, ``fields``, ``secrets``,
+``files``, ``nodes``, ``peers`` and ``kinds``; at the bottom ``errors``, ``capabilities``,
+``workers`` and ``scheduling``.
 """
 
 from __future__ import annotations
@@ -41,10 +45,11 @@ from __future__ import annotations
 import typing
 
 from powerplane._lazy import lazy_exports
+from powerplane._version import __version__ as __version__
 
 if typing.TYPE_CHECKING:
     from powerplane.authority.identity import Identity
-    from powerplane.authority.policy import Decision, Policy, PolicyContext, PolicyType
+    from powerplane.authority.policy import Decision, Policy, PolicyContext
     from powerplane.authority.service import Authority
     from powerplane.capabilities import CapabilitySet, Source, Verb
     from powerplane.channel import (
@@ -65,13 +70,7 @@ if typing.TYPE_CHECKING:
         about_to_send,
         require,
     )
-    from powerplane.config import (
-        Deployment,
-        DeploymentCheck,
-        NodeSpec,
-        load_config,
-        parse_config,
-    )
+    from powerplane.config import Deployment, load_config, parse_config
     from powerplane.errors import (
         AuditNotRecorded,
         AuthenticationFailed,
@@ -95,12 +94,12 @@ if typing.TYPE_CHECKING:
     from powerplane.fields import StrictBool, StrictFloat, StrictInt, Timeouts, TlsVerify
     from powerplane.hookspecs import Registers, hookimpl
     from powerplane.host import InvokeResult, NodeReading
+    from powerplane.kinds import DeploymentCheck, PolicyType
+    from powerplane.nodes import NodeSpec
     from powerplane.readback import PowerOffConfirmed, PowerOffWatch
     from powerplane.recovery import NodeOffer, VerbOffer
     from powerplane.runtime import PowerHost, Runtime, authority_for, open_deployment
     from powerplane.secrets import SecretKind, SecretRef
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Acceptance",
@@ -216,12 +215,12 @@ __getattr__, __dir__ = lazy_exports(
         "TlsVerify": ".fields",
         "Registers": ".hookspecs",
         "hookimpl": ".hookspecs",
-        "DeploymentCheck": ".config",
+        "DeploymentCheck": ".kinds",
         "SecretKind": ".secrets",
         "SecretRef": ".secrets",
         # the embedding API: what an application (or a tool) that drives power imports
         "Deployment": ".config",
-        "NodeSpec": ".config",
+        "NodeSpec": ".nodes",
         "load_config": ".config",
         "parse_config": ".config",
         "NotOffered": ".errors",
@@ -243,7 +242,7 @@ __getattr__, __dir__ = lazy_exports(
         "Decision": ".authority.policy",
         "Policy": ".authority.policy",
         "PolicyContext": ".authority.policy",
-        "PolicyType": ".authority.policy",
+        "PolicyType": ".kinds",
         "Authority": ".authority.service",
         "authority_for": ".runtime",
     },

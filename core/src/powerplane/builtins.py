@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from powerplane.hookspecs import Registers, hookimpl
 
 if TYPE_CHECKING:  # imported inside the hooks; the adapters inside the factories
-    from powerplane.authority.policy import PolicyType
+    from powerplane.kinds import PolicyType
     from powerplane.lifecycle.cluster import ClusterPort
     from powerplane.lifecycle.ports import (
         ClusterType,
@@ -33,15 +33,15 @@ if TYPE_CHECKING:  # imported inside the hooks; the adapters inside the factorie
         StoreContext,
         StoreType,
     )
-    from powerplane.lifecycle.settings import (
+    from powerplane.lifecycle.storage import StoragePort
+    from powerplane.secrets import SecretKind
+    from powerplane.settings.lifecycle import (
         NoneClusterConfig,
         NoneStorageConfig,
         SimulatedClusterConfig,
         SimulatedStorageConfig,
         SqliteStoreConfig,
     )
-    from powerplane.lifecycle.storage import StoragePort
-    from powerplane.secrets import SecretKind
 
 __all__ = [
     "NAME",
@@ -117,7 +117,7 @@ def _sqlite_store(config: SqliteStoreConfig, context: StoreContext) -> Maintenan
 def register_cluster_types(register: Callable[[ClusterType[Any]], None]) -> None:
     """Core's cluster types: ``simulated`` and ``none``."""
     from powerplane.lifecycle.ports import ClusterType
-    from powerplane.lifecycle.settings import NoneClusterConfig, SimulatedClusterConfig
+    from powerplane.settings.lifecycle import NoneClusterConfig, SimulatedClusterConfig
 
     register(ClusterType("simulated", SimulatedClusterConfig, _simulated_cluster,
                          description="in-memory nodes, pods and PDBs; readiness follows power"))
@@ -129,7 +129,7 @@ def register_cluster_types(register: Callable[[ClusterType[Any]], None]) -> None
 def register_storage_types(register: Callable[[StorageType[Any]], None]) -> None:
     """Core's storage types: ``none`` and ``simulated``."""
     from powerplane.lifecycle.ports import StorageType
-    from powerplane.lifecycle.settings import NoneStorageConfig, SimulatedStorageConfig
+    from powerplane.settings.lifecycle import NoneStorageConfig, SimulatedStorageConfig
 
     register(StorageType("none", NoneStorageConfig, _no_storage,
                          description="no storage system: nothing to evacuate"))
@@ -141,7 +141,7 @@ def register_storage_types(register: Callable[[StorageType[Any]], None]) -> None
 def register_store_types(register: Callable[[StoreType[Any]], None]) -> None:
     """Core's store type: ``sqlite`` (``lifecycle.store: PATH`` is this one)."""
     from powerplane.lifecycle.ports import StoreType
-    from powerplane.lifecycle.settings import SqliteStoreConfig
+    from powerplane.settings.lifecycle import SqliteStoreConfig
 
     register(StoreType("sqlite", SqliteStoreConfig, _sqlite_store,
                        description="one SQLite file with the maintenances and the audit"))

@@ -15,22 +15,19 @@ import os
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
-    field_validator,
 )
 
 from powerplane._bounds import MAX_PROBLEMS, format_path
-from powerplane.authority.settings import AuditSettings, PolicySpec, validated_policy
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.fields import (
     BOOL_EXPECTED,
@@ -49,7 +46,9 @@ from powerplane.fields import (
 )
 from powerplane.fields import not_finite as _not_finite
 from powerplane.files import read_text
+from powerplane.nodes import TARGET_PARSERS, NodeSpec
 from powerplane.secrets import SECRET_KINDS
+from powerplane.settings.authority import AuditSettings, PolicySpec, validated_policy
 
 if TYPE_CHECKING:
     from powerplane.channel import ChannelType, Manners
@@ -62,10 +61,7 @@ __all__ = [
     "NUMBER_EXPECTED",
     "VERIFY_EXPECTED",
     "Deployment",
-    "DeploymentCheck",
     "Limits",
-    "NodeChannelRef",
-    "NodeSpec",
     "Recovery",
     "SiteRecovery",
     "StrictBool",
@@ -89,46 +85,6 @@ ENV_CONFIG = "POWERPLANE_CONFIG"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NodeChannelRef(_Strict):
-    """One of a node's channels, in preference order."""
-
-    channel: str
-    """Name of a channel under ``channels``."""
-    target: Any = Field(None, validate_default=True)
-    """The node as that channel addresses it (a system path, an address, outlets, an id)."""
-
-    @field_validator("target")
-    @classmethod
-    def _parse_target(cls, value: Any, info: ValidationInfo) -> Any:
-        """Parsed by the channel type's own parser when :func:`parse_config` validates the
-        node (the parsers come in the validation context); else kept as written."""
-        parsers = info.context.get(_TARGET_PARSERS) if isinstance(info.context, dict) else None
-        parser = parsers.get(info.data.get("channel")) if parsers else None
-        if parser is None:
-            return value
-        try:
-            return parser(value)
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
-
-
-_TARGET_PARSERS = "powerplane.target_parsers"
-"""Key of the validation context that maps a channel name to its type's target parser."""
-
-
-class NodeSpec(_Strict):
-    """A node: where it is, whether it is repairable, and the channels that reach it."""
-
-    site: str | None = None
-    """The site the node stands in (for attended declarations)."""
-    classification: Literal["repairable", "replaceable"] = "repairable"
-    """``replaceable`` nodes may be terminated; ``repairable`` never."""
-    labels: dict[str, str] = Field(default_factory=dict)
-    """Labels read by the simulated and none clusters."""
-    channels: list[NodeChannelRef] = Field(default_factory=list)
-    """The node's channels, most preferred first."""
 
 
 class SiteRecovery(_Strict):
@@ -215,39 +171,15 @@ class Deployment:
     """The ``audit:`` section: where direct calls are audited."""
 
 
-@dataclass(frozen=True)
-class DeploymentCheck:
-    """A check of a whole deployment that loading cannot make: a plugin registers one with
-    ``register_deployment_checks`` (``register(DeploymentCheck(name, check))``).
-
-    ``check(deployment)`` is awaited by ``powerplane check`` (:func:`check_config`) and by
-    :meth:`powerplane.PowerHost.start`, never by :func:`load_config` (loading makes no
-    network call). It returns the deployment's problems, each a
-    :class:`~powerplane.errors.ConfigProblem` naming its dotted path (none: nothing found);
-    any problem is a :class:`~powerplane.errors.ConfigError`, exit 2. A check that has
-    nothing to ask for this deployment returns ``[]`` at once, without a request; one
-    that cannot ask now (a service unreachable) raises a
-    :class:`~powerplane.errors.PowerplaneError` that is not a ``ConfigError`` (a
-    ``ChannelError``): ``powerplane check`` fails with it (exit 1), a host's start warns
-    and goes on. The hook that registers a check is called without the plugin's other
-    hooks, so build it cheaply: import what the check needs when it runs.
-    """
-
-    name: str
-    """A unique name, shown by ``powerplane plugins`` (``metal3.guard``)."""
-    check: Callable[[Deployment], Awaitable[list[ConfigProblem]]]
-    description: str = ""
-
-
 async def deployment_problems(
     deployment: Deployment, registry: Registry | None = None,
     lines: Mapping[Any, int] | None = None,
 ) -> list[ConfigProblem]:
-    """The problems every registered :class:`DeploymentCheck` finds in ``deployment``
-    (``registry``: default the process-wide one), in registration order, each with its line
-    when ``lines`` has it. A check that raises ``ConfigError`` found its problems; one that
-    raises another :class:`~powerplane.errors.PowerplaneError` could not ask, and that
-    error propagates; any other exception is a plugin's bug, raised as a
+    """The problems every registered :class:`~powerplane.kinds.DeploymentCheck` finds in
+    ``deployment`` (``registry``: default the process-wide one), in registration order,
+    each with its line when ``lines`` has it. A check that raises ``ConfigError`` found its
+    problems; one that raises another :class:`~powerplane.errors.PowerplaneError` could not
+    ask, and that error propagates; any other exception is a plugin's bug, raised as a
     ``PowerplaneError`` naming the check (exit 1), never taken as "checked"."""
     from powerplane.errors import PowerplaneError
     from powerplane.plugins import registry as default_registry
@@ -304,10 +236,11 @@ def check_config(
     file, a Kubernetes Secret that cannot be read), and every channel whose config and
     secrets are good opened and closed again (what its type checks then, such as the
     Talos certificates behind inline references), without a call to a device. Then, the
-    file good so far, every registered :class:`DeploymentCheck` (:func:`deployment_problems`:
-    the ``metal3`` guard lists the BareMetalHosts of the cluster a ``metal3`` channel
-    names). Raises :class:`ConfigError` with each problem, its path and line; a check that
-    could not ask raises its own error (exit 1), never passes as checked.
+    file good so far, every registered :class:`~powerplane.kinds.DeploymentCheck`
+    (:func:`deployment_problems`: the ``metal3`` guard lists the BareMetalHosts of the
+    cluster a ``metal3`` channel names). Raises :class:`ConfigError` with each problem, its
+    path and line; a check that could not ask raises its own error (exit 1), never passes
+    as checked.
     """
     import asyncio
 
@@ -703,7 +636,7 @@ def _parse_config(
     if isinstance(sections.get("lifecycle"), dict) and "lifecycle" in data:
         # the whole file, whatever the command: the lifecycle's settings (imported only for
         # a file with the section) validated here, each problem with its line
-        from powerplane.lifecycle.settings import validated_section
+        from powerplane.settings.lifecycle import validated_section
 
         sections["lifecycle"], found = validated_section(sections["lifecycle"], source, reg,
                                                           lines)
@@ -774,7 +707,7 @@ def _parse_config(
             problems.extend(_limit_problems(cfg, limits.timeout_s, base, lines))
         channels[name] = ConfiguredChannel(name, ctype, cfg, manners)
     # each node validated once, its targets parsed by their channel types as it is built
-    context = {_TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
+    context = {TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
                                  if c.type.target is not None}}
     built: dict[str, NodeSpec] = {}
     node_problems: list[ConfigProblem] = []  # in file order: each node's own, then its refs

@@ -4,7 +4,8 @@ A plugin is a module exposed under the entry-point group ``powerplane`` that
 implements one or more hooks with :data:`hookimpl`; each hook is given ``register`` and
 calls it once per thing it provides::
 
-    from powerplane import ChannelType, ClusterType, SecretKind, hookimpl
+    from powerplane import ChannelType, SecretKind, hookimpl
+    from powerplane.lifecycle import ClusterType
 
     @hookimpl
     def register_channel_types(register):
@@ -37,6 +38,11 @@ The hooks:
   this hook alone (not declared in ``REGISTERS``);
 * ``register_demo_peers``: ``powerplane.testing.Peer`` (optional, for ``powerplane demo``).
 
+The hooks name the descriptors of the seam layer only (:mod:`powerplane.kinds`: the generic
+``PortType`` that ``ClusterType``, ``StorageType`` and ``StoreType`` narrow, ``PolicyType``,
+``DeploymentCheck``; :mod:`powerplane.channel`, :mod:`powerplane.secrets`,
+:mod:`powerplane.peers`), never the layers that build and run what they describe.
+
 A port type's ``config`` is a pydantic model declaring ``type: Literal["<name>"]``. A name
 already registered (by core or an earlier plugin) in the same hook is a load failure of the
 later plugin; every other plugin still loads. Core's own ``simulated``/``none`` clusters,
@@ -54,12 +60,10 @@ import pluggy
 if TYPE_CHECKING:
     from typing import Any
 
-    from powerplane.authority.policy import PolicyType
     from powerplane.channel import ChannelType
-    from powerplane.config import DeploymentCheck
-    from powerplane.lifecycle.ports import ClusterType, StorageType, StoreType
+    from powerplane.kinds import DeploymentCheck, PolicyType, PortType
+    from powerplane.peers import Peer
     from powerplane.secrets import SecretKind
-    from powerplane.testing import Peer
 
 __all__ = [
     "Registers",
@@ -121,7 +125,7 @@ def register_channel_types(register: Callable[[ChannelType], None]) -> None:
 
 
 @hookspec
-def register_cluster_types(register: Callable[[ClusterType[Any]], None]) -> None:
+def register_cluster_types(register: Callable[[PortType[Any, Any]], None]) -> None:
     """Register the lifecycle cluster port types this plugin provides.
 
     Call ``register(ClusterType(name, config, factory, description=...))`` once per type;
@@ -132,7 +136,7 @@ def register_cluster_types(register: Callable[[ClusterType[Any]], None]) -> None
 
 
 @hookspec
-def register_storage_types(register: Callable[[StorageType[Any]], None]) -> None:
+def register_storage_types(register: Callable[[PortType[Any, Any]], None]) -> None:
     """Register the lifecycle storage port types this plugin provides.
 
     Call ``register(StorageType(name, config, factory, description=...))`` once per type;
@@ -143,7 +147,7 @@ def register_storage_types(register: Callable[[StorageType[Any]], None]) -> None
 
 
 @hookspec
-def register_store_types(register: Callable[[StoreType[Any]], None]) -> None:
+def register_store_types(register: Callable[[PortType[Any, Any]], None]) -> None:
     """Register the lifecycle store types this plugin provides.
 
     Call ``register(StoreType(name, config, factory, description=...))`` once per type;

@@ -47,12 +47,10 @@ from powerplane import _entry_points, hookspecs
 from powerplane.errors import PluginLoadError
 
 if TYPE_CHECKING:
-    from powerplane.authority.policy import PolicyType
     from powerplane.channel import ChannelType
-    from powerplane.config import DeploymentCheck
-    from powerplane.lifecycle.ports import ClusterType, PortType, StorageType, StoreType
+    from powerplane.kinds import DeploymentCheck, PolicyType, PortType
+    from powerplane.peers import Peer
     from powerplane.secrets import SecretKind
-    from powerplane.testing import Peer
 
 __all__ = ["PROVIDERS", "PluginFailure", "PluginInfo", "Registry", "Restriction", "load_plugins",
            "registry"]
@@ -210,12 +208,12 @@ class Registry:
     channel_types: _Table[ChannelType] = field(init=False)
     owners: dict[str, str] = field(default_factory=dict)
     """Channel type name -> the plugin that registered (or declared) it."""
-    cluster_types: _Table[ClusterType[Any]] = field(init=False)
-    """``lifecycle.cluster.type`` name -> its port type."""
-    storage_types: _Table[StorageType[Any]] = field(init=False)
-    """``lifecycle.storage.type`` name -> its port type."""
-    store_types: _Table[StoreType[Any]] = field(init=False)
-    """``lifecycle.store.type`` name -> its store type."""
+    cluster_types: _Table[PortType[Any, Any]] = field(init=False)
+    """``lifecycle.cluster.type`` name -> its port type (a ``ClusterType``)."""
+    storage_types: _Table[PortType[Any, Any]] = field(init=False)
+    """``lifecycle.storage.type`` name -> its port type (a ``StorageType``)."""
+    store_types: _Table[PortType[Any, Any]] = field(init=False)
+    """``lifecycle.store.type`` name -> its store type (a ``StoreType``)."""
     secret_kinds: _Table[SecretKind] = field(init=False)
     """Secret reference kind -> its resolver."""
     policy_types: _Table[PolicyType[Any]] = field(init=False)
@@ -342,8 +340,8 @@ class Registry:
         return self._check_owners
 
     def _collect_checks(self) -> dict[str, DeploymentCheck]:
-        module, attr = _CHECK_TYPE  # the config layer, above this one: imported by name
-        want: type[Any] = getattr(importlib.import_module(module), attr)
+        from powerplane.kinds import DeploymentCheck  # on first use: it imports pydantic
+
         checks: dict[str, DeploymentCheck] = {}
         self._check_owners.clear()
         loaded = [*self.builtins, *self._infos]
@@ -356,7 +354,7 @@ class Registry:
             try:
                 impl.function(register=found.append)
                 for item in found:
-                    if not isinstance(item, want):
+                    if not isinstance(item, DeploymentCheck):
                         raise TypeError("register_deployment_checks takes a DeploymentCheck, "
                                         f"not {type(item).__name__}")
                 names = [c.name for c in found]
@@ -405,7 +403,7 @@ class Registry:
         The built-ins are a plugin: loaded by name (:data:`BUILTINS`) as an entry point is,
         never imported by this module, which sits below every layer they register from
         (the simulators, the lifecycle's ports and store)."""
-        from powerplane import __version__
+        from powerplane._version import __version__
 
         module = importlib.import_module(BUILTINS)
         self.add_module(module.NAME, module, CORE_DISTRIBUTION, __version__, builtin=True)
@@ -609,27 +607,34 @@ def _declared_names(declared: object) -> dict[str, tuple[str, ...]] | None:
     return out
 
 
-_TYPES = {"channel": ("powerplane.channel", "ChannelType"),
-          "cluster": ("powerplane.lifecycle.ports", "ClusterType"),
-          "storage": ("powerplane.lifecycle.ports", "StorageType"),
-          "store": ("powerplane.lifecycle.ports", "StoreType"),
-          "secret": ("powerplane.secrets", "SecretKind"),
-          "policy": ("powerplane.authority.policy", "PolicyType")}
-"""The type each hook's ``register`` takes, by kind: imported when a hook registers one
-(a channel type's registration never imports the lifecycle's ports)."""
-_CHECK_TYPE = ("powerplane.config", "DeploymentCheck")
-"""What ``register_deployment_checks``' ``register`` takes."""
+_WANT = {"channel": "ChannelType", "cluster": "ClusterType", "storage": "StorageType",
+         "store": "StoreType", "secret": "SecretKind", "policy": "PolicyType"}
+"""The type each hook's ``register`` takes, by kind (a port type's is the subclass of
+:class:`~powerplane.kinds.PortType` whose ``port`` is that kind)."""
 
 
 def _sink(kind: str, into: list[Any]) -> Callable[[Any], None]:
-    """The ``register`` a hook of ``kind`` is given: it takes only that hook's type."""
+    """The ``register`` a hook of ``kind`` is given: it takes only that hook's type.
+
+    The types are imported when a hook registers one, not with this module (they import
+    pydantic; a command that registers nothing never does)."""
 
     def register(item: Any) -> None:
-        module, attr = _TYPES[kind]
-        want: type[Any] = getattr(importlib.import_module(module), attr)
-        if not isinstance(item, want):
+        from powerplane.channel import ChannelType
+        from powerplane.kinds import PolicyType, PortType
+        from powerplane.secrets import SecretKind
+
+        if kind == "channel":
+            ok = isinstance(item, ChannelType)
+        elif kind == "secret":
+            ok = isinstance(item, SecretKind)
+        elif kind == "policy":
+            ok = isinstance(item, PolicyType)
+        else:
+            ok = isinstance(item, PortType) and item.port == kind
+        if not ok:
             raise TypeError(f"register_{kind}{'_kinds' if kind == 'secret' else '_types'} "
-                            f"takes a {want.__name__}, not {type(item).__name__}")
+                            f"takes a {_WANT[kind]}, not {type(item).__name__}")
         into.append(item)
 
     return register

@@ -79,7 +79,7 @@ def audit_file_of(deployment: Deployment) -> Path:
 
 def _stores(deployment: Deployment, registry: Registry | None) -> SharedStore:
     from powerplane.lifecycle.ports import SharedStore
-    from powerplane.lifecycle.settings import lifecycle_config
+    from powerplane.settings.lifecycle import lifecycle_config
 
     return SharedStore(lifecycle_config(deployment.lifecycle, deployment.source),
                        deployment.source, registry)

@@ -20,9 +20,12 @@ Which kinds exist is the registry's to say, and the registry is passed in: a val
 given a :class:`SecretKindSource` (a :class:`~powerplane.plugins.Registry`) in its context
 under :data:`SECRET_KINDS` (``model_validate(data, context={SECRET_KINDS: registry})``, as
 :func:`~powerplane.config.parse_config` validates every channel and port config) looks
-kinds up there and nowhere else, beside core's own. Only a reference validated without
-one (built by hand, outside a config load) asks the process-wide registry, loaded on first
-use: the one import from a layer above this one, declared in the import contract.
+kinds up there and nowhere else, beside core's own. A reference validated without one
+(built by hand, outside a config load) knows core's kinds only (``env``, ``file``): a
+plugin's kind is then refused, saying to validate it within a deployment or with the
+registry in the context. This module asks no process-wide registry: it imports nothing
+from a layer above its own. A validated reference keeps the kind it was validated with,
+and :meth:`SecretRef.reveal` resolves through it.
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ from pydantic import (
 
 from powerplane.errors import PowerplaneError, SecretError
 
-__all__ = ["CORE_KINDS", "SECRET_KINDS", "SecretKind", "SecretKindSource", "SecretRef",
-           "secret_kinds", "secret_problems", "secret_refs"]
+__all__ = ["CORE_KINDS", "NO_REGISTRY", "SECRET_KINDS", "SecretKind", "SecretKindSource",
+           "SecretRef", "secret_kinds", "secret_problems", "secret_refs"]
 
 SECRET_KINDS = "powerplane.secret_kinds"
 """Key of the pydantic validation context holding the :class:`SecretKindSource` (the
@@ -146,13 +149,6 @@ class SecretKindSource(Protocol):
         ...
 
 
-def _process_source() -> SecretKindSource:
-    """The process-wide registry: for a reference validated without a source only."""
-    from powerplane.plugins import registry  # the declared upward import (module docstring)
-
-    return registry()
-
-
 def _source_of(context: Any) -> SecretKindSource | None:
     """The source a validation was given in its context (None: none was)."""
     if not isinstance(context, Mapping):
@@ -162,19 +158,27 @@ def _source_of(context: Any) -> SecretKindSource | None:
 
 
 def secret_kinds(source: SecretKindSource | None = None) -> Mapping[str, SecretKind]:
-    """Every kind a config may use: core's, then those of ``source`` (default: the
-    process-wide registry)."""
-    found = source if source is not None else _process_source()
-    return {**CORE_KINDS, **found.secret_kinds}
+    """Every kind a config may use: core's, then those of ``source`` (none: core's only)."""
+    if source is None:
+        return dict(CORE_KINDS)
+    return {**CORE_KINDS, **source.secret_kinds}
 
 
 def _kind(name: str, source: SecretKindSource | None = None) -> SecretKind | None:
-    """The kind named ``name``: core's, else looked up by name in ``source`` (default: the
-    process-wide registry), so only the plugin declaring it loads."""
+    """The kind named ``name``: core's, else looked up by name in ``source`` (so only the
+    plugin declaring it loads); None when neither has it."""
     found = CORE_KINDS.get(name)
-    if found is not None:
+    if found is not None or source is None:
         return found
-    return (source if source is not None else _process_source()).secret_kinds.get(name)
+    return source.secret_kinds.get(name)
+
+
+NO_REGISTRY = ("validated with no registry, a reference knows core's kinds only; validate "
+               "it within a deployment (parse_config), or with the registry in the "
+               "validation context: model_validate(data, context={"
+               "powerplane.secrets.SECRET_KINDS: registry})")
+"""What a reference of a kind core does not have says when it was validated without a
+registry (:data:`SECRET_KINDS`)."""
 
 
 class SecretRef(BaseModel):
@@ -212,11 +216,14 @@ class SecretRef(BaseModel):
     @model_validator(mode="after")
     def _known(self, info: ValidationInfo) -> SecretRef:
         source = _source_of(info.context)
+        if source is None and self._resolver is not None:
+            return self  # validated already, with its kind (a model holding it, validated)
         kind = _kind(self.kind, source)
         if kind is None:
-            source = source if source is not None else _process_source()
             known = ", ".join(sorted(secret_kinds(source)))
             msg = f"unknown secret reference kind {self.kind!r}; known kinds: {known}"
+            if source is None:
+                raise ValueError(f"{msg} ({NO_REGISTRY})")
             raise ValueError(msg + source.missing_hint("secret", self.kind))
         if kind.check is not None:
             kind.check(self.ref)
@@ -238,7 +245,8 @@ class SecretRef(BaseModel):
         return self.ref if self.kind == "file" else None
 
     def reveal(self) -> str:
-        """Read the secret now. Raises :class:`SecretError` naming the reference, never a value."""
+        """Read the secret now, through the kind it was validated with. Raises
+        :class:`SecretError` naming the reference, never a value."""
         kind = self._resolver or _kind(self.kind)
         if kind is None:
             raise SecretError(f"secret {self}: no secret kind {self.kind!r} is registered")

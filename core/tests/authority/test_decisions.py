@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from powerplane.authority.actions import DEFAULT_TIER, Action, Tier
 from powerplane.authority.identity import Identity
 from powerplane.authority.roles import LocalPolicy, RolesFile
-from powerplane.config import NodeSpec
+from powerplane.nodes import NodeSpec
 
 ACTIONS = list(Action)
 

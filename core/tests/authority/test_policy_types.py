@@ -14,9 +14,10 @@ from pydantic import BaseModel, ConfigDict
 from powerplane import PowerHost, hookimpl, parse_config
 from powerplane.authority.actions import Action
 from powerplane.authority.identity import Identity
-from powerplane.authority.policy import Decision, PolicyContext, PolicyType
+from powerplane.authority.policy import Decision, PolicyContext
 from powerplane.capabilities import Verb
 from powerplane.errors import ConfigError, PolicyDenied
+from powerplane.kinds import PolicyType
 from powerplane.testing import plugin_registry
 
 

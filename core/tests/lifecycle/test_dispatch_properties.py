@@ -35,7 +35,7 @@ from powerplane.lifecycle.model import (
     NodeMaintenance,
     Resolution,
 )
-from powerplane.lifecycle.settings import LifecycleConfig
+from powerplane.settings.lifecycle import LifecycleConfig
 
 O = DispatchOutcome  # noqa: E741
 WINDOW = 10.0

@@ -6,8 +6,8 @@ import pytest
 from lifecycle_support import Clock, ceremony
 
 from powerplane.lifecycle import EvacuationStatus, LonghornHook, Phase, evacuation_status
-from powerplane.lifecycle.settings import SimulatedStorageConfig
 from powerplane.lifecycle.storage import StorageError, apply_writes
+from powerplane.settings.lifecycle import SimulatedStorageConfig
 from powerplane.sim.storage import SimulatedStorage
 
 

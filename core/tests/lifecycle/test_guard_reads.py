@@ -18,7 +18,7 @@ from powerplane.lifecycle import Lifecycle, MaintenanceRefused, Phase
 from powerplane.lifecycle.cluster import DrainProgress
 from powerplane.lifecycle.guard import observe
 from powerplane.lifecycle.quorum import derive_membership
-from powerplane.lifecycle.settings import SimulatedClusterConfig, lifecycle_config
+from powerplane.settings.lifecycle import SimulatedClusterConfig, lifecycle_config
 from powerplane.sim.cluster import SimulatedCluster
 
 CPS = ("cp1", "cp2", "cp3")

@@ -35,10 +35,11 @@ from powerplane.lifecycle import (
     lifecycle_config,
 )
 from powerplane.lifecycle.ports import build_ports, open_store
-from powerplane.lifecycle.settings import SimulatedClusterConfig, SqliteStoreConfig
 from powerplane.lifecycle.storage import NoStorage, StoragePort
 from powerplane.lifecycle.store import Store
 from powerplane.plugins import Registry, load_plugins, registry
+from powerplane.secrets import SECRET_KINDS
+from powerplane.settings.lifecycle import SimulatedClusterConfig, SqliteStoreConfig
 
 POWERPLANE = [sys.executable, "-m", "powerplane.cli"]
 SECRET = "s3cr3t-VALUE-never-shown"
@@ -405,7 +406,8 @@ def test_a_registered_secret_kind_resolves_at_use_and_stays_out_of_every_form(
     assert str(ref) == "{vault: kv/ipmi}"
     assert ref.reveal() == SECRET and vault.calls == ["kv/ipmi"]
     with pytest.raises(SecretError) as err:  # its resolver's message quotes the secret
-        SecretRef.model_validate({"vault": "broken/x"}).reveal()
+        SecretRef.model_validate({"vault": "broken/x"},
+                                 context={SECRET_KINDS: registry()}).reveal()
     assert SECRET not in str(err.value) and err.value.__cause__ is None
     assert str(err.value).endswith("secret {vault: broken/x}: RuntimeError while resolving")
 

@@ -25,7 +25,7 @@ from lifecycle_support import make_config
 
 from powerplane.errors import ConfigError
 from powerplane.lifecycle import Store
-from powerplane.lifecycle.settings import lifecycle_config
+from powerplane.settings.lifecycle import lifecycle_config
 
 CALL_TIMEOUT_S = 60
 """The explicit bound on one CLI call (a lock must fail long before it)."""

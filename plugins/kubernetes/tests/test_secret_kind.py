@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from powerplane import ConfigError, SecretError, SecretRef, parse_config
 from powerplane.cli import cli
+from powerplane.secrets import SECRET_KINDS
 from powerplane.testing import plugin_registry
 from powerplane_kubernetes import plugin
 from powerplane_kubernetes.secrets import parse
@@ -89,7 +90,8 @@ def test_resolved_at_use_only_and_never_in_any_form(api: KubeApiServer) -> None:
 def test_a_missing_secret_or_key_names_the_reference_only(
         api: KubeApiServer, value: str, message: str) -> None:
     with pytest.raises(SecretError) as err:
-        SecretRef.model_validate({"k8s": value}).reveal()
+        SecretRef.model_validate({"k8s": value}, context={SECRET_KINDS: plugin_registry()}
+                                 ).reveal()
     text = str(err.value)
     assert message in text
     assert SECRET not in text and OTHER not in text
@@ -100,7 +102,8 @@ def test_no_api_access_is_a_secret_error(monkeypatch: pytest.MonkeyPatch,
                                          tmp_path: Path) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     with pytest.raises(SecretError, match="no Kubernetes API access"):
-        SecretRef.model_validate({"k8s": "ns/name/key"}).reveal()
+        SecretRef.model_validate({"k8s": "ns/name/key"},
+                                 context={SECRET_KINDS: plugin_registry()}).reveal()
 
 
 def test_a_channel_authenticates_with_it_and_the_output_never_shows_it(

@@ -6,10 +6,12 @@ policy port decides (:mod:`.policy`; the built-in ``local`` type reads a roles f
 :mod:`.roles`); every accepted act is audited, durably, before it is performed, and every
 denial is audited too (:mod:`.audit`). :class:`Authority` (:mod:`.service`) puts them
 together for the host, the lifecycle and the CLI. The deployment's ``policy:`` and
-``audit:`` sections are validated in :mod:`.settings`.
+``audit:`` sections are validated in :mod:`powerplane.settings.authority`, beside this
+package; a policy type (``PolicyType``) is of the seam layer, :mod:`powerplane.kinds`.
 
-Modules, top first (each imports only those below it): ``service``; ``settings``;
-``roles``; ``policy``, ``audit``; ``identity``, ``actions``.
+Modules (each imports only those below it, type-only imports included), top first:
+``service``; ``roles``; ``audit``; ``policy``, ``seal`` (signed checkpoints), ``export``
+(copies for an inspector); ``chain`` (the chained trail); ``identity``, ``actions``.
 
 Its public names are exported by :mod:`powerplane` (the embedding API and the policy SDK:
 ``Identity``, ``Authority``, ``authority_for``, ``Decision``, ``Policy``, ``PolicyType``,

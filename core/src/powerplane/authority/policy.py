@@ -1,7 +1,8 @@
 """The policy port: who may take which action on which node.
 
-A policy type is registered like a channel type (``register_policy_types``) and chosen by
-the deployment's ``policy:`` section (``{type: local, file: roles.yaml}``; the
+A policy type (:class:`~powerplane.kinds.PolicyType`, in the seam layer so the registry
+names it) is registered like a channel type (``register_policy_types``) and chosen by the
+deployment's ``policy:`` section (``{type: local, file: roles.yaml}``; the
 ``kubernetes`` type of powerplane-kubernetes asks the API server). A deployment with no
 ``policy:`` section allows every action to whoever runs it: whoever can read the
 deployment file holds its channels' credentials anyway. The identity is recorded either
@@ -15,21 +16,18 @@ costs a lookup per node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from powerplane.authority.actions import Action
 from powerplane.authority.identity import Identity
 from powerplane.errors import PolicyDenied
 
 if TYPE_CHECKING:
-    from powerplane.config import NodeSpec
+    from powerplane.nodes import NodeSpec
 
-__all__ = ["NO_POLICY", "Decision", "NoPolicy", "Policy", "PolicyContext", "PolicyType",
-           "denied"]
+__all__ = ["NO_POLICY", "Decision", "NoPolicy", "Policy", "PolicyContext", "denied"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,36 +114,3 @@ class PolicyContext:
     source: str
     """The deployment file (relative paths in the section are relative to its folder)."""
     options: dict[str, Any] = field(default_factory=dict)
-
-
-ConfigT = TypeVar("ConfigT", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class PolicyType(Generic[ConfigT]):
-    """A policy type a plugin registers (``register_policy_types``): ``policy: {type:
-    name, ...}`` validated by ``config`` (a pydantic model with ``type: Literal[name]``)
-    and built by ``factory(config, PolicyContext)``.
-
-    A model may read files at validation (the ``local`` type reads its roles file then, so
-    a roles file that cannot be loaded is exit 2 at load, never "allow"); it is given the
-    deployment file's folder in the validation context under :data:`BASE_DIR`.
-    """
-
-    name: str
-    config: type[ConfigT]
-    factory: Callable[[ConfigT, PolicyContext], Policy]
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
-            raise ValueError(f"policy type name {self.name!r} must be letters, digits, - or _")
-
-
-BASE_DIR = "powerplane.base_dir"
-"""Key of the validation context holding the deployment file's folder (a ``Path``)."""
-
-OWNER = "powerplane.deployment_owner"
-"""Key of the validation context holding the uid that owns the deployment file (absent: it
-did not come from a file): a file the section names that grants power (a roles file) must
-be owned by root or by that same user (:func:`powerplane.files.trust_problems`)."""

@@ -53,12 +53,13 @@ from pydantic import (
 from powerplane._yaml import format_path, load_yaml
 from powerplane.authority.actions import DEFAULT_TIER, Action, Tier, parse_action
 from powerplane.authority.identity import Identity
-from powerplane.authority.policy import BASE_DIR, OWNER, Decision, PolicyContext, PolicyType
+from powerplane.authority.policy import Decision, PolicyContext
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.files import read_text
+from powerplane.kinds import BASE_DIR, OWNER, PolicyType
 
 if TYPE_CHECKING:
-    from powerplane.config import NodeSpec
+    from powerplane.nodes import NodeSpec
 
 __all__ = ["LOCAL", "LocalPolicy", "LocalPolicyConfig", "Role", "RolesFile", "load_roles"]
 

@@ -28,7 +28,7 @@ from powerplane.authority.policy import NO_POLICY, Decision, Policy, denied
 from powerplane.errors import AuditNotRecorded, PolicyDenied
 
 if TYPE_CHECKING:
-    from powerplane.config import NodeSpec
+    from powerplane.nodes import NodeSpec
 
 __all__ = ["Authority"]
 

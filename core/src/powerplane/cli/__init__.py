@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from powerplane.cli._process import INTERRUPTED as INTERRUPTED
+from powerplane.cli._process import OWN_PROCESS as OWN_PROCESS
+
 if TYPE_CHECKING:
     from powerplane._entry_points import EntryPoint
 
@@ -49,14 +52,6 @@ BUILTIN: dict[str, tuple[str, str, str]] = {
 }
 
 EXTENSION_GROUP = "powerplane.cli"
-
-INTERRUPTED = 130
-"""The exit code of a command stopped by Ctrl-C or SIGTERM."""
-
-OWN_PROCESS = "powerplane.own_process"
-"""Key of the root context's object set by :func:`main`: the command is the process (not a
-test's in-process call), so what it loads may be frozen for the garbage collector."""
-
 
 def hoist_config(args: list[str]) -> list[str]:
     """Move every ``--config F`` / ``--config=F`` that follows the command name to just before

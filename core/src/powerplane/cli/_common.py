@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from powerplane.cli._process import INTERRUPTED, OWN_PROCESS
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -59,9 +61,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-INTERRUPTED = 130
-"""The exit code of a command stopped by Ctrl-C or SIGTERM."""
 
 YOUNG_THRESHOLD = 100_000
 """The collector's first-generation threshold in a command's process (CPython's default is
@@ -107,7 +106,6 @@ def load_deployment(ctx: click.Context, *, check: bool = False) -> Deployment:
     command's own process; read once per command (kept in the context's ``meta``), through
     the validated-config cache (:mod:`powerplane.config_cache`: an unchanged file is not
     parsed and its nodes not validated again; ``check`` proves the whole file every time)."""
-    from powerplane.cli import OWN_PROCESS
     from powerplane.config import check_config
     from powerplane.config_cache import load_cached
 
@@ -348,7 +346,6 @@ def open_runtime(ctx: click.Context, *, nodes: Iterable[str] | None = None) -> R
     creates, discovers and imports only what it touches; the rest on first use. None (the
     default): every channel is created and discovered at start.
     """
-    from powerplane.cli import OWN_PROCESS
     from powerplane.runtime import open_deployment
 
     deployment = load_deployment(ctx)

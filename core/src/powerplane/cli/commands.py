@@ -35,9 +35,10 @@ from powerplane.cli._common import (
 
 if TYPE_CHECKING:
     from powerplane.capabilities import Verb
-    from powerplane.config import Deployment, NodeSpec
+    from powerplane.config import Deployment
     from powerplane.errors import PowerplaneError
     from powerplane.host import InvokeResult, Plan
+    from powerplane.nodes import NodeSpec
     from powerplane.runtime import PowerHost
 
 __all__ = ["check_cmd", "invoke_cmd", "offers_cmd", "plugins_cmd", "state_cmd"]

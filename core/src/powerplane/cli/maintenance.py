@@ -82,7 +82,7 @@ def _host(ctx: click.Context, nodes: Iterable[str] | None) -> PowerHost:
 
 def _open_store(ctx: click.Context) -> MaintenanceStore:
     from powerplane.lifecycle.ports import open_store
-    from powerplane.lifecycle.settings import lifecycle_config
+    from powerplane.settings.lifecycle import lifecycle_config
 
     deployment = load_deployment(ctx)
     _require_lifecycle(deployment)

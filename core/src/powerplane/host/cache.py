@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from powerplane.capabilities import Verb
-from powerplane.config import NodeSpec, Recovery
+from powerplane.config import Recovery
+from powerplane.nodes import NodeSpec
 from powerplane.recovery import ChannelView, NodeOffer, VerbOffer, decide
 
 __all__ = ["RuleCache"]

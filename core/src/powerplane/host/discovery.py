@@ -18,10 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from powerplane.capabilities import CapabilitySet
-from powerplane.config import Deployment, NodeSpec
+from powerplane.config import Deployment
 from powerplane.errors import ChannelError, PowerplaneError, ProtocolError, UnknownNode
 from powerplane.host.cache import RuleCache
 from powerplane.host.calls import Calls, target_key
+from powerplane.nodes import NodeSpec
 from powerplane.recovery import ChannelView, NodeOffer
 from powerplane.scheduling import SharedDeadlines, drain
 

@@ -27,7 +27,7 @@ from powerplane.authority.identity import Identity
 from powerplane.authority.service import Authority
 from powerplane.capabilities import CapabilitySet, Verb
 from powerplane.channel import Channel
-from powerplane.config import Deployment, NodeSpec, deployment_problems
+from powerplane.config import Deployment, deployment_problems
 from powerplane.errors import ConfigError, PowerplaneError
 from powerplane.host.calls import Calls
 from powerplane.host.channels import Channels
@@ -42,6 +42,7 @@ from powerplane.host.invoking import (
     parse_verb,
 )
 from powerplane.host.reading import NodeReading, Reader
+from powerplane.nodes import NodeSpec
 from powerplane.plugins import Registry
 from powerplane.readback import PowerOffWatch
 from powerplane.recovery import NodeOffer, VerbOffer

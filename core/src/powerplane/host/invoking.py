@@ -35,7 +35,7 @@ from powerplane.authority.policy import Decision
 from powerplane.authority.service import Authority
 from powerplane.capabilities import Verb
 from powerplane.channel import Acceptance, PowerState
-from powerplane.config import Deployment, NodeSpec
+from powerplane.config import Deployment
 from powerplane.errors import (
     AuditNotRecorded,
     ChannelError,
@@ -46,6 +46,7 @@ from powerplane.errors import (
 from powerplane.host.calls import Job, Method
 from powerplane.host.discovery import Discovery, spec_of
 from powerplane.host.reading import Reader, expected
+from powerplane.nodes import NodeSpec
 from powerplane.recovery import VerbOffer
 from powerplane.scheduling import SharedDeadlines, run_workers, slots_of
 

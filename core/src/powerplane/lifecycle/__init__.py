@@ -25,15 +25,21 @@ The engine's own classes (``Reconciler``, the guards' classes) are internal: imp
 their modules, with no promise. Names load lazily (as :mod:`powerplane`'s do), so a plugin
 registering a port type does not import the reconciler.
 
-Modules: ``model`` (the object), ``phases`` (the graph), ``reconciler``, ``quorum``,
-``guard`` (safety checks), ``evacuation`` (the hook), ``cluster``, ``storage``, ``ports``,
-``store``, ``ceremony``, ``audit``, ``settings`` (the config section), ``service``
-(``Lifecycle``), ``crash`` (crash points for the crash test). They stand in layers, each
-importing only those below it (an import contract in ``pyproject.toml``), top first:
-``service``; ``reconciler``; ``dispatch``; ``guard``; ``ceremony``, ``quorum``; ``store``;
-``audit``, ``phases``; ``model``; ``ports``, ``cluster``, ``storage`` (the protocols);
-``settings``, ``evacuation``, ``crash``. The package holds protocols and engine: the
-simulated cluster, storage and machines are in :mod:`powerplane.sim`, above it.
+Modules: ``model`` (the object), ``phases`` (the graph), ``reconciler``, ``admission``,
+``dispatch``, ``direct`` (the guard of a direct invoke), ``quorum``, ``guard`` (safety
+checks), ``evacuation`` (the hook), ``cluster``, ``storage``, ``ports``, ``store``,
+``trail`` (the audit beside the maintenances), ``ledger`` (what was dispatched, append-only),
+``ceremony``, ``audit``, ``service``
+(``Lifecycle``), ``crash`` (crash points for the crash test); the ``lifecycle:`` section's
+settings are :mod:`powerplane.settings.lifecycle`, below the package. They stand in layers,
+each importing only those below it, type-only imports included (an import contract in
+``pyproject.toml``), top first: ``service``; ``reconciler``; ``admission``; ``dispatch``,
+``direct``; ``guard``; ``ceremony``, ``quorum``; ``store``, ``trail``; ``ports`` (the
+port types, the store's protocol, the contexts, opening a store); ``audit``, ``ledger``
+(the dispatch ledger), ``phases``; ``model``;
+``cluster``, ``storage`` (their protocols); ``evacuation``, ``crash``. The
+package holds protocols and engine: the simulated cluster, storage and machines are in
+:mod:`powerplane.sim`, above it.
 """
 
 from __future__ import annotations
@@ -86,7 +92,6 @@ if typing.TYPE_CHECKING:
     )
     from powerplane.lifecycle.reconciler import Result
     from powerplane.lifecycle.service import Lifecycle
-    from powerplane.lifecycle.settings import LifecycleConfig, lifecycle_config
     from powerplane.lifecycle.storage import StoragePort
     from powerplane.lifecycle.store import (
         AlreadyActive,
@@ -97,6 +102,7 @@ if typing.TYPE_CHECKING:
         StoreError,
         find_maintenance,
     )
+    from powerplane.settings.lifecycle import LifecycleConfig, lifecycle_config
 
 __all__ = [
     "AbandonRequest",
@@ -195,8 +201,8 @@ __getattr__, __dir__ = _lazy_exports(
         "open_store": ".ports",
         "Result": ".reconciler",
         "Lifecycle": ".service",
-        "LifecycleConfig": ".settings",
-        "lifecycle_config": ".settings",
+        "LifecycleConfig": "powerplane.settings.lifecycle",
+        "lifecycle_config": "powerplane.settings.lifecycle",
         "Store": ".store",
     },
 )

@@ -48,8 +48,8 @@ from powerplane.lifecycle.model import (
 )
 from powerplane.lifecycle.phases import transition
 from powerplane.lifecycle.ports import MaintenanceStore, Ports, TemporaryPortError, call_store
-from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.store import AlreadyActive
+from powerplane.settings.lifecycle import LifecycleConfig
 
 __all__ = ["Derivation", "NodeLocks", "RequesterBinding", "admit", "derive", "preflight",
            "verb_of"]

@@ -29,7 +29,7 @@ from powerplane.authority.identity import Identity
 from powerplane.errors import LifecycleError
 from powerplane.lifecycle.audit import Action
 from powerplane.lifecycle.model import QuorumNumbers
-from powerplane.lifecycle.settings import ReasonPolicy
+from powerplane.settings.lifecycle import ReasonPolicy
 
 __all__ = [
     "Ceremony",

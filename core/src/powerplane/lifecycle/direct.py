@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from powerplane.lifecycle.guard import ClusterView
     from powerplane.lifecycle.model import Phase
     from powerplane.lifecycle.ports import SharedStore
-    from powerplane.lifecycle.settings import LifecycleConfig
+    from powerplane.settings.lifecycle import LifecycleConfig
 
 __all__ = ["LifecycleGuard"]
 

@@ -59,7 +59,7 @@ from powerplane.lifecycle.model import (
     set_condition,
 )
 from powerplane.lifecycle.ports import Ports, TemporaryPortError, call_store
-from powerplane.lifecycle.settings import LifecycleConfig
+from powerplane.settings.lifecycle import LifecycleConfig
 
 __all__ = [
     "IN_FLIGHT_GRACE_S",

@@ -59,7 +59,7 @@ from powerplane.lifecycle.ceremony import (
 from powerplane.lifecycle.cluster import ClusterPort
 from powerplane.lifecycle.model import Phase, QuorumNumbers
 from powerplane.lifecycle.quorum import assess, derive_membership
-from powerplane.lifecycle.settings import LifecycleConfig
+from powerplane.settings.lifecycle import LifecycleConfig
 
 if TYPE_CHECKING:
     from powerplane.lifecycle.ports import Ports

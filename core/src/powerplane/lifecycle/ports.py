@@ -13,7 +13,9 @@ A port type's ``config`` is a pydantic model with a ``type: Literal["<name>"]`` 
 ``lifecycle.<port>`` is validated against it (path-named problems). Its ``factory`` builds
 the port: ``factory(config, PortContext) -> ClusterPort`` (cluster),
 ``factory(config, PortContext) -> StoragePort`` (storage), and
-``factory(config, StoreContext) -> MaintenanceStore`` (store). Core registers ``simulated``
+``factory(config, StoreContext) -> MaintenanceStore`` (store): ``ClusterType``,
+``StorageType`` and ``StoreType`` narrow the generic :class:`~powerplane.kinds.PortType`
+(of the seam layer, which the registry names) to these. Core registers ``simulated``
 and ``none`` clusters, ``none`` and ``simulated`` storage and the ``sqlite`` store through
 the same hooks (:mod:`powerplane.builtins`); the simulated ones, and the simulated machines
 they read, live in :mod:`powerplane.sim`.
@@ -22,28 +24,28 @@ they read, live in :mod:`powerplane.sim`.
 from __future__ import annotations
 
 import contextlib
-import typing
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from powerplane import workers
 from powerplane.errors import LifecycleError, PowerplaneError
+from powerplane.kinds import PortType
 from powerplane.lifecycle.crash import crashpoint as _crashpoint
-from powerplane.lifecycle.settings import unknown_port_type
 from powerplane.plugins import registry as default_registry
+from powerplane.settings.lifecycle import unknown_port_type
 
 if TYPE_CHECKING:
     from powerplane.host import Host
     from powerplane.lifecycle.audit import AuditRecord
     from powerplane.lifecycle.cluster import ClusterPort
     from powerplane.lifecycle.model import NodeMaintenance, Phase
-    from powerplane.lifecycle.settings import LifecycleConfig
     from powerplane.lifecycle.storage import StoragePort
     from powerplane.plugins import Registry
+    from powerplane.settings.lifecycle import LifecycleConfig
 
 __all__ = [
     "ClusterType",
@@ -51,7 +53,6 @@ __all__ = [
     "PermanentPortError",
     "PortContext",
     "PortError",
-    "PortType",
     "Ports",
     "SharedStore",
     "StorageType",
@@ -65,7 +66,6 @@ __all__ = [
 ]
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
-PortT = TypeVar("PortT")
 T = TypeVar("T")
 
 
@@ -119,39 +119,10 @@ class StoreContext:
 
 
 @dataclass(frozen=True)
-class PortType(Generic[ConfigT, PortT]):
-    """A lifecycle port type a plugin registers: its ``type:`` name, config model, factory.
-
-    ``config`` must declare ``type`` as ``Literal[name]``; a mismatch is a registration
-    error (the plugin fails to load, the others still load).
-    """
-
-    name: str
-    """The ``type:`` value in ``lifecycle.<port>``."""
-    config: type[ConfigT]
-    """The pydantic model of the port's keys, ``type`` included."""
-    factory: Callable[[ConfigT, Any], PortT]
-    """Builds the port from the validated config and the context."""
-    description: str = ""
-    """One line for people."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError("a port type needs a non-empty name")
-        if not (isinstance(self.config, type) and issubclass(self.config, BaseModel)):
-            raise TypeError(f"port type {self.name!r}: config must be a pydantic model")
-        field = self.config.model_fields.get("type")
-        if field is None or typing.get_args(field.annotation) != (self.name,):
-            raise TypeError(f"port type {self.name!r}: config {self.config.__name__} must "
-                            f"declare type: Literal[{self.name!r}]")
-        if not callable(self.factory):
-            raise TypeError(f"port type {self.name!r}: factory must be callable")
-
-
-@dataclass(frozen=True)
 class ClusterType(PortType[ConfigT, "ClusterPort"]):
     """A cluster port type: ``factory(config, PortContext) -> ClusterPort``."""
 
+    port: ClassVar[str] = "cluster"
     factory: Callable[[ConfigT, PortContext], ClusterPort]
 
 
@@ -159,6 +130,7 @@ class ClusterType(PortType[ConfigT, "ClusterPort"]):
 class StorageType(PortType[ConfigT, "StoragePort"]):
     """A storage port type: ``factory(config, PortContext) -> StoragePort``."""
 
+    port: ClassVar[str] = "storage"
     factory: Callable[[ConfigT, PortContext], StoragePort]
 
 
@@ -166,6 +138,7 @@ class StorageType(PortType[ConfigT, "StoragePort"]):
 class StoreType(PortType[ConfigT, "MaintenanceStore"]):
     """A store type: ``factory(config, StoreContext) -> MaintenanceStore``."""
 
+    port: ClassVar[str] = "store"
     factory: Callable[[ConfigT, StoreContext], MaintenanceStore]
 
 

@@ -40,10 +40,10 @@ from powerplane.lifecycle.model import (
 )
 from powerplane.lifecycle.phases import transition
 from powerplane.lifecycle.ports import MaintenanceStore, PermanentPortError, Ports, call_store
-from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.storage import apply_writes
 from powerplane.lifecycle.store import StoreConflict, StoreError
 from powerplane.readback import PowerOffConfirmed, PowerOffWatch
+from powerplane.settings.lifecycle import LifecycleConfig
 
 __all__ = ["Reconciler", "Result", "runner_alive"]
 

@@ -70,12 +70,12 @@ from powerplane.lifecycle.ports import (
     call_store,
 )
 from powerplane.lifecycle.reconciler import Reconciler, Result
-from powerplane.lifecycle.settings import LifecycleConfig
 from powerplane.lifecycle.store import (
     ConcurrentChange,
     NotFound,
     StoreConflict,
 )
+from powerplane.settings.lifecycle import LifecycleConfig
 
 __all__ = ["Lifecycle", "NotResolvable", "NotReturnable"]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from powerplane.lifecycle.cluster import BootOf, DrainProgress, ModelOf, PowerOf
-from powerplane.lifecycle.settings import SimulatedClusterConfig
+from powerplane.settings.lifecycle import SimulatedClusterConfig
 
 __all__ = ["SimulatedCluster"]
 

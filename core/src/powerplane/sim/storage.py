@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from powerplane.lifecycle.evacuation import EvacuationHook, hook_for
-from powerplane.lifecycle.settings import SimulatedStorageConfig
 from powerplane.lifecycle.storage import StorageError
+from powerplane.settings.lifecycle import SimulatedStorageConfig
 
 __all__ = ["SimulatedStorage"]
 

@@ -32,6 +32,7 @@ import typing
 from powerplane._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
+    from powerplane.peers import Peer, Role, StartedPeer
     from powerplane.testing.gate import send_gate
     from powerplane.testing.http import (
         DropWith,
@@ -41,7 +42,6 @@ if typing.TYPE_CHECKING:
         RouteHandler,
         json_error,
     )
-    from powerplane.testing.peers import Peer, Role, StartedPeer
     from powerplane.testing.ports import PortKind, SilentServer, closed_port, free_port
     from powerplane.testing.process import PeerNotReady, Subprocess, wait_ready
     from powerplane.testing.registries import plugin_registry, process_registry, registered
@@ -82,13 +82,13 @@ __getattr__, __dir__ = _lazy_exports(__name__, {
     "JsonHttpServer": ".http",
     "KeyAlgorithm": ".tls",
     "KeyFormat": ".tls",
-    "Peer": ".peers",
+    "Peer": "powerplane.peers",
     "PeerNotReady": ".process",
     "PortKind": ".ports",
-    "Role": ".peers",
+    "Role": "powerplane.peers",
     "RouteHandler": ".http",
     "SilentServer": ".ports",
-    "StartedPeer": ".peers",
+    "StartedPeer": "powerplane.peers",
     "Subprocess": ".process",
     "TLSFiles": ".tls",
     "closed_port": ".ports",

@@ -87,9 +87,9 @@ class PduChannel:
     def __init__(self, name: str, config: PduChannelConfig) -> None:
         self.name = name
         self.config = config
-        main = PduSpec.model_validate(config.model_dump(exclude={
-            "feeds", "reboot_delay_s", "on_when_already_on", "standby_watts", "standby_amps",
-        }))
+        # the main PDU's own keys, as values (not dumped): each secret reference keeps the
+        # kind it was validated with, a plugin's kind included
+        main = PduSpec.model_validate({key: getattr(config, key) for key in PduSpec.model_fields})
         self.drivers: dict[str, PduDriver] = {MAIN: make_driver(name, name, main)}
         for feed, spec in config.feeds.items():
             self.drivers[feed] = make_driver(name, f"{name}.{feed}", spec)

@@ -1,5 +1,8 @@
 """What a plugin registers through ``register_demo_peers``: a :class:`Peer` it can start on
-loopback, and the :class:`StartedPeer` starting it returns."""
+loopback, and the :class:`StartedPeer` starting it returns.
+
+In the seam layer, beside the channel vocabulary, so the hooks and the registry name them
+without naming the test helpers; their public home is :mod:`powerplane.testing`."""
 
 from __future__ import annotations
 

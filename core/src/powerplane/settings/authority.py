@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from powerplane._bounds import format_path
-from powerplane.authority.policy import BASE_DIR, OWNER, PolicyType
 from powerplane.errors import ConfigError, ConfigProblem
+from powerplane.kinds import BASE_DIR, OWNER, PolicyType
 from powerplane.secrets import SecretRef
 
 if TYPE_CHECKING:
