@@ -961,6 +961,11 @@ class KubernetesStore:
                     # the abandon its deletion stands for is read, never written
                     new["requests"]["abandon"] = (old.get("requests") or {}).get("abandon")
                 new["metadata"]["finalizers"] = _finalizers(old, m)
+                # the annotations are the creator's and the executor's marks, set when they
+                # are made (an update writes none: a hand-made object's creation time is
+                # read from its creationTimestamp again)
+                new["metadata"]["annotations"] = dict(
+                    (old.get("metadata") or {}).get("annotations") or {})
                 rv = str(old["metadata"]["resourceVersion"])
                 ours = new["metadata"]["labels"]
                 # status only where it changed: a person's request (a return, an abandon,
@@ -987,8 +992,12 @@ class KubernetesStore:
                         raise StoreConflict(f"maintenance {m.name} changed since version "
                                             f"{expected}") from None
                     raise
+                # the index labels follow the status that decides them, written by the
+                # executor alone (a person's request changes no status, and the requester
+                # admission policy lets only the executor change powerplane.io labels)
                 have = (done.get("metadata") or {}).get("labels") or {}
-                if not _deleting(done) and any(have.get(k) != v for k, v in ours.items()):
+                if status_changed and not _deleting(done) and any(
+                        have.get(k) != v for k, v in ours.items()):
                     done = self._relabel(done, ours)
                 m.resource_version = _version(done)
         except BaseException:
