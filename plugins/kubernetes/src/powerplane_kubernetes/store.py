@@ -344,6 +344,12 @@ def _meta(old: dict[str, Any], new: dict[str, Any], labels: dict[str, str],
     return meta
 
 
+def _releasable(obj: dict[str, Any]) -> bool:
+    """Deleted after its maintenance ended, and still held by :data:`FINALIZER`."""
+    return (_deleting(obj) and _phase(obj) in _TERMINAL
+            and FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or []))
+
+
 def _finalizers(old: dict[str, Any], m: NodeMaintenance) -> list[str]:
     """The object's finalizers after a write of ``m``: :data:`FINALIZER` kept (added where
     a hand-made object lacks it) while the maintenance may still have something to undo,
@@ -398,6 +404,9 @@ class KubernetesStore:
         self._recorded: collections.OrderedDict[str, None] = collections.OrderedDict()
         """Request records an executor's watch saw created (at most :data:`SEEN_MAX`, the
         newest kept): :meth:`record_request` writes none of these again."""
+        self._releasable: set[str] = set()
+        """Objects seen deleted after their maintenance ended, still holding
+        :data:`FINALIZER` (:meth:`release_deleted` lets them go)."""
         self._reread: set[str] = set()
         """Names whose copy lost a write race (409): the next :meth:`get` reads them."""
         self.unreadable: dict[str, tuple[dict[str, Any], str]] = {}
@@ -478,6 +487,10 @@ class KubernetesStore:
             if old is None or _version(old) <= version:
                 self._seen[str(name)] = obj
                 self._reread.discard(str(name))
+                if _releasable(obj):
+                    self._releasable.add(str(name))
+                else:
+                    self._releasable.discard(str(name))
             self._seen.move_to_end(str(name))
             while len(self._seen) > SEEN_MAX:
                 self._seen.popitem(last=False)
@@ -486,6 +499,7 @@ class KubernetesStore:
     def _forget(self, name: str, *, reread: bool = False) -> None:
         with self._seen_lock:
             self._seen.pop(name, None)
+            self._releasable.discard(name)
             if reread:
                 self._reread.add(name)
 
@@ -1047,17 +1061,20 @@ class KubernetesStore:
                 return obj
             raise
 
-    def release_deleted(self) -> list[str]:
+    def release_deleted(self, mine: Callable[[str], bool] | None = None) -> list[str]:
         """Let every deleted maintenance that had already ended go (its finalizer taken
-        off, the deletion audited): the executor's pass does it (core's ``run_pass``); the
-        names released. Those still active are abandoned by their reconcile instead."""
+        off, the deletion audited), of the nodes ``mine`` accepts (None: every node): the
+        executor's pass does it (core's ``run_pass``; the operator for the sites whose
+        Lease it holds); the names released. Those still active are abandoned by their
+        reconcile instead. Costs nothing while there is none (the objects seen so are
+        kept aside as they are read or watched)."""
         with self._seen_lock:
-            candidates = [o for o in self._seen.values()
-                          if _deleting(o) and _phase(o) in _TERMINAL
-                          and FINALIZER in ((o.get("metadata") or {}).get("finalizers") or [])]
+            candidates = [self._seen[n] for n in self._releasable if n in self._seen]
         done = []
         for obj in candidates:
             name = str(obj["metadata"]["name"])
+            if mine is not None and not mine(str((obj.get("spec") or {}).get("node") or "")):
+                continue
             try:
                 m = from_object(obj)
                 with self._errors(f"releasing the deleted {PLURAL}.{GROUP} {name}"):
