@@ -49,7 +49,8 @@ TAKE_OVER = {(m.OPERATOR_LOCKS, "get"), (m.OPERATOR_LOCKS, "update")}
 """The node lock's take-over of a finished holder (a read, then a PUT naming its version):
 granted for it, and not reached by one maintenance per node, so not asked to be used."""
 REREAD = {(m.NAME, "get", "nodemaintenances"), (m.NAME, "get", "maintenancedispatches"),
-          (m.NAME, "list", "maintenancedispatches"), (m.NAME, "record", "auditrecorders")}
+          (m.NAME, "list", "maintenancedispatches"), (m.NAME, "record", "auditrecorders"),
+          (m.OPERATOR_LOCKS, "create", "events")}
 """Granted, and not reached by an uncontended run on this server: the operator's read of one
 maintenance after a write lost a race (409) or while its watch is down (its watch feeds
 every other read; test_store's watched-store test shows the GET); of a dispatch ledger
@@ -58,7 +59,8 @@ a maintenance's ledger made before the operator's watch began (kmock's watch rep
 stored object as ``ADDED``, so here the watch delivers it; ``maintenance run``, which keeps
 no watch, lists it: test_status_rewrite shows it). ``record`` on the virtual
 ``auditrecorders`` is asked by the audit admission policy's authorizer, never by a request
-(test_audit_actor shows it used)."""
+(test_audit_actor shows it used); the Events of the records the executor writes itself, a
+deletion's or a regression's (test_status_rewrite shows one)."""
 
 
 def write_config(tmp: Path, who: str, kubeconfig: Path) -> Path:

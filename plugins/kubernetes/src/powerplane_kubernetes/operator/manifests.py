@@ -411,14 +411,16 @@ def people_roles() -> list[dict[str, Any]]:
 def operator_lock_role(store_namespace: str) -> dict[str, Any]:
     """The Role of the per-node lock Leases the operator takes when it admits a request (as
     the store's lock protocol does: create, and the take-over of a finished holder's lock by
-    a read and a ``PUT``), in ``lifecycle.store.namespace``."""
+    a read and a ``PUT``), and of the Events of the records it writes itself (a deletion,
+    a regression), in ``lifecycle.store.namespace``."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": OPERATOR_LOCKS, "namespace": store_namespace,
                      "labels": _labels()},
         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                   "verbs": ["get", "create", "update"]}],
+                   "verbs": ["get", "create", "update"]},
+                  {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
     }
 
 
