@@ -63,7 +63,7 @@ class Result(str, Enum):
     PARKED = "parked"
     """It waits on a person (return, abandon, a confirmation) or a safety hold."""
     DONE = "done"
-    """It is in a terminal phase."""
+    """It is in a terminal phase (or gone: its object was removed)."""
 
 
 def _snapshot(m: NodeMaintenance) -> dict[str, Any]:
@@ -135,9 +135,10 @@ class Reconciler:
             if m is None:
                 try:
                     m = await call_store(self.store, self.store.get, name)
-                except NotFound:  # gone before its admission was written: undo its cordon
-                    await self._undo_cordon(name)
-                    raise
+                except NotFound:  # gone: nothing left to do (a lost admission's cordon
+                    await self._undo_cordon(name)  # undone, nothing else on its record)
+                    self._drop_watch(name)
+                    return Result.DONE
                 before = _snapshot(m)
                 if self.ledger is not None and not m.phase.terminal:
                     try:
@@ -304,6 +305,11 @@ class Reconciler:
             set_condition(m, C.ABANDONED, S.TRUE, "Abandoned", f"by {a.actor}: {a.reason}")
             transition(m, P.RETURNING, f"abandoned by {a.actor}: {a.reason}")
             return Result.ADVANCED
+        if m.spec.abandon is not None and not m.is_true(C.ABANDONED):
+            # abandoned while it was returning already: nothing changes but the record of it
+            a = m.spec.abandon
+            set_condition(m, C.ABANDONED, S.TRUE, "Abandoned",
+                          f"by {a.actor}: {a.reason} (it was returning already)")
         handler = {
             P.PENDING: self._pending,
             P.REQUESTED: self._requested,

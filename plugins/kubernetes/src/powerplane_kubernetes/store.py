@@ -180,6 +180,8 @@ BindingResource: type[GenericGlobalResource] = create_global_resource(
 SelfSubjectReviewResource: type[GenericGlobalResource] = create_global_resource(
     "authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews")
 """Who the API server says a client is."""
+SWEEP_S = 30.0
+"""How often a store no watch feeds lists the ended maintenances for deleted ones."""
 BINDING_CHECK_S = 30.0
 """How long the executor trusts its last look at the admission policy binding."""
 
@@ -344,6 +346,13 @@ def _meta(old: dict[str, Any], new: dict[str, Any], labels: dict[str, str],
     return meta
 
 
+def _abandoned_by_deletion(m: NodeMaintenance) -> bool:
+    """Whether ``m``'s status says the abandon its deletion stands for was acted on."""
+    cond = m.condition("Abandoned")
+    return (cond is not None and cond.status == "True"
+            and cond.message.startswith(f"by {DELETION_ACTOR}"))
+
+
 def _releasable(obj: dict[str, Any]) -> bool:
     """Deleted after its maintenance ended, and still held by :data:`FINALIZER`."""
     return (_deleting(obj) and _phase(obj) in _TERMINAL
@@ -404,6 +413,8 @@ class KubernetesStore:
         self._recorded: collections.OrderedDict[str, None] = collections.OrderedDict()
         """Request records an executor's watch saw created (at most :data:`SEEN_MAX`, the
         newest kept): :meth:`record_request` writes none of these again."""
+        self._swept: float | None = None
+        """When :meth:`release_deleted` last listed the ended maintenances (unwatched)."""
         self._releasable: set[str] = set()
         """Objects seen deleted after their maintenance ended, still holding
         :data:`FINALIZER` (:meth:`release_deleted` lets them go)."""
@@ -984,7 +995,7 @@ class KubernetesStore:
                 ours = new["metadata"]["labels"]
                 # status only where it changed: a person's request (a return, an abandon,
                 # a resolution) never writes it; only the executor does
-                status_changed = (from_object(old).status.model_dump(mode="json")
+                status_changed = (from_object(old).status.model_dump(mode="json", by_alias=True)
                                   != new["status"])
                 if audit is None:
                     audit = self._deletion_record(old, m)
@@ -1005,6 +1016,9 @@ class KubernetesStore:
                         self._forget(m.name, reread=True)
                         raise StoreConflict(f"maintenance {m.name} changed since version "
                                             f"{expected}") from None
+                    if self._code(exc) == 404:  # gone meanwhile: the reader finds it gone
+                        self._forget(m.name, reread=True)
+                        raise StoreConflict(f"maintenance {m.name} is gone") from None
                     raise
                 # the index labels follow the status that decides them, written by the
                 # executor alone (a person's request changes no status, and the requester
@@ -1030,10 +1044,12 @@ class KubernetesStore:
         if not _deleting(old) or a is None or a.actor != DELETION_ACTOR:
             return None
         before = _phase(old)
-        if before in (Phase.RETURNING.value, *_TERMINAL):
+        if before in _TERMINAL:
             return None
-        if m.phase not in (Phase.RETURNING, Phase.REFUSED, Phase.COMPLETE):
-            return None
+        refused = before == Phase.PENDING.value and m.phase is Phase.REFUSED
+        if not refused and not (_abandoned_by_deletion(m)
+                                and not _abandoned_by_deletion(from_object(old))):
+            return None  # not the write that first acts on it
         return self._executor_record(m, f"deleted in phase {before}: {a.reason}")
 
     def _executor_record(self, m: NodeMaintenance, detail: str) -> AuditRecord:
@@ -1068,6 +1084,11 @@ class KubernetesStore:
         Lease it holds); the names released. Those still active are abandoned by their
         reconcile instead. Costs nothing while there is none (the objects seen so are
         kept aside as they are read or watched)."""
+        now = time.monotonic()
+        if not self.watched and (self._swept is None or now - self._swept >= SWEEP_S):
+            # no watch tells of an ended one being deleted: look among the ended ones
+            self._swept = now
+            self._list({ACTIVE_LABEL: "false"})
         with self._seen_lock:
             candidates = [self._seen[n] for n in self._releasable if n in self._seen]
         done = []

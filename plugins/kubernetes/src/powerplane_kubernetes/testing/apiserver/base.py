@@ -376,7 +376,8 @@ class ServerBase:
         def put() -> dict[str, Any]:
             found = self._find(resource, namespace, name)
             self._store(resource, namespace, obj, new=found is None)
-            return copy_json(obj)
+            stored: dict[str, Any] = copy_json(obj)
+            return stored
         return self._call(put)
 
     def delete_object(self, resource: str, namespace: str | None, name: str) -> bool:
