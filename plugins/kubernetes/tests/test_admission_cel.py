@@ -30,7 +30,7 @@ from test_admission_policy import (
     without_nulls,
 )
 
-from powerplane_kubernetes.operator import manifests as m
+from powerplane_kubernetes.operator import admission as adm
 from powerplane_kubernetes.testing.apiserver import RBAC_KINDS, rbac_authorize
 from powerplane_kubernetes.testing.apiserver import policies as p
 from powerplane_kubernetes.testing.apiserver.cel import (
@@ -54,7 +54,27 @@ def scenarios() -> dict[str, Scenario]:
     bare = copy.deepcopy(old)
     del bare["spec"]["requesterGroups"], bare["requests"]
     sa = ["system:serviceaccounts", "system:serviceaccounts:powerplane-system", AUTHENTICATED]
+    admitted = copy.deepcopy(old)
+    admitted["metadata"]["finalizers"] = ["powerplane.io/abandon-on-delete"]
+    admitted["metadata"]["annotations"] = {"powerplane.io/created-at": "2025-01-01"}
+    admitted["status"] = {"phase": "Cordoned"}
+    hidden = copy.deepcopy(admitted)
+    hidden["metadata"]["labels"]["powerplane.io/active"] = "false"
+    marked = copy.deepcopy(admitted)
+    marked["metadata"]["annotations"]["powerplane.io/superseded-by"] = "mine"
+    unfinalized = copy.deepcopy(admitted)
+    unfinalized["metadata"]["finalizers"] = []
+    pending = {k: v for k, v in admitted.items() if k != "status"}
+    taken_back = {k: v for k, v in unfinalized.items() if k != "status"}
     return {
+        "label by a requester": ("UPDATE", "carol", [AUTHENTICATED], hidden, admitted),
+        "annotation by a requester": ("UPDATE", "carol", [AUTHENTICATED], marked, admitted),
+        "finalizer removed by a requester": ("UPDATE", "alice", [AUTHENTICATED],
+                                             unfinalized, admitted),
+        "finalizer removed by the executor": ("UPDATE", OPERATOR, sa, unfinalized,
+                                              admitted),
+        "finalizer taken back by its creator": ("UPDATE", "alice", [AUTHENTICATED],
+                                                taken_back, pending),
         "create": ("CREATE", "alice", [AUTHENTICATED], maintenance(), None),
         "create by hand": ("CREATE", "alice", [AUTHENTICATED], bare, None),
         "create of a group grant": ("CREATE", "dave", ["eng", AUTHENTICATED], maintenance(
@@ -126,7 +146,7 @@ def same(a: Any, b: Any) -> bool:
 @pytest.mark.parametrize("name", list(scenarios()))
 def test_every_expression_of_the_policy_agrees_with_cel_python(name: str) -> None:
     scenario = scenarios()[name]
-    for rule in m.admission_policy()["spec"]["validations"]:
+    for rule in adm.admission_policy()["spec"]["validations"]:
         ours, theirs = compiled(rule["expression"], scenario), interpreted(
             rule["expression"], scenario)
         assert isinstance(ours, celtypes.BoolType), (rule["expression"][:80], ours)
@@ -139,11 +159,12 @@ def test_every_expression_of_the_policy_agrees_with_cel_python(name: str) -> Non
 
 def test_the_scenarios_are_accepted_and_refused_as_test_admission_policy_says() -> None:
     verdicts = {name: all(compiled(r["expression"], s)
-                          for r in m.admission_policy()["spec"]["validations"])
+                          for r in adm.admission_policy()["spec"]["validations"])
                 for name, s in scenarios().items()}
     assert {n for n, ok in verdicts.items() if ok} == {
         "create", "create by hand", "create of a group grant", "return", "resolution",
-        "label by the operator"}
+        "label by the operator", "finalizer removed by the executor",
+        "finalizer taken back by its creator"}
 
 
 # -- the semantics kept where cel-python's interpreter is not cel-go -------------------------

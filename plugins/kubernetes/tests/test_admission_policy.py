@@ -33,7 +33,7 @@ from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 from click.testing import CliRunner
 
-from powerplane_kubernetes.operator import manifests as m
+from powerplane_kubernetes.operator import admission as adm
 from powerplane_kubernetes.testing.apiserver import RBAC_KINDS, rbac_authorize
 
 OPERATOR = "system:serviceaccount:powerplane-system:powerplane-operator"
@@ -52,8 +52,11 @@ def policy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         result = CliRunner().invoke(operator_group, ["manifests", "--namespace", "ops"])
     assert result.exit_code == 0, result.output
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    [found] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
-    [bound] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    # three policies are printed (issue 36): the requester's is the one about spec and requests
+    [found] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"
+               and d["metadata"]["name"] == adm.admission_name()]
+    [bound] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"
+               and d["metadata"]["name"] == adm.admission_name()]
     assert bound["spec"] == {"policyName": found["metadata"]["name"],
                              "validationActions": ["Deny"]}
     out: dict[str, Any] = found
@@ -74,6 +77,14 @@ def crb(name: str, role: str, kind: str, subject: str) -> dict[str, Any]:
 
 
 RBAC = [
+    # the executor: it may create dispatch ledger entries (the operator's ClusterRole)
+    {"kind": "ClusterRole", "metadata": {"name": "executor"},
+     "rules": [{"apiGroups": ["powerplane.io"], "resources": ["maintenancedispatches"],
+                "verbs": ["create"]}]},
+    {"kind": "ClusterRoleBinding", "metadata": {"name": "operator"},
+     "roleRef": {"kind": "ClusterRole", "name": "executor"},
+     "subjects": [{"kind": "ServiceAccount", "name": "powerplane-operator",
+                   "namespace": "powerplane-system"}]},
     # "allow reboot, deny shutdown": an ordinary role granting reboot and nothing else
     cluster_role("rebooter", "reboot", "uncordon"), crb("alice", "rebooter", "User", "alice"),
     cluster_role("engineer", "cordon", "uncordon"), crb("eng", "engineer", "Group", "eng"),
@@ -271,13 +282,76 @@ def test_the_operators_label_write_needs_no_exemption(policy: dict[str, Any]) ->
                     ["system:serviceaccounts", "system:serviceaccounts:powerplane-system",
                      AUTHENTICATED], done, old)
     # the operator holds no servers verb at all: nothing new was added, nothing is needed
+    # of the requests; the powerplane.io label is the executor's, and the authorizer says
+    # it is one (it may create dispatch ledger entries), no name is exempt
     assert verdict.allowed, verdict.messages
+
+
+FINALIZER = "powerplane.io/abandon-on-delete"
+
+
+def with_meta(obj: dict[str, Any], *, labels: dict[str, str] | None = None,
+              annotations: dict[str, str] | None = None,
+              finalizers: list[str] | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    if labels is not None:
+        out["metadata"]["labels"] = labels
+    if annotations is not None:
+        out["metadata"]["annotations"] = annotations
+    if finalizers is not None:
+        out["metadata"]["finalizers"] = finalizers
+    return out
+
+
+def test_powerplane_labels_annotations_and_the_finalizer_are_the_executors(
+        policy: dict[str, Any]) -> None:
+    """Issue 36: a requester may not hide another's maintenance (its ``active`` label), mark
+    it superseded or its lock taken, or take away the finalizer that makes its deletion an
+    abandon; the executor may, and the creator of a request not admitted yet may take the
+    finalizer off its own (nothing was done: its deletion goes at once)."""
+    old = with_meta(maintenance(), annotations={"powerplane.io/created-at": "2025-01-01"},
+                    finalizers=[FINALIZER])
+    old["status"] = {"phase": "Cordoned"}
+    operator_groups = ["system:serviceaccounts", AUTHENTICATED]
+    hidden = with_meta(old, labels={"powerplane.io/active": "false"})
+    message = only(admit(policy, "UPDATE", "carol", [AUTHENTICATED], hidden, old))
+    assert message.endswith("only the executor changes the powerplane.io/* labels of "
+                            "n1-reboot-1 (they steer the executor: which maintenances are "
+                            "active, which request lost its node): carol may not create "
+                            "maintenancedispatches.powerplane.io")
+    assert admit(policy, "UPDATE", OPERATOR, operator_groups, hidden, old).allowed
+    for marks in ({"powerplane.io/created-at": "2025-01-01",
+                   "powerplane.io/superseded-by": "mine"},
+                  {"powerplane.io/created-at": "2025-01-01",
+                   "powerplane.io/lock-taken-by": "mine"},
+                  {}):
+        marked = with_meta(old, annotations=marks)
+        message = only(admit(policy, "UPDATE", "alice", [AUTHENTICATED], marked, old))
+        assert "only the executor changes the powerplane.io/* annotations" in message, marks
+        assert admit(policy, "UPDATE", OPERATOR, operator_groups, marked, old).allowed
+    # anyone's own labels and annotations outside powerplane.io/ are theirs
+    theirs = with_meta(old, labels={"powerplane.io/active": "true", "team": "night"},
+                       annotations={"powerplane.io/created-at": "2025-01-01", "note": "x"})
+    assert admit(policy, "UPDATE", "carol", [AUTHENTICATED], theirs, old).allowed
+    unfinalized = with_meta(old, finalizers=["example.com/keep"])
+    for who in ("alice", "carol"):  # alice made it, but it was admitted: it is not hers
+        message = only(admit(policy, "UPDATE", who, [AUTHENTICATED], unfinalized, old))
+        assert message.endswith(f"the finalizer {FINALIZER} makes deleting n1-reboot-1 an "
+                                "abandon: only the executor removes it (once the abandon "
+                                "ran), or the creator of a request not admitted yet; "
+                                f"{who} is neither")
+    assert admit(policy, "UPDATE", OPERATOR, operator_groups, unfinalized, old).allowed
+    pending = {k: v for k, v in old.items() if k != "status"}
+    taken_back = {k: v for k, v in unfinalized.items() if k != "status"}
+    assert admit(policy, "UPDATE", "alice", [AUTHENTICATED], taken_back, pending).allowed
+    assert not admit(policy, "UPDATE", "carol", [AUTHENTICATED], taken_back, pending).allowed
 
 
 def test_the_policy_does_not_match_the_status_subresource(policy: dict[str, Any]) -> None:
     [rule] = policy["spec"]["matchConstraints"]["resourceRules"]
     assert rule["resources"] == ["nodemaintenances"]  # '*' or 'x/*' would take subresources
-    assert rule["operations"] == ["CREATE", "UPDATE"]
+    # DELETE too since issue 36: a deletion abandons, so the deleter must hold the verb
+    assert rule["operations"] == ["CREATE", "UPDATE", "DELETE"]
     assert policy["spec"]["failurePolicy"] == "Fail"
 
 
@@ -382,5 +456,5 @@ def _paths(value: Any, at: str = "") -> Iterator[str]:
 
 def test_the_policy_is_what_the_manifests_print(policy: dict[str, Any],
                                                 tmp_path: Path) -> None:
-    assert policy == m.admission_policy()
+    assert policy == adm.admission_policy()
     assert set(_paths(policy["spec"])) >= {"failurePolicy", "validations"}

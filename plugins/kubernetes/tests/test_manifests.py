@@ -3,7 +3,8 @@ lowest and highest minor the docs support, the Namespace first (one apply on a c
 cluster), the ClusterRole exactly the verbs the operator's run uses, its leases only in its
 namespace, ``secrets get`` only on the Secrets the deployment file names, a writable volume
 where a ``state_file`` needs one and a SQLite store refused, the maintainer's roles (who
-runs ``maintenance request``) with the node locks in the store's namespace."""
+runs ``maintenance request``) with their Events in the store's namespace; only the
+executor's role writes status or the dispatch ledger, and no requester's a Lease."""
 
 from __future__ import annotations
 
@@ -107,6 +108,11 @@ def test_cluster_role_holds_exactly_the_verbs_the_operator_uses() -> None:
                  ("powerplane.io", "maintenanceaudits", "watch")}
     expected |= {("powerplane.io", "nodemaintenances", v)
                  for v in ("get", "list", "watch", "update")}
+    # the dispatch ledger, written before every send and read against every status (issue
+    # 36: created only), and the recorder's verb (records of others name it recordedBy)
+    expected |= {("powerplane.io", "maintenancedispatches", v)
+                 for v in ("create", "get", "list", "watch")}
+    expected |= {("powerplane.io", "auditrecorders", "record")}
     # the kubernetes policy's check before acting; the look at the admission binding
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create"),
                  ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", "get")}
@@ -116,26 +122,26 @@ def test_cluster_role_holds_exactly_the_verbs_the_operator_uses() -> None:
     assert not any("*" in x for rule in _rules(m.cluster_role()) for x in rule)
 
 
-def test_the_maintainer_roles_hold_the_request_path_and_its_locks() -> None:
+def test_the_maintainer_roles_hold_the_request_path_and_its_events() -> None:
+    """Issue 36: no status verb (the executor alone writes status) and no Lease (the
+    executor takes the node locks; the store namespace is the operator's by default, where
+    its site Leases live): the requester's Role holds Events create only."""
     expected = {("", "nodes", "get"), ("", "nodes", "list"), ("", "pods", "list"),
                 ("policy", "poddisruptionbudgets", "list"), ("longhorn.io", "nodes", "get"),
-                ("longhorn.io", "replicas", "list"),
-                ("powerplane.io", "nodemaintenances/status", "update")}
+                ("longhorn.io", "replicas", "list")}
     expected |= {("powerplane.io", "nodemaintenances", v)
                  for v in ("get", "list", "watch", "create", "update", "delete")}
     if m.crd_missing() is None:
         expected |= {("powerplane.io", "maintenanceaudits", v) for v in ("list", "create")}
     assert _rules(m.maintainer_role()) == expected
-    assert _rules(m.maintainer_lock_role("maint")) == {
-        ("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "create"),
-        ("coordination.k8s.io", "leases", "update"), ("", "events", "create")}
+    assert _rules(m.maintainer_lock_role("maint")) == {("", "events", "create")}
 
 
 def test_the_node_locks_are_granted_in_the_store_namespace() -> None:
     docs = m.manifests("ops", "img", store_namespace="maint")
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("Role", "ClusterRole")}
     assert roles[m.LEASE_ROLE]["metadata"]["namespace"] == "ops"  # the site leases
-    assert roles[m.MAINTAINER_LOCKS]["metadata"]["namespace"] == "maint"  # the node locks
+    assert roles[m.MAINTAINER_LOCKS]["metadata"]["namespace"] == "maint"  # its Events
     assert m.MAINTAINER in roles
     # printed unbound: the operator's ServiceAccount is bound to its own roles only
     bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("RoleBinding")}
@@ -327,9 +333,57 @@ def test_the_admission_policy_and_its_binding_follow_the_crds() -> None:
     binding = docs[at + 1]
     assert binding["metadata"]["name"] == docs[at]["metadata"]["name"] == m.admission_name()
     assert binding["spec"] == {"policyName": m.admission_name(), "validationActions": ["Deny"]}
+    # the three of issue 36, each followed by its binding: the requester's, the executor's
+    # (status and the dispatch ledger), the audit's (an actor is its creator)
+    names = [d["metadata"]["name"] for d in docs[at:at + 6]]
+    assert names == ["powerplane-requester"] * 2 + ["powerplane-executor"] * 2 + [
+        "powerplane-audit"] * 2
+    assert kinds[at:at + 6] == ["ValidatingAdmissionPolicy",
+                                "ValidatingAdmissionPolicyBinding"] * 3
     from powerplane_kubernetes import crd
 
     assert m.admission_name() == crd.REQUESTER_BINDING  # the binding the operator reads
+
+
+def _every_role(tmp: Path) -> list[dict[str, Any]]:
+    """Every Role and ClusterRole any variant of the manifests prints, the server's too."""
+    docs = [d for variant in every_variant(tmp) for d in variant]
+    docs += m.server_manifests("ops", "maint")
+    return [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
+
+
+def test_only_the_executor_writes_status_and_the_dispatch_ledger(tmp_path: Path) -> None:
+    """Issue 36: in every printed role, only the operator's ClusterRole holds
+    ``nodemaintenances/status`` update (or any write of it) or ``maintenancedispatches``
+    create; no role updates, patches or deletes a dispatch ledger entry; no role but the
+    operator's holds a wildcard that would."""
+    status_writers, ledger_writers, ledger_changers = set(), set(), set()
+    for role in _every_role(tmp_path):
+        name = role["metadata"]["name"]
+        for group, resource, verb in _rules(role):
+            assert "*" not in (group, resource, verb), (name, group, resource, verb)
+            if resource == "nodemaintenances/status" and verb in ("update", "patch"):
+                status_writers.add(name)
+            if resource == "maintenancedispatches":
+                if verb == "create":
+                    ledger_writers.add(name)
+                if verb in ("update", "patch", "delete", "deletecollection"):
+                    ledger_changers.add(name)
+    assert status_writers == {m.NAME}
+    assert ledger_writers == {m.NAME}
+    assert ledger_changers == set()
+
+
+def test_no_requester_role_writes_a_lease(tmp_path: Path) -> None:
+    """Issue 36: the site Leases live in the operator's namespace, the store's by default;
+    only the operator's own Roles hold a Lease verb."""
+    for role in _every_role(tmp_path):
+        name = role["metadata"]["name"]
+        leases = {v for g, r, v in _rules(role) if g == "coordination.k8s.io" and r == "leases"}
+        if name in (m.LEASE_ROLE, m.OPERATOR_LOCKS):
+            assert leases == {"get", "create", "update"}
+        else:
+            assert leases == set(), name
 
 
 def test_the_people_roles() -> None:
@@ -367,6 +421,7 @@ def test_the_servers_role_reviews_and_reads_and_writes_no_node_or_maintenance() 
         ("powerplane.io", "nodemaintenances", "watch"),
         ("powerplane.io", "maintenanceaudits", "list"),
         ("powerplane.io", "maintenanceaudits", "create"),
+        ("powerplane.io", "auditrecorders", "record"),
         ("longhorn.io", "nodes", "get"), ("longhorn.io", "replicas", "list")}
     docs = m.server_manifests("ops", "maint")
     events = next(d for d in docs if d["metadata"]["name"] == m.SERVER_EVENTS
@@ -375,8 +430,10 @@ def test_the_servers_role_reviews_and_reads_and_writes_no_node_or_maintenance() 
     assert _rules(events) == {("", "events", "create")}
     bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("RoleBinding")}
     assert bound == {m.SERVER, m.SERVER_EVENTS}  # impersonation: unbound
+    # a caller whose token is a service account's is impersonated as one (issue 36)
     assert _rules(m.server_impersonation_role()) == {("", "users", "impersonate"),
-                                                     ("", "groups", "impersonate")}
+                                                     ("", "groups", "impersonate"),
+                                                     ("", "serviceaccounts", "impersonate")}
     assert all(b["subjects"] == [{"kind": "ServiceAccount", "name": m.SERVER,
                                   "namespace": "ops"}]
                for b in docs if b["kind"].endswith("RoleBinding"))

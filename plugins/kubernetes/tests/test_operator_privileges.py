@@ -28,6 +28,7 @@ from powerplane import PowerHost, load_config
 from powerplane.lifecycle import Lifecycle
 from powerplane.lifecycle.ceremony import Ceremony
 from powerplane_kubernetes.operator import manifests as m
+from powerplane_kubernetes.operator.admission import policies
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 from powerplane_kubernetes.testing.seed import (
     Kubelet,
@@ -47,10 +48,19 @@ PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
 TAKE_OVER = {(m.OPERATOR_LOCKS, "get"), (m.OPERATOR_LOCKS, "update")}
 """The node lock's take-over of a finished holder (a read, then a PUT naming its version):
 granted for it, and not reached by one maintenance per node, so not asked to be used."""
-REREAD = {(m.NAME, "get", "nodemaintenances")}
-"""The operator's read of one maintenance after a write lost a race (409) or while its watch
-is down (its watch feeds every other read): granted for it, and not reached by an
-uncontended run (test_store's watched-store test shows the GET)."""
+REREAD = {(m.NAME, "get", "nodemaintenances"), (m.NAME, "get", "maintenancedispatches"),
+          (m.NAME, "list", "maintenancedispatches"), (m.NAME, "record", "auditrecorders"),
+          (m.OPERATOR_LOCKS, "create", "events")}
+"""Granted, and not reached by an uncontended run on this server: the operator's read of one
+maintenance after a write lost a race (409) or while its watch is down (its watch feeds
+every other read; test_store's watched-store test shows the GET); of a dispatch ledger
+entry whose create was a 409 (a retry of its own, or another runner's record); the list of
+a maintenance's ledger made before the operator's watch began (kmock's watch replays every
+stored object as ``ADDED``, so here the watch delivers it; ``maintenance run``, which keeps
+no watch, lists it: test_status_rewrite shows it). ``record`` on the virtual
+``auditrecorders`` is asked by the audit admission policy's authorizer, never by a request
+(test_audit_actor shows it used); the Events of the records the executor writes itself, a
+deletion's or a regression's (test_status_rewrite shows one)."""
 
 
 def write_config(tmp: Path, who: str, kubeconfig: Path) -> Path:
@@ -114,7 +124,7 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
                                  api.write_kubeconfig(tmp_path / "op-kc", client="operator"))
         cli_config = write_config(tmp_path, "cli",
                                   api.write_kubeconfig(tmp_path / "cli-kc", client="cli"))
-        api.add_rbac(m.admission_policy(), m.admission_binding())  # identities bound
+        api.add_rbac(*policies())  # identities bound, status and the ledger the executor's
         # each client holds exactly the roles printed for it (and the API server enforces
         # them): the operator its ClusterRole, site-lease Role and node-lock Role; the
         # person powerplane-maintainer, its locks Role, and powerplane-admin (the servers
@@ -213,18 +223,14 @@ def test_the_operators_run_and_a_persons_request_use_exactly_their_roles(
 
 
 SECRET_NS, SECRET = "vault", "bmc-credentials"
-POLICY_REVIEWER = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                   "metadata": {"name": "policy-reviewer"},
-                   "rules": [{"apiGroups": ["authorization.k8s.io"],
-                              "resources": ["subjectaccessreviews"], "verbs": ["create"]}]}
-"""What the ``kubernetes`` policy asks of whoever runs it (the operator's ClusterRole has
-it; no role printed for people does, though ``maintenance request`` runs the policy)."""
 BASIC_USER = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
               "metadata": {"name": "system:basic-user"},
               "rules": [{"apiGroups": ["authentication.k8s.io"],
-                         "resources": ["selfsubjectreviews"], "verbs": ["create"]}]}
+                         "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+                        {"apiGroups": ["authorization.k8s.io"],
+                         "resources": ["selfsubjectaccessreviews"], "verbs": ["create"]}]}
 """The cluster's own default role bound to every authenticated user (not ours to print):
-a client may ask who it is."""
+a client may ask who it is, and what it may do itself."""
 
 
 @pytest.mark.slow
@@ -254,7 +260,7 @@ def test_the_kubernetes_policy_and_a_k8s_secret_use_exactly_the_operators_roles(
         # what operator manifests prints for this file (its state_file, a test world
         # outside the pod's data directory, is why the whole set is not asked for here)
         secrets = m.referenced_secrets(load_config(configs["operator"]))
-        printed = [m.admission_policy(), m.admission_binding(), m.cluster_role(),
+        printed = [*policies(), m.cluster_role(),
                    m.lease_role(OPS), *m.secret_roles(OPS, secrets), *m.people_roles()]
         api.add_rbac(*printed)  # the roles, the admission policy and its binding
         api.add_rbac({"apiVersion": "rbac.authorization.k8s.io/v1",
@@ -267,9 +273,9 @@ def test_the_kubernetes_policy_and_a_k8s_secret_use_exactly_the_operators_roles(
         api.grant(f"system:serviceaccount:{OPS}:{m.NAME}", m.cluster_role(),
                   m.lease_role(OPS), m.operator_lock_role(LOCKS))
         api.grant("alice", m.maintainer_role(), m.maintainer_lock_role(LOCKS))
-        # not printed for people (a gap the enforcing server shows): the person's CLI with
-        # the kubernetes policy asks a SubjectAccessReview before its request
-        api.grant("alice", POLICY_REVIEWER)
+        # (the person's CLI with the kubernetes policy asks about itself: a
+        # SelfSubjectAccessReview, which system:basic-user grants every authenticated user;
+        # no role for people grants subjectaccessreviews, which would disclose anyone's)
         # nor is the channel's Secret, which the person's host reads to start its channels
         # (the request's pre-flight reads power through them): the printed Role bound to her
         api.add_rbac({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -338,6 +344,14 @@ def test_the_kubernetes_policy_and_a_k8s_secret_use_exactly_the_operators_roles(
         used(operator)
     reviews = [r for r in operator if r.path.endswith("/subjectaccessreviews")]
     assert reviews and all(r.body["spec"]["user"] == "alice" for r in reviews)
+    # the person's CLI asks about itself by SelfSubjectAccessReviews (every authenticated
+    # user may) and holds nothing beyond its printed roles: no subjectaccessreviews
+    person = [r for r in asked if r.client == "cli"]
+    refused = ungranted(person, [m.maintainer_role(), m.maintainer_lock_role(LOCKS),
+                                 *secret_roles, BASIC_USER])
+    assert refused == [], [f"{r} -> {why}" for r, why in refused]
+    assert "create selfsubjectaccessreviews.authorization.k8s.io" in used(person)
+    assert "create subjectaccessreviews.authorization.k8s.io" not in used(person)
     # every verb granted was used: taking any one away refuses a request
     for role_i, role in enumerate(roles):
         for rule_i, rule in enumerate(role["rules"]):

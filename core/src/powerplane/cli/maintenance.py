@@ -499,6 +499,7 @@ def resolve_cmd(
 def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output: str) -> None:
     """Reconcile every active maintenance, printing each phase change as it happens."""
     from powerplane.lifecycle.service import Lifecycle
+    from powerplane.lifecycle.store import NotFound
 
     seen: dict[str, int] = {}
     said: dict[tuple[str, str], tuple[str, str]] = {}
@@ -532,7 +533,13 @@ def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output
             lc.store.after_write = progress
             try:
                 await lc.run(until_idle=until_idle, max_passes=max_passes)
-                return [lc.store.get(n).summary() for n in sorted(names)]
+                rows = []
+                for n in sorted(names):
+                    try:
+                        rows.append(lc.store.get(n).summary())
+                    except NotFound:  # its object was deleted (and let go once it ended)
+                        rows.append({"name": n, "deleted": True})
+                return rows
             finally:
                 lc.close()
 
@@ -542,4 +549,7 @@ def run_cmd(ctx: click.Context, until_idle: bool, max_passes: int | None, output
         return
     out = printer()
     for r in rows:
-        out.print("{}: {} ({})", r["node"], r["phase"], r["name"])
+        if r.get("deleted"):
+            out.print("{}: deleted", r["name"])
+        else:
+            out.print("{}: {} ({})", r["node"], r["phase"], r["name"])

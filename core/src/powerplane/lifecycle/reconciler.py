@@ -41,7 +41,7 @@ from powerplane.lifecycle.model import (
 from powerplane.lifecycle.phases import transition
 from powerplane.lifecycle.ports import MaintenanceStore, PermanentPortError, Ports, call_store
 from powerplane.lifecycle.storage import apply_writes
-from powerplane.lifecycle.store import StoreConflict, StoreError
+from powerplane.lifecycle.store import NotFound, StoreConflict, StoreError
 from powerplane.readback import PowerOffConfirmed, PowerOffWatch
 from powerplane.settings.lifecycle import LifecycleConfig
 
@@ -63,7 +63,7 @@ class Result(str, Enum):
     PARKED = "parked"
     """It waits on a person (return, abandon, a confirmation) or a safety hold."""
     DONE = "done"
-    """It is in a terminal phase."""
+    """It is in a terminal phase (or gone: its object was removed)."""
 
 
 def _snapshot(m: NodeMaintenance) -> dict[str, Any]:
@@ -97,6 +97,11 @@ class Reconciler:
         """The store's dispatch ledger (:mod:`.ledger`), held against every status read."""
         self.dispatcher = Dispatcher(ports, config, clock, self._save, self.ledger)
         """The only sender of power verbs."""
+        self._unsaved_cordon: dict[str, str] = {}
+        """Maintenances (name -> node) whose admission cordoned the node in a pass whose
+        write was then lost (a 409: the object changed, or went): until a write of it
+        past ``Pending`` lands, the cordon is this runner's to undo if the request turns
+        out abandoned or gone before it was admitted (see :meth:`_undo_cordon`)."""
 
     @property
     def ports(self) -> Ports:
@@ -128,7 +133,12 @@ class Reconciler:
             # the store's current version (a write names the version it read, so anyone's
             # change in between makes the next write, and a dispatch's record, a conflict).
             if m is None:
-                m = await call_store(self.store, self.store.get, name)
+                try:
+                    m = await call_store(self.store, self.store.get, name)
+                except NotFound:  # gone: nothing left to do (a lost admission's cordon
+                    await self._undo_cordon(name)  # undone, nothing else on its record)
+                    self._drop_watch(name)
+                    return Result.DONE
                 before = _snapshot(m)
                 if self.ledger is not None and not m.phase.terminal:
                     try:
@@ -147,6 +157,8 @@ class Reconciler:
             try:
                 was = m.phase
                 result = await self._step(m)
+                if was in (P.PENDING, P.REQUESTED) and m.status.cordoned:
+                    self._unsaved_cordon[name] = m.node  # until its write lands
                 after = _snapshot(m)
                 # One status write per phase: a phase the pass only passes through is
                 # written with the next write. An admission is written with the cordon
@@ -234,8 +246,11 @@ class Reconciler:
             return True  # parked already, and audited then: nothing more to write
         log.warning("%s: the status contradicts the dispatch ledger: %s", m.name,
                     "; ".join(problems))
-        host = self.ports.host
-        who = host.authority.identity
+        # the executor, as its platform authenticated it where the store knows (the API
+        # server's user of the kubernetes store), else as its authority names it
+        vouch = getattr(self.store, "authenticated_identity", None)
+        who = (await call_store(self.store, vouch) if callable(vouch)
+               else self.ports.host.authority.identity)
         record = AuditRecord(
             actor=who.user, groups=who.groups, via=who.via,
             action=action_for_intent(m.spec.intent), reason=m.spec.reason, node=m.node,
@@ -248,7 +263,20 @@ class Reconciler:
 
     async def _save(self, m: NodeMaintenance) -> None:
         await call_store(self.store, self.store.update, m)
+        if m.phase is not P.PENDING:
+            self._unsaved_cordon.pop(m.name, None)  # written past Pending: the record's now
         crashpoint(f"phase:{m.phase.value}")
+
+    async def _undo_cordon(self, name: str) -> None:
+        """Uncordon the node an admission of ``name`` cordoned in a pass whose write was
+        lost, now that the request reads as never admitted and abandoned (or is gone): the
+        cordon is on no record but this runner's, so nothing else would undo it. (A runner
+        that stopped in between left the node's lock naming the request: a person sees it.)"""
+        node = self._unsaved_cordon.pop(name, None)
+        if node is not None and self.ports.cluster.applicable:
+            log.warning("%s: its admission cordoned %s and was never written (the request "
+                        "was abandoned or deleted meanwhile): uncordoning it", name, node)
+            await self.ports.cluster.uncordon(node)
 
     def _drop_watch(self, name: str) -> None:
         watch = self.watches.pop(name, None)
@@ -266,7 +294,8 @@ class Reconciler:
         if port_error is not None and port_error.status is S.TRUE:
             set_condition(m, C.PORT_ERROR, S.FALSE, "Recovered", port_error.message)
         self._observe_watch(m)
-        if m.spec.abandon is not None and m.phase is P.PENDING:  # nothing was done
+        if m.spec.abandon is not None and m.phase is P.PENDING:  # nothing was recorded
+            await self._undo_cordon(m.name)  # (a lost admission's cordon: undone)
             a = m.spec.abandon
             m.status.refusal_reason = f"abandoned by {a.actor} before it was admitted"
             transition(m, P.REFUSED, f"abandoned by {a.actor}: {a.reason}")
@@ -276,6 +305,11 @@ class Reconciler:
             set_condition(m, C.ABANDONED, S.TRUE, "Abandoned", f"by {a.actor}: {a.reason}")
             transition(m, P.RETURNING, f"abandoned by {a.actor}: {a.reason}")
             return Result.ADVANCED
+        if m.spec.abandon is not None and not m.is_true(C.ABANDONED):
+            # abandoned while it was returning already: nothing changes but the record of it
+            a = m.spec.abandon
+            set_condition(m, C.ABANDONED, S.TRUE, "Abandoned",
+                          f"by {a.actor}: {a.reason} (it was returning already)")
         handler = {
             P.PENDING: self._pending,
             P.REQUESTED: self._requested,

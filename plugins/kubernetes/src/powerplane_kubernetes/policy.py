@@ -25,10 +25,16 @@ except ``servers:read``, which is ``get`` (RBAC's own word for reading one objec
       verbs: [reboot]
       resourceNames: [node-1, node-2]   # absent: every node
 
-:meth:`KubernetesPolicy.decide` asks the API server one ``SubjectAccessReview``
-(``authorization.k8s.io/v1``, ``POST /apis/authorization.k8s.io/v1/subjectaccessreviews``)
-per node, for the identity's user and groups exactly as given, at most ``concurrency`` at
-a time, and returns a :class:`~powerplane.authority.policy.Decision` whose rule quotes the
+:meth:`KubernetesPolicy.decide` asks the API server one review per node, at most
+``concurrency`` at a time: about the client's own identity (a person's CLI asking for
+itself: the user and groups a ``SelfSubjectReview`` gives, asked once) a
+``SelfSubjectAccessReview`` (``POST
+/apis/authorization.k8s.io/v1/selfsubjectaccessreviews``, which every authenticated user
+may make through ``system:basic-user``); about anyone else (the executor and the Servers
+gateway asking about a requester) a ``SubjectAccessReview`` (``POST
+/apis/authorization.k8s.io/v1/subjectaccessreviews``) for the identity's user and groups
+exactly as given, whose ``create`` is granted to those two only (it discloses anyone's
+rights), and returns a :class:`~powerplane.authority.policy.Decision` whose rule quotes the
 answer (``status.allowed``, ``status.denied``, ``status.reason``,
 ``status.evaluationError``). Nothing is cached: a grant removed after a request was made
 refuses the next check. An API server that cannot answer is no decision: the error is a
@@ -120,30 +126,62 @@ def _quote(status: dict[str, Any]) -> str:
 
 
 class KubernetesPolicy:
-    """Decides each action by a SubjectAccessReview per node (see the module docstring)."""
+    """Decides each action by a review per node (a SelfSubjectAccessReview about the
+    client's own identity, else a SubjectAccessReview; see the module docstring)."""
 
     def __init__(self, api: KubeApi, *, concurrency: int = 16, where: str = "policy") -> None:
         self.api = api
         self.concurrency = concurrency
+        self._me: Identity | None = None
+        """This client's identity as the API server authenticates it (asked once)."""
         self.description = (f"Kubernetes RBAC ({where}): verbs on {RESOURCE}.{GROUP}, asked by "
-                            "a SubjectAccessReview per node")
+                            "a SubjectAccessReview per node (a SelfSubjectAccessReview for "
+                            "its own identity)")
 
     async def aclose(self) -> None:
         await self.api.aclose()
 
-    async def review(self, identity: Identity, verb: str, node: str) -> dict[str, Any]:
-        """One SubjectAccessReview: the answer's ``status`` (a dict)."""
-        from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
-        from lightkube.resources.authorization_v1 import SubjectAccessReview
+    async def own(self, identity: Identity) -> bool:
+        """Whether ``identity`` is this client's own, as the API server authenticates it
+        (its user and the same set of groups; asked once by a SelfSubjectReview)."""
+        if self._me is None:
+            self._me = await self.who_am_i()
+        me = self._me
+        return identity.user == me.user and set(identity.groups) == set(me.groups)
+
+    async def review(self, identity: Identity, verb: str, node: str, *,
+                     own: bool | None = None) -> dict[str, Any]:
+        """One review: the answer's ``status`` (a dict). About this client's own identity
+        (``own``; None: :meth:`own` asks) a SelfSubjectAccessReview, which every
+        authenticated user may make (``system:basic-user``); about another (the
+        executor's and the gateway's question about a requester) a SubjectAccessReview,
+        whose ``create`` discloses anyone's rights and is granted to the executor and the
+        gateway only."""
+        if own is None:
+            own = await self.own(identity)
+        from lightkube.models.authorization_v1 import (
+            ResourceAttributes,
+            SelfSubjectAccessReviewSpec,
+            SubjectAccessReviewSpec,
+        )
+        from lightkube.resources.authorization_v1 import (
+            SelfSubjectAccessReview,
+            SubjectAccessReview,
+        )
 
         from powerplane_kubernetes.errors import map_error
 
-        review = SubjectAccessReview(spec=SubjectAccessReviewSpec(
-            user=identity.user, groups=list(identity.groups),
-            resourceAttributes=ResourceAttributes(group=GROUP, resource=RESOURCE, verb=verb,
-                                                  name=node)))
+        attributes = ResourceAttributes(group=GROUP, resource=RESOURCE, verb=verb, name=node)
         what = f"asking the API server whether {identity.user} may {verb} {RESOURCE}/{node}"
         try:
+            review: SelfSubjectAccessReview | SubjectAccessReview
+            if own:
+                review = SelfSubjectAccessReview(spec=SelfSubjectAccessReviewSpec(
+                    resourceAttributes=attributes))
+            else:
+                review = SubjectAccessReview(spec=SubjectAccessReviewSpec(
+                    user=identity.user, groups=list(identity.groups),
+                    resourceAttributes=attributes))
             answer = await self.api.client().create(review)
         except Exception as exc:  # every failure is mapped; none is an answer
             error = map_error(exc, what)
@@ -160,11 +198,13 @@ class KubernetesPolicy:
     ) -> list[Decision]:
         verb = rbac_verb(action)
         bound = asyncio.Semaphore(self.concurrency)
+        own = await self.own(identity) if nodes else False
+        kind = "SelfSubjectAccessReview" if own else "SubjectAccessReview"
 
         async def one(node: str) -> Decision:
             async with bound:
-                status = await self.review(identity, verb, node)
-            rule = (f"the API server (SubjectAccessReview of {verb} on "
+                status = await self.review(identity, verb, node, own=own)
+            rule = (f"the API server ({kind} of {verb} on "
                     f"{RESOURCE}.{GROUP} {node!r}) answered {_quote(status)}")
             return Decision(bool(status.get("allowed")) and not status.get("denied"),
                             action, identity, rule)
@@ -220,5 +260,6 @@ def _factory(config: KubernetesPolicyConfig, context: PolicyContext) -> Kubernet
 KUBERNETES_POLICY: PolicyType[KubernetesPolicyConfig] = PolicyType(
     "kubernetes", KubernetesPolicyConfig, _factory,
     description="Kubernetes RBAC: each action a verb on servers.powerplane.io (resource name "
-                "= the node), decided by a SubjectAccessReview per node, never cached")
+                "= the node), decided by a SubjectAccessReview per node (a SelfSubjectAccessReview "
+                "for the client's own identity), never cached")
 """The ``kubernetes`` policy type, registered by :mod:`powerplane_kubernetes.plugin`."""

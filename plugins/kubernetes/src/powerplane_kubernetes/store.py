@@ -180,6 +180,8 @@ BindingResource: type[GenericGlobalResource] = create_global_resource(
 SelfSubjectReviewResource: type[GenericGlobalResource] = create_global_resource(
     "authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews")
 """Who the API server says a client is."""
+SWEEP_S = 30.0
+"""How often a store no watch feeds lists the ended maintenances for deleted ones."""
 BINDING_CHECK_S = 30.0
 """How long the executor trusts its last look at the admission policy binding."""
 
@@ -344,6 +346,19 @@ def _meta(old: dict[str, Any], new: dict[str, Any], labels: dict[str, str],
     return meta
 
 
+def _abandoned_by_deletion(m: NodeMaintenance) -> bool:
+    """Whether ``m``'s status says the abandon its deletion stands for was acted on."""
+    cond = m.condition("Abandoned")
+    return (cond is not None and cond.status == "True"
+            and cond.message.startswith(f"by {DELETION_ACTOR}"))
+
+
+def _releasable(obj: dict[str, Any]) -> bool:
+    """Deleted after its maintenance ended, and still held by :data:`FINALIZER`."""
+    return (_deleting(obj) and _phase(obj) in _TERMINAL
+            and FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or []))
+
+
 def _finalizers(old: dict[str, Any], m: NodeMaintenance) -> list[str]:
     """The object's finalizers after a write of ``m``: :data:`FINALIZER` kept (added where
     a hand-made object lacks it) while the maintenance may still have something to undo,
@@ -398,6 +413,11 @@ class KubernetesStore:
         self._recorded: collections.OrderedDict[str, None] = collections.OrderedDict()
         """Request records an executor's watch saw created (at most :data:`SEEN_MAX`, the
         newest kept): :meth:`record_request` writes none of these again."""
+        self._swept: float | None = None
+        """When :meth:`release_deleted` last listed the ended maintenances (unwatched)."""
+        self._releasable: set[str] = set()
+        """Objects seen deleted after their maintenance ended, still holding
+        :data:`FINALIZER` (:meth:`release_deleted` lets them go)."""
         self._reread: set[str] = set()
         """Names whose copy lost a write race (409): the next :meth:`get` reads them."""
         self.unreadable: dict[str, tuple[dict[str, Any], str]] = {}
@@ -478,6 +498,10 @@ class KubernetesStore:
             if old is None or _version(old) <= version:
                 self._seen[str(name)] = obj
                 self._reread.discard(str(name))
+                if _releasable(obj):
+                    self._releasable.add(str(name))
+                else:
+                    self._releasable.discard(str(name))
             self._seen.move_to_end(str(name))
             while len(self._seen) > SEEN_MAX:
                 self._seen.popitem(last=False)
@@ -486,6 +510,7 @@ class KubernetesStore:
     def _forget(self, name: str, *, reread: bool = False) -> None:
         with self._seen_lock:
             self._seen.pop(name, None)
+            self._releasable.discard(name)
             if reread:
                 self._reread.add(name)
 
@@ -961,11 +986,16 @@ class KubernetesStore:
                     # the abandon its deletion stands for is read, never written
                     new["requests"]["abandon"] = (old.get("requests") or {}).get("abandon")
                 new["metadata"]["finalizers"] = _finalizers(old, m)
+                # the annotations are the creator's and the executor's marks, set when they
+                # are made (an update writes none: a hand-made object's creation time is
+                # read from its creationTimestamp again)
+                new["metadata"]["annotations"] = dict(
+                    (old.get("metadata") or {}).get("annotations") or {})
                 rv = str(old["metadata"]["resourceVersion"])
                 ours = new["metadata"]["labels"]
                 # status only where it changed: a person's request (a return, an abandon,
                 # a resolution) never writes it; only the executor does
-                status_changed = (from_object(old).status.model_dump(mode="json")
+                status_changed = (from_object(old).status.model_dump(mode="json", by_alias=True)
                                   != new["status"])
                 if audit is None:
                     audit = self._deletion_record(old, m)
@@ -986,9 +1016,16 @@ class KubernetesStore:
                         self._forget(m.name, reread=True)
                         raise StoreConflict(f"maintenance {m.name} changed since version "
                                             f"{expected}") from None
+                    if self._code(exc) == 404:  # gone meanwhile: the reader finds it gone
+                        self._forget(m.name, reread=True)
+                        raise StoreConflict(f"maintenance {m.name} is gone") from None
                     raise
+                # the index labels follow the status that decides them, written by the
+                # executor alone (a person's request changes no status, and the requester
+                # admission policy lets only the executor change powerplane.io labels)
                 have = (done.get("metadata") or {}).get("labels") or {}
-                if not _deleting(done) and any(have.get(k) != v for k, v in ours.items()):
+                if status_changed and not _deleting(done) and any(
+                        have.get(k) != v for k, v in ours.items()):
                     done = self._relabel(done, ours)
                 m.resource_version = _version(done)
         except BaseException:
@@ -1007,10 +1044,12 @@ class KubernetesStore:
         if not _deleting(old) or a is None or a.actor != DELETION_ACTOR:
             return None
         before = _phase(old)
-        if before in (Phase.RETURNING.value, *_TERMINAL):
+        if before in _TERMINAL:
             return None
-        if m.phase not in (Phase.RETURNING, Phase.REFUSED, Phase.COMPLETE):
-            return None
+        refused = before == Phase.PENDING.value and m.phase is Phase.REFUSED
+        if not refused and not (_abandoned_by_deletion(m)
+                                and not _abandoned_by_deletion(from_object(old))):
+            return None  # not the write that first acts on it
         return self._executor_record(m, f"deleted in phase {before}: {a.reason}")
 
     def _executor_record(self, m: NodeMaintenance, detail: str) -> AuditRecord:
@@ -1038,17 +1077,25 @@ class KubernetesStore:
                 return obj
             raise
 
-    def release_deleted(self) -> list[str]:
+    def release_deleted(self, mine: Callable[[str], bool] | None = None) -> list[str]:
         """Let every deleted maintenance that had already ended go (its finalizer taken
-        off, the deletion audited): the executor's pass does it (core's ``run_pass``); the
-        names released. Those still active are abandoned by their reconcile instead."""
+        off, the deletion audited), of the nodes ``mine`` accepts (None: every node): the
+        executor's pass does it (core's ``run_pass``; the operator for the sites whose
+        Lease it holds); the names released. Those still active are abandoned by their
+        reconcile instead. Costs nothing while there is none (the objects seen so are
+        kept aside as they are read or watched)."""
+        now = time.monotonic()
+        if not self.watched and (self._swept is None or now - self._swept >= SWEEP_S):
+            # no watch tells of an ended one being deleted: look among the ended ones
+            self._swept = now
+            self._list({ACTIVE_LABEL: "false"})
         with self._seen_lock:
-            candidates = [o for o in self._seen.values()
-                          if _deleting(o) and _phase(o) in _TERMINAL
-                          and FINALIZER in ((o.get("metadata") or {}).get("finalizers") or [])]
+            candidates = [self._seen[n] for n in self._releasable if n in self._seen]
         done = []
         for obj in candidates:
             name = str(obj["metadata"]["name"])
+            if mine is not None and not mine(str((obj.get("spec") or {}).get("node") or "")):
+                continue
             try:
                 m = from_object(obj)
                 with self._errors(f"releasing the deleted {PLURAL}.{GROUP} {name}"):

@@ -45,6 +45,7 @@ from powerplane.lifecycle import Phase
 from powerplane_kubernetes.crd import (
     AUDIT_PLURAL,
     DISPATCH_PLURAL,
+    FINALIZER,
     GROUP,
     PLURAL,
     REQUESTER_BINDING,
@@ -110,6 +111,7 @@ def _spec_schema() -> Mapping[str, Any]:
 
 _USER = "request.userInfo.username"
 _UPDATE = "request.operation == 'UPDATE'"
+_NOT_UPDATE = "request.operation != 'UPDATE'"
 
 
 def _new_entry(field_name: str) -> str:
@@ -118,6 +120,23 @@ def _new_entry(field_name: str) -> str:
     now, before = f"object.requests.{field_name}", f"oldObject.requests.{field_name}"
     return (f"(has(object.requests) && has({now}) && !({_UPDATE} && has(oldObject.requests) "
             f"&& has({before}) && {before} == {now}))")
+
+
+PREFIX = f"{GROUP}/"
+"""The prefix of the labels and annotations only the executor changes on an update."""
+_EXECUTOR = (f"authorizer.group('{GROUP}').resource('{DISPATCH_PLURAL}')"
+             ".check('create').allowed()")
+"""CEL: the writer is an executor (may create dispatch ledger entries)."""
+
+
+def _ours_unchanged(field_name: str) -> str:
+    """CEL: every ``powerplane.io/`` key of ``metadata.<field_name>`` is the same in the old
+    and the new object (none added, removed or changed)."""
+    new, old = f"object.metadata.{field_name}", f"oldObject.metadata.{field_name}"
+    ours = f"k.startsWith('{PREFIX}')"
+    return (f"((!has({new}) || {new}.all(k, !{ours} || (has({old}) && k in {old} && "
+            f"{old}[k] == {new}[k]))) && (!has({old}) || {old}.all(k, !{ours} || "
+            f"(has({new}) && k in {new}))))")
 
 
 def admission_policy() -> dict[str, Any]:
@@ -215,6 +234,31 @@ def admission_policy() -> dict[str, Any]:
     own_pending = f"(!has(oldObject.status) && oldObject.spec.requestedBy == {_USER})"
     may_abandon = (f"authorizer.group('{GROUP}').resource('servers').name(oldObject.spec.node)"
                    ".check('maintenance-abandon').allowed()")
+    executor = _EXECUTOR
+    for what, field_name in (("labels", "labels"), ("annotations", "annotations")):
+        validations.append({
+            "expression": f"{_NOT_UPDATE} || "
+                          f"{_ours_unchanged(field_name)} || {executor}",
+            "message": f"only the executor changes a maintenance's {PREFIX}* {what}",
+            "messageExpression": (
+                f"'only the executor changes the {PREFIX}* {what} of ' + "
+                f"oldObject.metadata.name + ' (they steer the executor: which maintenances "
+                f"are active, which request lost its node): ' + {_USER} + ' may not create "
+                f"{DISPATCH_PLURAL}.{GROUP}'"),
+            "reason": "Forbidden"})
+    kept = (f"!has(oldObject.metadata.finalizers) || !('{FINALIZER}' in "
+            "oldObject.metadata.finalizers) || (has(object.metadata.finalizers) && "
+            f"'{FINALIZER}' in object.metadata.finalizers)")
+    creator_of_pending = f"(!has(oldObject.status) && oldObject.spec.requestedBy == {_USER})"
+    validations.append({
+        "expression": (f"{_NOT_UPDATE} || {kept} || {creator_of_pending} "
+                       f"|| {executor}"),
+        "message": f"only the executor removes the finalizer {FINALIZER}",
+        "messageExpression": (
+            f"'the finalizer {FINALIZER} makes deleting ' + oldObject.metadata.name + "
+            "' an abandon: only the executor removes it (once the abandon ran), or the "
+            "creator of a request not admitted yet; ' + " + _USER + " + ' is neither'"),
+        "reason": "Forbidden"})
     validations.append({
         "expression": (f"request.operation != 'DELETE' || {ended} || {own_pending} || "
                        f"{may_abandon}"),
@@ -274,10 +318,9 @@ def _rank(expr: str) -> str:
 
 def executor_policy() -> dict[str, Any]:
     """``powerplane-executor`` (see the module docstring)."""
-    executor = (f"authorizer.group('{GROUP}').resource('{DISPATCH_PLURAL}')"
-                ".check('create').allowed()")
+    executor = _EXECUTOR
     user = "request.userInfo.username"
-    status_write = "request.subResource == 'status'"
+    status_write = "(request.subResource == 'status')"
     old_phase = ("(has(oldObject.status) && has(oldObject.status.phase) ? "
                  "oldObject.status.phase : 'Pending')")
     new_phase = ("(has(object.status) && has(object.status.phase) ? "

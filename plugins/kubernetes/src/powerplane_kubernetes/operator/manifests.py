@@ -29,21 +29,28 @@ The ClusterRole grants exactly the verbs the operator's run uses and nothing els
 least-privilege tests check every request of the lifecycle tests and of a real ``operator
 run`` against it, and that each verb granted is used): nodes get/list/patch; pods list;
 pods/eviction create; poddisruptionbudgets list; nodemaintenances get/list/watch/update and
-their status update; maintenanceaudits watch/create (a request's record when its creator
-wrote none; the watch tells which it did); Longhorn nodes get/update and replicas list. The
-site Leases are granted by a Role in the operator's own namespace only (get/create/update).
+their status update (it alone writes status); maintenancedispatches create/get/list/watch
+(the dispatch ledger: no role updates or deletes an entry); ``record`` on the virtual
+``auditrecorders`` (a record of another identity: a request whose creator wrote none, a
+deletion, a regression); maintenanceaudits watch/create (a request's record when its
+creator wrote none; the watch tells which it did); Longhorn nodes get/update and replicas
+list. The site Leases are granted by a Role in the operator's own namespace only
+(get/create/update), the node locks it takes at admission by a Role in
+``lifecycle.store.namespace`` (:func:`operator_lock_role`).
 
-The operator creates no maintenance: the node's lock Lease, the ``MaintenanceAudit``
-record and its Event are written by whoever runs ``powerplane maintenance request`` (and
-return, abandon, resolve), a person or a pipeline. :func:`maintainer_role` (ClusterRole
-:data:`MAINTAINER`) and :func:`maintainer_lock_role` (a Role in
-``lifecycle.store.namespace``, ``--store-namespace``) are what that identity needs; they are
-printed unbound (bind them to your people or groups). ``powerplane maintenance run`` acts as
-the operator does and needs the operator's roles.
+The operator creates no maintenance: the ``NodeMaintenance``, its ``MaintenanceAudit``
+record and the record's Event are written by whoever runs ``powerplane maintenance
+request`` (and return, abandon, resolve), a person or a pipeline. :func:`maintainer_role`
+(ClusterRole :data:`MAINTAINER`) and :func:`maintainer_lock_role` (a Role in
+``lifecycle.store.namespace``, ``--store-namespace``: Events only, no Lease) are what that
+identity needs; they are printed unbound (bind them to your people or groups). No requester
+role holds a status verb, a dispatch ledger verb or a Lease verb. ``powerplane maintenance
+run`` acts as the operator does and needs the operator's roles.
 
 **The admission policies** (:mod:`.admission`, printed here in apply order after the CRDs):
 ``powerplane-requester`` binds a NodeMaintenance's ``spec`` and ``requests`` to the API
-server's authenticated requester (and a deletion to one who may abandon it);
+server's authenticated requester (and a deletion to one who may abandon it), and keeps
+its ``powerplane.io/*`` labels and annotations and its finalizer to the executor;
 ``powerplane-executor`` keeps its ``status`` and the dispatch ledger
 (``maintenancedispatches``) to the executor and refuses a status that moves back;
 ``powerplane-audit`` binds a ``MaintenanceAudit``'s actor to its creator unless the creator
@@ -65,13 +72,15 @@ policy's decision for each caller); ``get``/``list`` on nodes, ``list`` on pods 
 poddisruptionbudgets, Longhorn's nodes ``get`` and replicas ``list`` (the pre-flight);
 ``get``/``list``/``watch`` on nodemaintenances (a maintenance and its live view; the
 watch the pages' phases and each act's early refusal read);
-``list``/``create`` on maintenanceaudits (the audit trail, and the denials it records);
-and ``create`` on Events in ``lifecycle.store.namespace`` (:func:`server_events_role`, the
-denial record's notification). No Node write, no NodeMaintenance write, no Lease: every act
-is the caller's own request, made with the caller's token (passthrough), which the API
-server authenticates and the admission policy binds. :func:`server_impersonation_role`
-(:data:`SERVER_IMPERSONATE`: ``impersonate`` on ``users`` and ``groups``) is printed
-unbound: bind it to :data:`SERVER` only for ``kubernetes: {credentials: impersonate}``,
+``list``/``create`` on maintenanceaudits (the audit trail, and the denials it records),
+``record`` on ``auditrecorders`` (those records name the identity it verified, and itself
+as ``recordedBy``); and ``create`` on Events in ``lifecycle.store.namespace``
+(:func:`server_events_role`, the denial record's notification). No Node write, no
+NodeMaintenance write, no Lease: every act is the caller's own request, made with the
+caller's token (passthrough), which the API server authenticates and the admission policy
+binds. :func:`server_impersonation_role` (:data:`SERVER_IMPERSONATE`: ``impersonate`` on
+``users``, ``groups`` and ``serviceaccounts``) is printed unbound: bind it to
+:data:`SERVER` only for ``kubernetes: {credentials: impersonate}``,
 where the gateway then can act as anyone.
 
 The Deployment reads its deployment file from a ConfigMap the operator's user writes
@@ -141,7 +150,8 @@ in ``lifecycle.store.namespace``."""
 MAINTAINER = "powerplane-maintainer"
 """The ClusterRole of ``powerplane maintenance request/status/list/return/abandon/resolve``."""
 MAINTAINER_LOCKS = "powerplane-maintainer-locks"
-"""The Role of the node locks and Events in ``lifecycle.store.namespace``."""
+"""The requester's Role in ``lifecycle.store.namespace``: the audit records' Events only (no
+Lease: the executor takes the node locks; the name is kept for existing bindings)."""
 CONFIG_MAP = "powerplane-config"
 """The ConfigMap holding the deployment file (key ``powerplane.yaml``), written by the user."""
 APP = "powerplane-operator"
@@ -281,18 +291,17 @@ def maintainer_role() -> dict[str, Any]:
 
 
 def maintainer_lock_role(store_namespace: str) -> dict[str, Any]:
-    """The Role of the per-node lock Leases and the audit Events, in
-    ``lifecycle.store.namespace``."""
+    """The Role of the audit records' Events, in ``lifecycle.store.namespace``: a requester
+    takes no lock (the executor takes the node's as it admits a request) and writes no
+    Lease, so it holds no ``leases`` verb (the namespace is the operator's by default,
+    where its site Leases live). The name is kept from when requesters took the node
+    locks, so that existing bindings keep working."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": MAINTAINER_LOCKS, "namespace": store_namespace,
                      "labels": _labels()},
-        "rules": [
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "create", "update"]},
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-        ],
+        "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
     }
 
 
@@ -334,10 +343,12 @@ def server_events_role(store_namespace: str) -> dict[str, Any]:
 
 def server_impersonation_role() -> dict[str, Any]:
     """The ClusterRole ``kubernetes: {credentials: impersonate}`` needs: ``impersonate`` on
-    every user and group (printed unbound: passthrough needs none of it)."""
+    every user, group and service account (a caller whose token is a service account's
+    is impersonated as one: the API server asks ``impersonate`` on ``serviceaccounts``
+    for it, not on ``users``); printed unbound: passthrough needs none of it."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": SERVER_IMPERSONATE, "labels": _labels()},
-            "rules": [{"apiGroups": [""], "resources": ["users", "groups"],
+            "rules": [{"apiGroups": [""], "resources": ["users", "groups", "serviceaccounts"],
                        "verbs": ["impersonate"]}]}
 
 
@@ -400,14 +411,16 @@ def people_roles() -> list[dict[str, Any]]:
 def operator_lock_role(store_namespace: str) -> dict[str, Any]:
     """The Role of the per-node lock Leases the operator takes when it admits a request (as
     the store's lock protocol does: create, and the take-over of a finished holder's lock by
-    a read and a ``PUT``), in ``lifecycle.store.namespace``."""
+    a read and a ``PUT``), and of the Events of the records it writes itself (a deletion,
+    a regression), in ``lifecycle.store.namespace``."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": OPERATOR_LOCKS, "namespace": store_namespace,
                      "labels": _labels()},
         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                   "verbs": ["get", "create", "update"]}],
+                   "verbs": ["get", "create", "update"]},
+                  {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
     }
 
 

@@ -385,6 +385,23 @@ class Operator:
         self.health.tick()
         return idle and not self._driving
 
+    async def _release(self, lc: Lifecycle) -> None:
+        """Let go, audited, the maintenances of the held sites deleted after they ended
+        (a deletion of an active one is its reconcile's abandon; a finished one has
+        nothing to undo but is held by its finalizer until the executor says so)."""
+        release = getattr(lc.store, "release_deleted", None)
+        if not callable(release):
+            return
+        held = {site for site, state in self.sites.items() if state.lease.held()}
+        if not held:
+            return
+
+        def mine(node: str) -> bool:
+            return self.node_site.get(node, DEFAULT_SITE) in held
+
+        for name in await asyncio.to_thread(release, mine):  # requests: off the loop
+            self.trace.append(("released", name))
+
     def _unreadable(self) -> bool:
         """Whether the watch delivered an object that does not read as a maintenance (the
         next scan reads the store, which refuses it visibly)."""
@@ -533,6 +550,7 @@ class Operator:
                     if background is not None and background.done():
                         background.result()  # it failed: raise it here
                 try:
+                    await self._release(lc)
                     idle = self._scan(lc, cause)
                 except PowerplaneError as exc:  # the store failed: not ready, try again
                     self.health.set_ready(False, str(exc))

@@ -13,8 +13,8 @@ objects with the API server's reasons and wording), each concern in a module of 
   verb, group, resource and subresource (``nodemaintenances/status``, ``pods/eviction``),
   namespace and name, authorized over the stored roles and bindings as Kubernetes' RBAC
   authorizer does (:mod:`.rbac`), a denial ``403`` in the API server's words; the
-  bootstrap roles a cluster comes with; SubjectAccessReview, SelfSubjectReview and
-  TokenReview.
+  bootstrap roles a cluster comes with; SubjectAccessReview, SelfSubjectAccessReview,
+  SelfSubjectReview and TokenReview.
 * :mod:`.admission` -- **the stored ValidatingAdmissionPolicies and their bindings**,
   evaluated (:mod:`.policies`: matching, subresources included only where a rule names
   them; :mod:`.cel`: cel-python's parser and functions, compiled once per policy), a denial
@@ -58,6 +58,7 @@ from powerplane_kubernetes.testing.apiserver.common import (
     RBAC_KINDS,
     REVIEWS,
     SECRETS,
+    SELF_ACCESS_REVIEWS,
     SELF_REVIEWS,
     TOKEN_REVIEWS,
     RecordedRequest,
@@ -87,6 +88,7 @@ __all__ = [
     "RBAC_KINDS",
     "REVIEWS",
     "SECRETS",
+    "SELF_ACCESS_REVIEWS",
     "SELF_REVIEWS",
     "TOKEN_REVIEWS",
     "CrdInfo",

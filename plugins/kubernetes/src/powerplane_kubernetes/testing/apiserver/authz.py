@@ -31,10 +31,11 @@ comes with: ``cluster-admin`` bound to ``system:masters``, ``system:basic-user``
 authenticated (and the last to the unauthenticated).
 
 **Reviews**, answered and never stored: a SubjectAccessReview by the same authorizer
-(``system:masters`` allowed, then RBAC: ``status.allowed`` and the authorizer's reason); a
-SelfSubjectReview with the acting user and groups; a TokenReview of a token the server
-issued (``authenticated``, its user and groups, ``spec.audiences`` echoed) or not (with
-the authenticator's words in ``status.error``).
+(``system:masters`` allowed, then RBAC: ``status.allowed`` and the authorizer's reason), and
+a SelfSubjectAccessReview so for the user the request acts as; a SelfSubjectReview with
+the acting user and groups; a TokenReview of a token the server issued (``authenticated``,
+its user and groups, ``spec.audiences`` echoed) or not (with the authenticator's words in
+``status.error``).
 """
 
 from __future__ import annotations
@@ -375,6 +376,32 @@ class AuthzServer(ServerBase):
                "metadata": {"creationTimestamp": None}, "spec": spec, "status": result}
         return Response(status=201, payload=out)
 
+    def _self_access_review(self, request: kmock.Request) -> Any:
+        """A SelfSubjectAccessReview: the authorizer's answer for the user and groups the
+        request acts as (nothing is stored)."""
+        body = request.data if isinstance(request.data, dict) else None
+        if body is None:
+            return status(400, "BadRequest", "the body of the request was not an object")
+        spec = body.get("spec") or {}
+        resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if (resource is None) == (non_resource is None):
+            return status(422, "Invalid", 'SelfSubjectAccessReview.authorization.k8s.io "" is '
+                          "invalid: spec.resourceAttributes: Invalid value: \"null\": exactly "
+                          "one of nonResourceAttributes or resourceAttributes must be specified")
+        user, groups = self._who(request)
+        if PRIVILEGED_GROUP in groups:
+            allowed, reason = True, ""
+        elif resource is not None:
+            allowed, reason = self._rbac_index().authorize(user, groups, resource=resource)
+        else:
+            allowed, reason = self._rbac_index().authorize(user, groups, non_resource=non_resource)
+        result: dict[str, Any] = {"allowed": allowed}
+        if reason:
+            result["reason"] = reason
+        out = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+               "metadata": {"creationTimestamp": None}, "spec": spec, "status": result}
+        return Response(status=201, payload=out)
+
     def _self_review(self, request: kmock.Request) -> Any:
         """A SelfSubjectReview: who the request acts as (its token's user, or the user it
         impersonates)."""
@@ -415,12 +442,13 @@ class AuthzServer(ServerBase):
 
     def reviews(self) -> dict[str, Any]:
         """The review resources and their handlers (``POST`` only, never stored)."""
-        return {_REVIEW: self._review, _SELF_REVIEW: self._self_review,
-                _TOKEN_REVIEW: self._token_review}
+        return {_REVIEW: self._review, _SELF_ACCESS_REVIEW: self._self_access_review,
+                _SELF_REVIEW: self._self_review, _TOKEN_REVIEW: self._token_review}
 
 
 _RBAC_RESOURCES = frozenset(RBAC_KINDS.values())
 _REVIEW = "authorization.k8s.io/v1/subjectaccessreviews"
+_SELF_ACCESS_REVIEW = "authorization.k8s.io/v1/selfsubjectaccessreviews"
 _SELF_REVIEW = "authentication.k8s.io/v1/selfsubjectreviews"
 _TOKEN_REVIEW = "authentication.k8s.io/v1/tokenreviews"
 

@@ -32,6 +32,7 @@ __all__ = [
     "RBAC_KINDS",
     "REVIEWS",
     "SECRETS",
+    "SELF_ACCESS_REVIEWS",
     "SELF_REVIEWS",
     "TOKEN_REVIEWS",
     "RecordedRequest",
@@ -53,6 +54,7 @@ LONGHORN_NODES = "longhorn.io/v1beta2/nodes"
 LONGHORN_REPLICAS = "longhorn.io/v1beta2/replicas"
 SECRETS = "v1/secrets"
 REVIEWS = "authorization.k8s.io/v1/subjectaccessreviews"
+SELF_ACCESS_REVIEWS = "authorization.k8s.io/v1/selfsubjectaccessreviews"
 SELF_REVIEWS = "authentication.k8s.io/v1/selfsubjectreviews"
 TOKEN_REVIEWS = "authentication.k8s.io/v1/tokenreviews"
 MAINTENANCES = "powerplane.io/v1alpha1/nodemaintenances"

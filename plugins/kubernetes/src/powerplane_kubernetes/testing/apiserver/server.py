@@ -24,6 +24,7 @@ import kmock
 from powerplane_kubernetes.testing.apiserver.common import (
     PODS,
     REVIEWS,
+    SELF_ACCESS_REVIEWS,
     SELF_REVIEWS,
     TOKEN_REVIEWS,
     Response,
@@ -83,7 +84,7 @@ class KubeApiServer(KubeletServer, WatchServer, FaultServer, RestServer):
     # -- routing -----------------------------------------------------------------------------
     def _install(self, emulator: Emulator) -> None:
         emulator.on_answered = self._answered
-        for review in (REVIEWS, SELF_REVIEWS, TOKEN_REVIEWS):
+        for review in (REVIEWS, SELF_ACCESS_REVIEWS, SELF_REVIEWS, TOKEN_REVIEWS):
             emulator.resources[review] = kmock.ResourceInfo(
                 kind=review.rsplit("/", 1)[-1][:-1], namespaced=False)
         emulator << passing(self._react)
