@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pyghmi.ipmi.private import constants, session
 
-from powerplane_ipmi.channel import WAKE_SLICE_S, _session_class
+from powerplane_ipmi.session import WAKE_SLICE_S, session_class, slice_waits
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -35,12 +35,29 @@ def test_pyghmi_is_pinned_and_the_installed_pyghmi_is_in_the_range() -> None:
 
 
 def test_the_module_wait_the_channel_slices_takes_timeout_myaddr_evq() -> None:
-    """``_bound_waits`` replaces ``session._io_wait`` with a slicing wrapper."""
-    _session_class(None, False)  # applies the slicing once, as the channel does
+    """The switch on (the default) replaces ``session._io_wait`` with a slicing wrapper."""
+    session_class(None, False)  # applies the slicing once, as the channel does
     assert session._powerplane_bounded is True
     wrapped = session._io_wait
     assert _params(wrapped) == ["timeout", "myaddr", "evq"]
     assert WAKE_SLICE_S < 0.5  # below pyghmi's shortest retry wait
+
+
+def test_the_one_switch_restores_pyghmi_s_own_wait_and_slices_it_again() -> None:
+    """``slice_waits(False)`` gives pyghmi its own ``_io_wait`` back for the whole process;
+    ``slice_waits(True)`` slices it again; a session class made meanwhile follows it."""
+    session_class(None, False)
+    sliced = session._io_wait
+    try:
+        slice_waits(False)
+        assert session._io_wait is session._powerplane_original_io_wait
+        assert session._io_wait is not sliced
+        session_class(3, False)  # a session class made with the switch off leaves it off
+        assert session._io_wait is session._powerplane_original_io_wait
+    finally:
+        slice_waits(True)
+    assert session._powerplane_bounded is True
+    assert session._io_wait is not session._powerplane_original_io_wait
 
 
 def test_the_session_methods_the_channel_overrides_or_calls_exist_with_their_arguments(
@@ -72,7 +89,7 @@ def test_the_session_attributes_the_channel_reads_and_sets_are_the_sessions_own(
 
 
 def test_a_pinned_session_class_is_a_pyghmi_session_with_the_overrides() -> None:
-    pinned = _session_class(17, False)
+    pinned = session_class(17, False)
     assert issubclass(pinned, session.Session)
     own = {name for name in vars(pinned) if not name.startswith("__")}
     assert own == {"_open_rmcpplus_request", "_got_rakp2", "_get_session_challenge"}

@@ -1,7 +1,9 @@
 """powerplane-ipmi: the ``ipmi`` channel type (BMC chassis power over IPMI 2.0 / RMCP+).
 
 Where to read first: :mod:`~powerplane_ipmi.plugin` (the hook),
-:mod:`~powerplane_ipmi.config`, :mod:`~powerplane_ipmi.channel`,
+:mod:`~powerplane_ipmi.config`, :mod:`~powerplane_ipmi.channel` (beside it
+:mod:`~powerplane_ipmi.wire`, the sessionless protocol, and :mod:`~powerplane_ipmi.session`,
+pyghmi's session),
 :mod:`~powerplane_ipmi.errors` (the mapping table), :mod:`~powerplane_ipmi.peer` (OpenIPMI's
 ``ipmi_sim`` as the loopback peer). :mod:`powerplane_ipmi.testing` ships pyghmi's BMC
 simulator as a second peer and a UDP proxy that counts and drops packets.

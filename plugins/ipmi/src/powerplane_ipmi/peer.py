@@ -193,8 +193,8 @@ class IpmiSim:
         raise RuntimeError(f"ipmi_sim did not start: {last}")
 
     def _answers(self) -> bool:
-        from powerplane_ipmi.channel import sessionless
         from powerplane_ipmi.config import parse_target
+        from powerplane_ipmi.wire import sessionless
 
         try:
             code, _ = sessionless(parse_target(self.address), 0x06, 0x38, b"\x8e\x04", 0.2, 1)
@@ -251,9 +251,9 @@ class IpmiSim:
         Asked through an administrator session (Get Session Info, "number of active sessions
         on this channel"), which is closed again before returning.
         """
-        from powerplane_ipmi.channel import _session_class, forget_login
+        from powerplane_ipmi.session import forget_login, session_class
 
-        sess: Any = _session_class(3, False)(self.host, "admin", self.passwords["admin"],
+        sess: Any = session_class(3, False)(self.host, "admin", self.passwords["admin"],
                                            port=self.port, privlevel=4, keepalive=False,
                                            kg=self.kg)
         forget_login(sess)

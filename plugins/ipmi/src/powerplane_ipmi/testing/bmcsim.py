@@ -75,8 +75,8 @@ class PyghmiBmc:
 
     def start(self, timeout: float = 20.0) -> PyghmiBmc:
         """Start the simulator; return once it answers a sessionless probe."""
-        from powerplane_ipmi.channel import sessionless
         from powerplane_ipmi.config import parse_target
+        from powerplane_ipmi.wire import sessionless
 
         self.port = free_port("udp", self.host)
         spec = self.workdir / "users.json"
