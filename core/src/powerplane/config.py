@@ -598,41 +598,19 @@ def _parse_config(
     # plugin's config does) loads no plugin machinery (pluggy, entry points)
     from powerplane.plugins import registry as default_registry
 
-
     lines = lines if lines is not None else {}
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping at the top level", source=source)
     problems: list[ConfigProblem] = []
-    sections: dict[str, Any] = {}
-    known = _known_keys(_Document)
-    for key, value in data.items():
-        skey = str(key)
-        if skey not in _Document.model_fields:
-            problems.append(ConfigProblem(skey, unknown_key(skey, known), lines.get((skey,))))
-        elif skey in ("nodes", "channels"):
-            continue  # each node and channel on its own, below: one bad one hides nothing
-        else:
-            try:
-                sections[skey] = getattr(_Document.model_validate({skey: value}), skey)
-            except ValidationError as exc:
-                problems.extend(_problems(exc, (), lines, _Document))
-    raw_nodes = data.get("nodes", {})
-    if not isinstance(raw_nodes, dict):
-        problems.append(ConfigProblem("nodes", "expected a mapping of node names to nodes",
-                                      lines.get(("nodes",))))
-        raw_nodes = {}
+    sections = _sections(data, lines, problems)
+    raw_nodes = _mapping(data, "nodes", "expected a mapping of node names to nodes", lines,
+                         problems)
     node_problems_at = len(problems)  # the nodes' own problems go here, found below
     # absent: the defaults, which channels are checked against too; invalid: already reported
     limits = sections.get("limits", Limits() if "limits" not in data else None)
-    raw_channels = data.get("channels", {})
-    if not isinstance(raw_channels, dict):
-        problems.append(ConfigProblem("channels", "expected a mapping of channel names to "
-                                      "channels", lines.get(("channels",))))
-        raw_channels = {}
-    doc_channels = {str(k): v for k, v in raw_channels.items()}
-    channel_names = set(doc_channels)
+    raw_channels = _mapping(data, "channels",
+                            "expected a mapping of channel names to channels", lines, problems)
     reg = registry if registry is not None else default_registry()
-    kinds = {SECRET_KINDS: reg}  # every secret reference checked against this registry
     if isinstance(sections.get("lifecycle"), dict) and "lifecycle" in data:
         # the whole file, whatever the command: the lifecycle's settings (imported only for
         # a file with the section) validated here, each problem with its line
@@ -646,94 +624,12 @@ def _parse_config(
         policy, found = validated_policy(data["policy"], source, reg, lines)
         problems.extend(found)
     channels: dict[str, ConfiguredChannel] = {}
-    for name, raw in doc_channels.items():
-        base = ("channels", name)
-        if not isinstance(raw, dict):
-            problems.append(ConfigProblem(format_path(base), "expected a mapping", lines.get(base)))
-            continue
-        tname = raw.get("type")
-        if not isinstance(tname, str):
-            problems.append(
-                ConfigProblem(
-                    format_path((*base, "type")),
-                    "required key is missing: the channel type (a registered name)",
-                    lines.get(base),
-                )
-            )
-            continue
-        ctype = reg.get(tname)
-        if ctype is None:
-            names = sorted(reg.channel_types)
-            known_types = ", ".join(names) or "none"
-            close = difflib.get_close_matches(tname, names, n=1, cutoff=0.6)
-            mean = f"; did you mean {close[0]!r}?" if close else ""
-            hint = ""
-            failed = [f.name for f in reg.failures]
-            if failed:
-                hint = f"; plugins that failed to load: {', '.join(failed)}"
-            hint += reg.restriction_hint(tname)  # POWERPLANE_LOAD_PLUGINS may have hidden it
-            problems.append(
-                ConfigProblem(
-                    format_path((*base, "type")),
-                    f"unknown channel type {tname!r}; registered types: "
-                    f"{known_types}{hint}{mean}",
-                    lines.get((*base, "type")),
-                )
-            )
-            continue
-        body = {k: v for k, v in raw.items() if k != "type" and k != "manners"}
-        manners = None
-        if "manners" in raw:
-            from powerplane.channel import Manners
-
-            manners_raw = raw["manners"]
-            if not isinstance(manners_raw, dict):
-                problems.append(ConfigProblem(format_path((*base, "manners")),
-                                              "expected a mapping",
-                                              lines.get((*base, "manners"))))
-                continue
-            try:
-                manners = Manners.model_validate({**ctype.manners.model_dump(),
-                                                  **manners_raw})
-            except ValidationError as exc:
-                problems.extend(_problems(exc, (*base, "manners"), lines, Manners))
-                continue
-        try:
-            cfg = ctype.config.model_validate(body, context=kinds)
-        except ValidationError as exc:
-            problems.extend(_problems(exc, base, lines, ctype.config))
-            continue
-        if isinstance(limits, Limits):
-            problems.extend(_limit_problems(cfg, limits.timeout_s, base, lines))
-        channels[name] = ConfiguredChannel(name, ctype, cfg, manners)
-    # each node validated once, its targets parsed by their channel types as it is built
-    context = {TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
-                                 if c.type.target is not None}}
-    built: dict[str, NodeSpec] = {}
-    node_problems: list[ConfigProblem] = []  # in file order: each node's own, then its refs
-    validate = NodeSpec.__pydantic_validator__.validate_python  # model_validate, one call less
-    nodes: Mapping[str, NodeSpec] = built
-    if nodes_proven:
-        nodes, raw_nodes = ProvenNodes(raw_nodes, context, source), {}
-    for nname, raw_node in raw_nodes.items():
-        name = str(nname)
-        try:
-            node = built[name] = validate(raw_node, context=context)
-        except ValidationError as exc:
-            node_problems.extend(_problems(exc, ("nodes", name), lines, NodeSpec))
-            # its channel references are checked all the same: one pass finds every problem
-            node_problems.extend(_ref_problems(name, _raw_refs(raw_node), channel_names, lines))
-            continue
-        refs = node.channels
-        if not refs:
-            continue
-        if len(refs) == 1:  # the common case: nothing to compare with
-            if refs[0].channel not in channel_names:
-                node_problems.append(
-                    _unknown_channel(name, 0, refs[0].channel, channel_names, lines))
-            continue
-        node_problems.extend(_ref_problems(name, [(i, r.channel) for i, r in enumerate(refs)],
-                                           channel_names, lines))
+    for name, raw in raw_channels.items():
+        channel = _channel(str(name), raw, reg, limits, lines, problems)
+        if channel is not None:
+            channels[channel.name] = channel
+    nodes, node_problems = _nodes(raw_nodes, channels, {str(k) for k in raw_channels}, lines,
+                                  source, nodes_proven)
     problems[node_problems_at:node_problems_at] = node_problems
     if also is not None:  # check_config: every secret read, every channel opened
         problems.extend(also(channels, lines))
@@ -754,3 +650,127 @@ def _parse_config(
         policy=policy,
         audit=sections.get("audit", AuditSettings()),
     )
+
+
+def _sections(data: dict[Any, Any], lines: Mapping[Any, int],
+              problems: list[ConfigProblem]) -> dict[str, Any]:
+    """Every top-level section but ``nodes`` and ``channels`` validated (each problem added
+    to ``problems``, an unknown key with what was meant)."""
+    sections: dict[str, Any] = {}
+    known = _known_keys(_Document)
+    for key, value in data.items():
+        skey = str(key)
+        if skey not in _Document.model_fields:
+            problems.append(ConfigProblem(skey, unknown_key(skey, known), lines.get((skey,))))
+        elif skey in ("nodes", "channels"):
+            continue  # each node and channel on its own: one bad one hides nothing
+        else:
+            try:
+                sections[skey] = getattr(_Document.model_validate({skey: value}), skey)
+            except ValidationError as exc:
+                problems.extend(_problems(exc, (), lines, _Document))
+    return sections
+
+
+def _mapping(data: dict[Any, Any], key: str, expected: str, lines: Mapping[Any, int],
+             problems: list[ConfigProblem]) -> dict[Any, Any]:
+    """``data[key]``, a mapping (absent: empty; anything else: a problem, and empty)."""
+    value = data.get(key, {})
+    if isinstance(value, dict):
+        return value
+    problems.append(ConfigProblem(key, expected, lines.get((key,))))
+    return {}
+
+
+def _channel(name: str, raw: Any, reg: Registry, limits: Limits | None,
+             lines: Mapping[Any, int],
+             problems: list[ConfigProblem]) -> ConfiguredChannel | None:
+    """One channel of the file, validated by its type; None (its problems added) if not."""
+    base = ("channels", name)
+    if not isinstance(raw, dict):
+        problems.append(ConfigProblem(format_path(base), "expected a mapping", lines.get(base)))
+        return None
+    tname = raw.get("type")
+    if not isinstance(tname, str):
+        problems.append(ConfigProblem(
+            format_path((*base, "type")),
+            "required key is missing: the channel type (a registered name)", lines.get(base)))
+        return None
+    ctype = reg.get(tname)
+    if ctype is None:
+        problems.append(ConfigProblem(format_path((*base, "type")),
+                                      _unknown_type(tname, reg), lines.get((*base, "type"))))
+        return None
+    body = {k: v for k, v in raw.items() if k != "type" and k != "manners"}
+    manners = None
+    if "manners" in raw:
+        from powerplane.channel import Manners
+
+        manners_raw = raw["manners"]
+        if not isinstance(manners_raw, dict):
+            problems.append(ConfigProblem(format_path((*base, "manners")), "expected a mapping",
+                                          lines.get((*base, "manners"))))
+            return None
+        try:
+            manners = Manners.model_validate({**ctype.manners.model_dump(), **manners_raw})
+        except ValidationError as exc:
+            problems.extend(_problems(exc, (*base, "manners"), lines, Manners))
+            return None
+    try:
+        # every secret reference checked against this registry
+        cfg = ctype.config.model_validate(body, context={SECRET_KINDS: reg})
+    except ValidationError as exc:
+        problems.extend(_problems(exc, base, lines, ctype.config))
+        return None
+    if isinstance(limits, Limits):
+        problems.extend(_limit_problems(cfg, limits.timeout_s, base, lines))
+    return ConfiguredChannel(name, ctype, cfg, manners)
+
+
+def _unknown_type(tname: str, reg: Registry) -> str:
+    """Why ``tname`` is no channel type: the registered ones, the plugins that failed to
+    load or were not loaded, the closest name."""
+    names = sorted(reg.channel_types)
+    known_types = ", ".join(names) or "none"
+    close = difflib.get_close_matches(tname, names, n=1, cutoff=0.6)
+    mean = f"; did you mean {close[0]!r}?" if close else ""
+    hint = ""
+    failed = [f.name for f in reg.failures]
+    if failed:
+        hint = f"; plugins that failed to load: {', '.join(failed)}"
+    hint += reg.restriction_hint(tname)  # POWERPLANE_LOAD_PLUGINS may have hidden it
+    return f"unknown channel type {tname!r}; registered types: {known_types}{hint}{mean}"
+
+
+def _nodes(raw_nodes: dict[Any, Any], channels: Mapping[str, ConfiguredChannel],
+           channel_names: set[str], lines: Mapping[Any, int], source: str,
+           nodes_proven: bool) -> tuple[Mapping[str, NodeSpec], list[ConfigProblem]]:
+    """The nodes, each validated once, its targets parsed by their channel types as it is
+    built, and their problems in file order (each node's own, then its references)."""
+    context = {TARGET_PARSERS: {name: c.type.target for name, c in channels.items()
+                                 if c.type.target is not None}}
+    if nodes_proven:
+        return ProvenNodes(raw_nodes, context, source), []
+    built: dict[str, NodeSpec] = {}
+    node_problems: list[ConfigProblem] = []
+    validate = NodeSpec.__pydantic_validator__.validate_python  # model_validate, one call less
+    for nname, raw_node in raw_nodes.items():
+        name = str(nname)
+        try:
+            node = built[name] = validate(raw_node, context=context)
+        except ValidationError as exc:
+            node_problems.extend(_problems(exc, ("nodes", name), lines, NodeSpec))
+            # its channel references are checked all the same: one pass finds every problem
+            node_problems.extend(_ref_problems(name, _raw_refs(raw_node), channel_names, lines))
+            continue
+        refs = node.channels
+        if not refs:
+            continue
+        if len(refs) == 1:  # the common case: nothing to compare with
+            if refs[0].channel not in channel_names:
+                node_problems.append(
+                    _unknown_channel(name, 0, refs[0].channel, channel_names, lines))
+            continue
+        node_problems.extend(_ref_problems(name, [(i, r.channel) for i, r in enumerate(refs)],
+                                           channel_names, lines))
+    return built, node_problems
