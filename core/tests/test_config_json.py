@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from powerplane import ConfigError, _yaml, load_config
-from powerplane._yaml import MAX_DEPTH, MAX_NODES, load_json, node_bound
+from powerplane._json import load_json
+from powerplane._yaml import MAX_DEPTH, MAX_NODES, node_bound
 from powerplane.config import read_config
 from powerplane.errors import ConfigProblem
 
@@ -143,7 +144,7 @@ def test_json_values_are_what_yaml_reads_from_the_same_text() -> None:
     text = ('{"a": 17, "b": -0, "c": 1.5, "d": 1e3, "e": 1E-2, "f": true, "g": null,'
             ' "h": "on", "i": "017", "j": [], "k": {}, "l": "\\u00e9\\ud83d\\ude00"}')
     data, _ = load_json(text, "v.json")
-    assert data == _yaml.load_yaml(_yaml._as_yaml(text), "v.yaml")[0]
+    assert data == _yaml.load_yaml(_yaml.as_yaml(text), "v.yaml")[0]
     assert data["d"] == 1000.0 and type(data["d"]) is float and data["h"] == "on"
     assert data["l"] == "\u00e9\U0001f600"
 
@@ -267,6 +268,6 @@ def test_yaml_reads_every_json_document_to_the_same_data_and_lines(
     document, so a path of the data has its line."""
     text = json.dumps({"v": value}, indent=indent, ensure_ascii=ascii_only)
     data, lines = load_json(text, "g.json")
-    again, _ = _yaml.load_yaml(_yaml._as_yaml(text), "g.yaml")
+    again, _ = _yaml.load_yaml(_yaml.as_yaml(text), "g.yaml")
     assert json.dumps(again) == json.dumps(data)
     assert lines[("v",)] >= 1 and len(lines) >= 2

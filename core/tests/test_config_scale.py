@@ -15,7 +15,15 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from powerplane import ChannelType, ConfigError, _yaml, hookimpl, load_config, parse_config
+from powerplane import (
+    ChannelType,
+    ConfigError,
+    _json,
+    _yaml,
+    hookimpl,
+    load_config,
+    parse_config,
+)
 from powerplane._yaml import MAX_NODES, load_yaml, node_bound
 from powerplane.cli._common import collector_off
 from powerplane.config import read_config
@@ -271,7 +279,7 @@ def test_a_big_json_file_is_read_by_the_decoder_alone_with_no_collector_run(
     path.write_text(json.dumps(doc, indent=2))
     collections: list[int] = []
     during: list[int] = []
-    decoder = _yaml._JSON
+    decoder = _json._JSON
 
     class Counted:
         def decode(self, text: str) -> Any:
@@ -285,7 +293,7 @@ def test_a_big_json_file_is_read_by_the_decoder_alone_with_no_collector_run(
         if phase == "start":
             collections.append(info["generation"])
 
-    monkeypatch.setattr(_yaml, "_JSON", Counted())
+    monkeypatch.setattr(_json, "_JSON", Counted())
     gc.callbacks.append(callback)
     try:
         with collector_off():  # as the CLI loads a file in its own process

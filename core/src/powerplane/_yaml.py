@@ -23,12 +23,10 @@ problem is reported (a second pass, :class:`Lines`). The garbage collector is le
 caller has it (library code never tunes it); the CLI turns it off in its own process while
 a file loads, since each pass would walk every container made so far, again and again.
 
-JSON is YAML 1.2, and :func:`load_json` reads it with the standard library's C decoder,
-several times faster than libyaml's events (the format for generated fleets of 10,000
-nodes and more), under the same bounds: nesting, nodes, the length of a number; a duplicate
-key and ``NaN``/``Infinity`` (not JSON) are refused. The lines, when a problem is reported,
-come from this module's YAML pass over the same text (the same paths), else from the JSON
-decoder's own position.
+JSON is YAML 1.2, and :func:`powerplane._json.load_json` reads it with the standard
+library's C decoder under the same bounds (the format for generated fleets of 10,000 nodes
+and more); the lines of its problems come from this module's pass over the same text
+(:func:`as_yaml`).
 
 Plain scalars resolve by the YAML 1.2 core schema. Booleans: only true/false; ``on``,
 ``off``, ``yes``, ``no`` stay strings (so ``machines: {m1: on}`` means the power state, not
@@ -44,11 +42,9 @@ read ``٦٢٣`` as 623), ``!!timestamp`` a date or a date and time.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
-from itertools import chain, compress
 from typing import Any
 
 import yaml
@@ -65,7 +61,6 @@ __all__ = [
     "MAX_PROBLEMS",
     "Lines",
     "format_path",
-    "load_json",
     "load_yaml",
     "node_bound",
 ]
@@ -213,7 +208,7 @@ class Lines(Mapping[Path, int]):
             builder = _Builder(track=True, max_nodes=self._max_nodes)
             if self._json:  # read as YAML, where libyaml reads JSON otherwise: no lines
                 with contextlib.suppress(_Limit, _Enough, yaml.YAMLError):
-                    _build_from(builder, _as_yaml(text))
+                    _build_from(builder, as_yaml(text))
             else:
                 _build_from(builder, text)
             self._root = builder.root_lines
@@ -656,7 +651,7 @@ def _build_from(builder: _Builder, text: str) -> Any:
         dispose()
 
 
-def _full_pass(text: str, source: str, bound: int) -> Any:
+def full_pass(text: str, source: str, bound: int) -> Any:
     """The document from libyaml's events; :class:`ConfigError` for every problem."""
     builder = _Builder(max_nodes=bound)
     events, dispose = _events(text)
@@ -711,64 +706,18 @@ def load_yaml(text: str, source: str, *, size: int | None = None) -> tuple[Any, 
         raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
                           source=source)
     bound = node_bound(size)
-    root = _full_pass(text, source, bound)
+    root = full_pass(text, source, bound)
     if root is None:
         return {}, Lines(None)
     return root, Lines(text=text, max_nodes=bound)
 
 
-# -- JSON ----------------------------------------------------------------------------------
-
-
-class _Refused(Exception):
-    """A value the JSON decoder's hooks refuse (a duplicate key, a number too long): the
-    text is read again as YAML, which names the problem's path and line."""
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-
-
-class _NotJson(Exception):
-    """``NaN``, ``Infinity`` or ``-Infinity``: accepted by Python's decoder, not JSON."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _Refused(f"duplicate key {key!r}")
-            seen.add(key)
-    return out
-
-
-def _json_number(convert: Callable[[str], Any]) -> Callable[[str], Any]:
-    def read(text: str) -> Any:
-        if len(text) > MAX_NUMBER_CHARS:
-            raise _Refused(f"number longer than {MAX_NUMBER_CHARS} characters")
-        return convert(text)
-
-    return read
-
-
-def _json_constant(name: str) -> Any:
-    raise _NotJson(name)
-
-
-_JSON = json.JSONDecoder(object_pairs_hook=_json_object, parse_int=_json_number(int),
-                         parse_float=_json_number(float), parse_constant=_json_constant)
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
-_JSON_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _YAML_UNPRINTED = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
 _SURROGATES = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})",
                          re.IGNORECASE)
 
 
-def _as_yaml(text: str) -> str:
+def as_yaml(text: str) -> str:
     """JSON text as libyaml reads it to the same document, line for line: tabs and carriage
     returns (only whitespace between tokens in JSON) as spaces, so the lines count line
     feeds as JSON's do; in strings, the characters YAML does not print or breaks lines at
@@ -783,113 +732,3 @@ def _as_yaml(text: str) -> str:
         return f"{m.group(1)}\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}"
 
     return _SURROGATES.sub(pair, text) if "\\u" in text else text
-
-
-def _json_bound(root: Any, bound: int) -> str | None:
-    """The bound ``root`` crosses, in words, else ``None``: nesting deeper than
-    :data:`MAX_DEPTH`, more than ``bound`` nodes (counted as the YAML path counts them:
-    each collection, key and value one). One level at a time, the collections among each
-    level's values picked out in C (no Python step per value)."""
-    nodes = 1
-    level: list[Any] = [root] if type(root) in _COLLECTIONS else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > MAX_DEPTH:
-            return f"nesting deeper than {MAX_DEPTH} levels"
-        dicts = [c for c in level if type(c) is dict]
-        lists = [c for c in level if type(c) is list] if len(dicts) != len(level) else []
-        nodes += 2 * sum(map(len, dicts)) + sum(map(len, lists))
-
-        def values(dicts: list[Any] = dicts, lists: list[Any] = lists) -> Iterator[Any]:
-            return chain(chain.from_iterable(map(dict.values, dicts)),
-                         chain.from_iterable(lists))
-
-        level = list(compress(values(), map(_COLLECTIONS.__contains__, map(type, values()))))
-    if nodes > bound:
-        return f"more than {bound} nodes"
-    return None
-
-
-_COLLECTIONS = frozenset({dict, list})
-
-
-def _refused_json(text: str, source: str, bound: int, message: str) -> ConfigError:
-    """The problem of a JSON document the decoder or the bounds refused, with its path and
-    line from this module's YAML pass over the same text, which reads a refused duplicate
-    key, number or nesting the same way; without them if libyaml reads it otherwise."""
-    try:
-        _full_pass(_as_yaml(text), source, bound)
-    except ConfigError as exc:
-        return exc
-    return ConfigError([ConfigProblem("", message)], source=source)
-
-
-def load_json(text: str, source: str, *, size: int | None = None,
-              or_yaml: bool = False) -> tuple[Any, Lines]:
-    """Parse JSON ``text`` as :func:`load_yaml` parses YAML: the data (the document YAML
-    1.2 reads from the same text) and a map from each value's path to its line.
-
-    The bounds are :func:`load_yaml`'s (size, nesting, nodes, the length of a number); a
-    duplicate key, ``NaN``, ``Infinity`` or ``-Infinity`` (not JSON) is refused. The lines
-    are found only when asked for (a problem to report), by the YAML pass over the text.
-    ``or_yaml``: a text that is not JSON, or that JSON refuses, is read by
-    :func:`load_yaml` instead (a YAML file that starts with a flow mapping ``{``), which
-    names every problem the YAML way.
-
-    Raises :class:`ConfigError` naming ``source`` and the line.
-    """
-    if size is None:
-        size = (len(text) if len(text) > MAX_BYTES or text.isascii()
-                else len(text.encode("utf-8", "replace")))
-    if size > MAX_BYTES:
-        raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
-                          source=source)
-    bound = node_bound(size)
-    body = text[1:] if text.startswith("\ufeff") else text
-    try:
-        root = _JSON.decode(body)
-        crossed = _json_bound(root, bound)
-    except (json.JSONDecodeError, _NotJson, _Refused, RecursionError) as exc:
-        if or_yaml:  # not JSON, or JSON refused: YAML reads it and names every problem
-            return load_yaml(text, source, size=size)
-        raise _json_error(exc, body, source, bound) from None
-    if crossed is not None:
-        if or_yaml:
-            return load_yaml(text, source, size=size)
-        raise _refused_json(body, source, bound, crossed)
-    if root is None:
-        return {}, Lines(None)
-    return root, Lines(text=body, max_nodes=bound, json=True)
-
-
-def _json_error(exc: Exception, text: str, source: str, bound: int) -> ConfigError:
-    """The :class:`ConfigError` of JSON ``text`` the decoder refused with ``exc``."""
-    if isinstance(exc, json.JSONDecodeError):
-        return ConfigError([ConfigProblem(
-            "", f"JSON syntax error: {exc.msg} (column {exc.colno})", exc.lineno)],
-            source=source)
-    if isinstance(exc, _NotJson):
-        found = next((m for m in _JSON_TOKEN.finditer(text) if m.group(1)), None)
-        line = text.count("\n", 0, found.start()) + 1 if found is not None else None
-        return ConfigError([ConfigProblem(
-            "", f"{exc.name} is not JSON: a number must be finite", line)], source=source)
-    if isinstance(exc, _Refused):
-        return _refused_json(text, source, bound, exc.message)
-    return ConfigError([ConfigProblem("", f"nesting deeper than {MAX_DEPTH} levels",
-                                      _json_too_deep(text))], source=source)
-
-
-def _json_too_deep(text: str) -> int | None:
-    """The line of the first collection of JSON ``text`` nested deeper than
-    :data:`MAX_DEPTH` (brackets inside strings skipped)."""
-    depth = 0
-    for m in _JSON_BRACKET.finditer(text):
-        token = m.group()
-        if token in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                return text.count("\n", 0, m.start()) + 1
-        elif token in "]}":
-            depth -= 1
-    return None

@@ -328,7 +328,7 @@ def read_config(
     path and line. Unreadable, oversized, non-UTF-8 or hostile files raise
     :class:`ConfigError`, as in :func:`load_config`.
 
-    A file named ``*.json`` is JSON (:func:`powerplane._yaml.load_json`: the same bounds,
+    A file named ``*.json`` is JSON (:func:`powerplane._json.load_json`: the same bounds,
     lines and problems, several times faster to read than YAML: the format for generated
     fleets); a file that starts with ``{`` is read as JSON when it is JSON, else as YAML.
     """
@@ -357,7 +357,8 @@ def _config_text(path: str | os.PathLike[str] | None) -> tuple[Path, str, int]:
 def parse_text(file: Path, text: str, source: str, size: int) -> tuple[Any, Mapping[Any, int]]:
     """The document and its lines of a config file's ``text`` (read by :func:`read_config`'s
     rules: JSON by name or by its first character, else YAML); the parser imported here."""
-    from powerplane._yaml import load_json, load_yaml
+    from powerplane._json import load_json
+    from powerplane._yaml import load_yaml
 
     if file.suffix.lower() == ".json":
         return load_json(text, source, size=size)
