@@ -49,7 +49,16 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from powerplane.errors import PowerplaneError
-from powerplane.testing import Peer, Role, StartedPeer
+from powerplane.testing import Peer, StartedPeer
+from powerplane_demo.fleet import (
+    CONTROL_PLANE,
+    SIMULATED_STANDINS,
+    SLOT_BY_KEY,
+    SLOTS,
+    STANDIN_MACHINES,
+    matrix_cells,
+    slot_for,
+)
 from powerplane_demo.hints import install_hint, peer_distribution
 from powerplane_demo.processes import descendants, process_table
 
@@ -59,15 +68,10 @@ if TYPE_CHECKING:
     from powerplane import PowerHost
     from powerplane.plugins import Registry
 
-__all__ = ["INTERRUPTED", "ROLES", "SLOTS", "Demo", "NotStarted", "Slot", "StepResult",
-           "UnknownPeer", "peer_plugins"]
+__all__ = ["INTERRUPTED", "Demo", "NotStarted", "StepResult", "UnknownPeer", "peer_plugins"]
 
 INTERRUPTED = 130
 """The demo's exit status when Ctrl-C or SIGTERM stopped it."""
-
-CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
-ROLES: tuple[Role, ...] = ("bmc", "inband", "pdu", "cloud")
-
 
 STOP_GRACE_S = 0.3
 """How long the peers' own stops (all at once) may take before their processes are killed:
@@ -75,85 +79,6 @@ a peer's server that answers its terminate late (moto's takes most of a second) 
 hold the demo's exit after Ctrl-C."""
 REAP_S = 0.3
 """After the kill, how long a peer's own stop may still take to reap its processes."""
-
-@dataclass(frozen=True)
-class Slot:
-    """One place in the demo's fleet a peer (or, when none starts, a stand-in) fills.
-
-    A slot with ``peer`` set is that peer's own: only the peer of that name fills it. The
-    others take the first peer of their role that has no slot of its own.
-    """
-
-    key: str
-    """The slot's name: the stand-in is ``sim-<key>``, its machines ``<key>-m<i>``."""
-    role: Role
-    peer: str | None = None
-
-
-SLOTS: tuple[Slot, ...] = (
-    Slot("bmc", "bmc"),
-    Slot("inband", "inband"),
-    Slot("pdu", "pdu"),
-    Slot("cloud", "cloud"),
-    # the second BMC of the fleet: the protocol most plants still speak, next to Redfish
-    Slot("ipmi", "bmc", peer="ipmi"),
-)
-"""Every slot of the fleet, in the order the conformance matrix lists them."""
-_SLOT = {s.key: s for s in SLOTS}
-
-
-def _slot_for(peer: Peer, taken: dict[str, Any]) -> Slot | None:
-    """The slot ``peer`` fills: its own, else the first free one of its role that no peer
-    owns; None when that is already taken."""
-    own = [s for s in SLOTS if s.peer == peer.name]
-    free = own or [s for s in SLOTS if s.role == peer.role and s.peer is None]
-    return next((s for s in free if s.key not in taken), None)
-STANDIN_MACHINES = 6
-"""Machines per stand-in: the deployment uses the first four, the conformance suite the last
-two (so the suite's power changes never touch a machine of the deployment)."""
-
-
-SIMULATED_STANDINS: dict[Role, dict[str, Any]] = {
-    "bmc": {"type": "simulated", "verbs": ["reboot", "shutdown", "power-on"],
-            "transition_ms": 200},
-    "inband": {"type": "simulated", "verbs": ["reboot", "shutdown"], "readback": "on-only",
-               "transition_ms": 200},
-    "pdu": {"type": "simulated", "verbs": ["reboot", "shutdown", "power-on"],
-            "graceful": False},
-    "cloud": {"type": "simulated", "verbs": ["reboot", "shutdown", "power-on", "terminate"]},
-}
-
-
-def _matrix(data: dict[str, Any]) -> dict[str, str]:
-    """Per verb, the suite's own matrix: advertised (graceful/hard) and verified, not
-    verified, FAILED, or not advertised. A verb with one passing check and another NOT
-    TESTED is not verified: the cell never says more than the suite observed."""
-    advertised: dict[str, str] = {}
-    for chan in data.get("channels", []):
-        for caps in chan.get("capabilities", {}).values():
-            verbs = caps.get("verbs", {}) if isinstance(caps, dict) else {}
-            advertised.update(verbs)
-    status: dict[str, str] = {}
-    for row in data.get("matrix", []):
-        for cell in row.get("verbs", []):
-            was = status.get(cell["verb"])
-            rank = ("failed", "not_verified", "verified", "not_advertised")
-            if was is None or rank.index(cell["status"]) < rank.index(was):
-                status[cell["verb"]] = cell["status"]
-    cells = {}
-    for verb in ("reboot", "shutdown", "power-on", "terminate"):
-        how = _esc(advertised.get(verb, ""))
-        st = status.get(verb, "not_advertised")
-        if st == "failed":
-            cells[verb] = f"{how} [red]FAIL[/red]" if how else "[red]- but acted[/red]"
-        elif st == "verified":
-            cells[verb] = f"{how} [green]ok[/green]"
-        elif st == "not_verified":
-            cells[verb] = f"{how} [yellow]? not verified[/yellow]"
-        else:
-            cells[verb] = "[dim]-[/dim]"
-    return cells
-
 
 def _esc(text: object) -> str:
     """Rich markup escaped: plugin, device, config and exception text is never markup."""
@@ -328,7 +253,7 @@ class Demo:
             wanted = [p for p in reg.demo_peers.values()
                       if self.only is None or p.name in self.only]
             for peer in wanted:
-                slot = _slot_for(peer, self.started)
+                slot = slot_for(peer, self.started)
                 if slot is None:
                     played = ", ".join(self.started[s.key][0] for s in SLOTS
                                        if s.role == peer.role and s.key in self.started)
@@ -401,7 +326,7 @@ class Demo:
             name, chan = self.started[key]
             return name, chan.config, chan.targets
         name = f"sim-{key}"
-        cfg = dict(SIMULATED_STANDINS[_SLOT[key].role])
+        cfg = dict(SIMULATED_STANDINS[SLOT_BY_KEY[key].role])
         cfg["machines"] = {f"{key}-m{i}": "on" for i in range(STANDIN_MACHINES)}
         # a config the demo writes for people keeps state across processes: what
         # `invoke` did, the next `state` reads
@@ -680,7 +605,7 @@ class Demo:
                     # the suite reports an interrupt as its own verdict; the demo stops
                     self.console.print(f"  {_esc(name)}: conformance sub-run interrupted")
                     raise KeyboardInterrupt
-                rows.append((name, _matrix(data), str(data["verdict"])))
+                rows.append((name, matrix_cells(data), str(data["verdict"])))
                 c = data["counts"]
                 self.console.print(
                     f"  {_esc(name)}: {_esc(data['verdict'])} ({c['pass']} pass, "
