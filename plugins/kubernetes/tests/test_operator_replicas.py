@@ -9,21 +9,22 @@ operator run`` in a process of its own as the operator's ServiceAccount (one kub
 one deployment file, as the pods of one Deployment share them), with the
 ``kubernetes`` store:
 
-* ``replica-a`` may act for ``east`` only and dies (``POWERPLANE_CRASH_AT``
-  ``dispatch-recorded:<verb>``) right after the reboot (or the shutdown) of ``w1`` is
-  written to the maintenance's status: before its dispatch ledger entry, before anything
-  is sent;
+* ``replica-a`` may act for ``east`` only and dies (``POWERPLANE_CRASH_AT``) between the
+  record of the reboot (or the shutdown) of ``w1`` and its send: at
+  ``dispatch-recorded:<verb>``, the dispatch written to the maintenance's status but not
+  yet to the dispatch ledger; or at ``dispatch-ledgered:<verb>``, in both;
 * ``replica-b`` may act for ``west`` only; ``replica-c`` for every site: with ``replica-a``
   two replicas may hold ``east``'s Lease, and two ``west``'s.
 
 ``replica-a`` is started first and holds ``east`` before the others start, so it is the
 one that acts there. ``replica-c`` takes ``east``'s Lease over once ``replica-a`` stops
-renewing it, finds the recorded reboot with no outcome, no ledger entry and its runner
-dead, and settles it by evidence: the boot marker unchanged and the node ready through the
-settle window (a reboot), the machine read on through it (a shutdown), so not applied
-(written to the ledger as such), and sends it once. At the machines: one verb to ``w1``,
-one reboot to ``w2``; ``west``'s maintenance, driven by whichever
-replica holds its Lease, is not touched by the kill; one audit record per request.
+renewing it, finds the recorded verb with no outcome and its runner dead, and settles it by
+evidence: the boot marker unchanged and the node ready through the settle window (a
+reboot), the machine read on through it (a shutdown), so not applied (written to the
+ledger as such, beside replica-a's own entry where it made one), and sends it once. At
+the machines: one verb to ``w1``, one reboot to ``w2``; ``west``'s maintenance, driven by
+whichever replica holds its Lease, is not touched by the kill; one audit record per
+request.
 """
 
 from __future__ import annotations
@@ -61,15 +62,16 @@ ENDS = {"reboot": "Complete", "shutdown": "PoweredOff"}
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("point", ["dispatch-recorded", "dispatch-ledgered"])
 @pytest.mark.parametrize("verb", list(EVIDENCE))
 def test_a_replica_killed_between_record_and_send_its_site_taken_over_one_send_each(
-        tmp_path: Path, verb: str) -> None:
+        tmp_path: Path, verb: str, point: str) -> None:
     with cluster(tmp_path, sites={"w2": "west"}) as w:
         east = w.request("ada", "w1", verb)
         west = w.request("ada", "w2", "reboot")
         config, kubeconfig = w.config("executor"), w.kubeconfig("executor")
         procs = {"replica-a": operator(config, kubeconfig, "replica-a", *TIMINGS,
-                                       "--site", "east", crash_at=f"dispatch-recorded:{verb}",
+                                       "--site", "east", crash_at=f"{point}:{verb}",
                                        timeout_s=240)}
         deadline = time.monotonic() + 120  # replica-a holds east before the others start
         while holder(w.api, "east") != "replica-a" and procs["replica-a"].poll() is None:
@@ -104,14 +106,16 @@ def test_a_replica_killed_between_record_and_send_its_site_taken_over_one_send_e
         assert (second["verb"], second["attempt"], second["outcome"]) == (
             verb, 2, "accepted")
         assert "acquired by replica-c (was replica-a)" in logs["replica-c"]
-        # the ledger: replica-a died before its entry; attempt 1 as not applied (the
-        # survivor's settling, of replica-a's attempt), then attempt 2 before it was sent
+        # the ledger: replica-a's entry where it died after making it; attempt 1 as not
+        # applied (the survivor's settling of replica-a's attempt); attempt 2 before its send
         ledger = sorted((e["kind"], e["attempt"], e["attemptId"], e["runner"])
                         for e in w.ledger(east))
-        assert ledger == [
-            ("dispatch", 2, second["attemptId"], second["runner"]),
+        assert ledger == sorted([
+            *([("dispatch", 1, first["attemptId"], first["runner"])]
+              if point == "dispatch-ledgered" else []),
             ("not-applied", 1, first["attemptId"], first["runner"]),
-        ]
+            ("dispatch", 2, second["attemptId"], second["runner"]),
+        ])
 
         # west: one attempt, sent by the replica that held its Lease, untouched by the kill
         obj = w.object(west)
