@@ -100,6 +100,8 @@ class World:
     api: KubeApiServer
     tmp: Path
     kubelet: Kubelet | None = None
+    sites: dict[str, str] = field(default_factory=dict)
+    """Node -> its site (a node not named is in ``east``)."""
     _kubeconfigs: dict[str, Path] = field(default_factory=dict)
     _tokens: dict[str, str] = field(default_factory=dict)
 
@@ -142,7 +144,8 @@ class World:
                                  "verbs": ["reboot", "shutdown", "power-on"],
                                  "machines": dict.fromkeys(NODES, "on"),
                                  "state_file": str(self.tmp / "machines.json")}},
-            "nodes": {n: {"site": "east", "labels": {CP: ""} if n.startswith("cp") else {},
+            "nodes": {n: {"site": self.sites.get(n, "east"),
+                          "labels": {CP: ""} if n.startswith("cp") else {},
                           "channels": [{"channel": "lab", "target": n}]} for n in NODES},
             "lifecycle": lc,
         }
@@ -216,15 +219,16 @@ def _machines(config: Path) -> Machines:
 
 @contextlib.contextmanager
 def cluster(tmp: Path, *, pods: dict[str, list[str]] | None = None,
-            pdbs: dict[str, Any] | None = None) -> Iterator[World]:
+            pdbs: dict[str, Any] | None = None,
+            sites: dict[str, str] | None = None) -> Iterator[World]:
     """The enforcing API server with every identity bound to its printed roles (the three
     admission policies stored as the manifests print them), the nodes seeded, and the
-    kubelet following the machines."""
+    kubelet following the machines; ``sites``: node -> site where not ``east``."""
     with KubeApiServer(linger=False) as api:
         api.grant(EXECUTOR, *executor_roles())
         for who, roles in people().items():
             api.grant(who, *roles)
-        world = World(api, tmp)
+        world = World(api, tmp, sites=dict(sites or {}))
         seed(api, {n: ({CP: ""} if n.startswith("cp") else {}) for n in NODES},
              {"pods": pods or {}, "pdbs": pdbs or {}}, None)
         channel = _machines(world.config("executor"))

@@ -74,6 +74,41 @@ async def test_acquire_when_absent_then_renew(api: KubeApiServer,
     assert puts and puts[-1].body["metadata"]["resourceVersion"] == first
 
 
+async def test_a_holder_renews_with_one_put_on_its_own_last_write(
+        api: KubeApiServer, client: AsyncClient) -> None:
+    """client-go's optimistic fast path: while held, a renewal is a PUT naming the version
+    of the holder's own last write, no read; where that PUT fails (a 409: someone wrote the
+    Lease since), the Lease is read again and renewed on the version read."""
+    clock = Clock()
+    a = SiteLease(client, "ops", "east", "a", T, clock)
+    assert await a.try_acquire_or_renew()
+    base = "/apis/coordination.k8s.io/v1/namespaces/ops/leases"
+    gets = len(api.requests_to("GET", base))
+    for _ in range(3):
+        clock.now += 2
+        obj = api.object(LEASES, "ops", "powerplane-site-east")
+        assert obj is not None
+        assert await a.try_acquire_or_renew()
+        put = api.requests_to("PUT", base)[-1]
+        assert put.body["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+    assert len(api.requests_to("GET", base)) == gets  # three renewals, not one read
+    # someone writes the Lease (its holder unchanged): the fast PUT is a 409, then read
+    obj = api.object(LEASES, "ops", "powerplane-site-east")
+    assert obj is not None
+    obj["metadata"]["labels"] = {**obj["metadata"].get("labels", {}), "touched": "yes"}
+    stored = api.restore_object(LEASES, "ops", obj)
+    clock.now += 2
+    assert await a.try_acquire_or_renew() and a.held()
+    assert len(api.requests_to("GET", base)) == gets + 1
+    put = api.requests_to("PUT", base)[-1]
+    assert put.body["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    # another holder took it meanwhile (by hand): the fast PUT fails, the read shows it
+    api.add_lease("ops", "powerplane-site-east", "b")
+    clock.now += 2
+    assert not await a.try_acquire_or_renew()
+    assert not a.held() and a.holder == "b"
+
+
 async def test_a_held_lease_is_not_taken_and_an_expired_one_is(api: KubeApiServer,
                                                                client: AsyncClient) -> None:
     ca, cb = Clock(), Clock()
