@@ -26,7 +26,7 @@ from powerplane import (
 from powerplane.errors import ConfigError
 from powerplane.plugins import registry
 from powerplane_conformance.api import RunSummary
-from powerplane_conformance.negatives import set_path
+from powerplane_conformance.hints import set_path
 
 NEGATIVES = ("CLOSED_PORT_UNREACHABLE", "SILENT_SERVER_TIMEOUT", "WRONG_CREDENTIALS_REJECTED",
              "SECRET_NOT_DISCLOSED")
@@ -124,7 +124,7 @@ def test_set_path_reaches_nested_and_starred_secrets() -> None:
 
 def test_the_transport_comes_from_the_address_or_the_hint() -> None:
     from powerplane import Address
-    from powerplane_conformance.negatives import _transport_of
+    from powerplane_conformance.probing import _transport_of
     from powerplane_conformance.settings import NegativeHints
 
     none = NegativeHints()

@@ -34,7 +34,7 @@ from powerplane import Acceptance, ChannelTimeout, ChannelType, hookimpl
 from powerplane.plugins import registry
 from powerplane.sim.channel import SimulatedChannel, SimulatedConfig, parse_target
 from powerplane_conformance.api import RunSummary
-from powerplane_conformance.negatives import short_timeouts
+from powerplane_conformance.hints import short_timeouts
 from powerplane_conformance.settings import NegativeHints
 
 pytestmark = pytest.mark.usefixtures("liars")

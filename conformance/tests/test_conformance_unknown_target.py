@@ -21,7 +21,7 @@ from conformance_targets import messages, outcome
 
 from powerplane.testing import StartedPeer, process_registry
 from powerplane_conformance.api import run_suite
-from powerplane_conformance.negatives import UNKNOWN_SUFFIX
+from powerplane_conformance.probing import UNKNOWN_SUFFIX
 
 SAMPLES: dict[str, Any] = {
     "simulated": "m1",

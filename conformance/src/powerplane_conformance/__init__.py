@@ -19,6 +19,7 @@ workspace's pyproject.toml keeps them)::
     cli_suite                        the suite as a test module
     suite                            ConformanceSuite: its fixtures and check classes
     concurrency | discovery | negatives | readback | verbs    the checks, by concern
+    probing                          what the negative checks share (address, probes, secrets)
     context                          CheckContext: what a running check works with
     plan | probes                    the workers a session owns (power plan, network probes)
     session                          ConformanceSession: host, calls, readback, restore
