@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from powerplane.errors import ConfigError, ConfigProblem
+from powerplane import ConfigError, ConfigProblem
 from powerplane.plugins import Registry
 from powerplane_conformance.interrupt import received, signals_interrupt
 from powerplane_conformance.session import ConformanceSession, PowerOnByHand

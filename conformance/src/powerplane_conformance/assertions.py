@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from powerplane.capabilities import Verb
+from powerplane import Verb
 
 __all__ = ["ASSERTIONS", "Assertion", "assertion_id"]
 

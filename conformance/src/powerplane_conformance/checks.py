@@ -11,8 +11,7 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
-from powerplane.capabilities import Verb
-from powerplane.channel import PowerState
+from powerplane import PowerState, Verb
 from powerplane_conformance.assertions import ASSERTIONS, Assertion, assertion_id
 from powerplane_conformance.model import START_STATE
 

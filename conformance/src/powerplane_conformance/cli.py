@@ -95,7 +95,7 @@ def _conformance(
     in_subprocess: bool,
     output: str,
 ) -> None:
-    from powerplane.errors import ConfigError
+    from powerplane import ConfigError
     from powerplane_conformance.api import (
         EXIT_INTERRUPTED,
         RunSummary,

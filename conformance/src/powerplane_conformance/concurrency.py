@@ -6,7 +6,7 @@ verb leaves for all of them in one call, and each reads its own machine back."""
 
 from __future__ import annotations
 
-from powerplane.capabilities import CapabilitySet, Verb
+from powerplane import CapabilitySet, Verb
 from powerplane_conformance.checks import check as proves
 from powerplane_conformance.context import CheckContext
 from powerplane_conformance.model import END_STATE, ONE_NODE, VERBS3

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from powerplane.capabilities import CapabilitySet, Verb
+from powerplane import CapabilitySet, Verb
 from powerplane_conformance.checks import (
     NOT_TESTED,
     NOT_TESTED_PREFIX,

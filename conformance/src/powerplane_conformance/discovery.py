@@ -3,9 +3,7 @@ and the channel type's config model rejects a key it does not know."""
 
 from __future__ import annotations
 
-from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.config import parse_config
-from powerplane.errors import ConfigError
+from powerplane import CapabilitySet, ConfigError, Verb, parse_config
 from powerplane_conformance.checks import check as proves
 from powerplane_conformance.context import CheckContext
 from powerplane_conformance.hints import BOGUS_KEY

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from powerplane.capabilities import CapabilitySet, Verb
+from powerplane import CapabilitySet, Verb
 from powerplane_conformance.checks import CheckSpec
 
 __all__ = ["Gate", "gate"]

@@ -21,8 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from powerplane.channel import Address, ChannelType
-from powerplane.config import Deployment, StrictFloat
+from powerplane import Address, ChannelType, Deployment, StrictFloat
 from powerplane.plugins import Registry
 from powerplane.secrets import SECRET_KINDS
 from powerplane_conformance.model import describe_error

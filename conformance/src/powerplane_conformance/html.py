@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from powerplane.capabilities import Verb
+from powerplane import Verb
 
 __all__ = ["render_html", "write_html"]
 

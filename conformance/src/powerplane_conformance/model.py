@@ -15,8 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from powerplane.capabilities import Verb
-from powerplane.channel import PowerState
+from powerplane import PowerState, Verb
 
 __all__ = [
     "END_STATE",

@@ -49,15 +49,15 @@ from typing import Any
 
 import pytest
 
-from powerplane.capabilities import Verb
-from powerplane.config import parse_config
-from powerplane.errors import (
+from powerplane import (
     AuthenticationFailed,
     ChannelTimeout,
     ConfigError,
     OutcomeUnknown,
     PowerplaneError,
     Unreachable,
+    Verb,
+    parse_config,
 )
 from powerplane_conformance.checks import CheckSpec, spec_of
 from powerplane_conformance.checks import check as proves

@@ -45,9 +45,8 @@ from typing import Any, Literal
 
 import pytest
 
-from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import BatchInvoker, PowerState, Reading, maybe_await, verb_method
-from powerplane.errors import ChannelError
+from powerplane import BatchInvoker, CapabilitySet, ChannelError, PowerState, Reading, Verb
+from powerplane.channel import maybe_await, verb_method
 from powerplane_conformance.checks import CheckSpec, spec_of
 from powerplane_conformance.iowatch import unwatched
 from powerplane_conformance.model import (

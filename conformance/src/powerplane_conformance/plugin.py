@@ -464,7 +464,7 @@ def _sessions(config: pytest.Config) -> list[ConformanceSession]:
 
 def _planned_check(item: pytest.Item, config: pytest.Config) -> dict[str, Any]:
     """What a check that did not run would have proved: id, verb, channel, node, test."""
-    from powerplane.capabilities import Verb
+    from powerplane import Verb
 
     spec = spec_of(getattr(item, "function", None))
     assert spec is not None

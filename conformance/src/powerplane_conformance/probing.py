@@ -14,13 +14,18 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import Address, Channel, PowerState, Reading, verb_method
-from powerplane.errors import (
+from powerplane import (
+    Address,
+    CapabilitySet,
+    Channel,
     ChannelTimeout,
     ConfigError,
     OutcomeUnknown,
+    PowerState,
+    Reading,
+    Verb,
 )
+from powerplane.channel import verb_method
 from powerplane.plugins import Registry
 from powerplane_conformance.context import CheckContext
 from powerplane_conformance.hints import (
@@ -160,7 +165,8 @@ def _pem_kind(raw_ref: Any, registry: Registry) -> str | None:
     import base64
     import binascii
 
-    from powerplane.secrets import SECRET_KINDS, SecretRef
+    from powerplane import SecretRef
+    from powerplane.secrets import SECRET_KINDS
 
     try:
         ref = SecretRef.model_validate(raw_ref, context={SECRET_KINDS: registry})

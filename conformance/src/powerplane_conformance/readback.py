@@ -3,8 +3,7 @@ reads ``off``."""
 
 from __future__ import annotations
 
-from powerplane.capabilities import Verb
-from powerplane.channel import PowerState
+from powerplane import PowerState, Verb
 from powerplane_conformance.checks import check as proves
 from powerplane_conformance.context import CheckContext
 from powerplane_conformance.model import describe_error

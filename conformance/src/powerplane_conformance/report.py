@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from powerplane.capabilities import CapabilitySet, Verb
+from powerplane import CapabilitySet, Verb
 from powerplane_conformance.model import ONE_NODE
 from powerplane_conformance.outcomes import Outcome, Result
 from powerplane_conformance.session import ConformanceSession

@@ -11,21 +11,22 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from powerplane import PowerHost
-from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import (
+from powerplane import (
+    CapabilitySet,
     Channel,
+    ChannelError,
     HasEndpoint,
     Identifies,
+    PowerHost,
     PowerState,
     Reading,
-    maybe_await,
-    verb_method,
+    SecretRef,
+    Verb,
 )
-from powerplane.errors import ChannelError
+from powerplane.channel import maybe_await, verb_method
 from powerplane.plugins import Registry
 from powerplane.plugins import registry as default_registry
-from powerplane.secrets import SECRET_KINDS, SecretRef
+from powerplane.secrets import SECRET_KINDS
 from powerplane_conformance.checks import CheckSpec
 from powerplane_conformance.gate import Gate, gate
 from powerplane_conformance.interrupt import received

@@ -32,17 +32,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from powerplane.capabilities import Verb
-from powerplane.config import (
+from powerplane import (
+    ConfigError,
+    ConfigProblem,
     Deployment,
     StrictBool,
     StrictFloat,
     StrictInt,
+    Verb,
     parse_config,
-    read_config,
-    unknown_key,
 )
-from powerplane.errors import ConfigError, ConfigProblem
+from powerplane.config import read_config, unknown_key
 from powerplane.plugins import Registry
 from powerplane_conformance.assertions import ASSERTIONS
 from powerplane_conformance.hints import NegativeHints, hint_problems

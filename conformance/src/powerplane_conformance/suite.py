@@ -29,8 +29,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import PowerState
+from powerplane import CapabilitySet, PowerState, Verb
 from powerplane.plugins import Registry
 from powerplane_conformance.checks import (
     ALL_SUBJECTS,

@@ -17,9 +17,16 @@ pytest runs the checks that change nothing.
 
 from __future__ import annotations
 
-from powerplane.capabilities import CapabilitySet, Verb
-from powerplane.channel import PowerState, Reading, verb_method
-from powerplane.errors import ChannelTimeout, NotSupported, Unreachable
+from powerplane import (
+    CapabilitySet,
+    ChannelTimeout,
+    NotSupported,
+    PowerState,
+    Reading,
+    Unreachable,
+    Verb,
+)
+from powerplane.channel import verb_method
 from powerplane_conformance.checks import check as proves
 from powerplane_conformance.context import CheckContext
 from powerplane_conformance.iowatch import IOWatch
