@@ -54,7 +54,7 @@ Key = tuple[str, str, str, str, str]
 """(who, via, action, rule, node)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Seen:
     """One key's state: when its last record was written, and the repeats counted since."""
 
