@@ -12,8 +12,10 @@ written on another day). A fold is written, whichever comes first:
 - when its window closes (:meth:`DenialFolder.due`: ``window_s`` after the first repeat
   it counts; the authority asks on every denial and record, and a long-running surface
   asks on a timer);
-- at the next record written to the trail (a distinct denial, an accepted act): the
-  trail's order stays the order things happened in;
+- at the next record the authority writes (a distinct denial, an accepted direct act):
+  the trail's order stays the order things happened in (a maintenance's record, which its
+  store writes in the request's own transaction, does not wait for it: a fold written
+  after it is stamped no earlier than it, as every entry of a chained trail is);
 - when its key leaves the bounded memory (:attr:`DenialFolder.max_keys`, least recently
   seen first): evicted, its count is written, never lost;
 - at close (:meth:`DenialFolder.flush`).
