@@ -324,6 +324,24 @@ def test_cli_invoke_denied_exits_3_with_cause_policy_before_any_prompt(tmp_path:
     assert "Type the node" not in out and sent(tmp_path) == []
 
 
+def test_cli_invoke_denied_records_each_node_once_plan_and_call_one_request(
+    tmp_path: Path,
+) -> None:
+    """The CLI plans, then calls: one request, each node's denial recorded once, no count of
+    a repeat that was the same request asked twice."""
+    audit = tmp_path / "audit.jsonl"
+    config = write_deployment(tmp_path, as_me({
+        "roles": {"eng": {"tier": "read", "allow": ["servers:cordon"]}},
+        "bindings": [{"role": "eng", "users": ["ME"]}]}), audit=str(audit))
+    code, _ = run(config, "invoke", "n1", "n2", "reboot", "--reason", "kernel", "--yes")
+    assert code == 3
+    assert sorted((r["node"], r["outcome"], r["detail"]) for r in jsonl(audit)) == [
+        ("n1", "denied", ""), ("n2", "denied", "")]
+    # the same request again, in another process: another denial of each, recorded so
+    code, _ = run(config, "invoke", "n1", "n2", "reboot", "--reason", "kernel", "--yes")
+    assert code == 3 and len(jsonl(audit)) == 4
+
+
 def test_cli_offers_says_per_verb_what_this_caller_may_do(tmp_path: Path) -> None:
     config = write_deployment(tmp_path, as_me({
         "roles": {"eng": {"tier": "read", "allow": ["servers:reboot"]}},
