@@ -187,6 +187,11 @@ async def test_the_audit_view_says_whether_the_trail_verifies(tmp_path: Path) ->
     doc = yaml.safe_load(cfg.read_text())
     doc["audit"] = {"path": str(tmp_path / "audit.jsonl")}
     cfg.write_text(yaml.safe_dump(doc))
+    roles_file = tmp_path / "roles.yaml"
+    roles = yaml.safe_load(roles_file.read_text())
+    roles["roles"]["plant-b-viewer"] = {"tier": "read", "sites": ["plant-b"]}
+    roles["bindings"].append({"role": "plant-b-viewer", "users": ["sam"]})
+    roles_file.write_text(yaml.safe_dump(roles))
     app = make_app(cfg)
     async with client(app) as c:
         for node in ("bmc-1", "bmc-2"):
@@ -211,3 +216,8 @@ async def test_the_audit_view_says_whether_the_trail_verifies(tmp_path: Path) ->
         assert verification["intact"] is False
         bad = next(t for t in verification["trails"] if not t["intact"])
         assert bad["firstBad"] == 2 and "changed" in bad["problem"]
+        # one who may read only some of the nodes it names: whether, and where, not what
+        page = (await c.get("/api/v1/audit", headers={"X-Forwarded-User": "sam"})).json()
+        assert page["verification"]["intact"] is False
+        told = next(t for t in page["verification"]["trails"] if not t["intact"])
+        assert told["firstBad"] == 2 and "mallory" not in str(told) and told["records"] is None

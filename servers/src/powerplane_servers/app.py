@@ -429,7 +429,7 @@ def create_app(
                 continue
             out.append(r.as_dict())
         return {"items": out[offset: offset + limit], "total": len(out), "offset": offset,
-                "limit": limit, "verification": surface.verification()}
+                "limit": limit, "verification": await surface.verification(who)}
 
     # -- the page ----------------------------------------------------------------------------
     static = resources.files("powerplane_servers") / "static"

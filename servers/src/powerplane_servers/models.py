@@ -150,7 +150,8 @@ class TrailVerification(BaseModel):
 
     trail: str = Field(description="which trail (the audit file, the lifecycle store)")
     intact: bool
-    records: int
+    records: int | None = Field(
+        None, description="records in the trail (to a reader of every node it names)")
     firstBad: int | None = Field(None, description="the position of the first bad entry")
     problem: str | None = Field(None, description="what is wrong with it")
     checkpoints: int = Field(0, description="signed checkpoints verified")

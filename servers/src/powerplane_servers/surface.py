@@ -367,11 +367,14 @@ class Surface:
             records.sort(key=lambda r: r.at)
         return records
 
-    def verification(self) -> dict[str, Any]:
+    async def verification(self, identity: Identity) -> dict[str, Any]:
         """Whether the trail the audit view shows verifies (:func:`powerplane.authority.
         chain.verify`, as ``powerplane audit verify`` checks it): per trail, intact or the
         first bad entry and what is wrong with it; never raises (a trail that cannot be
-        read is reported so)."""
+        read is reported so). What is wrong names a record (its action, node and actor):
+        it, the summary and the count of records are shown only to a caller who may read
+        every node the trail names (as ``audit verify`` asks); anyone else is told
+        whether each trail is intact and the position of its first bad entry."""
         from powerplane.authority.chain import verify
 
         sink = self.host.authority.sink
@@ -382,19 +385,32 @@ class Surface:
             # an audit file of its own: the maintenances' records are the store's trail
             trails.append(("the lifecycle store's audit", store_entries))
         out = []
+        named: set[str] = set()
         for where, entries in trails:
             try:
-                verdict = verify(entries(), seal=self._seal())
+                found = entries()
+                verdict = verify(found, seal=self._seal())
             except Exception as exc:  # a trail that cannot be read is not intact
-                out.append({"trail": where, "intact": False, "records": 0, "firstBad": None,
+                out.append({"trail": where, "intact": False, "records": None,
+                            "firstBad": None,
                             "problem": f"the trail could not be read ({type(exc).__name__})",
                             "checkpoints": 0, "sealed": False, "summary": ""})
                 continue
+            named.update(str(e.doc["node"]) for e in found
+                         if e.doc is not None and isinstance(e.doc.get("node"), str))
             doc = verdict.as_dict()
             out.append({"trail": where, "intact": doc["intact"], "records": doc["records"],
                         "firstBad": doc["firstBad"], "problem": doc["problem"],
                         "checkpoints": doc["checkpoints"], "sealed": doc["sealed"],
                         "summary": verdict.words(where)})
+        nodes = sorted(named & set(self.host.nodes))
+        if len(await self.readable(identity, nodes)) < len(nodes):
+            for t in out:
+                t["records"] = None
+                t["summary"] = "intact" if t["intact"] else "NOT intact"
+                if not t["intact"] and t["firstBad"] is not None:
+                    t["problem"] = ("an entry is not intact (what is wrong is shown to a "
+                                    "reader of every node the trail names)")
         return {"intact": all(t["intact"] for t in out), "trails": out}
 
     def _seal(self) -> Any:
