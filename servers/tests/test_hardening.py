@@ -221,3 +221,18 @@ async def test_the_audit_view_says_whether_the_trail_verifies(tmp_path: Path) ->
         assert page["verification"]["intact"] is False
         told = next(t for t in page["verification"]["trails"] if not t["intact"])
         assert told["firstBad"] == 2 and "mallory" not in str(told) and told["records"] is None
+
+
+async def test_a_refusal_echoes_no_long_attacker_text(tmp_path: Path) -> None:
+    from oidc_support import b64
+    from servers_support import oidc_settings_for_routes
+
+    app = make_app(write_fleet(tmp_path), oidc_settings_for_routes())
+    token = ".".join([b64(b'{"alg": "' + b"X" * 10_000 + b'"}'), b64(b"{}"), "c2ln"])
+    async with client(app) as c:
+        r = await c.post("/api/v1/maintenances", headers={"Authorization": f"Bearer {token}"},
+                         json=ceremony("bmc-1", "cordon"))
+        assert r.status_code == 401 and len(r.text) < 1000
+        surface_of(app).host.authority.flush_denials()
+        [denied] = [x for x in surface_of(app).audit(None) if x.actor == "(unauthenticated)"]
+        assert len(denied.rule) < 500 and denied.action.value == "servers:cordon"
