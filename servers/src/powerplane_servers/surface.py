@@ -198,7 +198,8 @@ class Surface:
                                                    [(n, specs[n]) for n in nodes], identity)
 
     def record_denial(self, identity: Identity, action: Action, node: str, rule: str) -> None:
-        """A denial with no single node decided (the list refused outright): recorded."""
+        """A denial no policy decision made (the list refused outright, a caller over the
+        rate limit, an unsafe request from another origin): recorded, its repeats folded."""
         self.host.authority.record_denial(identity, action, node, rule)
 
     def record_unauthenticated(self, where: str, node: str, action: Action,
@@ -207,7 +208,7 @@ class Surface:
         recorded under no identity, its repeats counted per address."""
         self.host.authority.record_denial(
             Identity("(unauthenticated)", via="none"), action, node,
-            f"authentication failed from {where}: {why[:300]}",
+            f"not authenticated, from {where}: {why[:300]}",
             limit_key=f"unauthenticated@{where}")
 
     def select(self, site: str | None, labels: dict[str, str]) -> list[tuple[str, NodeSpec]]:
