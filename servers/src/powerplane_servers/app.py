@@ -218,7 +218,8 @@ def create_app(
     async def _refuse_unauthenticated(request: Request, wait: float) -> None:
         node, action = await _asked(request)
         where = address(request)
-        surface_of(request).record_unauthenticated(where, node, action, work.describe())
+        surface_of(request).record_unauthenticated(where, node, action,
+                                                   f"not tried: {work.describe()}")
         raise _too_many(f"address {where}", wait)
 
     async def _limited(request: Request, who: Identity, bucket: RateLimiter) -> Identity:

@@ -208,7 +208,7 @@ class Surface:
         recorded under no identity, its repeats counted per address."""
         self.host.authority.record_denial(
             Identity("(unauthenticated)", via="none"), action, node,
-            f"not authenticated, from {where}: {why[:300]}",
+            f"authentication failed from {where}: {why[:300]}",
             limit_key=f"unauthenticated@{where}")
 
     def select(self, site: str | None, labels: dict[str, str]) -> list[tuple[str, NodeSpec]]:
