@@ -107,8 +107,9 @@ async def test_no_role_is_403_and_audited(tmp_path: Path) -> None:
     app = make_app(write_fleet(tmp_path))
     async with client(app) as c:
         problem(await c.get("/api/v1/servers", headers=NOBODY), 403, "policy")
+        # may read nothing: the node is not found, as one that does not exist
         problem(await c.post("/api/v1/maintenances", headers=NOBODY,
-                             json=ceremony("bmc-1", "cordon")), 403, "policy")
+                             json=ceremony("bmc-1", "cordon")), 404, "usage")
         assert surface_of(app).lifecycle.store.all() == []
         trail = (await c.get("/api/v1/audit", headers=ADMIN,
                              params={"actor": "mallory"})).json()["items"]

@@ -207,8 +207,10 @@ class Runtime:
         return self._lifecycle
 
     def close_lifecycle(self) -> None:
-        """Close the lifecycle (its store given back) if it was opened."""
+        """Close the lifecycle (its store given back) if it was opened; the counts of
+        repeated denials still folding are written first (the store may be their trail)."""
         if self._lifecycle is not None:
+            self.authority.flush_denials()
             self._lifecycle.close()
             self._lifecycle = None
 

@@ -324,6 +324,24 @@ def test_cli_invoke_denied_exits_3_with_cause_policy_before_any_prompt(tmp_path:
     assert "Type the node" not in out and sent(tmp_path) == []
 
 
+def test_cli_invoke_denied_records_each_node_once_plan_and_call_one_request(
+    tmp_path: Path,
+) -> None:
+    """The CLI plans, then calls: one request, each node's denial recorded once, no count of
+    a repeat that was the same request asked twice."""
+    audit = tmp_path / "audit.jsonl"
+    config = write_deployment(tmp_path, as_me({
+        "roles": {"eng": {"tier": "read", "allow": ["servers:cordon"]}},
+        "bindings": [{"role": "eng", "users": ["ME"]}]}), audit=str(audit))
+    code, _ = run(config, "invoke", "n1", "n2", "reboot", "--reason", "kernel", "--yes")
+    assert code == 3
+    assert sorted((r["node"], r["outcome"], r["detail"]) for r in jsonl(audit)) == [
+        ("n1", "denied", ""), ("n2", "denied", "")]
+    # the same request again, in another process: another denial of each, recorded so
+    code, _ = run(config, "invoke", "n1", "n2", "reboot", "--reason", "kernel", "--yes")
+    assert code == 3 and len(jsonl(audit)) == 4
+
+
 def test_cli_offers_says_per_verb_what_this_caller_may_do(tmp_path: Path) -> None:
     config = write_deployment(tmp_path, as_me({
         "roles": {"eng": {"tier": "read", "allow": ["servers:reboot"]}},
@@ -398,7 +416,10 @@ def test_auth_can_i_as_someone_else_reads_only(tmp_path: Path) -> None:
     assert not audit.exists()
 
 
-def test_denials_are_recorded_rate_limited_per_identity(tmp_path: Path) -> None:
+def test_repeated_denials_are_folded_into_one_record_with_their_count(tmp_path: Path) -> None:
+    from powerplane.authority.folding import denials_in
+    from powerplane.lifecycle import AuditRecord
+
     audit = tmp_path / "audit.jsonl"
     deployment = load_config(write_deployment(tmp_path, audit=str(audit)))
     authority = authority_for(deployment)
@@ -411,8 +432,14 @@ def test_denials_are_recorded_rate_limited_per_identity(tmp_path: Path) -> None:
                                   reason="once")
 
     asyncio.run(loop())
+    authority.flush_denials()  # at close (a host's close does it)
     records = jsonl(audit)
-    assert [r["actor"] for r in records].count("victor") == authority.limiter.burst
+    victor = [r for r in records if r["actor"] == "victor"]
+    assert victor[0]["detail"] == ""
+    assert victor[1]["detail"].startswith("and 199 more of servers:reboot by victor since ")
+    assert victor[1]["reason"] == "attempt 1"  # the first repeat's
+    assert len(victor) == 2
+    assert sum(denials_in(AuditRecord.from_dict(r)) for r in victor) == 200
     assert [r["actor"] for r in records].count("erin") == 1
 
 
@@ -420,21 +447,24 @@ async def test_a_denial_asked_twice_for_one_request_is_recorded_once(tmp_path: P
     audit = tmp_path / "audit.jsonl"
     deployment = load_config(write_deployment(tmp_path, audit=str(audit)))
     async with PowerHost(deployment) as host:
-        await host.plan(["n1", "n2"], Verb.REBOOT, "kernel", identity=VICTOR)
-        out = await host.invoke_many(["n1", "n2"], Verb.REBOOT, "kernel", identity=VICTOR)
+        with host.authority.request():
+            await host.plan(["n1", "n2"], Verb.REBOOT, "kernel", identity=VICTOR)
+            out = await host.invoke_many(["n1", "n2"], Verb.REBOOT, "kernel",
+                                         identity=VICTOR)
     assert all(isinstance(e, PolicyDenied) for e in out.values())
     assert sorted(r["node"] for r in jsonl(audit)) == ["n1", "n2"]
+    assert all(r["detail"] == "" for r in jsonl(audit))
 
 
-def test_the_denial_limiter_says_how_many_it_left_out() -> None:
-    from powerplane.authority.audit import DenialLimiter
-
-    now = [0.0]
-    limiter = DenialLimiter(burst=2, every_s=10, clock=lambda: now[0])
-    assert [limiter.admit("v") for _ in range(5)] == [0, 0, None, None, None]
-    now[0] = 10.0
-    assert limiter.admit("v") == 3
-    assert limiter.admit("w") == 0
+async def test_a_denial_asked_again_outside_one_request_is_counted(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    deployment = load_config(write_deployment(tmp_path, audit=str(audit)))
+    async with PowerHost(deployment) as host:
+        for _ in range(3):
+            await host.invoke_many(["n1"], Verb.REBOOT, "kernel", identity=VICTOR)
+    # the host's close wrote the count still folding
+    assert [r["detail"].split(" since ")[0] for r in jsonl(audit)] == [
+        "", "and 2 more of servers:reboot by victor"]
 
 
 def test_a_deployment_without_policy_allows_and_records_the_real_identity(

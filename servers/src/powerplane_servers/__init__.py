@@ -7,5 +7,6 @@ routes, problem documents, who is asking); ``session`` (the page's login: code f
 PKCE); ``auth`` (OIDC bearer tokens, Kubernetes TokenReview, the auth proxy), ``surface`` (the
 deployment served: host, lifecycle, local runner, or the gateway acting as the caller);
 ``gateway`` (Kubernetes mode's seam: the plugin's gateway, by entry point); ``guards``
-(headers, body and rate limits), ``models``, ``problems``, ``settings``.
+(headers and the body limit), ``models``, ``origin`` (the auth-proxy mode's ``Origin``
+check), ``problems``, ``ratelimit`` (a token bucket per identity, bounded), ``settings``.
 """

@@ -3,6 +3,13 @@
 
 FastAPI (on Starlette, served by uvicorn): the bodies are pydantic models, as core's are,
 and the OpenAPI document is generated from the same models the handlers validate with.
+
+Every API request that costs work is rate-limited per identity (:mod:`.ratelimit`): reads,
+pre-flight and acts take from the caller's request bucket, acts from its act bucket too;
+an unauthenticated caller's bucket is its address, taken from by each failed
+authentication and checked before a bearer token is verified. A refusal is 429 with
+``Retry-After``, audited (its repeats folded into one record with a count). In the
+auth-proxy mode every unsafe request is checked for its ``Origin`` (:mod:`.origin`).
 """
 
 
@@ -30,8 +37,10 @@ from powerplane_servers.auth import (
     kubernetes_identity,
     proxy_identity,
 )
-from powerplane_servers.guards import BodyLimit, RateLimiter, SecurityHeaders
+from powerplane_servers.guards import BodyLimit, SecurityHeaders
+from powerplane_servers.origin import origin_refusal
 from powerplane_servers.problems import PROBLEM_JSON, Problem, ProblemError, from_error
+from powerplane_servers.ratelimit import RateLimiter
 from powerplane_servers.session import CSRF_HEADER, SESSION_COOKIE, Sessions, auth_routes
 from powerplane_servers.settings import ServeSettings
 from powerplane_servers.surface import INTENTS, Surface, maintenance_doc
@@ -56,7 +65,11 @@ def create_app(
     """The application; ``opener`` opens the deployment's :class:`Surface` for its life."""
     verifier = OidcVerifier(settings.oidc) if settings.oidc is not None else None
     sessions = Sessions(settings)
-    limiter = RateLimiter(settings.limits.acts_per_minute, settings.limits.act_burst)
+    limits = settings.limits
+    acts = RateLimiter(limits.acts_per_minute, limits.act_burst,
+                       max_keys=limits.max_identities)
+    work = RateLimiter(limits.requests_per_minute, limits.request_burst,
+                       max_keys=limits.max_identities)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -115,12 +128,24 @@ def create_app(
                                      error="InternalError", exit_code=1), request)
 
     # -- who is asking -----------------------------------------------------------------------
+    def address(request: Request) -> str:
+        return request.client.host if request.client else "unknown"
+
     async def identity(request: Request) -> Identity:
+        where = address(request)
+        if request.headers.get("authorization") is not None:
+            # a bearer token costs its verification: not for an address over its limit
+            wait = work.wait(f"unauthenticated@{where}")
+            if wait > 0:
+                await _refuse_unauthenticated(request, wait)
         try:
             who = await _authenticate(request)
         except Unauthenticated as exc:
-            if request.method in _UNSAFE:
-                await _record_unauthenticated(request, exc.detail)
+            wait = work.take(f"unauthenticated@{where}")
+            if wait > 0:
+                await _refuse_unauthenticated(request, wait)
+            node, action = await _asked(request)
+            surface_of(request).record_unauthenticated(where, node, action, exc.detail)
             raise
         gateway = surface_of(request).gateway
         return gateway.identity_seen(who) if gateway is not None else who
@@ -151,45 +176,68 @@ def create_app(
                                    "its session", "policy", error="CsrfFailed", exit_code=3)
             return session.identity
         if settings.proxy is not None:
-            host = request.client.host if request.client else None
-            who = proxy_identity(settings.proxy, host, request.headers)
+            who = proxy_identity(settings.proxy, request.client.host if request.client
+                                 else None, request.headers)
             if who is not None:
-                if request.method in _UNSAFE and (
-                        request.headers.get("sec-fetch-site") == "cross-site"):
-                    raise ProblemError(403, "Cross-site request refused",
-                                       "an unsafe request from another site",
-                                       "policy", error="CsrfFailed", exit_code=3)
+                if request.method in _UNSAFE:
+                    refused = origin_refusal(request.headers, settings.proxy.allowed_origins)
+                    if refused is not None:
+                        node, action = await _asked(request)
+                        surface_of(request).record_denial(
+                            who, action, node, f"auth proxy: {refused}")
+                        raise ProblemError(403, "Cross-origin request refused", refused,
+                                           "policy", error="CsrfFailed", exit_code=3)
                 return who
         raise Unauthenticated("no credentials: a Bearer token, a session or the auth proxy's "
                               "identity is required")
 
-    async def _record_unauthenticated(request: Request, why: str) -> None:
+    async def _asked(request: Request) -> tuple[str, Action]:
+        """The node and action a request asks for, as far as it says (its body's node and
+        intent, its path's request): what its refusal is recorded under."""
         node, action = "*", Action.READ
-        try:
-            body = json.loads(await request.body() or b"{}")
-        except (ValueError, UnicodeDecodeError):
-            body = {}
-        path = request.url.path
-        if isinstance(body, dict):
-            node = str(body.get("node") or node)[:253]
-            if body.get("intent") in INTENTS:
-                action = action_for_intent(str(body["intent"]))
-        for what in ("return", "abandon", "resolve"):
-            if path.endswith(f"/{what}"):
-                action = action_for_request(what)
-        where = request.client.host if request.client else "unknown"
-        surface_of(request).record_unauthenticated(where, node, action, why)
+        if request.method in _UNSAFE:
+            try:
+                body = json.loads(await request.body() or b"{}")
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                body = {}
+            if isinstance(body, dict):
+                node = str(body.get("node") or node)[:253]
+                if body.get("intent") in INTENTS:
+                    action = action_for_intent(str(body["intent"]))
+            for what in ("return", "abandon", "resolve"):
+                if request.url.path.endswith(f"/{what}"):
+                    action = action_for_request(what)
+        return node, action
 
-    Who = Annotated[Identity, Depends(identity)]
+    def _too_many(who: str, wait: float) -> ProblemError:
+        return ProblemError(429, "Too many requests",
+                            f"{who} has made too many requests; try again in "
+                            f"{max(1, int(wait + 0.999))} s", "usage", error="RateLimited",
+                            headers={"Retry-After": str(max(1, int(wait + 0.999)))})
 
-    def act_limit(who: Who) -> Identity:
-        wait = limiter.take(who.user)
+    async def _refuse_unauthenticated(request: Request, wait: float) -> None:
+        node, action = await _asked(request)
+        where = address(request)
+        surface_of(request).record_unauthenticated(where, node, action,
+                                                   f"not tried: {work.describe()}")
+        raise _too_many(f"address {where}", wait)
+
+    async def _limited(request: Request, who: Identity, bucket: RateLimiter) -> Identity:
+        wait = bucket.take(f"{who.via}:{who.user}")
         if wait > 0:
-            raise ProblemError(429, "Too many requests",
-                               f"{who.user} has made too many requests; try again in "
-                               f"{wait:.0f} s", "usage", error="RateLimited",
-                               headers={"Retry-After": str(max(1, int(wait + 0.999)))})
+            node, action = await _asked(request)
+            surface_of(request).record_denial(who, action, node, bucket.describe())
+            raise _too_many(who.user, wait)
         return who
+
+    async def read_limit(request: Request,
+                         who: Annotated[Identity, Depends(identity)]) -> Identity:
+        return await _limited(request, who, work)
+
+    Who = Annotated[Identity, Depends(read_limit)]
+
+    async def act_limit(request: Request, who: Who) -> Identity:
+        return await _limited(request, who, acts)
 
     Actor = Annotated[Identity, Depends(act_limit)]
 
@@ -278,9 +326,7 @@ def create_app(
              tags=["maintenances"])
     async def maintenance(request: Request, name: str, who: Who) -> dict[str, Any]:
         """One maintenance: phase, conditions (PowerOffConfirmed with its meaning), history."""
-        surface = surface_of(request)
-        m = surface.maintenance(name)
-        await surface.require_read(who, m.node)
+        m = await surface_of(request).readable_maintenance(who, name)
         return maintenance_doc(m)
 
     @app.get("/api/v1/maintenances/{name}/events", tags=["maintenances"],
@@ -292,8 +338,7 @@ def create_app(
         """The maintenance as it changes (server-sent events) until it ends. Reads the
         store; the power readings are the lifecycle's own readback, never this stream's."""
         surface = surface_of(request)
-        first = surface.maintenance(name)
-        await surface.require_read(who, first.node)
+        await surface.readable_maintenance(who, name)
 
         async def stream() -> AsyncIterator[bytes]:
             seen = -1
@@ -357,7 +402,9 @@ def create_app(
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
         """The audit trail (accepted acts and denials) of the nodes this caller may read,
-        filtered by node, actor, action, outcome and time; newest first."""
+        filtered by node, actor, action, outcome and time; newest first; and whether the
+        trail verifies (as `powerplane audit verify` checks it: intact, or the first bad
+        entry and what is wrong)."""
         surface = surface_of(request)
         if node is not None:
             await surface.require_read(who, node)
@@ -383,7 +430,7 @@ def create_app(
                 continue
             out.append(r.as_dict())
         return {"items": out[offset: offset + limit], "total": len(out), "offset": offset,
-                "limit": limit}
+                "limit": limit, "verification": await surface.verification(who)}
 
     # -- the page ----------------------------------------------------------------------------
     static = resources.files("powerplane_servers") / "static"

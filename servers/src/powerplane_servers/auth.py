@@ -195,7 +195,7 @@ class OidcVerifier:
                                   f"(JSON objects nested at most {MAX_DEPTH} deep)") from None
         alg = header.get("alg")
         if alg not in self.settings.algorithms:
-            raise Unauthenticated(f"the token's algorithm {alg!r} is not allowed "
+            raise Unauthenticated(f"the token's algorithm {str(alg)[:32]!r} is not allowed "
                                   f"(allowed: {', '.join(self.settings.algorithms)})")
         kid = header.get("kid")
         if kid is not None and (not isinstance(kid, str) or not kid):

@@ -1,16 +1,13 @@
-"""What every response and request passes through: security headers, the body limit, and
-the per-identity rate limit of the act endpoints."""
+"""What every response and request passes through: security headers and the body limit
+(the per-identity rate limit is :mod:`.ratelimit`)."""
 
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["CSP", "BodyLimit", "RateLimiter", "SecurityHeaders"]
+__all__ = ["CSP", "BodyLimit", "SecurityHeaders"]
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; font-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
@@ -111,27 +108,3 @@ class BodyLimit:
 
 class _TooLarge(Exception):
     pass
-
-
-class RateLimiter:
-    """A token bucket per identity: ``burst`` acts at once, then ``per_minute``."""
-
-    def __init__(self, per_minute: float, burst: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = per_minute / 60.0
-        self.burst = float(burst)
-        self.clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, who: str) -> float:
-        """0 when admitted; else the seconds to wait."""
-        with self._lock:
-            now = self.clock()
-            tokens, last = self._buckets.get(who, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - last) * self.rate)
-            if tokens < 1.0:
-                self._buckets[who] = (tokens, now)
-                return (1.0 - tokens) / self.rate
-            self._buckets[who] = (tokens - 1.0, now)
-            return 0.0

@@ -145,8 +145,30 @@ class AuditEntry(BaseModel):
     detail: str
 
 
+class TrailVerification(BaseModel):
+    """One trail checked as ``powerplane audit verify`` checks it."""
+
+    trail: str = Field(description="which trail (the audit file, the lifecycle store)")
+    intact: bool
+    records: int | None = Field(
+        None, description="records in the trail (to a reader of every node it names)")
+    firstBad: int | None = Field(None, description="the position of the first bad entry")
+    problem: str | None = Field(None, description="what is wrong with it")
+    checkpoints: int = Field(0, description="signed checkpoints verified")
+    sealed: bool = Field(False, description="checked against the deployment's audit key")
+    summary: str = Field("", description="the verification in one line")
+
+
+class AuditVerification(BaseModel):
+    """Whether the trail verifies: every trail intact, or the first bad entry of each."""
+
+    intact: bool
+    trails: list[TrailVerification]
+
+
 class AuditPage(BaseModel):
     items: list[AuditEntry]
     total: int
     offset: int
     limit: int
+    verification: AuditVerification

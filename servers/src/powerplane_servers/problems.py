@@ -103,8 +103,9 @@ def from_error(exc: PowerplaneError) -> ProblemError:
     if isinstance(exc, CeremonyRequired):
         return ProblemError(422, "Ceremony incomplete", text, "usage", error=name,
                             exit_code=code, problems=list(exc.problems))
-    if isinstance(exc, UnknownNode):
-        return ProblemError(404, "Unknown node", text, "usage", error=name, exit_code=code)
+    if isinstance(exc, UnknownNode):  # the name asked for, never the deployment's names
+        return ProblemError(404, "Not found", f"no server named {exc.node[:253]!r}", "usage",
+                            error="NotFound", exit_code=code)
     if isinstance(exc, AlreadyActive):
         return ProblemError(409, "Node under maintenance", text, "guard", error=name,
                             exit_code=code)

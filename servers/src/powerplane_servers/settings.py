@@ -15,6 +15,7 @@ in and how, the limits of the HTTP server) is this model, a YAML file of its own
       trusted: [127.0.0.1]                     # the proxy's addresses: nothing else is believed
       user_header: X-Forwarded-User
       groups_header: X-Forwarded-Groups        # comma-separated
+      allowed_origins: [https://servers.plant.example]  # beside the request's own Host
     kubernetes:                                # the kubernetes store: Kubernetes mode
       credentials: passthrough                 # or impersonate (needs the impersonate role)
       audiences: []                            # the TokenReview's spec.audiences
@@ -22,6 +23,9 @@ in and how, the limits of the HTTP server) is this model, a YAML file of its own
       max_body_bytes: 65536
       acts_per_minute: 30                      # per identity, on the act endpoints
       act_burst: 10
+      requests_per_minute: 600                 # per identity (else per address), every
+      request_burst: 120                       #   API request that costs work
+      max_identities: 10000                    # buckets kept (least recently used go)
       page_size_max: 500
 """
 
@@ -90,6 +94,10 @@ class ProxySettings(_Strict):
     """The auth proxy's addresses: identity headers from any other address are ignored."""
     user_header: str = "X-Forwarded-User"
     groups_header: str = "X-Forwarded-Groups"
+    allowed_origins: tuple[str, ...] = ()
+    """Origins (``scheme://host[:port]``) an unsafe request through the proxy may come
+    from, beside the surface's own (the request's ``Host``): where the proxy rewrites
+    ``Host``, name the origin the browser sees here (:mod:`.origin`)."""
 
 
 class KubernetesSettings(_Strict):
@@ -110,6 +118,12 @@ class Limits(_Strict):
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     acts_per_minute: float = Field(30.0, gt=0)
     act_burst: int = Field(10, ge=1)
+    requests_per_minute: float = Field(600.0, gt=0)
+    """Per identity (an unauthenticated caller: per address), every API request that costs
+    work: reads, pre-flight, acts, and each failed authentication."""
+    request_burst: int = Field(120, ge=1)
+    max_identities: int = Field(10_000, ge=1)
+    """How many identities' buckets are kept (the least recently used forgotten first)."""
     page_size_max: int = Field(500, ge=1)
     session_ttl_s: int = Field(8 * 3600, ge=60)
 

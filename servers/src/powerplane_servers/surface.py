@@ -17,6 +17,11 @@ every act (a request; a return, abandon or resolution added to one) is made thro
 lifecycle whose store acts *as the caller* (:meth:`Surface.acting`), so the API server
 records the caller as the creator and its admission policy binds ``spec.requestedBy`` to
 them. Nothing is run here: the operator admits and executes.
+
+A caller who may not read a node gets the same answer for it as for a node that does not
+exist (:meth:`Surface.require_read`: 404, the same title and detail, never a list of
+names), and so for a maintenance (:meth:`Surface.readable_maintenance`); the denial is
+audited. :meth:`Surface.verification` says whether the audit trail verifies.
 """
 
 from __future__ import annotations
@@ -25,10 +30,10 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from powerplane import Identity, PowerHost, UnknownNode, Verb
+from powerplane import Identity, PolicyDenied, PowerHost, Verb
 from powerplane.lifecycle import (
     Action,
     AuditRecord,
@@ -86,6 +91,7 @@ class Surface:
         for i, (_, spec) in enumerate(self._pairs):
             self._by_site.setdefault(spec.site, []).append(i)
         self._runner: asyncio.Task[None] | None = None
+        self._folds: asyncio.Task[None] | None = None
         self.wake = asyncio.Event()
 
     # -- life --------------------------------------------------------------------------------
@@ -96,6 +102,18 @@ class Surface:
             await self.gateway.start()
         if runner:
             self._runner = asyncio.create_task(self._run(), name="powerplane-serve-runner")
+        self._folds = asyncio.create_task(self._write_folds(), name="powerplane-serve-folds")
+
+    async def _write_folds(self) -> None:
+        """The counts of repeated denials written when their window closes, even when no
+        other request comes (:meth:`~powerplane.Authority.flush_denials`)."""
+        authority = self.host.authority
+        while True:
+            await asyncio.sleep(min(5.0, authority.folder.window_s))
+            try:
+                authority.flush_denials(due_only=True)
+            except Exception:
+                log.exception("the counts of repeated denials could not be written")
 
     async def _run(self) -> None:
         """The local runner: the lifecycle's reconcile loop, kept alive across errors."""
@@ -118,25 +136,61 @@ class Surface:
                 waiter.cancel()
 
     async def close(self) -> None:
-        if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._runner
+        for task in (self._runner, self._folds):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         if self.gateway is not None:
             await self.gateway.stop()
             self.gateway.close()
+        self.host.authority.flush_denials()  # before the store that may be their trail
         self.lifecycle.close()
         await self.host.close()
 
     # -- reads -------------------------------------------------------------------------------
-    def _spec(self, node: str) -> NodeSpec:
+    @staticmethod
+    def unseen(identity: Identity, what: str, name: str) -> ProblemError:
+        """The one answer for a ``what`` (server, maintenance) that does not exist or that
+        ``identity`` may not read: the same status, title and detail either way."""
+        return ProblemError(404, "Not found", f"no {what} named {name[:253]!r} that "
+                            f"{identity.user} may read", "usage", error="NotFound")
+
+    async def require_read(self, identity: Identity, node: str,
+                           acting: Action | None = None) -> NodeSpec:
+        """The node's spec where ``identity`` may read it; else :meth:`unseen` (a node the
+        deployment does not have, or one the policy denies: that denial recorded, and
+        where the read was asked for an act, ``acting``, the act's denial too: the trail
+        says what was tried)."""
         spec = self.host.nodes.get(node)
         if spec is None:
-            raise UnknownNode(node, list(self.host.nodes))
+            raise self.unseen(identity, "server", node)
+        authority = self.host.authority
+        found = await authority.authorize(Action.READ, [(node, spec)], identity)
+        if isinstance(found[node], PolicyDenied):
+            if acting is not None and acting is not Action.READ:
+                await authority.authorize(acting, [(node, spec)], identity)
+            raise self.unseen(identity, "server", node)
         return spec
 
-    async def require_read(self, identity: Identity, node: str) -> None:
-        await self.host.authority.require(Action.READ, node, self._spec(node), identity)
+    async def readable_maintenance(self, identity: Identity, name: str,
+                                   acting: Action | None = None) -> NodeMaintenance:
+        """The maintenance where ``identity`` may read its node; else :meth:`unseen`
+        (never 403 for one that exists against 404 for one that does not; ``acting`` as
+        :meth:`require_read`'s)."""
+        try:
+            m = self.lifecycle.store.get(name)
+        except NotFound:
+            raise self.unseen(identity, "maintenance", name) from None
+        spec = self.host.nodes.get(m.node)
+        if spec is None:
+            raise self.unseen(identity, "maintenance", name)
+        found = await self.host.authority.authorize(Action.READ, [(m.node, spec)], identity)
+        if isinstance(found[m.node], PolicyDenied):
+            if acting is not None and acting is not Action.READ:
+                await self.host.authority.authorize(acting, [(m.node, spec)], identity)
+            raise self.unseen(identity, "maintenance", name)
+        return m
 
     async def readable(self, identity: Identity, nodes: Sequence[str]) -> list[str]:
         specs = self.host.nodes
@@ -144,16 +198,17 @@ class Surface:
                                                    [(n, specs[n]) for n in nodes], identity)
 
     def record_denial(self, identity: Identity, action: Action, node: str, rule: str) -> None:
-        """A denial with no single node decided (the list refused outright): recorded."""
+        """A denial no policy decision made (the list refused outright, a caller over the
+        rate limit, an unsafe request from another origin): recorded, its repeats folded."""
         self.host.authority.record_denial(identity, action, node, rule)
 
     def record_unauthenticated(self, where: str, node: str, action: Action,
                                why: str) -> None:
-        """An authentication failure on an act: recorded under no identity (rate-limited
-        by the address)."""
+        """An authentication failure (or an unauthenticated caller over the rate limit):
+        recorded under no identity, its repeats counted per address."""
         self.host.authority.record_denial(
             Identity("(unauthenticated)", via="none"), action, node,
-            f"authentication failed from {where}: {why}",
+            f"authentication failed from {where}: {why[:300]}",
             limit_key=f"unauthenticated@{where}")
 
     def select(self, site: str | None, labels: dict[str, str]) -> list[tuple[str, NodeSpec]]:
@@ -270,13 +325,13 @@ class Surface:
 
     async def preflight(self, identity: Identity, node: str, intent: str,
                         body: Any) -> dict[str, Any]:
-        self._spec(node)
+        await self.require_read(identity, node, action_for_intent(intent))
         doc, _ = await self.lifecycle.dry_run(node, Intent(intent), self.ceremony(identity, body))
         return doc
 
     async def request(self, identity: Identity, node: str, intent: str,
                       body: Any, credential: str | None = None) -> NodeMaintenance:
-        self._spec(node)
+        await self.require_read(identity, node, action_for_intent(intent))
         with self.acting(identity, credential, action_for_intent(intent), node) as lc:
             m = await lc.request(node, Intent(intent), self.ceremony(identity, body))
         self.wake.set()
@@ -287,7 +342,7 @@ class Surface:
 
     async def person(self, identity: Identity, name: str, what: str, body: Any,
                      credential: str | None = None) -> NodeMaintenance:
-        m = self.maintenance(name)
+        m = await self.readable_maintenance(identity, name, action_for_request(what))
         if m.phase in TERMINAL:
             raise NotFound(f"maintenance {name} is {m.phase.value}: it takes no more requests")
         ceremony = self.ceremony(identity, body)
@@ -312,6 +367,61 @@ class Surface:
             records.extend(self.host.authority.sink.records(node))
             records.sort(key=lambda r: r.at)
         return records
+
+    async def verification(self, identity: Identity) -> dict[str, Any]:
+        """Whether the trail the audit view shows verifies (:func:`powerplane.authority.
+        chain.verify`, as ``powerplane audit verify`` checks it): per trail, intact or the
+        first bad entry and what is wrong with it; never raises (a trail that cannot be
+        read is reported so). What is wrong names a record (its action, node and actor):
+        it, the summary and the count of records are shown only to a caller who may read
+        every node the trail names (as ``audit verify`` asks); anyone else is told
+        whether each trail is intact and the position of its first bad entry."""
+        from powerplane.authority.chain import verify
+
+        sink = self.host.authority.sink
+        trails: list[tuple[str, Callable[[], Sequence[Any]]]] = [
+            (sink.description, sink.entries)]
+        store_entries = getattr(self.lifecycle.store, "audit_entries", None)
+        if self.host.deployment.audit.path is not None and callable(store_entries):
+            # an audit file of its own: the maintenances' records are the store's trail
+            trails.append(("the lifecycle store's audit", store_entries))
+        out = []
+        named: set[str] = set()
+        for where, entries in trails:
+            try:
+                found = entries()
+                verdict = verify(found, seal=self._seal())
+            except Exception as exc:  # a trail that cannot be read is not intact
+                out.append({"trail": where, "intact": False, "records": None,
+                            "firstBad": None,
+                            "problem": f"the trail could not be read ({type(exc).__name__})",
+                            "checkpoints": 0, "sealed": False, "summary": ""})
+                continue
+            named.update(str(e.doc["node"]) for e in found
+                         if e.doc is not None and isinstance(e.doc.get("node"), str))
+            doc = verdict.as_dict()
+            out.append({"trail": where, "intact": doc["intact"], "records": doc["records"],
+                        "firstBad": doc["firstBad"], "problem": doc["problem"],
+                        "checkpoints": doc["checkpoints"], "sealed": doc["sealed"],
+                        "summary": verdict.words(where)})
+        nodes = sorted(named & set(self.host.nodes))
+        if len(await self.readable(identity, nodes)) < len(nodes):
+            for t in out:
+                t["records"] = None
+                t["summary"] = "intact" if t["intact"] else "NOT intact"
+                if not t["intact"] and t["firstBad"] is not None:
+                    t["problem"] = ("an entry is not intact (what is wrong is shown to a "
+                                    "reader of every node the trail names)")
+        return {"intact": all(t["intact"] for t in out), "trails": out}
+
+    def _seal(self) -> Any:
+        """The public half of the deployment's ``audit.key`` (None: no key named)."""
+        key = self.host.deployment.audit.key
+        if key is None:
+            return None
+        from powerplane.authority.seal import signer_of
+
+        return signer_of(key, self.host.deployment.source).seal
 
 
 def maintenance_doc(m: NodeMaintenance) -> dict[str, Any]:

@@ -10,8 +10,9 @@ together for the host, the lifecycle and the CLI. The deployment's ``policy:`` a
 package; a policy type (``PolicyType``) is of the seam layer, :mod:`powerplane.kinds`.
 
 Modules (each imports only those below it, type-only imports included), top first:
-``service``; ``roles``; ``audit``; ``policy``, ``seal`` (signed checkpoints), ``export``
-(copies for an inspector); ``chain`` (the chained trail); ``identity``, ``actions``.
+``service``; ``roles``, ``folding`` (repeated denials counted in one record); ``audit``;
+``policy``, ``seal`` (signed checkpoints), ``export`` (copies for an inspector); ``chain``
+(the chained trail); ``identity``, ``actions``.
 
 Its public names are exported by :mod:`powerplane` (the embedding API and the policy SDK:
 ``Identity``, ``Authority``, ``authority_for``, ``Decision``, ``Policy``, ``PolicyType``,

@@ -2,10 +2,11 @@
 
 One record per accepted act, written and made durable **before** the act (an act whose
 record cannot be written is not performed: :class:`~powerplane.errors.AuditNotRecorded`),
-and one per denial (who, what, which rule), rate-limited per identity
-(:class:`DenialLimiter`) so a loop cannot fill a disk. The identity is the authenticated
-one (:class:`~powerplane.authority.identity.Identity`): user, groups and the platform that
-vouched for them; ``on_behalf_of`` is what the requester added in words.
+and one per denial (who, what, which rule), repeats of one denial folded into one record
+with a count (:mod:`.folding`) so a loop cannot fill a disk, and none is dropped. The
+identity is the authenticated one (:class:`~powerplane.authority.identity.Identity`):
+user, groups and the platform that vouched for them; ``on_behalf_of`` is what the
+requester added in words.
 
 Where records go: the lifecycle store's audit when the deployment has a ``lifecycle:``
 section, else an append-only JSON-lines file (:class:`JsonLinesAudit`: ``audit: {path:
@@ -36,7 +37,6 @@ import hashlib
 import json
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from powerplane.authority.policy import Decision
     from powerplane.authority.seal import Signer
 
-__all__ = ["AuditBatch", "AuditRecord", "AuditSink", "DenialLimiter", "JsonLinesAudit",
+__all__ = ["AuditBatch", "AuditRecord", "AuditSink", "JsonLinesAudit",
            "default_audit_path", "encode_records", "now"]
 
 
@@ -442,28 +442,3 @@ class JsonLinesAudit:
             if node is None or rec.node == node:
                 out.append(rec)
         return out
-
-
-class DenialLimiter:
-    """At most ``burst`` denial records per identity, then one per ``every_s`` seconds; the
-    next one recorded says how many were left out."""
-
-    def __init__(self, burst: int = 20, every_s: float = 6.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.burst = burst
-        self.every_s = every_s
-        self.clock = clock
-        self._buckets: dict[str, tuple[float, float, int]] = {}
-        self._lock = threading.Lock()
-
-    def admit(self, who: str) -> int | None:
-        """``None``: do not record this denial; else how many were left out before it."""
-        with self._lock:
-            now = self.clock()
-            tokens, last, dropped = self._buckets.get(who, (float(self.burst), now, 0))
-            tokens = min(float(self.burst), tokens + (now - last) / self.every_s)
-            if tokens < 1.0:
-                self._buckets[who] = (tokens, now, dropped + 1)
-                return None
-            self._buckets[who] = (tokens - 1.0, now, 0)
-            return int(dropped)

@@ -2,15 +2,21 @@
 
 Every path that acts asks it the same way: :meth:`Authority.authorize` decides an action
 for the nodes of a request (before any ceremony: nobody types a node name for an act
-they may not take), records each denial (rate-limited per identity) and returns it as a
+they may not take), records each denial and returns it as a
 :class:`~powerplane.errors.PolicyDenied`; :meth:`Authority.record` makes the accepted
 acts' records durable before they are performed.
+
+Denials are counted, never dropped: repeats of one denial are folded into one record with
+a count (:mod:`.folding`), in bounded memory. One request asked twice (a plan, then the
+call) inside :meth:`Authority.request` is one denial, recorded once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from powerplane.authority.actions import Action
@@ -18,11 +24,11 @@ from powerplane.authority.audit import (
     AuditBatch,
     AuditRecord,
     AuditSink,
-    DenialLimiter,
     JsonLinesAudit,
     default_audit_path,
     now,
 )
+from powerplane.authority.folding import DenialFolder
 from powerplane.authority.identity import Identity, local_identity
 from powerplane.authority.policy import NO_POLICY, Decision, Policy, denied
 from powerplane.errors import AuditNotRecorded, PolicyDenied
@@ -33,6 +39,10 @@ if TYPE_CHECKING:
 __all__ = ["Authority"]
 
 log = logging.getLogger("powerplane.authority")
+
+_ASKED: contextvars.ContextVar[set[tuple[str, str, str, str, str]] | None] = (
+    contextvars.ContextVar("powerplane_denials_of_this_request", default=None))
+"""The denials already recorded for the request under way (:meth:`Authority.request`)."""
 
 
 class Authority:
@@ -50,15 +60,13 @@ class Authority:
         sink: AuditSink | None = None,
         *,
         identity: Identity | None = None,
-        limiter: DenialLimiter | None = None,
+        folder: DenialFolder | None = None,
     ) -> None:
         self.policy = policy
         self._sink = sink
         self._identity = identity
-        self.limiter = limiter if limiter is not None else DenialLimiter()
-        self._denials: set[tuple[str, Action, str, str, str]] = set()
-        """The denials this authority recorded (user, action, node, reason, rule): asked
-        again for the same request (a plan, then the call), a denial is recorded once."""
+        self.folder = folder if folder is not None else DenialFolder()
+        """Folds repeated denials into counted records (bounded memory)."""
 
     @property
     def identity(self) -> Identity:
@@ -109,9 +117,7 @@ class Authority:
                 out[node] = decision
                 continue
             out[node] = denied(decision, node)
-            record = self._denial(who, action, node, decision.rule, reason, decision)
-            if record is not None:
-                refused.append(record)
+            refused.extend(self._denial(who, action, node, decision.rule, reason))
         self._append_denials(refused)
         return out
 
@@ -150,31 +156,46 @@ class Authority:
         reason: str = "", limit_key: str | None = None,
     ) -> None:
         """Record a denial that no per-node decision made (a whole list refused, an act by
-        a caller who could not be authenticated), through the same deduplication and rate
-        limit as :meth:`authorize`'s (``limit_key``: the bucket, default the user: an
-        unauthenticated caller's address). The denial stands whether or not its record can
-        be written (a warning then)."""
-        record = self._denial(identity, action, node, rule, reason, None, limit_key)
-        self._append_denials([record] if record is not None else [])
+        a caller who could not be authenticated, a caller over a surface's rate limit),
+        folded as :meth:`authorize`'s are (``limit_key``: who the denial is counted for,
+        default the user: an unauthenticated caller's address). The denial stands whether
+        or not its record can be written (a warning then)."""
+        self._append_denials(self._denial(identity, action, node, rule, reason, limit_key))
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        """One request, asked of the policy more than once (a plan, then the call): each of
+        its denials is recorded (and counted) once. Outside it every ask is a denial."""
+        token = _ASKED.set(set())
+        try:
+            yield
+        finally:
+            _ASKED.reset(token)
+
+    def flush_denials(self, *, due_only: bool = False) -> None:
+        """Write the counts of repeated denials (:mod:`.folding`): those whose window has
+        closed (``due_only``: a timer's call), or all of them (at close: the host's
+        ``close`` calls it; nothing counted is lost)."""
+        folds = self.folder.due() if due_only else self.folder.flush()
+        self._append_denials(folds)
 
     def _denial(self, who: Identity, action: Action, node: str, rule: str, reason: str,
-                decision: Decision | None, limit_key: str | None = None,
-                ) -> AuditRecord | None:
-        """The record of one denial, or None: the same denial already recorded by this
-        authority (a plan, then the call), or the identity over its rate limit."""
-        seen = (who.user, action, node, reason, decision.rule if decision else rule)
-        if seen in self._denials:
-            return None
-        self._denials.add(seen)
-        left_out = self.limiter.admit(limit_key or who.user)
-        if left_out is None:
-            return None
-        more = (f"{left_out} earlier denial(s) of this user not recorded (rate limit)"
-                if left_out else "")
-        return AuditRecord(
+                limit_key: str | None = None) -> list[AuditRecord]:
+        """The records one denial makes due: its own when it is not a repeat, and the
+        folds it makes due (:meth:`DenialFolder.fold
+        <powerplane.authority.folding.DenialFolder.fold>`); none when the request under
+        way already recorded it (:meth:`request`)."""
+        asked = _ASKED.get()
+        if asked is not None:
+            seen = (who.user, action.value, node, reason, rule)
+            if seen in asked:
+                return []
+            asked.add(seen)
+        record = AuditRecord(
             actor=who.user, groups=who.groups, via=who.via,
             on_behalf_of=who.on_behalf_of or "", action=action, reason=reason, node=node,
-            detail=more, outcome="denied", rule=decision.rule if decision else rule)
+            outcome="denied", rule=rule)
+        return self.folder.fold(record, limit_key)
 
     def _append_denials(self, records: list[AuditRecord]) -> None:
         if not records:
@@ -214,5 +235,8 @@ class Authority:
     def record(self, records: Sequence[AuditRecord]) -> None:
         """Make the accepted acts' records durable, all of them at once (one ``append``
         of the sink: for the JSON-lines file one write and one ``fsync``);
-        :class:`AuditNotRecorded` if they are not (then none of the acts is performed)."""
+        :class:`AuditNotRecorded` if they are not (then none of the acts is performed).
+        The counts of repeated denials are written first (the trail keeps its order)."""
+        if self.folder.pending:
+            self._append_denials(self.folder.take())
         self.sink.append(records)

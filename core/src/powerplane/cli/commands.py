@@ -439,55 +439,56 @@ def invoke_cmd(
     async def go() -> tuple[list[dict[str, Any]], list[int]]:
         # nothing discovered up front: plan() discovers what the chosen nodes use
         async with open_host(ctx, nodes=()) as host:
-            chosen = _select(host, nodes, selectors, sites)
-            hazard = hazard_reason
-            plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard,
-                                    identity=who)
-            if dry_run:
-                return _dry_run_rows(plans)
-            ladder = host.guard is not None and the_verb in GUARDED
-            if ladder and hazard is None and not yes and sys.stdin.isatty():
-                hazard = _ask_hazard(plans)
-                if hazard is not None:
-                    plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard,
-                                            identity=who)
-            ready = [n for n, p in plans.items() if not isinstance(p, Exception)]
-            if ready and the_verb in GUARDED:
-                first = plans[ready[0]]
-                assert not isinstance(first, Exception)
-                if ladder:
-                    _ladder_confirm(ready, the_verb, first.channel, confirm_nodes, yes,
-                                    chosen)
-                elif confirm_nodes:
+            with host.authority.request():  # the plan, then the call: one request
+                chosen = _select(host, nodes, selectors, sites)
+                hazard = hazard_reason
+                plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard,
+                                        identity=who)
+                if dry_run:
+                    return _dry_run_rows(plans)
+                ladder = host.guard is not None and the_verb in GUARDED
+                if ladder and hazard is None and not yes and sys.stdin.isatty():
+                    hazard = _ask_hazard(plans)
+                    if hazard is not None:
+                        plans = await host.plan(chosen, the_verb, reason, hazard_reason=hazard,
+                                                identity=who)
+                ready = [n for n, p in plans.items() if not isinstance(p, Exception)]
+                if ready and the_verb in GUARDED:
+                    first = plans[ready[0]]
+                    assert not isinstance(first, Exception)
+                    if ladder:
+                        _ladder_confirm(ready, the_verb, first.channel, confirm_nodes, yes,
+                                        chosen)
+                    elif confirm_nodes:
+                        _typed_names(ready, confirm_nodes, chosen)
+                    elif not yes:
+                        _confirm(ready, the_verb.value, first.channel)
+                elif ready and confirm_nodes:  # a typed name given anyway must match
                     _typed_names(ready, confirm_nodes, chosen)
-                elif not yes:
-                    _confirm(ready, the_verb.value, first.channel)
-            elif ready and confirm_nodes:  # a typed name given anyway must match
-                _typed_names(ready, confirm_nodes, chosen)
-            if single:
-                plan = plans[chosen[0]]
-                try:
-                    if isinstance(plan, Exception):
-                        raise plan
-                    result = await host.invoke(chosen[0], the_verb, reason=reason, wait=wait,
-                                               hazard_reason=hazard, identity=who)
-                except PowerplaneError as exc:
-                    raise _NodeFailed(exc) from None
-                return [_result_row(result)], [_result_code(result)]
-            bar, tick = _progress(len(chosen), output, f"{the_verb.value} {len(chosen)} nodes")
-            with bar:
-                outcomes = await host.invoke_many(chosen, the_verb, reason, wait=wait,
-                                                  progress=tick, hazard_reason=hazard,
-                                                  identity=who)
-            rows, codes = [], []
-            for node, outcome in outcomes.items():
-                if isinstance(outcome, Exception):
-                    rows.append(_error_dict(node, outcome))
-                    codes.append(outcome.exit_code)
-                else:
-                    rows.append(_result_row(outcome))
-                    codes.append(_result_code(outcome))
-            return rows, codes
+                if single:
+                    plan = plans[chosen[0]]
+                    try:
+                        if isinstance(plan, Exception):
+                            raise plan
+                        result = await host.invoke(chosen[0], the_verb, reason=reason, wait=wait,
+                                                   hazard_reason=hazard, identity=who)
+                    except PowerplaneError as exc:
+                        raise _NodeFailed(exc) from None
+                    return [_result_row(result)], [_result_code(result)]
+                bar, tick = _progress(len(chosen), output, f"{the_verb.value} {len(chosen)} nodes")
+                with bar:
+                    outcomes = await host.invoke_many(chosen, the_verb, reason, wait=wait,
+                                                      progress=tick, hazard_reason=hazard,
+                                                      identity=who)
+                rows, codes = [], []
+                for node, outcome in outcomes.items():
+                    if isinstance(outcome, Exception):
+                        rows.append(_error_dict(node, outcome))
+                        codes.append(outcome.exit_code)
+                    else:
+                        rows.append(_result_row(outcome))
+                        codes.append(_result_code(outcome))
+                return rows, codes
 
     try:
         rows, codes = run_async(go())

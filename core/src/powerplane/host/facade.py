@@ -183,8 +183,11 @@ class Host:
         Each close is bounded: by ``limits.timeout_s``, or by
         :data:`~powerplane.host.channels.CLOSE_GRACE_S` for a channel with a call the host
         gave up on and when the host closes because its task was cancelled (an interrupt):
-        the rest is left to the channel's worker thread.
+        the rest is left to the channel's worker thread. The counts of repeated denials
+        still folding are written first (:meth:`Authority.flush_denials
+        <powerplane.authority.service.Authority.flush_denials>`: never lost).
         """
+        self._authority.flush_denials()
         await self._channels.close(self.limits.timeout_s, self._calls.gave_up)
         self._calls.gave_up.clear()
         self._started = False

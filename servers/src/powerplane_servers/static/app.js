@@ -356,10 +356,17 @@ async function showAudit(params) {
   const rows = r.doc.items.map((a) => h("tr", {},
     h("td", {}, new Date(a.at).toLocaleString()), h("td", {}, `${a.actor} (${a.via})`),
     h("td", {}, a.action), h("td", {}, a.outcome === "denied" ? "✖ denied" : "✔ accepted"),
-    h("td", {}, a.node), h("td", {}, a.reason), h("td", {}, a.rule)));
-  mount(h("h1", {}, "Audit trail"), form,
+    h("td", {}, a.node), h("td", {}, a.reason), h("td", {}, a.rule),
+    h("td", {}, a.detail || "")));
+  const v = r.doc.verification;
+  const verified = h("div", { id: "verification", role: v.intact ? "status" : "alert",
+                              class: v.intact ? "ok" : "bad" },
+    h("strong", {}, v.intact ? "✔ The trail verifies." : "✖ The trail does NOT verify."),
+    h("ul", {}, v.trails.map((t) => h("li", {}, t.intact ? t.summary
+      : `${t.trail}: first bad entry ${t.firstBad ?? "?"}: ${t.problem}`))));
+  mount(h("h1", {}, "Audit trail"), verified, form,
     h("table", { id: "audit" }, h("caption", { class: "muted" }, `${r.doc.total} records`),
-      h("thead", {}, h("tr", {}, ["When", "Who", "Action", "Outcome", "Node", "Reason", "Rule"].map((t) => h("th", { scope: "col" }, t)))),
+      h("thead", {}, h("tr", {}, ["When", "Who", "Action", "Outcome", "Node", "Reason", "Rule", "Detail"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, rows)));
 }
 
