@@ -6,7 +6,8 @@ gives):
 
 - ``powerplane`` (this module) is the **channel SDK**, what a channel plugin imports
   (``hookimpl``, ``ChannelType``, ``Channel`` and its optional protocols, ``Verb``,
-  capabilities, the config key types, secret references, the errors a channel raises), and
+  capabilities, the config key types, secret references, the errors a channel raises, the
+  one ``Backoff`` a retry waits by), and
   the **embedding API**, what an application driving power imports (``PowerHost`` and what
   its methods return, ``open_deployment`` and its ``Runtime`` (the host, the authority and
   the lifecycle composed once: :mod:`powerplane.runtime`), ``load_config``/``parse_config``,
@@ -99,6 +100,7 @@ if typing.TYPE_CHECKING:
     from powerplane.readback import PowerOffConfirmed, PowerOffWatch
     from powerplane.recovery import NodeOffer, VerbOffer
     from powerplane.runtime import PowerHost, Runtime, authority_for, open_deployment
+    from powerplane.scheduling import Backoff, Retrying
     from powerplane.secrets import SecretKind, SecretRef
 
 __all__ = [
@@ -107,6 +109,7 @@ __all__ = [
     "AuditNotRecorded",
     "AuthenticationFailed",
     "Authority",
+    "Backoff",
     "BatchDiscovery",
     "BatchInvoker",
     "CapabilitySet",
@@ -146,6 +149,7 @@ __all__ = [
     "Reading",
     "RefusedByDevice",
     "Registers",
+    "Retrying",
     "Runtime",
     "SecretError",
     "SecretKind",
@@ -218,6 +222,8 @@ __getattr__, __dir__ = lazy_exports(
         "DeploymentCheck": ".kinds",
         "SecretKind": ".secrets",
         "SecretRef": ".secrets",
+        "Backoff": ".scheduling",
+        "Retrying": ".scheduling",
         # the embedding API: what an application (or a tool) that drives power imports
         "Deployment": ".config",
         "NodeSpec": ".nodes",
