@@ -6,7 +6,8 @@ gives):
 
 - ``powerplane`` (this module) is the **channel SDK**, what a channel plugin imports
   (``hookimpl``, ``ChannelType``, ``Channel`` and its optional protocols, ``Verb``,
-  capabilities, the config key types, secret references, the errors a channel raises, the
+  capabilities, the config key types, secret references, the errors a channel raises with
+  the one status-code rule and TLS-failure test (``status_error``, ``is_tls_failure``), the
   one ``Backoff`` a retry waits by), and
   the **embedding API**, what an application driving power imports (``PowerHost`` and what
   its methods return, ``open_deployment`` and its ``Runtime`` (the host, the authority and
@@ -91,6 +92,8 @@ if typing.TYPE_CHECKING:
         TLSVerificationFailed,
         UnknownNode,
         Unreachable,
+        is_tls_failure,
+        status_error,
     )
     from powerplane.fields import StrictBool, StrictFloat, StrictInt, Timeouts, TlsVerify
     from powerplane.hookspecs import Registers, hookimpl
@@ -169,11 +172,13 @@ __all__ = [
     "about_to_send",
     "authority_for",
     "hookimpl",
+    "is_tls_failure",
     "lazy_exports",
     "load_config",
     "open_deployment",
     "parse_config",
     "require",
+    "status_error",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -212,6 +217,8 @@ __getattr__, __dir__ = lazy_exports(
         "SecretError": ".errors",
         "TLSVerificationFailed": ".errors",
         "Unreachable": ".errors",
+        "is_tls_failure": ".errors",
+        "status_error": ".errors",
         "StrictBool": ".fields",
         "StrictFloat": ".fields",
         "StrictInt": ".fields",
