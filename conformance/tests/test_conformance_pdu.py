@@ -17,7 +17,7 @@ import pytest
 
 from powerplane_conformance import ConformanceSuite
 
-demo_peer = pytest.importorskip("powerplane_pdu.demo_peer")
+pdu_peer = pytest.importorskip("powerplane_pdu.peer")
 
 
 class TestPduSnmpsimConformance(ConformanceSuite):
@@ -28,7 +28,7 @@ class TestPduSnmpsimConformance(ConformanceSuite):
     def conformance_target(
         cls, tmp_path_factory: pytest.TempPathFactory
     ) -> Iterator[dict[str, Any]]:
-        peer = demo_peer.start_demo_pdu(tmp_path_factory.mktemp("pdu"))
+        peer = pdu_peer.start(tmp_path_factory.mktemp("pdu"))
         try:
             yield {
                 "channels": {"rack": peer.config},

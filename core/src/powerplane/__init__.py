@@ -6,7 +6,9 @@ gives):
 
 - ``powerplane`` (this module) is the **channel SDK**, what a channel plugin imports
   (``hookimpl``, ``ChannelType``, ``Channel`` and its optional protocols, ``Verb``,
-  capabilities, the config key types, secret references, the errors a channel raises), and
+  capabilities, the config key types, secret references, the errors a channel raises with
+  the one status-code rule and TLS-failure test (``status_error``, ``is_tls_failure``), the
+  one ``Backoff`` a retry waits by), and
   the **embedding API**, what an application driving power imports (``PowerHost`` and what
   its methods return, ``open_deployment`` and its ``Runtime`` (the host, the authority and
   the lifecycle composed once: :mod:`powerplane.runtime`), ``load_config``/``parse_config``,
@@ -90,6 +92,8 @@ if typing.TYPE_CHECKING:
         TLSVerificationFailed,
         UnknownNode,
         Unreachable,
+        is_tls_failure,
+        status_error,
     )
     from powerplane.fields import StrictBool, StrictFloat, StrictInt, Timeouts, TlsVerify
     from powerplane.hookspecs import Registers, hookimpl
@@ -99,6 +103,7 @@ if typing.TYPE_CHECKING:
     from powerplane.readback import PowerOffConfirmed, PowerOffWatch
     from powerplane.recovery import NodeOffer, VerbOffer
     from powerplane.runtime import PowerHost, Runtime, authority_for, open_deployment
+    from powerplane.scheduling import Backoff, Retrying
     from powerplane.secrets import SecretKind, SecretRef
 
 __all__ = [
@@ -107,6 +112,7 @@ __all__ = [
     "AuditNotRecorded",
     "AuthenticationFailed",
     "Authority",
+    "Backoff",
     "BatchDiscovery",
     "BatchInvoker",
     "CapabilitySet",
@@ -146,6 +152,7 @@ __all__ = [
     "Reading",
     "RefusedByDevice",
     "Registers",
+    "Retrying",
     "Runtime",
     "SecretError",
     "SecretKind",
@@ -165,11 +172,13 @@ __all__ = [
     "about_to_send",
     "authority_for",
     "hookimpl",
+    "is_tls_failure",
     "lazy_exports",
     "load_config",
     "open_deployment",
     "parse_config",
     "require",
+    "status_error",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -208,6 +217,8 @@ __getattr__, __dir__ = lazy_exports(
         "SecretError": ".errors",
         "TLSVerificationFailed": ".errors",
         "Unreachable": ".errors",
+        "is_tls_failure": ".errors",
+        "status_error": ".errors",
         "StrictBool": ".fields",
         "StrictFloat": ".fields",
         "StrictInt": ".fields",
@@ -218,6 +229,8 @@ __getattr__, __dir__ = lazy_exports(
         "DeploymentCheck": ".kinds",
         "SecretKind": ".secrets",
         "SecretRef": ".secrets",
+        "Backoff": ".scheduling",
+        "Retrying": ".scheduling",
         # the embedding API: what an application (or a tool) that drives power imports
         "Deployment": ".config",
         "NodeSpec": ".nodes",

@@ -54,7 +54,11 @@ The one rule for HTTP status codes, every plugin's (each plugin's mapping test c
   person reading "refused" with the device's words knows to look at the device. Except:
 * a state-changing request whose connection dropped, or whose answer did not come in
   time, after it was written -> ``OutcomeUnknown`` (it may have been applied), whatever
-  the status of any earlier attempt. No message
+  the status of any earlier attempt.
+
+A plugin applies the rule with :func:`status_error` (the class of a 400 to 599 status)
+and tells a failed certificate verification with :func:`is_tls_failure`; none keeps a copy
+of either (``core/tests/test_one_status_rule.py``). No message
 built here or by a plugin may contain a secret value. The store's optimistic-concurrency
 signal (``powerplane.lifecycle.store._Conflict``) is not an error of this tree: the
 lifecycle retries on it and never shows it to a person.
@@ -93,7 +97,13 @@ __all__ = [
     "TLSVerificationFailed",
     "UnknownNode",
     "Unreachable",
+    "is_tls_failure",
+    "status_error",
 ]
+
+CERTIFICATE_WORDS = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed")
+"""How OpenSSL words a failed certificate verification (its code and its reason), as the
+libraries that wrap its error repeat it in their own messages."""
 
 
 class PowerplaneError(Exception):
@@ -282,3 +292,32 @@ class LifecycleError(PowerplaneError):
     """
 
     exit_code = 1
+
+
+def status_error(status: int) -> type[ChannelError]:
+    """The class of an HTTP error status, by the one rule (the module docstring): 401 and
+    403 :class:`AuthenticationFailed`, any other 400 to 599 :class:`RefusedByDevice`.
+    ``ValueError`` for a status that is no error (a caller decides what that means)."""
+    if isinstance(status, bool) or not 400 <= status <= 599:
+        raise ValueError(f"HTTP {status} is not an error status")
+    return AuthenticationFailed if status in (401, 403) else RefusedByDevice
+
+
+def is_tls_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, or an exception it was raised from or during, is a failed
+    verification of the peer's certificate: ``ssl.SSLCertVerificationError``, or an error
+    whose message carries OpenSSL's words for it (:data:`CERTIFICATE_WORDS`: httpx,
+    urllib3 and requests wrap the ``ssl`` error in their own)."""
+    import ssl  # loaded by then if an SSL error is in the chain; not at import time
+
+    seen: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and link not in seen:
+        if isinstance(link, ssl.SSLCertVerificationError):
+            return True
+        text = str(link)
+        if any(word in text for word in CERTIFICATE_WORDS):
+            return True
+        seen.append(link)
+        link = link.__cause__ or link.__context__
+    return False

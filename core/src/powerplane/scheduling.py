@@ -15,6 +15,15 @@ cancellation becomes :class:`TimeoutError` at the bound's exit), but every call 
 batch shares one loop timer: the calls all have the same timeout and start in order, so
 their deadlines come in order, and the timer is armed for the earliest one still running.
 
+:class:`Backoff` is the one wait before a retry, everywhere one waits (a throttled cloud
+call, the Kubernetes operator's reads and watches, a Metal3 annotation's removal):
+exponential from ``base_s``, capped at ``max_s``, with full jitter above the first wait (each
+wait drawn uniformly between ``base_s`` and the capped doubling, so replicas that failed
+together do not come back together, and no wait is shorter than the first). The draw is
+injectable (``draw``) for a test that wants the ceiling or the floor. A loop keeps where it
+is in :class:`Retrying` (:meth:`Backoff.retrying`): the next wait, drawn once and logged
+before it is waited out, a failure moving it on and a success starting it over.
+
 The garbage collector is not touched here (nor anywhere in library code): an application
 that embeds the host keeps its own settings. The CLI's process tunes it once for the whole
 command (:func:`powerplane.cli._common.tune_gc`).
@@ -24,13 +33,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TypeVar
 
-__all__ = ["Limiter", "SharedDeadlines", "acquire_both", "drain", "run_workers",
-           "slots_of", "try_both"]
+__all__ = ["Backoff", "Limiter", "Retrying", "SharedDeadlines", "acquire_both", "drain",
+           "run_workers", "slots_of", "try_both"]
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -261,3 +272,71 @@ async def run_workers(count: int, worker: Callable[[], Awaitable[None]]) -> None
         await worker()
     elif count > 1:
         await asyncio.gather(*(worker() for _ in range(count)))
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How long to wait before each retry: exponential, capped, jittered (see the module
+    docstring)."""
+
+    base_s: float
+    """The first wait; the ceiling doubles per failure in a row."""
+    max_s: float
+    """No wait is longer than this."""
+    retries: int = 0
+    """Attempts after the first, for a caller that gives up after so many (a throttled
+    cloud call); a loop that tries until it is stopped leaves it alone."""
+    draw: Callable[[], float] = field(default=random.random, repr=False, compare=False)
+    """A number in [0, 1) per wait: where between the floor and the ceiling it falls
+    (``random.random``: jitter, not cryptography; a test passes a constant)."""
+
+    def ceiling(self, attempt: int) -> float:
+        """The longest wait before retry number ``attempt`` (0-based)."""
+        if attempt >= 64:  # 2**64 times any base is past any cap
+            return self.max_s
+        return min(self.max_s, self.base_s * 2.0**attempt)
+
+    def delay(self, attempt: int, hint: float | None = None) -> float:
+        """The wait before retry number ``attempt`` (0-based): drawn between ``base_s`` and
+        :meth:`ceiling` (``max_s`` alone when that is the smaller); a server's ``hint`` (a
+        Retry-After) instead, capped, when given."""
+        if hint is not None and hint >= 0:
+            return min(hint, self.max_s)
+        top = self.ceiling(attempt)
+        floor = min(self.base_s, top)
+        return floor + (top - floor) * self.draw()
+
+    def retrying(self) -> Retrying:
+        """Where one retry loop is: starts at the first wait."""
+        return Retrying(self)
+
+
+class Retrying:
+    """One retry loop's place in its :class:`Backoff`: :attr:`next_s` is the wait before
+    the next try (drawn once, so what is logged is what is waited), :meth:`failed` moves on
+    after it was waited out, :meth:`reset` starts over after a success."""
+
+    __slots__ = ("_next", "attempt", "backoff")
+
+    def __init__(self, backoff: Backoff) -> None:
+        self.backoff = backoff
+        self.attempt = 0
+        self._next: float | None = None
+
+    @property
+    def next_s(self) -> float:
+        """The wait before the next try."""
+        if self._next is None:
+            self._next = self.backoff.delay(self.attempt)
+        return self._next
+
+    def failed(self) -> None:
+        """One more failure in a row: the next wait is drawn under a doubled ceiling."""
+        self.attempt += 1
+        self._next = None
+
+    def reset(self) -> None:
+        """A success: the next failure waits the first wait again (cheap: at every event)."""
+        if self.attempt or self._next is not None:
+            self.attempt = 0
+            self._next = None

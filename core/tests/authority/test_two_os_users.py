@@ -1,6 +1,9 @@
 """The CLI run as two OS users: each one's decisions and audit records name that user, as
 the OS says (the effective uid and groups), whatever the environment claims; and a file
-that grants power, which the other user could have written, is refused (exit 2)."""
+that grants power, which the other user could have written, is refused (exit 2).
+
+Wherever the checkout lives: when uid 65534 cannot reach this venv (a clone in a ``0700``
+folder), :mod:`other_user` stages what it needs where it can (see there)."""
 
 from __future__ import annotations
 
@@ -10,11 +13,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from authority_support import jsonl, write_deployment
+from other_user import Runner, as_uid, runner_for
 
 NOBODY = 65534
 
@@ -36,6 +40,17 @@ def shared_deployment(shared: Path, roles: dict[str, object] | None, audit: Path
     return config
 
 
+@pytest.fixture(scope="module")
+def nobody() -> Iterator[Runner]:
+    """How uid 65534 runs the CLI (skipped, saying why, only when no Python is within
+    its reach)."""
+    try:
+        with runner_for(NOBODY, NOBODY) as runner:
+            yield runner
+    except LookupError as gone:
+        pytest.skip(str(gone))
+
+
 @pytest.fixture
 def shared() -> Iterator[Path]:
     """A folder both users can read and write, sticky as /tmp is (pytest's own is root's
@@ -48,21 +63,26 @@ def shared() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def as_user(uid: int | None, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    def drop() -> None:
+@pytest.fixture
+def as_user(nobody: Runner) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the CLI as root (``None``) or as uid 65534, claiming to be alice."""
+    def run(uid: int | None, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("USER", "LOGNAME")}
+        env["USER"] = env["LOGNAME"] = "alice"  # what a user may claim; the OS says otherwise
+        python, drop = sys.executable, None
         if uid is not None:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(uid)
-
-    env = {k: v for k, v in os.environ.items() if k not in ("USER", "LOGNAME")}
-    env["USER"] = env["LOGNAME"] = "alice"  # what a user may claim; the OS says otherwise
-    return subprocess.run(
-        [sys.executable, "-m", "powerplane.cli", "--config", str(config), *args],
-        capture_output=True, text=True, env=env, timeout=120, preexec_fn=drop, check=False)
+            python, drop = nobody.python, as_uid(uid, NOBODY)
+            env.update(nobody.env)
+        return subprocess.run(
+            [python, "-m", "powerplane.cli", "--config", str(config), *args],
+            capture_output=True, text=True, env=env, timeout=120, preexec_fn=drop,
+            check=False)
+    return run
 
 
-def test_each_os_user_gets_its_own_decisions_and_its_own_audit_records(shared: Path) -> None:
+def test_each_os_user_gets_its_own_decisions_and_its_own_audit_records(
+    shared: Path, as_user: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     audit = shared / "data" / "audit.jsonl"
     (shared / "data").mkdir()
     audit.touch()
@@ -104,7 +124,7 @@ def test_each_os_user_gets_its_own_decisions_and_its_own_audit_records(shared: P
 @pytest.mark.parametrize("attack", ["world-writable", "owned-by-nobody", "in-a-folder-others-write",
                                     "a-symlink-to-one"])
 def test_a_roles_file_another_user_could_have_written_is_refused(
-    shared: Path, attack: str,
+    shared: Path, attack: str, as_user: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     """uid 65534 rewrote a world-writable roles.yaml to make itself admin, then rebooted a
     node: now the file is refused (exit 2, naming it, what is wrong and the fix) before
@@ -143,7 +163,9 @@ def test_a_roles_file_another_user_could_have_written_is_refused(
     assert not state.exists() or "reboot" not in state.read_text()
 
 
-def test_a_deployment_file_others_may_write_is_refused(shared: Path) -> None:
+def test_a_deployment_file_others_may_write_is_refused(
+    shared: Path, as_user: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     config = shared_deployment(shared, None, shared / "data" / "audit.jsonl")
     config.chmod(0o664)
     done = as_user(None, config, "state", "n1")

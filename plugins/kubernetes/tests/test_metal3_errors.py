@@ -18,10 +18,11 @@ from powerplane import (
     RefusedByDevice,
     TLSVerificationFailed,
     Unreachable,
+    status_error,
 )
 from powerplane.testing import closed_port
 from powerplane_kubernetes.metal3.config import parse_target
-from powerplane_kubernetes.metal3.errors import map_error, map_status
+from powerplane_kubernetes.metal3.errors import map_error
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -39,7 +40,7 @@ def _status(code: int) -> httpx2.HTTPStatusError:
     (500, RefusedByDevice), (503, RefusedByDevice),
 ])
 def test_statuses(code: int, cls: type) -> None:
-    assert map_status(code) is cls
+    assert status_error(code) is cls  # core's one rule, which the channel applies
     assert map_error(_status(code)) is cls
     assert map_error(_status(code), writing=True) is cls  # an answer: nothing unknown
 
@@ -58,7 +59,7 @@ def test_transport() -> None:
     assert map_error(httpx2.RemoteProtocolError("x", request=_REQ)) is ProtocolError
     assert map_error(ValueError("not JSON")) is ProtocolError
     with pytest.raises(ValueError):
-        map_status(200)
+        status_error(200)
 
 
 async def test_the_channel_maps_what_the_api_server_answers(tmp_path: Path) -> None:

@@ -3,12 +3,15 @@
 A maintenance created while the operator runs is reconciled because of a watch event, not a
 poll or a resync (``--resync`` is an hour, and with a store to watch there is no poll); a
 watch the server ends, or answers ``410 Gone``, is taken up again. Asserted on the
-operator's own trace of events, scans and reconciles, in order, never on timing.
+operator's own trace of events, scans and reconciles, in order, never on timing; waited
+for at the operator's own changes (:func:`until`), never for a number of seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +35,98 @@ def kube_store_config(tmp: Path, kubeconfig: Path) -> Path:
     return config
 
 
+_CHANGED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = (
+    weakref.WeakKeyDictionary())
+
+
+def changed(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+    """Set whenever an operator of these tests, run on ``loop``, traces something, records
+    a result or ends."""
+    return _CHANGED.setdefault(loop, asyncio.Event())
+
+
+class _Told:
+    """Tells ``loop``'s :func:`changed` event, from whichever thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def __call__(self) -> None:
+        try:
+            here = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            here = False
+        if here:
+            changed(self.loop).set()
+        elif not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(lambda: changed(self.loop).set())
+
+
+class _Trace(collections.deque[tuple[str, str]]):
+    def __init__(self, told: _Told) -> None:
+        super().__init__(maxlen=10_000)
+        self.told = told
+
+    def append(self, entry: tuple[str, str]) -> None:
+        super().append(entry)
+        self.told()
+
+
+class _Results(dict[str, str]):
+    def __init__(self, told: _Told) -> None:
+        super().__init__()
+        self.told = told
+
+    def __setitem__(self, name: str, result: str) -> None:
+        super().__setitem__(name, result)
+        self.told()
+
+
+class Observed(Operator):
+    """The operator, telling :func:`until` whenever what it waits on may have changed: its
+    trace, its results, its end."""
+
+    def __init__(self, options: OperatorOptions) -> None:
+        super().__init__(options)
+        self._told = _Told(asyncio.get_running_loop())
+        self.trace = _Trace(self._told)
+        self.results = _Results(self._told)
+        _OBSERVED.add(self)
+
+    async def run(self) -> int:
+        try:
+            return await super().run()
+        finally:
+            self._told()
+
+
+_OBSERVED: weakref.WeakSet[Observed] = weakref.WeakSet()
+
+
 def replica(config: Path, kubeconfig: Path) -> Operator:
-    return Operator(OperatorOptions(
+    return Observed(OperatorOptions(
         config=str(config), kubeconfig=str(kubeconfig), namespace="ops", identity="r1",
         lease_duration=2, renew_deadline=1.5, retry_period=0.2, interval=0.05,
         resync=3600))
 
 
-async def until(predicate: Any, what: str, timeout: float = 60) -> None:
+async def until(predicate: Any, what: str) -> None:
+    """Wait until ``predicate()`` holds, checked again at every change an operator made by
+    :func:`replica` tells (its trace, its results, its end), never against a clock: a
+    loaded machine only makes it later. A hang is the test runner's timeout's to end; its
+    report names ``what`` was awaited."""
+    event = changed(asyncio.get_running_loop())
     try:
-        async with asyncio.timeout(timeout):
-            while not predicate():
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"not within {timeout:g} s: {what}") from None
+        while True:
+            event.clear()
+            if predicate():
+                return
+            await event.wait()
+    except BaseException as stopped:
+        stopped.add_note(f"while waiting for: {what}")
+        for op in [o for o in list(_OBSERVED) if o._told.loop is asyncio.get_running_loop()]:
+            stopped.add_note(f"{op.options.identity}'s last trace: {list(op.trace)[-30:]}")
+        raise
 
 
 def first_scan_cause(trace: list[tuple[str, str]], name: str) -> str:
@@ -107,7 +188,7 @@ async def test_a_watch_the_server_ends_or_answers_gone_is_taken_up_again(
         tmp_path: Path, api: KubeApiServer, answers: tuple[str, ...]) -> None:
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     config = kube_store_config(tmp_path, kubeconfig)
-    api.answer_watches(*answers)
+    api.answer_watches(*answers, resource="nodemaintenances")  # not the records' or ledger's
     op = replica(config, kubeconfig)
     task = asyncio.create_task(op.run())
     try:
@@ -186,7 +267,7 @@ async def test_a_resync_still_lists_the_store(tmp_path: Path, api: KubeApiServer
     grant_operator(api)
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", client="operator")
     config = kube_store_config(tmp_path, kubeconfig)
-    op = Operator(OperatorOptions(
+    op = Observed(OperatorOptions(
         config=str(config), kubeconfig=str(kubeconfig), namespace="ops", identity="r1",
         lease_duration=2, renew_deadline=1.5, retry_period=0.2, interval=0.05, resync=0.3))
     task = asyncio.create_task(op.run())

@@ -42,6 +42,7 @@ from typing import Any
 
 from powerplane import (
     Acceptance,
+    Backoff,
     CapabilitySet,
     ChannelError,
     PowerplaneError,
@@ -52,7 +53,6 @@ from powerplane import (
     about_to_send,
     require,
 )
-from powerplane_cloud.backoff import Backoff
 from powerplane_cloud.config import EC2Config
 from powerplane_cloud.errors import (
     NOT_FOUND_CODES,
@@ -172,8 +172,8 @@ class EC2Channel:
         self._lock = threading.Lock()
         self._client: Any = None
         self._expires: dt.datetime | None = None
-        self._backoff = Backoff(config.throttle_retries, config.backoff_base_s,
-                                config.backoff_max_s)
+        self._backoff = Backoff(config.backoff_base_s, config.backoff_max_s,
+                                retries=config.throttle_retries)
         self.api_calls: Counter[str] = Counter()
         """API calls sent, by boto3 operation name (retries included)."""
 

@@ -1,6 +1,7 @@
 """What the cloud APIs and their libraries raise, mapped into powerplane's error tree.
 
-Both channel types follow core's one rule for HTTP status codes (401, 403 ->
+Both channel types apply core's one rule for HTTP status codes (``powerplane.status_error``;
+certificates: ``powerplane.is_tls_failure``) (401, 403 ->
 ``AuthenticationFailed``; every other 4xx and every 5xx -> ``RefusedByDevice`` with the
 API's own words: something answered, so it is not ``Unreachable``); a state-changing
 request ("a verb": EC2 ``RebootInstances``/``StopInstances``/``StartInstances``/
@@ -94,6 +95,8 @@ from powerplane import (
     RefusedByDevice,
     TLSVerificationFailed,
     Unreachable,
+    is_tls_failure,
+    status_error,
 )
 
 if TYPE_CHECKING:
@@ -189,7 +192,8 @@ def map_client_error(
     said = f"{code}: {message}" if message else code or "no error code"
     status = http_status(exc)
     if code in AUTH_CODES or (code not in NOT_FOUND_CODES | THROTTLE_CODES
-                              and status in (401, 403)):
+                              and status is not None and 400 <= status <= 599
+                              and status_error(status) is AuthenticationFailed):
         return AuthenticationFailed(
             f"{operation} rejected the credentials ({said})", channel=channel, target=target
         )
@@ -299,11 +303,12 @@ def map_status(
     """The powerplane error for an error status answering ``what`` (``os-stop``, ...)."""
     status = response.status_code
     msg = api_message(response)
-    if status == 401:
-        return AuthenticationFailed(f"{what}: {msg}", channel=channel, target=target)
-    if status == 403:
-        return AuthenticationFailed(f"{what} forbidden by policy: {msg}", channel=channel,
-                                    target=target)
+    if not 400 <= status <= 599:
+        return ProtocolError(f"{what}: unexpected HTTP {status}", channel=channel,
+                             target=target)
+    if status_error(status) is AuthenticationFailed:  # core's one rule; Nova's words
+        said = f"{what}: {msg}" if status == 401 else f"{what} forbidden by policy: {msg}"
+        return AuthenticationFailed(said, channel=channel, target=target)
     if status == 404:
         return RefusedByDevice(
             f"server {target} does not exist ({what}: {msg})", channel=channel, target=target
@@ -316,13 +321,11 @@ def map_status(
     if status in THROTTLE_STATUSES:
         return RefusedByDevice(f"{what} rate limited ({status}): {msg}", channel=channel,
                                target=target)
-    if 400 <= status < 500:
+    if status < 500:
         return RefusedByDevice(f"{what} refused ({status}): {msg}", channel=channel,
                                target=target)
-    if status >= 500:
-        return RefusedByDevice(f"{what} failed in the API ({status}): {msg}", channel=channel,
-                               target=target)
-    return ProtocolError(f"{what}: unexpected HTTP {status}", channel=channel, target=target)
+    return RefusedByDevice(f"{what} failed in the API ({status}): {msg}", channel=channel,
+                           target=target)
 
 
 def map_transport(
@@ -339,7 +342,7 @@ def map_transport(
     if isinstance(exc, httpx.ConnectTimeout):
         return Unreachable(f"{what}: connecting timed out", channel=channel, target=target)
     if isinstance(exc, httpx.ConnectError):
-        if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        if is_tls_failure(exc):
             return TLSVerificationFailed(f"{what}: the server's certificate did not verify",
                                          channel=channel, target=target)
         return Unreachable(f"{what}: cannot reach the endpoint ({kind})", channel=channel,

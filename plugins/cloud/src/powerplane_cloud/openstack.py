@@ -31,6 +31,7 @@ import httpx
 
 from powerplane import (
     Acceptance,
+    Backoff,
     CapabilitySet,
     ConfigError,
     ProtocolError,
@@ -40,7 +41,6 @@ from powerplane import (
     about_to_send,
     require,
 )
-from powerplane_cloud.backoff import Backoff
 from powerplane_cloud.config import OpenStackConfig
 from powerplane_cloud.errors import THROTTLE_STATUSES, map_status, map_transport
 from powerplane_cloud.keystone import Keystone
@@ -92,8 +92,8 @@ class OpenStackChannel:
         self.config = config
         self.keystone = Keystone(config, name)
         self._client: httpx.AsyncClient | None = None
-        self._backoff = Backoff(config.throttle_retries, config.backoff_base_s,
-                                config.backoff_max_s)
+        self._backoff = Backoff(config.backoff_base_s, config.backoff_max_s,
+                                retries=config.throttle_retries)
         soft = config.reboot_type == "SOFT"
         self._caps = CapabilitySet.of(
             graceful=[Verb.SHUTDOWN, Verb.TERMINATE, *([Verb.REBOOT] if soft else [])],

@@ -3,9 +3,10 @@
 :class:`MaintenanceWatch` lists the ``nodemaintenances`` once, then watches from the list's
 ``resourceVersion`` (lightkube's ``AsyncClient`` resumes a stream the server ends from the
 last version it saw). ``410 Gone`` lists again at once (a second one in a row backs off as
-a failure does); any other failure is tried again after a backoff doubling from
-:data:`BACKOFF_S` to :data:`BACKOFF_MAX_S`; while it has not listed, the cache is None and
-whoever reads it reads the store instead. Nothing but cancelling its task ends it.
+a failure does); any other failure is tried again after core's backoff (:data:`BACKOFF`:
+from :data:`BACKOFF_S`, its ceiling doubling to :data:`BACKOFF_MAX_S`, jittered); while it
+has not listed, the cache is None and whoever reads it reads the store instead. Nothing
+but cancelling its task ends it.
 
 What it keeps: the active maintenances by name, each at its ``resourceVersion`` (a
 terminal, deleted or unreadable object leaves the cache; an unreadable one is flagged for
@@ -41,6 +42,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from powerplane import Backoff
 from powerplane.lifecycle import NodeMaintenance, Phase
 
 if TYPE_CHECKING:
@@ -48,7 +50,8 @@ if TYPE_CHECKING:
 
     from powerplane_kubernetes.store import KubernetesStore
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_S", "SERVER_TIMEOUT_S", "MaintenanceWatch", "following"]
+__all__ = ["BACKOFF", "BACKOFF_MAX_S", "BACKOFF_S", "SERVER_TIMEOUT_S", "MaintenanceWatch",
+           "following"]
 
 log = logging.getLogger("powerplane.kubernetes.watch")
 
@@ -56,6 +59,8 @@ BACKOFF_S = 0.2
 """The first wait before a failed list or watch is tried again (doubled per failure)."""
 BACKOFF_MAX_S = 10.0
 """The longest wait before a failed list or watch is tried again."""
+BACKOFF = Backoff(BACKOFF_S, BACKOFF_MAX_S)
+"""Core's backoff from :data:`BACKOFF_S` to :data:`BACKOFF_MAX_S`, jittered."""
 SERVER_TIMEOUT_S = 300
 """The server ends each watch after this long (lightkube resumes it from the last version)."""
 
@@ -193,7 +198,7 @@ class MaintenanceWatch:
         from powerplane_kubernetes.store import NodeMaintenanceResource
 
         wait = sleep or self._pause
-        backoff = BACKOFF_S
+        backoff = BACKOFF.retrying()
         version: str | None = None
         gone = 0  # 410s in a row: a second one backs off as a failure does
         records = (asyncio.create_task(self._watch_records(wait), name="watch records")
@@ -219,7 +224,8 @@ class MaintenanceWatch:
                     async for kind, obj in self.client.watch(
                             NodeMaintenanceResource, resource_version=version,
                             server_timeout=SERVER_TIMEOUT_S):
-                        backoff, gone = BACKOFF_S, 0
+                        backoff.reset()
+                        gone = 0
                         meta = obj.metadata
                         if meta is not None and meta.resourceVersion:
                             version = self._version = meta.resourceVersion
@@ -241,11 +247,11 @@ class MaintenanceWatch:
                     else:
                         self._tell("failed", False)
                         log.warning("watch of nodemaintenances: %s; again in %g s",
-                                    map_error(exc, "watch"), backoff)
+                                    map_error(exc, "watch"), backoff.next_s)
                 version, self.cache = None, None
                 self._feeding(False)
-                await wait(backoff)
-                backoff = min(2 * backoff, BACKOFF_MAX_S)
+                await wait(backoff.next_s)
+                backoff.failed()
         finally:
             self.cache = None
             self._feeding(False)
@@ -259,22 +265,21 @@ class MaintenanceWatch:
         """The ``maintenanceaudits`` from the list's version on: each record's name to the
         store (see the module docstring). A ``410`` starts again from the newest version the
         maintenances' list and watch gave, at once where it moved since (else after the
-        backoff); any other failure backs off (doubling from :data:`BACKOFF_S` to
-        :data:`BACKOFF_MAX_S`). Records created in a gap are only not known: their
-        admission writes them, a ``409``."""
+        backoff); any other failure backs off (:data:`BACKOFF`). Records created in a gap
+        are only not known: their admission writes them, a ``409``."""
         from powerplane_kubernetes.errors import map_error
         from powerplane_kubernetes.store import MaintenanceAuditResource
 
         assert self.store is not None
         await self._listed.wait()
-        backoff = BACKOFF_S
+        backoff = BACKOFF.retrying()
         version = self._version
         while not self.stopped.is_set():
             try:
                 async for kind, obj in self.client.watch(
                         MaintenanceAuditResource, resource_version=version,
                         server_timeout=SERVER_TIMEOUT_S):
-                    backoff = BACKOFF_S
+                    backoff.reset()
                     meta = obj.metadata
                     if meta is None or not meta.name:
                         continue
@@ -289,12 +294,12 @@ class MaintenanceWatch:
                         version = fresher
                         continue
                     log.info("watch of maintenanceaudits: 410 Gone at %s; again in %g s",
-                             version, backoff)
+                             version, backoff.next_s)
                 else:
                     log.warning("watch of maintenanceaudits: %s; again in %g s",
-                                map_error(exc, "watch"), backoff)
-            await wait(backoff)
-            backoff = min(2 * backoff, BACKOFF_MAX_S)
+                                map_error(exc, "watch"), backoff.next_s)
+            await wait(backoff.next_s)
+            backoff.failed()
             version = self._version or version
 
 
@@ -310,7 +315,7 @@ class MaintenanceWatch:
         assert self.store is not None
         ledger = self.store.ledger_entries
         await self._listed.wait()
-        backoff = BACKOFF_S
+        backoff = BACKOFF.retrying()
         version = self._version
         while not self.stopped.is_set():
             ledger.feeding(True)
@@ -318,7 +323,7 @@ class MaintenanceWatch:
                 async for kind, obj in self.client.watch(
                         DispatchResource, resource_version=version,
                         server_timeout=SERVER_TIMEOUT_S):
-                    backoff = BACKOFF_S
+                    backoff.reset()
                     raw = _raw(obj)
                     meta = raw.get("metadata") or {}
                     if meta.get("resourceVersion"):
@@ -335,13 +340,13 @@ class MaintenanceWatch:
                         version = fresher
                         continue
                     log.info("watch of maintenancedispatches: 410 Gone at %s; again in %g s",
-                             version, backoff)
+                             version, backoff.next_s)
                 else:
                     log.warning("watch of maintenancedispatches: %s; again in %g s",
-                                map_error(exc, "watch"), backoff)
+                                map_error(exc, "watch"), backoff.next_s)
             ledger.feeding(False)
-            await wait(backoff)
-            backoff = min(2 * backoff, BACKOFF_MAX_S)
+            await wait(backoff.next_s)
+            backoff.failed()
             version = self._version or version
 
 

@@ -33,7 +33,8 @@ HTTP 5xx (503 relay board busy, ...)                               ``RefusedByDe
 a body that is not JSON, or not an object                          ``ProtocolError``
 ================================================================  ==========================
 
-The HTTP rows follow core's one rule for status codes (``powerplane.errors``): 401 and 403
+The HTTP rows are core's one rule for status codes (``powerplane.status_error``; the
+certificate row ``powerplane.is_tls_failure``): 401 and 403
 are ``AuthenticationFailed``; every other 4xx and every 5xx is ``RefusedByDevice`` with the
 PDU's own message (the PDU, or the service in front of it, answered: it is not
 ``Unreachable``); a state-changing request dropped or timed out after it was written is
@@ -46,8 +47,6 @@ feed and endpoint, and the error indication by its class.
 
 from __future__ import annotations
 
-import ssl
-
 import httpx
 from pysnmp.error import PySnmpError
 from pysnmp.proto import errind
@@ -58,12 +57,13 @@ from powerplane import (
     ChannelTimeout,
     OutcomeUnknown,
     ProtocolError,
-    RefusedByDevice,
     TLSVerificationFailed,
     Unreachable,
+    is_tls_failure,
+    status_error,
 )
 
-__all__ = ["SNMP_AUTH_INDICATIONS", "is_tls_failure", "map_error", "map_status"]
+__all__ = ["SNMP_AUTH_INDICATIONS", "map_error"]
 
 SNMP_AUTH_INDICATIONS: tuple[type[errind.ErrorIndication], ...] = (
     errind.WrongDigest,
@@ -79,27 +79,6 @@ SNMP_AUTH_INDICATIONS: tuple[type[errind.ErrorIndication], ...] = (
 """The pysnmp error indications that mean the credentials were not accepted."""
 
 
-def is_tls_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it) is a failed certificate verification."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return True
-        if isinstance(seen, ssl.SSLError) and "CERTIFICATE_VERIFY_FAILED" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def map_status(status: int) -> type[ChannelError]:
-    """The class of an HTTP error status (400 to 599), per core's one rule."""
-    if not 400 <= status <= 599:
-        raise ValueError(f"HTTP {status} is not an error status")
-    if status in (401, 403):
-        return AuthenticationFailed
-    return RefusedByDevice
-
-
 def map_error(
     error: BaseException | errind.ErrorIndication | int, *, switching: bool = False
 ) -> type[ChannelError]:
@@ -112,7 +91,7 @@ def map_error(
     if isinstance(error, bool):
         raise TypeError("map_error takes a status code, an exception or an error indication")
     if isinstance(error, int):
-        return map_status(error)
+        return status_error(error)
     if isinstance(error, errind.ErrorIndication):
         if isinstance(error, errind.RequestTimedOut):
             return OutcomeUnknown if switching else ChannelTimeout

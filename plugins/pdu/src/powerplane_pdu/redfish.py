@@ -41,9 +41,10 @@ from powerplane import (
     TLSVerificationFailed,
     Unreachable,
     about_to_send,
+    status_error,
 )
 from powerplane_pdu.config import PduSpec
-from powerplane_pdu.errors import map_error, map_status
+from powerplane_pdu.errors import map_error
 from powerplane_pdu.outlets import OutletId, OutletReading
 from powerplane_pdu.profiles import OutletState
 
@@ -155,7 +156,7 @@ class RedfishPdu:
             body = {"UserName": self.spec.username, "Password": self.spec.password.reveal()}
             response = await self._send("POST", SESSIONS, body)
             if response.status_code >= 400:
-                cls = map_status(response.status_code)
+                cls = status_error(response.status_code)
                 if cls is AuthenticationFailed:
                     raise self._error(
                         cls, f"session login rejected (HTTP {response.status_code})"
@@ -184,7 +185,7 @@ class RedfishPdu:
             await self._login()
             response = await self._send(method, path, json, switching=switching)
         if response.status_code >= 400:
-            cls = map_status(response.status_code)
+            cls = status_error(response.status_code)
             if cls is AuthenticationFailed:
                 raise self._error(
                     cls,

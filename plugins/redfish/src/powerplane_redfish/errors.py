@@ -7,7 +7,7 @@ requests' classes. sushy, requests and urllib3 are never imported by this module
 of theirs is matched only once its module is loaded (an exception of a library that was
 never imported cannot occur), so a process that uses the direct client imports neither.
 
-HTTP status codes follow core's one rule (``powerplane.errors``): 401 and 403 are
+HTTP status codes follow core's one rule (``powerplane.status_error``): 401 and 403 are
 ``AuthenticationFailed``; every other 4xx and every 5xx is ``RefusedByDevice`` with the
 BMC's own words (the BMC answered, so it is not ``Unreachable``); a reset POST dropped or
 timed out after it was written is ``OutcomeUnknown``. sushy raises one ``HTTPError``
@@ -72,6 +72,8 @@ from powerplane import (
     RefusedByDevice,
     TLSVerificationFailed,
     Unreachable,
+    is_tls_failure,
+    status_error,
 )
 
 __all__ = [
@@ -193,9 +195,9 @@ def _never_left_classes() -> tuple[type[BaseException], ...]:
         *_classes("requests.exceptions", "ConnectTimeout"),
     )
 
-_HANDSHAKE_WORDS = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed", "handshake",
-                    "WRONG_VERSION_NUMBER", "wrong version number")
-"""Words of a TLS error that can only happen while the TLS session is set up."""
+_HANDSHAKE_WORDS = ("handshake", "WRONG_VERSION_NUMBER", "wrong version number")
+"""Words of a TLS error that can only happen while the TLS session is set up (beside a
+certificate that did not verify: :func:`powerplane.is_tls_failure`)."""
 
 
 def _never_left(link: BaseException) -> bool:
@@ -203,7 +205,7 @@ def _never_left(link: BaseException) -> bool:
         return True
     if isinstance(link, (ssl.SSLError, *_classes("requests.exceptions", "SSLError"))):
         text = str(link)
-        return any(word in text for word in _HANDSHAKE_WORDS)
+        return is_tls_failure(link) or any(word in text for word in _HANDSHAKE_WORDS)
     return False
 
 
@@ -266,7 +268,7 @@ def _transport(
             return TLSVerificationFailed, "TLS handshake with the BMC failed"
         if isinstance(link, (ssl.SSLError, *req_ssl)):
             text = str(link)
-            if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+            if is_tls_failure(link):
                 where = f"the CA bundle {verify}" if isinstance(verify, str) else "the system CAs"
                 return TLSVerificationFailed, (
                     f"the BMC's TLS certificate did not verify against {where}"
@@ -341,7 +343,8 @@ def map_error(
     if isinstance(exc, ChannelError):
         return exc
     if isinstance(exc, HTTPStatusError):
-        cls = AuthenticationFailed if exc.status_code in (401, 403) else RefusedByDevice
+        code = exc.status_code  # core's one rule; any other non-2xx the BMC's refusal
+        cls = status_error(code) if 400 <= code <= 599 else RefusedByDevice
         words = ("the BMC rejected the credentials" if cls is AuthenticationFailed
                  else "the BMC refused the request")
         return make(cls, f"{words} (HTTP {exc.status_code}): {_device_words(exc)}")

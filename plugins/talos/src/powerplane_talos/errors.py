@@ -8,11 +8,12 @@ from talosctl's stderr, :func:`powerplane_talos.talosctl_transport.map_stderr`):
     grpclib GRPCError PERMISSION_DENIED       -> AuthenticationFailed ("permission denied")
     grpclib GRPCError DEADLINE_EXCEEDED       -> ChannelTimeout
     grpclib GRPCError (any other status)      -> RefusedByDevice (with Talos's words)
-    HTTP :status other than 200 (grpclib's    -> core's HTTP status rule, by the status:
+    HTTP :status other than 200 (grpclib's    -> core's HTTP status rule (status_error):
       "Received :status = 'N'", a proxy or       401, 403 -> AuthenticationFailed;
       a server in front of Talos answered)       other 4xx, 5xx -> RefusedByDevice
     TimeoutError (the call's deadline)        -> ChannelTimeout
-    ssl.SSLCertVerificationError              -> TLSVerificationFailed
+    a certificate that did not verify         -> TLSVerificationFailed
+      (core's test, powerplane.is_tls_failure)
     ssl.SSLError, alert from the server       -> AuthenticationFailed (client cert rejected)
     ssl.SSLError (other)                      -> TLSVerificationFailed
     ConnectionRefusedError, OSError           -> Unreachable
@@ -51,6 +52,8 @@ from powerplane import (
     RefusedByDevice,
     TLSVerificationFailed,
     Unreachable,
+    is_tls_failure,
+    status_error,
 )
 
 __all__ = ["CERT_ALERTS", "map_error"]
@@ -75,11 +78,11 @@ _HTTP_STATUS = re.compile(r"Received :status = '(\d{3})'")
 
 
 def _http_status(status: int, endpoint: str, kw: dict[str, str]) -> ChannelError:
-    """Core's HTTP status rule for an answer with HTTP status ``status``."""
+    """Core's HTTP status rule for an answer with HTTP status ``status`` (any other than
+    400 to 599 refused too: something answered, and not in gRPC)."""
     words = f"{endpoint} answered HTTP {status} instead of a gRPC response"
-    if status in (401, 403):
-        return AuthenticationFailed(words, **kw)
-    return RefusedByDevice(words, **kw)
+    cls = status_error(status) if 400 <= status <= 599 else RefusedByDevice
+    return cls(words, **kw)
 
 
 def map_error(
@@ -113,7 +116,7 @@ def map_error(
         return RefusedByDevice(f"Talos answered {exc.status.name}: {words}", **kw)
     if isinstance(exc, TimeoutError):
         return ChannelTimeout(f"no answer from {endpoint} within {timeout:g} s", **kw)
-    if isinstance(exc, ssl.SSLCertVerificationError):
+    if isinstance(exc, ssl.SSLError) and is_tls_failure(exc):
         return TLSVerificationFailed(
             f"the certificate of {endpoint} did not verify against the configured CA "
             f"({getattr(exc, 'verify_message', None) or getattr(exc, 'reason', None) or exc})",

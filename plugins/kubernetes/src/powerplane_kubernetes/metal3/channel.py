@@ -37,6 +37,7 @@ from lightkube.types import PatchType
 
 from powerplane import (
     Acceptance,
+    Backoff,
     CapabilitySet,
     OutcomeUnknown,
     Reading,
@@ -62,7 +63,7 @@ from powerplane_kubernetes.metal3.hosts import (
     serves_node,
 )
 
-__all__ = ["BMH", "REBOOT_KEY_PREFIX", "WRITE_ATTEMPTS", "Metal3Channel"]
+__all__ = ["BMH", "REBOOT_KEY_PREFIX", "UNANNOTATE_BACKOFF", "WRITE_ATTEMPTS", "Metal3Channel"]
 
 BMH: type[GenericNamespacedResource] = custom_resource(
     "metal3.io", "v1alpha1", "BareMetalHost", "baremetalhosts")
@@ -71,6 +72,8 @@ REBOOT_KEY_PREFIX = f"{REBOOT_PREFIX}/powerplane-"
 """The annotation key of a reboot by this channel: this prefix and the request's id."""
 WRITE_ATTEMPTS = 3
 """Writes refused ``409 Conflict`` (the host changed since it was read) before giving up."""
+UNANNOTATE_BACKOFF = Backoff(0.2, 0.8, retries=2)
+"""The removal of a reboot's annotation: tried three times, core's backoff between."""
 
 
 class _Conflict(Exception):
@@ -278,14 +281,14 @@ class Metal3Channel:
         """Remove this request's annotation (no version named: it is ours alone); tried
         three times, then OutcomeUnknown naming the command that removes it."""
         last: BaseException | None = None
-        for attempt in range(3):
+        for attempt in range(UNANNOTATE_BACKOFF.retries + 1):
             try:
                 await self._patch(where, {"metadata": {"annotations": {key: None}}}, target,
                                   f"removing {key} from BareMetalHost {name}")
                 return
             except Exception as exc:
                 last = exc
-                await asyncio.sleep(0.2 * (attempt + 1))
+                await asyncio.sleep(UNANNOTATE_BACKOFF.delay(attempt))
         raise OutcomeUnknown(
             f"BareMetalHost {name}: {key} could not be removed, and the host stays off while "
             f"it is there: kubectl annotate baremetalhost -n {where[0]} {where[1]} {key}-",

@@ -21,7 +21,8 @@ any other transport failure of a read                              ``ProtocolErr
 an answer that is not the JSON the API defines (``ValueError``)    ``ProtocolError``
 =================================================================  ==========================
 
-The rows follow core's one rule for status codes (``powerplane.errors``): 401 and 403 are
+The rows are core's one rule for status codes (``powerplane.status_error``; the
+certificate row ``powerplane.is_tls_failure``): 401 and 403 are
 ``AuthenticationFailed``, every other 4xx and every 5xx ``RefusedByDevice`` with the API
 server's own message. Messages name the BareMetalHost and the API server's words, never a
 token (the kubeconfig's credentials are not in any exception text lightkube or httpx2 make).
@@ -29,53 +30,32 @@ token (the kubeconfig's credentials are not in any exception text lightkube or h
 
 from __future__ import annotations
 
-import ssl
-
 import httpx2
 
 from powerplane import (
-    AuthenticationFailed,
     ChannelError,
     ChannelTimeout,
     OutcomeUnknown,
     ProtocolError,
-    RefusedByDevice,
     TLSVerificationFailed,
     Unreachable,
+    is_tls_failure,
+    status_error,
 )
 from powerplane_kubernetes.errors import answer_of
 
-__all__ = ["map_error", "map_status", "raise_mapped"]
-
-
-def map_status(status: int) -> type[ChannelError]:
-    """The class of an HTTP error status (400 to 599), per core's one rule."""
-    if not 400 <= status <= 599:
-        raise ValueError(f"HTTP {status} is not an error status")
-    if status in (401, 403):
-        return AuthenticationFailed
-    return RefusedByDevice
-
-
-def _tls(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError) or (
-                isinstance(seen, ssl.SSLError) and "CERTIFICATE_VERIFY_FAILED" in str(seen)):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+__all__ = ["map_error", "raise_mapped"]
 
 
 def map_error(exc: BaseException, *, writing: bool = False) -> type[ChannelError]:
     """The powerplane class for one failure of a request to the API server."""
     answer = answer_of(exc)
     if answer is not None:
-        return map_status(answer.code) if 400 <= answer.code <= 599 else ProtocolError
+        return status_error(answer.code) if 400 <= answer.code <= 599 else ProtocolError
     if isinstance(exc, httpx2.ConnectTimeout | httpx2.PoolTimeout):
         return ChannelTimeout  # no connection: nothing left
     if isinstance(exc, httpx2.ConnectError):
-        return TLSVerificationFailed if _tls(exc) else Unreachable
+        return TLSVerificationFailed if is_tls_failure(exc) else Unreachable
     if writing and isinstance(exc, httpx2.HTTPError | OSError):
         return OutcomeUnknown  # it may have been written: it may have been applied
     if isinstance(exc, httpx2.TimeoutException):

@@ -25,8 +25,9 @@ One process:
    each maintenance through the store, with ``resourceVersion`` checks.
 
 Every request the operator makes that fails (a 429 or 5xx answer, a refused or dropped
-connection, a timeout) is tried again after a backoff from 0.2 s doubling to 10 s
-(:data:`BACKOFF_S`, :data:`BACKOFF_MAX_S`), never the end of the run: the start's read of
+connection, a timeout) is tried again after core's backoff (:class:`powerplane.Backoff`:
+from 0.2 s doubling to 10 s, :data:`BACKOFF`; the watch's jittered), never the end of the
+run: the start's read of
 the store (the first list), the watch and its list, a scan's read of the store, a
 reconcile the store failed; the site leases are tried every ``--retry-period`` by their
 own protocol. A node whose channel could not be discovered is discovered again before it
@@ -66,7 +67,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from powerplane import ConfigError, Deployment, PowerplaneError, load_config, open_deployment
+from powerplane import (
+    Backoff,
+    ConfigError,
+    Deployment,
+    PowerplaneError,
+    load_config,
+    open_deployment,
+)
 from powerplane.lifecycle import Lifecycle, TemporaryPortError
 from powerplane_kubernetes.config import ApiAccess
 from powerplane_kubernetes.operator.health import Health, HealthServer
@@ -93,6 +101,10 @@ port failed, a channel's discovery that failed for a while; the watch and its li
 the same (:mod:`powerplane_kubernetes.watch`)."""
 BACKOFF_MAX_S = WATCH_BACKOFF_MAX_S
 """The longest wait before a failed request is tried again."""
+BACKOFF = Backoff(BACKOFF_S, BACKOFF_MAX_S, draw=lambda: 1.0)
+"""Core's backoff between the two, each wait at its ceiling (0.2 s, 0.4 s, ... 10 s): the
+figures the operator logs and its tests read; one replica acts for a site, so there is no
+herd of them to spread (the watch, whose replicas all reconnect at once, is jittered)."""
 CLEANUP_S = 5.0
 """At ``--timeout``: how long each step of the orderly stop may take (a lease release, the
 channels' close), and how long after the deadline the watchdog ends a process whose event
@@ -273,8 +285,7 @@ class Operator:
         """One maintenance through the Reconciler until it is parked or done, or this
         replica stops acting for its site: ``--max-in-flight`` reconciles at a time, each
         one that waits on the world tried again after ``--interval`` (outside the limit),
-        one the store failed after a backoff (:data:`BACKOFF_S` doubling to
-        :data:`BACKOFF_MAX_S`, at least ``--interval``).
+        one the store failed after a backoff (:data:`BACKOFF`, at least ``--interval``).
 
         A node whose channel could not be discovered (for any reason but bad config) is
         discovered again before its reconcile: the host keeps a failed discovery, and a
@@ -286,7 +297,7 @@ class Operator:
         task = asyncio.current_task()
         assert task is not None
         state.tasks.add(task)
-        backoff = BACKOFF_S
+        backoff = BACKOFF.retrying()
         try:
             while not self._stop.is_set() and state.lease.held():
                 async with self._sem:
@@ -311,10 +322,10 @@ class Operator:
                         self._parked[name] = lc.store.get(name).resource_version
                     return
                 if result == "error":
-                    await self._sleep(max(self.options.interval, backoff))
-                    backoff = min(2 * backoff, BACKOFF_MAX_S)
+                    await self._sleep(max(self.options.interval, backoff.next_s))
+                    backoff.failed()
                     continue
-                backoff = BACKOFF_S
+                backoff.reset()
                 if result != "advanced":
                     await self._sleep(self.options.interval)
         finally:
@@ -415,10 +426,10 @@ class Operator:
                            "watch re-listed")
 
     async def _answered(self, call: Callable[[], T], what: str) -> T | None:
-        """``call()``'s answer, tried again after a backoff (:data:`BACKOFF_S` doubling to
-        :data:`BACKOFF_MAX_S`) while it fails with anything but bad input; None once the
-        run is stopped first (``--timeout`` cancels the wait)."""
-        backoff = BACKOFF_S
+        """``call()``'s answer, tried again after a backoff (:data:`BACKOFF`) while it
+        fails with anything but bad input; None once the run is stopped first
+        (``--timeout`` cancels the wait)."""
+        backoff = BACKOFF.retrying()
         while not self._stop.is_set():
             try:
                 return call()
@@ -428,9 +439,9 @@ class Operator:
                 self._start_error = f"{what}: {exc}"
                 self.health.set_ready(False, str(exc))
                 self.trace.append(("start", "failed"))
-                log.warning("%s: %s; again in %g s", what, exc, backoff)
-            await self._sleep(backoff)
-            backoff = min(2 * backoff, BACKOFF_MAX_S)
+                log.warning("%s: %s; again in %g s", what, exc, backoff.next_s)
+            await self._sleep(backoff.next_s)
+            backoff.failed()
         return None
 
     def _not_idle(self) -> str:
@@ -543,7 +554,7 @@ class Operator:
             if self.watch is not None:
                 watch_task = asyncio.create_task(self.watch.run(sleep=self._sleep))
             cause, next_resync = "start", loop.time() + o.resync
-            backoff: float = BACKOFF_S
+            backoff = BACKOFF.retrying()
             retry_in: float | None = None
             while not self._stop.is_set():
                 for background in (lease_task, watch_task):
@@ -554,12 +565,14 @@ class Operator:
                     idle = self._scan(lc, cause)
                 except PowerplaneError as exc:  # the store failed: not ready, try again
                     self.health.set_ready(False, str(exc))
-                    retry_in, backoff = backoff, min(2 * backoff, BACKOFF_MAX_S)
+                    retry_in = backoff.next_s
+                    backoff.failed()
                     log.warning("%s; again in %g s", exc, retry_in)
                     idle = False
                 else:
                     self.health.set_ready(True)
-                    backoff, retry_in = BACKOFF_S, None
+                    backoff.reset()
+                    retry_in = None
                 if o.until_idle and idle:
                     return 0
                 # the next scan: at an event (the watch, a driver ending, a lease held), at

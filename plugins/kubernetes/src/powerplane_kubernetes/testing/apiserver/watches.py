@@ -27,10 +27,12 @@ class WatchServer(ServerBase):
     """How the next watches are answered (see the module docstring)."""
 
     def _init_watches(self) -> None:
-        self._watch_answers: list[str] = []
+        self._watch_answers: list[tuple[str, str | None]] = []
 
-    def answer_watches(self, *answers: str) -> None:
-        """How the next watch requests are answered, one each, before kmock serves the rest:
+    def answer_watches(self, *answers: str, resource: str | None = None) -> None:
+        """How the next watch requests are answered, one each, before kmock serves the rest
+        (only watches of ``resource``, a plural such as ``nodemaintenances``, when given:
+        a client that watches several resources at once takes them in no set order):
         ``"end"``: ``200`` and the stream ends at once (the server closed the watch);
         ``"gone"``: ``200``, then a watch ``ERROR`` event carrying a ``410 Expired`` Status,
         as the API server answers a watch from a resourceVersion it no longer keeps;
@@ -40,14 +42,17 @@ class WatchServer(ServerBase):
             raise ValueError(f"unknown watch answers: {sorted(unknown)}")
 
         def add() -> None:
-            self._watch_answers.extend(answers)
+            self._watch_answers.extend((answer, resource) for answer in answers)
         self._call(add)
 
     def _watch(self, request: kmock.Request) -> Any:
         """The next watch answer, or ``NotImplemented``: kmock's own stream."""
-        if not self._watch_answers:
+        plural = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+        mine = next((i for i, (_, resource) in enumerate(self._watch_answers)
+                     if resource in (None, plural)), None)
+        if mine is None:
             return NotImplemented
-        answer = self._watch_answers.pop(0)
+        answer, _ = self._watch_answers.pop(mine)
         expired = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                    "message": "too old resource version: 1 (2)", "reason": "Expired",
                    "code": 410}
