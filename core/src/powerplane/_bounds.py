@@ -7,7 +7,10 @@ cache (:mod:`powerplane.config_cache`) never imports PyYAML.
 
 from __future__ import annotations
 
-__all__ = ["MAX_BYTES", "MAX_PROBLEMS", "format_path"]
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["MAX_BYTES", "MAX_PROBLEMS", "format_path", "line_of"]
 
 MAX_BYTES = 256 * 1024 * 1024
 """Largest config document, in bytes (256 MiB: a 1,000,000-node deployment takes about 140;
@@ -25,3 +28,14 @@ def format_path(path: tuple[str | int, ...]) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out
+
+
+def line_of(lines: Mapping[Any, int], path: tuple[Any, ...]) -> int | None:
+    """The line of ``path`` in a file's map of lines, else of the nearest enclosing key that
+    has one; None where none has."""
+    while path:
+        found = lines.get(path)
+        if found is not None:
+            return found
+        path = path[:-1]
+    return None

@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator
 from itertools import chain, compress
 from typing import Any
 
-from powerplane._bounds import MAX_BYTES
 from powerplane._yaml import (
     MAX_DEPTH,
     MAX_NUMBER_CHARS,
     Lines,
     as_yaml,
+    checked_size,
     full_pass,
     load_yaml,
     node_bound,
@@ -126,13 +126,7 @@ def load_json(text: str, source: str, *, size: int | None = None,
 
     Raises :class:`ConfigError` naming ``source`` and the line.
     """
-    if size is None:
-        size = (len(text) if len(text) > MAX_BYTES or text.isascii()
-                else len(text.encode("utf-8", "replace")))
-    if size > MAX_BYTES:
-        raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
-                          source=source)
-    bound = node_bound(size)
+    bound = node_bound(checked_size(text, source, size))
     body = text[1:] if text.startswith("\ufeff") else text
     try:
         root = _JSON.decode(body)

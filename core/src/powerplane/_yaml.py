@@ -690,6 +690,18 @@ def full_pass(text: str, source: str, bound: int) -> Any:
     return root
 
 
+def checked_size(text: str, source: str, size: int | None) -> int:
+    """The text's size in UTF-8 bytes (``size`` when the caller knows it: the file's; else
+    counted, without a copy of an ASCII text); :class:`ConfigError` over :data:`MAX_BYTES`."""
+    if size is None:
+        size = (len(text) if len(text) > MAX_BYTES or text.isascii()
+                else len(text.encode("utf-8", "replace")))
+    if size > MAX_BYTES:
+        raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
+                          source=source)
+    return size
+
+
 def load_yaml(text: str, source: str, *, size: int | None = None) -> tuple[Any, Lines]:
     """Parse ``text``; return the data and a map from each value's path to its line (1-based).
 
@@ -699,13 +711,7 @@ def load_yaml(text: str, source: str, *, size: int | None = None) -> tuple[Any, 
     Raises :class:`ConfigError` naming ``source`` and the line for a syntax error, a
     refused tag, a duplicate key or any crossed bound (see the module's docstring).
     """
-    if size is None:
-        size = (len(text) if len(text) > MAX_BYTES or text.isascii()
-                else len(text.encode("utf-8", "replace")))
-    if size > MAX_BYTES:
-        raise ConfigError([ConfigProblem("", f"the file is larger than {MAX_BYTES} bytes")],
-                          source=source)
-    bound = node_bound(size)
+    bound = node_bound(checked_size(text, source, size))
     root = full_pass(text, source, bound)
     if root is None:
         return {}, Lines(None)

@@ -50,6 +50,7 @@ from pydantic import (
     model_validator,
 )
 
+from powerplane._bounds import line_of
 from powerplane._yaml import format_path, load_yaml
 from powerplane.authority.actions import DEFAULT_TIER, Action, Tier, parse_action
 from powerplane.authority.identity import Identity
@@ -127,11 +128,11 @@ def _binding_problems(data: dict[str, Any], lines: Mapping[Any, int]) -> list[Co
             mean = f"; did you mean {close[0]!r}?" if close else ""
             path: tuple[Any, ...] = ("bindings", i, "role")
             out.append(ConfigProblem(format_path(path), f"unknown role {b['role']!r}; roles: "
-                                     f"{', '.join(names) or 'none'}{mean}", _line(lines, path)))
+                                     f"{', '.join(names) or 'none'}{mean}", line_of(lines, path)))
         if not b.get("users") and not b.get("groups"):
             path = ("bindings", i)
             out.append(ConfigProblem(format_path(path), f"binds role {b['role']!r} to no "
-                                     "user and no group", _line(lines, path)))
+                                     "user and no group", line_of(lines, path)))
     return out
 
 
@@ -142,17 +143,10 @@ def _problems(exc: ValidationError, lines: Mapping[Any, int]) -> list[ConfigProb
         message = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = f"unknown key {loc[-1]!r}"
-        out.append(ConfigProblem(format_path(loc), message, _line(lines, loc)))
+        out.append(ConfigProblem(format_path(loc), message, line_of(lines, loc)))
     return out
 
 
-def _line(lines: Mapping[Any, int], path: tuple[Any, ...]) -> int | None:
-    while path:
-        found = lines.get(path)
-        if found is not None:
-            return found
-        path = path[:-1]
-    return None
 
 
 def load_roles(file: Path, owners: set[int] | None = None) -> RolesFile:

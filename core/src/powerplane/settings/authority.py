@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from powerplane._bounds import format_path
+from powerplane._bounds import format_path, line_of
 from powerplane.errors import ConfigError, ConfigProblem
 from powerplane.kinds import BASE_DIR, OWNER, PolicyType
 from powerplane.secrets import SecretRef
@@ -54,13 +54,6 @@ class PolicySpec:
     config: BaseModel
 
 
-def _line(lines: Mapping[Any, int], path: tuple[Any, ...]) -> int | None:
-    while path:
-        found = lines.get(path)
-        if found is not None:
-            return found
-        path = path[:-1]
-    return None
 
 
 def validated_policy(
@@ -70,12 +63,12 @@ def validated_policy(
     base = ("policy",)
     if not isinstance(raw, dict):
         return None, [ConfigProblem("policy", "expected a mapping with a type:",
-                                    _line(lines, base))]
+                                    line_of(lines, base))]
     tname = raw.get("type")
     if not isinstance(tname, str):
         return None, [ConfigProblem("policy.type", "required key is missing: the policy "
                                     "type (local, or one a plugin registers)",
-                                    _line(lines, base))]
+                                    line_of(lines, base))]
     ptype = registry.policy_types.get(tname)
     if ptype is None:
         names = sorted(registry.policy_types)
@@ -84,7 +77,7 @@ def validated_policy(
         return None, [ConfigProblem(
             "policy.type", f"unknown policy type {tname!r}; registered types: "
             f"{', '.join(names) or 'none'}{registry.missing_hint('policy', tname)}{mean}",
-            _line(lines, (*base, "type")))]
+            line_of(lines, (*base, "type")))]
     folder = Path(source).parent if source and not source.startswith("<") else Path.cwd()
     context: dict[str, Any] = {BASE_DIR: folder}
     if source and not source.startswith("<"):
@@ -105,6 +98,6 @@ def validated_policy(
             msg = str(err["msg"]).removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = f"unknown key {err['loc'][-1]!r}"
-            problems.append(ConfigProblem(format_path(loc), msg, _line(lines, loc)))
+            problems.append(ConfigProblem(format_path(loc), msg, line_of(lines, loc)))
         return None, problems
     return PolicySpec(ptype, config), []
