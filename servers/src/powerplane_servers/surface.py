@@ -369,16 +369,16 @@ class Surface:
         return records
 
     async def verification(self, identity: Identity) -> dict[str, Any]:
-        """Whether the trail the audit view shows verifies (:func:`powerplane.authority.
-        chain.verify`, as ``powerplane audit verify`` checks it): per trail, intact or the
-        first bad entry and what is wrong with it; never raises (a trail that cannot be
-        read is reported so). What is wrong names a record (its action, node and actor):
+        """Whether the trail the audit view shows verifies (the authority's
+        :meth:`~powerplane.authority.service.Authority.verify`, as ``powerplane audit
+        verify`` checks it): per trail, intact or the first bad entry and what is wrong
+        with it; never raises (a trail that cannot be read is reported so).
+        What is wrong names a record (its action, node and actor):
         it, the summary and the count of records are shown only to a caller who may read
         every node the trail names (as ``audit verify`` asks); anyone else is told
         whether each trail is intact and the position of its first bad entry."""
-        from powerplane.authority.chain import verify
-
-        sink = self.host.authority.sink
+        authority = self.host.authority
+        sink = authority.sink
         trails: list[tuple[str, Callable[[], Sequence[Any]]]] = [
             (sink.description, sink.entries)]
         store_entries = getattr(self.lifecycle.store, "audit_entries", None)
@@ -390,7 +390,7 @@ class Surface:
         for where, entries in trails:
             try:
                 found = entries()
-                verdict = verify(found, seal=self._seal())
+                verdict = authority.verify(found)
             except Exception as exc:  # a trail that cannot be read is not intact
                 out.append({"trail": where, "intact": False, "records": None,
                             "firstBad": None,
@@ -413,15 +413,6 @@ class Surface:
                     t["problem"] = ("an entry is not intact (what is wrong is shown to a "
                                     "reader of every node the trail names)")
         return {"intact": all(t["intact"] for t in out), "trails": out}
-
-    def _seal(self) -> Any:
-        """The public half of the deployment's ``audit.key`` (None: no key named)."""
-        key = self.host.deployment.audit.key
-        if key is None:
-            return None
-        from powerplane.authority.seal import signer_of
-
-        return signer_of(key, self.host.deployment.source).seal
 
 
 def maintenance_doc(m: NodeMaintenance) -> dict[str, Any]:

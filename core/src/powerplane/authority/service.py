@@ -34,6 +34,7 @@ from powerplane.authority.policy import NO_POLICY, Decision, Policy, denied
 from powerplane.errors import AuditNotRecorded, PolicyDenied
 
 if TYPE_CHECKING:
+    from powerplane.authority.chain import Entry, Verdict
     from powerplane.nodes import NodeSpec
 
 __all__ = ["Authority"]
@@ -150,6 +151,15 @@ class Authority:
         ``fence_powerplane list``, the Servers surface's pages), the rest left out unnamed."""
         decisions = await self.decide(action, nodes, identity)
         return [node for (node, _), d in zip(nodes, decisions, strict=True) if d.allowed]
+
+    def verify(self, entries: Sequence[Entry]) -> Verdict:
+        """A trail as read (``entries``, in order) verified as ``powerplane audit verify``
+        checks it: against the public half of the deployment's ``audit.key`` where it names
+        one (this authority's sink signs with it), else the chain alone."""
+        from powerplane.authority.chain import verify
+
+        signer = getattr(self.sink, "signer", None)
+        return verify(entries, seal=signer.seal if signer is not None else None)
 
     def record_denial(
         self, identity: Identity, action: Action, node: str, rule: str, *,
