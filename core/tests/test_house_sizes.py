@@ -29,9 +29,6 @@ LARGE_MODULES: dict[str, str] = {
 """Modules over :data:`MAX_MODULE_LINES`, by path from the repository's root, with why."""
 
 LONG_FUNCTIONS: dict[str, str] = {
-    "servers/src/powerplane_servers/app.py:create_app":
-        "one closure holding every route; its split into a router per resource (FastAPI's "
-        "bigger-applications shape) is open work",
     "plugins/kubernetes/src/powerplane_kubernetes/operator/admission.py:admission_policy":
         "one ValidatingAdmissionPolicy written as the data it is: each CEL validation with "
         "its message, in the order the API server evaluates them",

@@ -4,6 +4,7 @@ route under /api/v1, every error a problem document."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from openapi_spec_validator import validate
 from servers_support import client, make_app, write_fleet
@@ -45,12 +46,25 @@ def test_every_route_maps_to_one_action(tmp_path: Path) -> None:
 
     app = make_app(write_fleet(tmp_path), oidc_settings_for_routes(), runner=False)
     found = {"cli: serve"}
-    for route in app.routes:
+    for route, path, methods in _routes(app):
         if isinstance(route, Mount):
-            found.add(f"GET {route.path}")
+            found.add(f"GET {path}")
         elif isinstance(route, APIRoute | Route):
-            for method in sorted((route.methods or set()) - {"HEAD"}):
-                found.add(f"{method} {route.path}")
+            for method in sorted((methods or set()) - {"HEAD"}):
+                found.add(f"{method} {path}")
     assert found == set(ENTRY_POINTS)
     for value in ENTRY_POINTS.values():
         assert isinstance(value, Action) or (isinstance(value, str) and value)
+
+
+def _routes(app: Any) -> list[tuple[Any, str | None, set[str] | None]]:
+    """Every route the application serves, the routers it includes flattened: each route
+    with its path and methods. FastAPI 0.137.2 and later keep an included router as one
+    node of ``app.routes``, flattened by ``iter_route_contexts``; before, ``app.routes``
+    was flat."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # FastAPI before 0.137.2
+        return [(r, getattr(r, "path", None), getattr(r, "methods", None))
+                for r in app.routes]
+    return [(c.original_route, c.path, c.methods) for c in iter_route_contexts(app.routes)]
