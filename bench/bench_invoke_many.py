@@ -35,6 +35,11 @@ build's ``core/src``, e.g. from ``git archive``), in the same run, side by side;
 ``--repeat N`` runs each case N times per build, alternating this build and the base, and
 compares the medians of the walls (the machine's noise hits both alike).
 
+``--chain N`` (default 2): every case N more times with the audit trail chained and N with
+the chain off, alternating (the audit file's private ``_chained``, set in the child: a
+benchmark's switch, no deployment option reaches it), the medians of wall and CPU side by
+side and their ratio (issue 37's target: the chain costs <= 5%).
+
 ``--loops asyncio,uvloop`` (the default when uvloop is installed, else ``asyncio``): every
 case, host and both floors, once on each event loop, in a child process of its own, side
 by side in the same run. The host is loop-agnostic (its embedder chooses the loop); the
@@ -42,7 +47,7 @@ uvloop child runs the same coroutine in ``asyncio.Runner(loop_factory=uvloop.new
 
     .venv/bin/python bench/bench_invoke_many.py [--sizes 2000,10000,50000]
         [--latencies 50,20] [--runs 3] [--loops asyncio,uvloop] [--base /tmp/base/core/src]
-        [--repeat 3] [--gc-tuned] [--no-policy]
+        [--repeat 3] [--gc-tuned] [--no-policy] [--chain 2]
 """
 
 from __future__ import annotations
@@ -154,7 +159,8 @@ def _check(results: dict[str, Any]) -> None:
 
 
 async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
-                gc_tuned: bool = False, policy: bool = False) -> dict[str, Any]:
+                gc_tuned: bool = False, policy: bool = False,
+                chained: bool = True) -> dict[str, Any]:
     ideal = math.ceil(PER_NODE_ENDPOINT / PER_ENDPOINT) * latency_ms / 1000
     folder = Path(tempfile.mkdtemp(prefix="bench-invoke-many-"))
     if policy:
@@ -162,6 +168,8 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
     deployment = parse_config(config(nodes, latency_ms, policy),
                               source=str(folder / "powerplane.yaml"))
     async with PowerHost(deployment) as host:
+        if not chained:  # the benchmark's own switch: the audit file's lines unchained
+            host.authority.sink._chained = False  # type: ignore[attr-defined]
         names = list(host.nodes)
         walls: list[float] = []
         cpus: list[float] = []
@@ -223,7 +231,7 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
     audit = Path(os.environ.get("XDG_STATE_HOME", "")) / "powerplane" / "audit.jsonl"
     audited = audit.stat().st_size if audit.is_file() else 0
     return {"loop": f"{loop_type.__module__}.{loop_type.__qualname__}",
-            "policy": policy, "audit_bytes": audited,
+            "policy": policy, "audit_bytes": audited, "chained": chained,
             "nodes": nodes, "latency_ms": latency_ms, "wall": statistics.median(walls),
             "walls": walls, "cpu": statistics.median(cpus), "ideal": ideal,
             "floor": statistics.median(floors), "alone": statistics.median(loops),
@@ -233,7 +241,8 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
 
 def run_case(nodes: int, latency: int, runs: int, base: str | None,
              loop_name: str = "asyncio", seq_loop: bool = True,
-             gc_tuned: bool = False, policy: bool = False) -> dict[str, Any] | str:
+             gc_tuned: bool = False, policy: bool = False,
+             chained: bool = True) -> dict[str, Any] | str:
     """One case in a child process on the named event loop (``base``: with that build's
     powerplane first on the path; ``policy``: with a ``policy:`` section), its audit file
     in a temporary ``$XDG_STATE_HOME`` of its own."""
@@ -245,13 +254,47 @@ def run_case(nodes: int, latency: int, runs: int, base: str | None,
         proc = subprocess.run(
             [sys.executable, __file__, "--child", str(nodes), str(latency), "--runs",
              str(runs), "--loop", loop_name, *(() if seq_loop else ("--no-seq",)),
-             *(("--gc-tuned",) if gc_tuned else ()), *(("--policy",) if policy else ())],
+             *(("--gc-tuned",) if gc_tuned else ()), *(("--policy",) if policy else ()),
+             *(() if chained else ("--unchained",))],
             capture_output=True, text=True, check=False, env=env,
         )
     if proc.returncode != 0:
         return proc.stderr.strip()[-400:] or f"exit {proc.returncode}"
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
+
+
+TARGET_CHAIN = 5.0
+"""Percent of invoke_many's wall (and CPU) the audit trail's chain may cost."""
+
+
+def chain_pairs(nodes: int, latency: int, runs: int, loop_name: str, pairs: int,
+                gc_tuned: bool) -> None:
+    """``pairs`` alternating runs of the case, the trail chained and not (the audit file's
+    private ``_chained``, set in the child: a benchmark's switch, no deployment reaches
+    it); the medians of wall and CPU side by side and their ratio."""
+    got: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for _ in range(pairs):
+        for chained in (False, True):
+            x = run_case(nodes, latency, runs, None, loop_name, False, gc_tuned,
+                         chained=chained)
+            if isinstance(x, str):
+                print(f"        chain {'on' if chained else 'off'}: failed: {x}")
+                return
+            got[chained].append(x)
+    line = f"        {loop_name:<7} the chain, {pairs} alternating pairs:"
+    for key in ("wall", "cpu"):
+        on = statistics.median(r[key] for r in got[True])
+        off = statistics.median(r[key] for r in got[False])
+        over = (on / off - 1) * 100
+        line += (f" {key} {off * 1000:.0f} ms chain off ("
+                 + ", ".join(f"{r[key] * 1000:.0f}" for r in got[False])
+                 + f"), {on * 1000:.0f} ms chained ("
+                 + ", ".join(f"{r[key] * 1000:.0f}" for r in got[True])
+                 + f"): ratio {on / off:.4f} ({over:+.2f}%, "
+                 f"{'met' if over <= TARGET_CHAIN else 'NOT met'});")
+    bytes_on, bytes_off = got[True][0]["audit_bytes"], got[False][0]["audit_bytes"]
+    print(line + f" audit file {bytes_off} B unchained, {bytes_on} B chained")
 
 
 def describe(r: dict[str, Any]) -> str:
@@ -291,11 +334,16 @@ def main() -> None:
     ap.add_argument("--policy", action=argparse.BooleanOptionalAction, default=True,
                     help="also run each case with a policy: section (per-node CPU printed "
                     "with and without it)")
+    ap.add_argument("--chain", type=int, default=2, metavar="N",
+                    help="N alternating pairs of runs per case, the audit trail chained and "
+                    "not, side by side (issue 37: the chain <= 5%%); 0: none")
+    ap.add_argument("--unchained", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=2, type=int, metavar=("NODES", "LATENCY_MS"))
     args = ap.parse_args()
     if args.child:
         out = run_on(args.loop, child(args.child[0], args.child[1], args.runs,
-                                        not args.no_seq, args.gc_tuned, args.policy))
+                                        not args.no_seq, args.gc_tuned, args.policy,
+                                        not args.unchained))
         print(json.dumps(out))
         return
     loops = [x.strip() for x in args.loops.split(",") if x.strip()]
@@ -346,6 +394,8 @@ def main() -> None:
                     print(f"        {label} sequential invoke loop: {r['seq']:.1f} s "
                           f"(200 measured, scaled); invoke_many is {r['seq'] / r['wall']:.0f}x "
                           "faster")
+                if args.chain:
+                    chain_pairs(nodes, latency, args.runs, name, args.chain, args.gc_tuned)
                 plain_cpu = {"this build": [r["cpu"]]}
                 b: dict[str, Any] | str = "not run"
                 if args.base:

@@ -27,7 +27,9 @@ The requester is this process's OS user (the identity comes from the platform). 
 bound to the requester's primary group, allows every action the rolling reboot takes (the
 policy is asked at the request and again where each step executes); without it, every
 action is allowed (no ``policy:`` section). ``bench/bench_policy.py`` runs both side by
-side.
+side; it also runs the policy's case with the audit trail's chain off (``--unchained``,
+a child's switch: the store's private ``_chained``, which no deployment reaches), to show
+what the chain costs beside it in the same run.
 
 Usage: python bench/bench_lifecycle.py [--nodes N] [--parallel K] [--latency-ms L] [--runs R]
                                        [--policy]
@@ -253,7 +255,14 @@ if __name__ == "__main__":
     parser.add_argument("--policy", action="store_true",
                         help="with a policy: section (a roles file allowing the requester)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--unchained", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.unchained:  # the benchmark's own switch: audit rows with no chain fields
+        from powerplane.authority.audit import JsonLinesAudit
+        from powerplane.lifecycle.store import Store
+
+        Store._chained = False
+        JsonLinesAudit._chained = False
     if args.one:
         print(json.dumps(asyncio.run(one_run(args.nodes, args.parallel, args.latency_ms,
                                              args.policy))))

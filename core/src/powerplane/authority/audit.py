@@ -235,7 +235,8 @@ class Tail:
 
 
 def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
-                   signer: Signer | None = None) -> tuple[bytes, Tail]:
+                   signer: Signer | None = None, *,
+                   chained: bool = True) -> tuple[bytes, Tail]:
     """The lines of ``records``, in order, chained to ``tail`` (:mod:`.chain`), as one UTF-8
     buffer, and the trail's new tail: each line the compact JSON of
     :meth:`AuditRecord.as_dict` (keys in its order), then ``seq`` and ``prev``, then a
@@ -246,7 +247,13 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
     share (everything before ``node``) are encoded once per distinct set (an
     :class:`AuditBatch`: once per decision), and per record only its node, maintenance,
     source, detail and chain fields.
+
+    ``chained=False`` writes the lines as they were before the trail was chained (no
+    ``seq``, no ``prev``, no hash, no checkpoint): for the benchmarks alone, which measure
+    what the chain costs (a sink's private ``_chained``); no deployment reaches it.
     """
+    if not chained:
+        return _unchained(records)
     enc = _JSON.encode
     lines: list[bytes] = []
     add = lines.append
@@ -304,6 +311,14 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
     return b"\n".join(lines), Tail(seq, prev, floor)
 
 
+def _unchained(records: Sequence[AuditRecord]) -> tuple[bytes, Tail]:
+    """The records' lines with no chain fields (see :func:`encode_records`)."""
+    enc = _JSON.encode
+    lines = [enc(rec.as_dict()).encode() for rec in records]
+    lines.append(b"")
+    return b"\n".join(lines), Tail()
+
+
 def tail_of(last: bytes) -> Tail:
     """The tail a trail's last line gives (``ValueError``: it is not a chained entry)."""
     entry = entries_of_lines([last])[0]
@@ -344,6 +359,10 @@ class JsonLinesAudit:
     writes and ``fsync``-s its lines before the next may.
     """
 
+    _chained = True
+    """False in a benchmark alone (``bench/``: with and without the chain, side by side);
+    no deployment option reaches it."""
+
     def __init__(self, path: str | os.PathLike[str],
                  signer: Signer | Callable[[], Signer] | None = None) -> None:
         self.path = Path(path)
@@ -375,7 +394,10 @@ class JsonLinesAudit:
                              | getattr(os, "O_CLOEXEC", 0), 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)  # one appender of the trail at a time
-                    data, _ = encode_records(records, self._tail(fd), self.signer)
+                    if self._chained:
+                        data, _ = encode_records(records, self._tail(fd), self.signer)
+                    else:
+                        data, _ = encode_records(records, chained=False)
                     view = memoryview(data)
                     while view:
                         written = os.write(fd, view)
