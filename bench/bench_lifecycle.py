@@ -167,6 +167,19 @@ async def one_run(nodes: int, parallel: int, latency_ms: float,
                 asked[2] += time.perf_counter() - t
 
         asked_of.decide = decide
+        from powerplane.lifecycle.store import Store
+
+        real_insert = Store._insert_audits
+        inside_audit = [0.0]  # seconds inside the store's audit inserts (chained or not)
+
+        def insert(self: Any, *args: Any, **kwargs: Any) -> None:
+            t = time.perf_counter()
+            try:
+                real_insert(self, *args, **kwargs)
+            finally:
+                inside_audit[0] += time.perf_counter() - t
+
+        Store._insert_audits = insert  # type: ignore[method-assign]
         slots = asyncio.Semaphore(parallel)
         passes = 0
 
@@ -186,6 +199,7 @@ async def one_run(nodes: int, parallel: int, latency_ms: float,
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
         guard_module.observe = real_observe  # type: ignore[assignment]
         asked_of.decide = real_decide
+        Store._insert_audits = real_insert  # type: ignore[method-assign]
         reads = counted.reads
         every = counted.all()
         complete = sum(1 for m in every if m.phase is Phase.COMPLETE)
@@ -203,7 +217,7 @@ async def one_run(nodes: int, parallel: int, latency_ms: float,
         "wall": wall, "cpu": cpu, "writes": writes / nodes, "reads": reads / nodes,
         "observations": observations / nodes, "audited": accepted, "denied": denials,
         "policy": type(asked_of).__name__, "decide_calls": asked[0] / nodes,
-        "decide_s": asked[2],
+        "decide_s": asked[2], "audit_s": inside_audit[0],
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 

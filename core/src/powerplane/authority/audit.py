@@ -252,8 +252,6 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
     ``seq``, no ``prev``, no hash, no checkpoint): for the benchmarks alone, which measure
     what the chain costs (a sink's private ``_chained``); no deployment reaches it.
     """
-    if not chained:
-        return _unchained(records)
     enc = _JSON.encode
     lines: list[bytes] = []
     add = lines.append
@@ -276,6 +274,10 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
                 if not head:
                     head = heads[id(decision)] = _head(*shared, decision.rule, records.reason)
             name = enc(node)
+            if not chained:
+                add(f'{head},"node":{name},"maintenance":{tail_m},"source":{source}{name[1:]},'
+                    f'"detail":{tail_d},"recordedBy":null}}'.encode())
+                continue
             seq += 1
             line = (f'{head},"node":{name},"maintenance":{tail_m},"source":{source}{name[1:]},'
                     f'"detail":{tail_d},"recordedBy":null,"seq":{seq},"prev":"{prev}"}}'
@@ -292,6 +294,11 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
             head = found.get(key, "")
             if not head:
                 head = found[key] = _head(*key)
+            if not chained:
+                add(f'{head},"node":{enc(rec.node)},"maintenance":{enc(rec.maintenance)},'
+                    f'"source":{enc(rec.source)},"detail":{enc(rec.detail)},'
+                    f'"recordedBy":{enc(rec.recorded_by or None)}}}'.encode())
+                continue
             seq += 1
             line = (f'{head},"node":{enc(rec.node)},"maintenance":{enc(rec.maintenance)},'
                     f'"source":{enc(rec.source)},"detail":{enc(rec.detail)},'
@@ -299,7 +306,7 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
                     f'"prev":"{prev}"}}').encode()
             prev = sha(line).hexdigest()
             add(line)
-    if signer is not None and lines:
+    if signer is not None and lines and chained:
         body = {"entries": seq, "head": prev, "at": (floor or _now()).isoformat(),
                 "key": signer.seal.id}
         seq += 1
@@ -309,14 +316,6 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
         add(line)
     lines.append(b"")
     return b"\n".join(lines), Tail(seq, prev, floor)
-
-
-def _unchained(records: Sequence[AuditRecord]) -> tuple[bytes, Tail]:
-    """The records' lines with no chain fields (see :func:`encode_records`)."""
-    enc = _JSON.encode
-    lines = [enc(rec.as_dict()).encode() for rec in records]
-    lines.append(b"")
-    return b"\n".join(lines), Tail()
 
 
 def tail_of(last: bytes) -> Tail:
