@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from cluster_users import AUDITS, EXECUTOR, OPS, World, cluster
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -288,3 +289,28 @@ def test_with_a_key_each_record_carries_its_signed_checkpoint(tmp_path: Path) ->
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
         code, doc = verify(w, "--public-key", str(public))
         assert code == 1 and doc["firstBad"] == 2 and "unknown signer" in doc["problem"], doc
+
+
+def test_the_deployments_key_seals_what_every_writer_records(tmp_path: Path) -> None:
+    """``audit: {key: {file: ...}}`` in the deployment: the requester's record and the
+    executor's (written with the writes they record) each carry their checkpoint."""
+    key = tmp_path / "audit.key"
+    key.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    key.chmod(0o600)
+    with cluster(tmp_path) as w:
+        for who in ("ada", "executor"):
+            path = w.config(who)
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            doc["audit"] = {"key": {"file": str(key)}}
+            path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        w.request("ada", "w1", "cordon")
+        by_hand(w, "w2", "cordon", 0)
+        w.run()
+        found = records(w)
+        assert len(found) == 2
+        assert all(o["spec"]["checkpoint"]["entries"] == 1 for o in found)
+        code, doc = verify(w)
+        assert code == 0, doc
+        assert (doc["records"], doc["checkpoints"], doc["sealed"]) == (2, 2, True)

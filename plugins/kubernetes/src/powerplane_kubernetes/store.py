@@ -384,11 +384,9 @@ class KubernetesStore:
                  client: Client | None = None, lock_duration_s: int = LOCK_DURATION_S,
                  clock: Callable[[], dt.datetime] | None = None,
                  crashpoint: Callable[[str], None] | None = None,
-                 signer: Sealer | None = None) -> None:
+                 signer: Sealer | Callable[[], Sealer] | None = None) -> None:
         self.access = access
-        self.signer = signer
-        """The deployment's audit key: each record written carries its signed checkpoint
-        (:mod:`.trail`); None: the records are chained, not sealed."""
+        self._signer = signer
         self._trail: TrailWriter | None = None
         """This store's audit trail (made on its first record: named by the identity the
         API server knows its client as)."""
@@ -1188,6 +1186,14 @@ class KubernetesStore:
             rec, lambda r: audit_object(r, name),
             lambda obj: self.client.create(MaintenanceAuditResource(**obj)), read,
             signer if signer is not None else self.signer)
+
+    @property
+    def signer(self) -> Sealer | None:
+        """The deployment's audit key (loaded on first use): each record this store writes
+        carries its signed checkpoint (:mod:`.trail`); None: chained, not sealed."""
+        if callable(self._signer) and not hasattr(self._signer, "sign"):
+            self._signer = self._signer()
+        return self._signer  # type: ignore[return-value]
 
     @property
     def trail(self) -> str | None:
