@@ -314,3 +314,18 @@ def test_the_deployments_key_seals_what_every_writer_records(tmp_path: Path) -> 
         code, doc = verify(w)
         assert code == 0, doc
         assert (doc["records"], doc["checkpoints"], doc["sealed"]) == (2, 2, True)
+
+
+def test_export_writes_every_trail_with_the_verdict_first(admitted: World,
+                                                          tmp_path: Path) -> None:
+    lines = admitted.cli("ada", "audit", "export", "--format", "jsonl")
+    assert lines.exit_code == 0, lines.output
+    docs = [json.loads(line) for line in lines.stdout.splitlines()]
+    assert sorted((d["trail"].split("@")[0], d["seq"]) for d in docs) == [
+        ("ada", 1), (EXECUTOR, 1), (EXECUTOR, 2)]
+    page = tmp_path / "trail.html"
+    html = admitted.cli("ada", "audit", "export", "--format", "html", "-f", str(page))
+    assert html.exit_code == 0, html.output
+    text = page.read_text(encoding="utf-8")
+    assert "2 trails, every one intact" in text
+    assert text.index("every one intact") < text.index("servers:cordon")
