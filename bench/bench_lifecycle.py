@@ -170,14 +170,15 @@ async def one_run(nodes: int, parallel: int, latency_ms: float,
         from powerplane.lifecycle.store import Store
 
         real_insert = Store._insert_audits
-        inside_audit = [0.0]  # seconds inside the store's audit inserts (chained or not)
+        inside_audit = [0.0, 0.0]  # wall and CPU (its thread's) inside the audit inserts
 
         def insert(self: Any, *args: Any, **kwargs: Any) -> None:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 real_insert(self, *args, **kwargs)
             finally:
                 inside_audit[0] += time.perf_counter() - t
+                inside_audit[1] += time.thread_time() - c
 
         Store._insert_audits = insert  # type: ignore[method-assign]
         slots = asyncio.Semaphore(parallel)
@@ -218,6 +219,7 @@ async def one_run(nodes: int, parallel: int, latency_ms: float,
         "observations": observations / nodes, "audited": accepted, "denied": denials,
         "policy": type(asked_of).__name__, "decide_calls": asked[0] / nodes,
         "decide_s": asked[2], "audit_s": inside_audit[0],
+        "audit_cpu": inside_audit[1],
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
