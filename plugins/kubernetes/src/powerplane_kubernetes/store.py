@@ -384,12 +384,14 @@ class KubernetesStore:
                  client: Client | None = None, lock_duration_s: int = LOCK_DURATION_S,
                  clock: Callable[[], dt.datetime] | None = None,
                  crashpoint: Callable[[str], None] | None = None,
-                 signer: Sealer | Callable[[], Sealer] | None = None) -> None:
+                 signer: Sealer | Callable[[], Sealer | None] | None = None,
+                 trail: TrailWriter | None = None) -> None:
         self.access = access
         self._signer = signer
-        self._trail: TrailWriter | None = None
+        self._trail = trail
         """This store's audit trail (made on its first record: named by the identity the
-        API server knows its client as)."""
+        API server knows its client as; or given: the gateway's stores acting as one
+        caller share the caller's trail)."""
         self._trail_lock = threading.Lock()
         self.config_dir = config_dir
         """Where a relative kubeconfig path is resolved (the deployment file's folder)."""
