@@ -26,10 +26,11 @@ store, appends are serialized by a thread lock (the executor writes from worker 
 the token keeps two processes of one identity on one host (and a process that reuses a
 dead one's pid) apart. The Servers gateway, which opens a store per request acting as its
 caller, gives the stores of one caller that caller's one trail in its process
-(:class:`~powerplane_kubernetes.gateway.KubernetesGateway`). **Why not the site Lease.** It serializes only the executor's work
-on a site's nodes: requesters, the gateway and records of no site's work (a request's
-record, a denial) are not under it, and a handover leaves a window in which the old holder
-may still finish a write; it would fork exactly where the operator hands over.
+(:class:`~powerplane_kubernetes.gateway.KubernetesGateway`). **Why not the site Lease.**
+It serializes only the executor's work on a site's nodes: requesters, the gateway and
+records of no site's work (a request's record, a denial) are not under it, and a handover
+leaves a window in which the old holder may still finish a write; it would fork exactly
+where the operator hands over.
 
 A trail ends with its writer; an inspector keeps each trail's head (``powerplane audit
 verify`` prints it): a whole trail deleted below the API server, or its newest records cut
