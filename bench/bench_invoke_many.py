@@ -35,6 +35,11 @@ build's ``core/src``, e.g. from ``git archive``), in the same run, side by side;
 ``--repeat N`` runs each case N times per build, alternating this build and the base, and
 compares the medians of the walls (the machine's noise hits both alike).
 
+``--chain N`` (default 2): every case N more times with the audit trail chained and N with
+the chain off, alternating (the audit file's private ``_chained``, set in the child: a
+benchmark's switch, no deployment option reaches it), the medians of wall and CPU side by
+side and their ratio (issue 37's target: the chain costs <= 5%).
+
 ``--loops asyncio,uvloop`` (the default when uvloop is installed, else ``asyncio``): every
 case, host and both floors, once on each event loop, in a child process of its own, side
 by side in the same run. The host is loop-agnostic (its embedder chooses the loop); the
@@ -42,7 +47,7 @@ uvloop child runs the same coroutine in ``asyncio.Runner(loop_factory=uvloop.new
 
     .venv/bin/python bench/bench_invoke_many.py [--sizes 2000,10000,50000]
         [--latencies 50,20] [--runs 3] [--loops asyncio,uvloop] [--base /tmp/base/core/src]
-        [--repeat 3] [--gc-tuned] [--no-policy]
+        [--repeat 3] [--gc-tuned] [--no-policy] [--chain 2]
 """
 
 from __future__ import annotations
@@ -154,7 +159,8 @@ def _check(results: dict[str, Any]) -> None:
 
 
 async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
-                gc_tuned: bool = False, policy: bool = False) -> dict[str, Any]:
+                gc_tuned: bool = False, policy: bool = False,
+                chained: bool = True) -> dict[str, Any]:
     ideal = math.ceil(PER_NODE_ENDPOINT / PER_ENDPOINT) * latency_ms / 1000
     folder = Path(tempfile.mkdtemp(prefix="bench-invoke-many-"))
     if policy:
@@ -162,9 +168,26 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
     deployment = parse_config(config(nodes, latency_ms, policy),
                               source=str(folder / "powerplane.yaml"))
     async with PowerHost(deployment) as host:
+        sink: Any = host.authority.sink
+        if not chained:  # the benchmark's own switch: the audit file's lines unchained
+            sink._chained = False
+        real_append = sink.append
+        inside_audit = [0.0, 0.0]  # wall and CPU (its thread's) inside the audit appends
+
+        def append(records: Any) -> None:
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                real_append(records)
+            finally:
+                inside_audit[0] += time.perf_counter() - t
+                inside_audit[1] += time.thread_time() - c
+
+        sink.append = append
         names = list(host.nodes)
         walls: list[float] = []
         cpus: list[float] = []
+        audit_s: list[float] = []
+        audit_cpu: list[float] = []
         for _ in range(runs):
             if gc_tuned:  # each run stands for a command: its process tunes before its call
                 _tune_gc()
@@ -172,6 +195,9 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
             results = await host.invoke_many(names, Verb.REBOOT, reason="bench")
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
+            audit_s.append(inside_audit[0])
+            audit_cpu.append(inside_audit[1])
+            inside_audit[:] = [0.0, 0.0]
             _check(results)
             del results  # one run's results alive at a time
         # the floors: 4 workers per endpoint, no host
@@ -223,7 +249,8 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
     audit = Path(os.environ.get("XDG_STATE_HOME", "")) / "powerplane" / "audit.jsonl"
     audited = audit.stat().st_size if audit.is_file() else 0
     return {"loop": f"{loop_type.__module__}.{loop_type.__qualname__}",
-            "policy": policy, "audit_bytes": audited,
+            "policy": policy, "audit_bytes": audited, "chained": chained,
+            "audit_s": statistics.median(audit_s), "audit_cpu": statistics.median(audit_cpu),
             "nodes": nodes, "latency_ms": latency_ms, "wall": statistics.median(walls),
             "walls": walls, "cpu": statistics.median(cpus), "ideal": ideal,
             "floor": statistics.median(floors), "alone": statistics.median(loops),
@@ -233,7 +260,8 @@ async def child(nodes: int, latency_ms: int, runs: int, seq_loop: bool = True,
 
 def run_case(nodes: int, latency: int, runs: int, base: str | None,
              loop_name: str = "asyncio", seq_loop: bool = True,
-             gc_tuned: bool = False, policy: bool = False) -> dict[str, Any] | str:
+             gc_tuned: bool = False, policy: bool = False,
+             chained: bool = True) -> dict[str, Any] | str:
     """One case in a child process on the named event loop (``base``: with that build's
     powerplane first on the path; ``policy``: with a ``policy:`` section), its audit file
     in a temporary ``$XDG_STATE_HOME`` of its own."""
@@ -245,13 +273,61 @@ def run_case(nodes: int, latency: int, runs: int, base: str | None,
         proc = subprocess.run(
             [sys.executable, __file__, "--child", str(nodes), str(latency), "--runs",
              str(runs), "--loop", loop_name, *(() if seq_loop else ("--no-seq",)),
-             *(("--gc-tuned",) if gc_tuned else ()), *(("--policy",) if policy else ())],
+             *(("--gc-tuned",) if gc_tuned else ()), *(("--policy",) if policy else ()),
+             *(() if chained else ("--unchained",))],
             capture_output=True, text=True, check=False, env=env,
         )
     if proc.returncode != 0:
         return proc.stderr.strip()[-400:] or f"exit {proc.returncode}"
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
+
+
+TARGET_CHAIN = 5.0
+"""Percent of invoke_many's wall (and CPU) the audit trail's chain may cost."""
+
+
+def chain_pairs(nodes: int, latency: int, runs: int, loop_name: str, pairs: int,
+                gc_tuned: bool) -> None:
+    """``pairs`` alternating runs of the case, the trail chained and not (the audit file's
+    private ``_chained``, set in the child: a benchmark's switch, no deployment reaches
+    it); the medians of wall and CPU side by side and their ratio."""
+    got: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for _ in range(pairs):
+        for chained in (False, True):
+            x = run_case(nodes, latency, runs, None, loop_name, False, gc_tuned,
+                         chained=chained)
+            if isinstance(x, str):
+                print(f"        chain {'on' if chained else 'off'}: failed: {x}")
+                return
+            got[chained].append(x)
+    line = f"        {loop_name:<7} the chain, {pairs} alternating pairs:"
+    for key in ("wall", "cpu"):
+        on = statistics.median(r[key] for r in got[True])
+        off = statistics.median(r[key] for r in got[False])
+        over = (on / off - 1) * 100
+        line += (f" {key} {off * 1000:.0f} ms chain off ("
+                 + ", ".join(f"{r[key] * 1000:.0f}" for r in got[False])
+                 + f"), {on * 1000:.0f} ms chained ("
+                 + ", ".join(f"{r[key] * 1000:.0f}" for r in got[True])
+                 + f"): ratio {on / off:.4f} ({over:+.2f}%, "
+                 f"{'met' if over <= TARGET_CHAIN else 'NOT met'});")
+    bytes_on, bytes_off = got[True][0]["audit_bytes"], got[False][0]["audit_bytes"]
+    print(line + f" audit file {bytes_off} B unchained, {bytes_on} B chained")
+    on = statistics.median(r["audit_s"] for r in got[True])
+    off = statistics.median(r["audit_s"] for r in got[False])
+    wall = statistics.median(r["wall"] for r in got[False])
+    cpu_on = statistics.median(r["audit_cpu"] for r in got[True])
+    cpu_off = statistics.median(r["audit_cpu"] for r in got[False])
+    cpu = statistics.median(r["cpu"] for r in got[False])
+    print(f"        {loop_name:<7} inside the audit append of a call (timed in each run): wall "
+          f"(fsync and the machine's load included) {on * 1000:.1f} ms chained, "
+          f"{off * 1000:.1f} ms chain off: {(on - off) * 1000:+.1f} ms = "
+          f"{(on - off) / wall * 100:.2f}% of the wall; CPU of the appending thread "
+          f"{cpu_on * 1000:.1f} ms chained, {cpu_off * 1000:.1f} ms chain off: the chain "
+          f"{(cpu_on - cpu_off) * 1000:+.1f} ms = {(cpu_on - cpu_off) / cpu * 100:.2f}% of the "
+          f"call's CPU, {(cpu_on - cpu_off) / wall * 100:.2f}% of its wall (the precise "
+          "figures where the whole-run difference is below the machine's noise)")
 
 
 def describe(r: dict[str, Any]) -> str:
@@ -291,11 +367,16 @@ def main() -> None:
     ap.add_argument("--policy", action=argparse.BooleanOptionalAction, default=True,
                     help="also run each case with a policy: section (per-node CPU printed "
                     "with and without it)")
+    ap.add_argument("--chain", type=int, default=2, metavar="N",
+                    help="N alternating pairs of runs per case, the audit trail chained and "
+                    "not, side by side (issue 37: the chain <= 5%%); 0: none")
+    ap.add_argument("--unchained", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=2, type=int, metavar=("NODES", "LATENCY_MS"))
     args = ap.parse_args()
     if args.child:
         out = run_on(args.loop, child(args.child[0], args.child[1], args.runs,
-                                        not args.no_seq, args.gc_tuned, args.policy))
+                                        not args.no_seq, args.gc_tuned, args.policy,
+                                        not args.unchained))
         print(json.dumps(out))
         return
     loops = [x.strip() for x in args.loops.split(",") if x.strip()]
@@ -346,6 +427,8 @@ def main() -> None:
                     print(f"        {label} sequential invoke loop: {r['seq']:.1f} s "
                           f"(200 measured, scaled); invoke_many is {r['seq'] / r['wall']:.0f}x "
                           "faster")
+                if args.chain:
+                    chain_pairs(nodes, latency, args.runs, name, args.chain, args.gc_tuned)
                 plain_cpu = {"this build": [r["cpu"]]}
                 b: dict[str, Any] | str = "not run"
                 if args.base:

@@ -27,7 +27,9 @@ The requester is this process's OS user (the identity comes from the platform). 
 bound to the requester's primary group, allows every action the rolling reboot takes (the
 policy is asked at the request and again where each step executes); without it, every
 action is allowed (no ``policy:`` section). ``bench/bench_policy.py`` runs both side by
-side.
+side; it also runs the policy's case with the audit trail's chain off (``--unchained``,
+a child's switch: the store's private ``_chained``, which no deployment reaches), to show
+what the chain costs beside it in the same run.
 
 Usage: python bench/bench_lifecycle.py [--nodes N] [--parallel K] [--latency-ms L] [--runs R]
                                        [--policy]
@@ -165,6 +167,20 @@ async def one_run(nodes: int, parallel: int, latency_ms: float,
                 asked[2] += time.perf_counter() - t
 
         asked_of.decide = decide
+        from powerplane.lifecycle.store import Store
+
+        real_insert = Store._insert_audits
+        inside_audit = [0.0, 0.0]  # wall and CPU (its thread's) inside the audit inserts
+
+        def insert(self: Any, *args: Any, **kwargs: Any) -> None:
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                real_insert(self, *args, **kwargs)
+            finally:
+                inside_audit[0] += time.perf_counter() - t
+                inside_audit[1] += time.thread_time() - c
+
+        Store._insert_audits = insert  # type: ignore[method-assign]
         slots = asyncio.Semaphore(parallel)
         passes = 0
 
@@ -184,6 +200,7 @@ async def one_run(nodes: int, parallel: int, latency_ms: float,
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
         guard_module.observe = real_observe  # type: ignore[assignment]
         asked_of.decide = real_decide
+        Store._insert_audits = real_insert  # type: ignore[method-assign]
         reads = counted.reads
         every = counted.all()
         complete = sum(1 for m in every if m.phase is Phase.COMPLETE)
@@ -201,7 +218,8 @@ async def one_run(nodes: int, parallel: int, latency_ms: float,
         "wall": wall, "cpu": cpu, "writes": writes / nodes, "reads": reads / nodes,
         "observations": observations / nodes, "audited": accepted, "denied": denials,
         "policy": type(asked_of).__name__, "decide_calls": asked[0] / nodes,
-        "decide_s": asked[2],
+        "decide_s": asked[2], "audit_s": inside_audit[0],
+        "audit_cpu": inside_audit[1],
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
@@ -253,7 +271,14 @@ if __name__ == "__main__":
     parser.add_argument("--policy", action="store_true",
                         help="with a policy: section (a roles file allowing the requester)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--unchained", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.unchained:  # the benchmark's own switch: audit rows with no chain fields
+        from powerplane.authority.audit import JsonLinesAudit
+        from powerplane.lifecycle.store import Store
+
+        Store._chained = False
+        JsonLinesAudit._chained = False
     if args.one:
         print(json.dumps(asyncio.run(one_run(args.nodes, args.parallel, args.latency_ms,
                                              args.policy))))

@@ -35,7 +35,11 @@ Figures:
   group binding), alternating, median of ``--lifecycle-runs`` each: wall, CPU, overhead;
   and the time spent inside the policy's ``decide`` (timed in each run), the with-policy
   figure less the no-policy one in percent of the wall: the precise figure where the
-  whole-run difference is below the machine's noise.
+  whole-run difference is below the machine's noise;
+* the chained trail (issue 37): that audited run again with the chain off
+  (``bench_lifecycle.py --unchained``: the store's private ``_chained``, a benchmark's
+  switch no deployment reaches), in the same alternation: wall and CPU chained and not,
+  and their ratio (target: the chain <= 5%).
 
 Audit files go to a temporary ``$XDG_STATE_HOME`` (removed at the end). The machine's
 load average is printed: on a shared machine wall times carry it, CPU times less so.
@@ -61,6 +65,8 @@ TARGET_OFFERS = 2.0
 """Percent of ``offers -o json`` at 10,000 nodes."""
 TARGET_LIFECYCLE = 1.0
 """Percent of the lifecycle benchmark's wall."""
+TARGET_CHAIN = 5.0
+"""Percent of the audited act (the lifecycle benchmark with the policy) the chain costs."""
 
 HERE = Path(__file__).resolve().parent
 
@@ -207,11 +213,12 @@ def bench_offers(tmp: Path, nodes: int, runs: int, env: dict[str, str]) -> None:
 
 def bench_lifecycle(runs: int, env: dict[str, str]) -> None:
     script = str(HERE / "bench_lifecycle.py")
-    rows: dict[str, list[dict[str, float]]] = {"plain": [], "policy": []}
+    rows: dict[str, list[dict[str, float]]] = {"plain": [], "policy": [], "unchained": []}
+    args = {"plain": [], "policy": ["--policy"], "unchained": ["--policy", "--unchained"]}
     for _ in range(runs):
-        for label in ("plain", "policy"):
+        for label in ("plain", "policy", "unchained"):
             out = subprocess.run(
-                [sys.executable, script, "--one", *(["--policy"] if label == "policy" else [])],
+                [sys.executable, script, "--one", *args[label]],
                 check=True, capture_output=True, text=True, env=env).stdout
             rows[label].append(json.loads(out.strip().splitlines()[-1]))
 
@@ -245,8 +252,40 @@ def bench_lifecycle(runs: int, env: dict[str, str]) -> None:
           f"no-policy one: {extra * 1e3:+.1f} ms = {share:.3f}% of the wall (ratio to target "
           f"{share / TARGET_LIFECYCLE:.3f}); "
           f"{inside['policy'] / (first['decide_calls'] * 1000) * 1e6:.1f} µs per decision")
+    bench_chain(rows, runs)
     if first["complete"] != 1000:
         raise SystemExit("benchmark invalid: not every maintenance completed")
+
+
+def bench_chain(rows: dict[str, list[dict[str, float]]], runs: int) -> None:
+    """The audited act (the rolling reboot with the policy: every act decided and audited)
+    with the trail chained and with the chain off, side by side (issue 37: <= 5%)."""
+    def med(label: str, key: str) -> float:
+        return statistics.median(r[key] for r in rows[label])
+
+    print(f"\nthe chained trail: the audited rolling reboot (with the policy), chained and "
+          f"not, median of {runs} runs each, alternating (target: the chain <= "
+          f"{TARGET_CHAIN:g}%)")
+    for label, name in (("unchained", "chain off:"), ("policy", "chained:  ")):
+        walls = ", ".join(f"{r['wall']:.2f}" for r in rows[label])
+        cpus = ", ".join(f"{r['cpu']:.2f}" for r in rows[label])
+        print(f"  {name} {med(label, 'wall'):.3f} s wall ({walls}), {med(label, 'cpu'):.3f} s "
+              f"CPU ({cpus}), {rows[label][0]['audited']:g} audit records")
+    on, off = med("policy", "audit_s"), med("unchained", "audit_s")
+    cpu_on, cpu_off = med("policy", "audit_cpu"), med("unchained", "audit_cpu")
+    print(f"  inside the store's audit inserts (timed in each run): wall {on * 1e3:.1f} ms "
+          f"chained, {off * 1e3:.1f} ms chain off ({(on - off) * 1e3:+.1f} ms = "
+          f"{(on - off) / med('unchained', 'wall') * 100:.3f}% of the wall); CPU of the "
+          f"inserting thread {cpu_on * 1e3:.1f} ms chained, {cpu_off * 1e3:.1f} ms chain off: "
+          f"the chain {(cpu_on - cpu_off) * 1e3:+.1f} ms = "
+          f"{(cpu_on - cpu_off) / med('unchained', 'cpu') * 100:.3f}% of the CPU, "
+          f"{(cpu_on - cpu_off) / med('unchained', 'wall') * 100:.3f}% of the wall (the "
+          "precise figures where the whole-run difference is below the machine's noise)")
+    for key in ("wall", "cpu"):
+        ratio = med("policy", key) / med("unchained", key)
+        over = (ratio - 1) * 100
+        print(f"  {key}: chained / chain off = {ratio:.4f} ({over:+.2f}%; ratio to target "
+              f"{over / TARGET_CHAIN:.2f}) {'met' if over <= TARGET_CHAIN else 'NOT met'}")
 
 
 def main() -> None:

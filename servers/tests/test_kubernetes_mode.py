@@ -171,6 +171,21 @@ async def test_a_cordon_only_engineer_creates_a_cordon_recorded_as_herself(
                 and "/nodemaintenances" in r.path]
 
 
+async def test_one_callers_records_through_the_server_chain_in_one_trail(
+        world: World) -> None:
+    """Issue 37: the server keeps one chained trail per caller (not one per request)."""
+    async with serving(world) as c:
+        for node in ("w1", "w2"):
+            resp = await c.post("/api/v1/maintenances", json=cordon(node),
+                                headers=bearer(world.eve))
+            assert resp.status_code == 201, resp.text
+    specs = sorted((a["spec"] for a in world.audits()), key=lambda s: s["seq"])
+    assert [(s["actor"], s["node"], s["seq"]) for s in specs] == [("eve", "w1", 1),
+                                                                 ("eve", "w2", 2)]
+    assert len({s["trail"] for s in specs}) == 1 and specs[0]["trail"].startswith("eve@")
+    assert specs[0]["prev"] == "" and len(specs[1]["prev"]) == 64
+
+
 async def test_a_denied_act_is_refused_by_policy_and_audited(world: World) -> None:
     async with serving(world) as c:
         body = {"node": "w1", "intent": "reboot", "reason": "kernel 6.12 update",

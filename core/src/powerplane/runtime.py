@@ -82,21 +82,28 @@ def _stores(deployment: Deployment, registry: Registry | None) -> SharedStore:
     from powerplane.settings.lifecycle import lifecycle_config
 
     return SharedStore(lifecycle_config(deployment.lifecycle, deployment.source),
-                       deployment.source, registry)
+                       deployment.source, registry, signer=_signer(deployment))
+
+
+def _signer(deployment: Deployment) -> Callable[[], Signer] | None:
+    """The deployment's ``audit.key`` as a signer, loaded when first called (None: no
+    key)."""
+    key = deployment.audit.key
+    if key is None:
+        return None
+
+    def load() -> Signer:
+        from powerplane.authority.seal import signer_of
+
+        return signer_of(key, deployment.source)
+
+    return load
 
 
 def _sink(deployment: Deployment, stores: SharedStore | None) -> AuditSink:
     """Where the deployment's acts are recorded (see the module docstring), sealed by the
     deployment's ``audit.key`` where it names one (loaded on the first append)."""
-    key = deployment.audit.key
-    signer: Callable[[], Signer] | None = None
-    if key is not None:
-        def load() -> Signer:
-            from powerplane.authority.seal import signer_of
-
-            return signer_of(key, deployment.source)
-
-        signer = load
+    signer = _signer(deployment)
     if deployment.audit.path is None and stores is not None:
         from powerplane.lifecycle.trail import StoreAudit
 

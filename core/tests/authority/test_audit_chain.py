@@ -190,6 +190,24 @@ def test_each_tampering_of_the_store_is_caught_naming_the_first_bad_record(
     assert f"entry {position}: {words}" in out, out
 
 
+def test_two_stores_on_one_file_taking_turns_keep_one_trail(tmp_path: Path) -> None:
+    """Each store remembers the last row it wrote and chains to it without rebuilding it
+    only while it is still the table's last row: another writer's row, or a row rolled
+    back and its id reused, is read again."""
+    one, two = Store(tmp_path / "lifecycle.db"), Store(tmp_path / "lifecycle.db")
+    for i in range(6):
+        StoreAudit(one if i % 3 else two).append([record(i)])
+    one.db.execute("BEGIN IMMEDIATE")
+    one._insert_audits([record(6, actor="rolled-back")])
+    one.db.execute("ROLLBACK")
+    StoreAudit(two).append([record(7)])
+    StoreAudit(one).append([record(8)])
+    one.close()
+    two.close()
+    code, out = verify_cli(deployment(tmp_path, lifecycle=True))
+    assert code == 0 and "intact: 8 record(s)" in out, out
+
+
 @pytest.mark.parametrize("sql", ["UPDATE audit SET actor = 'mallory' WHERE id = 3",
                                  "DELETE FROM audit WHERE id = 3"])
 def test_the_store_refuses_an_update_or_delete_of_its_trail(tmp_path: Path, sql: str) -> None:

@@ -25,6 +25,7 @@ from powerplane_kubernetes.crd import (
 )
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
 from powerplane_kubernetes.testing.schemas import KUBERNETES_VERSION
+from powerplane_kubernetes.trail import CHAIN_FIELDS
 
 
 def _schema(crd: dict[str, Any]) -> dict[str, Any]:
@@ -94,12 +95,16 @@ def test_every_field_of_core_s_model_is_on_the_wire() -> None:
 
 def test_every_field_of_core_s_audit_record_is_on_the_wire_under_its_json_name() -> None:
     """The MaintenanceAudit schema has exactly the keys ``AuditRecord.as_dict`` writes (a
-    key it lacked would be pruned: the identity, the outcome and the rule among them)."""
+    key it lacked would be pruned: the identity, the outcome and the rule among them), and
+    the chain's (issue 37: its trail, place, the hash before it, its checkpoint)."""
     written = AuditRecord(actor="alice", action=Action.REBOOT, reason="kernel", node="n1",
                           groups=("plant-eng",), on_behalf_of="the night shift",
                           rule="role admin allows it").as_dict()
     spec = _schema(audit_crd_manifest())["properties"]["spec"]
-    assert set(spec["properties"]) == set(written)
+    assert set(spec["properties"]) == set(written) | set(CHAIN_FIELDS)
+    assert spec["properties"]["seq"] == {"type": "integer", "minimum": 1,
+                                         "description": spec["properties"]["seq"]["description"]}
+    assert set(spec["properties"]["checkpoint"]["required"]) == {"entries", "head", "at", "key"}
     assert {"groups", "via", "onBehalfOf", "outcome", "rule"} <= set(spec["properties"])
     assert spec["properties"]["groups"] == {"type": "array", "items": {"type": "string"}}
     # an empty onBehalfOf is written as null: nullable, not pruned

@@ -235,7 +235,8 @@ class Tail:
 
 
 def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
-                   signer: Signer | None = None) -> tuple[bytes, Tail]:
+                   signer: Signer | None = None, *,
+                   chained: bool = True) -> tuple[bytes, Tail]:
     """The lines of ``records``, in order, chained to ``tail`` (:mod:`.chain`), as one UTF-8
     buffer, and the trail's new tail: each line the compact JSON of
     :meth:`AuditRecord.as_dict` (keys in its order), then ``seq`` and ``prev``, then a
@@ -246,6 +247,10 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
     share (everything before ``node``) are encoded once per distinct set (an
     :class:`AuditBatch`: once per decision), and per record only its node, maintenance,
     source, detail and chain fields.
+
+    ``chained=False`` writes the lines as they were before the trail was chained (no
+    ``seq``, no ``prev``, no hash, no checkpoint): for the benchmarks alone, which measure
+    what the chain costs (a sink's private ``_chained``); no deployment reaches it.
     """
     enc = _JSON.encode
     lines: list[bytes] = []
@@ -269,6 +274,10 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
                 if not head:
                     head = heads[id(decision)] = _head(*shared, decision.rule, records.reason)
             name = enc(node)
+            if not chained:
+                add(f'{head},"node":{name},"maintenance":{tail_m},"source":{source}{name[1:]},'
+                    f'"detail":{tail_d},"recordedBy":null}}'.encode())
+                continue
             seq += 1
             line = (f'{head},"node":{name},"maintenance":{tail_m},"source":{source}{name[1:]},'
                     f'"detail":{tail_d},"recordedBy":null,"seq":{seq},"prev":"{prev}"}}'
@@ -285,6 +294,11 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
             head = found.get(key, "")
             if not head:
                 head = found[key] = _head(*key)
+            if not chained:
+                add(f'{head},"node":{enc(rec.node)},"maintenance":{enc(rec.maintenance)},'
+                    f'"source":{enc(rec.source)},"detail":{enc(rec.detail)},'
+                    f'"recordedBy":{enc(rec.recorded_by or None)}}}'.encode())
+                continue
             seq += 1
             line = (f'{head},"node":{enc(rec.node)},"maintenance":{enc(rec.maintenance)},'
                     f'"source":{enc(rec.source)},"detail":{enc(rec.detail)},'
@@ -292,7 +306,7 @@ def encode_records(records: Sequence[AuditRecord], tail: Tail = Tail(),
                     f'"prev":"{prev}"}}').encode()
             prev = sha(line).hexdigest()
             add(line)
-    if signer is not None and lines:
+    if signer is not None and lines and chained:
         body = {"entries": seq, "head": prev, "at": (floor or _now()).isoformat(),
                 "key": signer.seal.id}
         seq += 1
@@ -344,6 +358,10 @@ class JsonLinesAudit:
     writes and ``fsync``-s its lines before the next may.
     """
 
+    _chained = True
+    """False in a benchmark alone (``bench/``: with and without the chain, side by side);
+    no deployment option reaches it."""
+
     def __init__(self, path: str | os.PathLike[str],
                  signer: Signer | Callable[[], Signer] | None = None) -> None:
         self.path = Path(path)
@@ -375,7 +393,10 @@ class JsonLinesAudit:
                              | getattr(os, "O_CLOEXEC", 0), 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)  # one appender of the trail at a time
-                    data, _ = encode_records(records, self._tail(fd), self.signer)
+                    if self._chained:
+                        data, _ = encode_records(records, self._tail(fd), self.signer)
+                    else:
+                        data, _ = encode_records(records, chained=False)
                     view = memoryview(data)
                     while view:
                         written = os.write(fd, view)

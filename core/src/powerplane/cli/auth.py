@@ -164,20 +164,57 @@ def _print_records(records: list[Any]) -> None:
     console().print(table)
 
 
-def _trail(ctx: click.Context) -> tuple[Any, Any, list[Any]]:
-    """The deployment, its authority, and its trail's entries (refused, exit 3, unless the
-    caller may read every node the trail names: the trail is the plant's record)."""
+def _trails(ctx: click.Context) -> tuple[Any, Any, dict[str, list[Any]]]:
+    """The deployment, its authority, and its trails' entries by trail (one, but for a
+    store that keeps one per writer: the ``kubernetes`` store); refused, exit 3, unless the
+    caller may read every node the trails name: the trail is the plant's record."""
     from powerplane.authority.actions import Action
 
     deployment = load_deployment(ctx)
     authority = authority_of(deployment)
     sink = authority.sink
-    entries = sink.entries() if callable(getattr(sink, "entries", None)) else []
-    named = sorted({str((e.doc or {}).get("node")) for e in entries
-                    if e.doc is not None and e.doc.get("node")})
+    by_writer = getattr(sink, "trails", None)
+    if callable(by_writer):
+        trails: dict[str, list[Any]] = by_writer()
+    else:
+        trails = {sink.description: sink.entries()
+                  if callable(getattr(sink, "entries", None)) else []}
+    named = sorted({str((e.doc or {}).get("node")) for entries in trails.values()
+                    for e in entries if e.doc is not None and e.doc.get("node")})
     run_async(authority.require_all(Action.READ,
                                     [(n, deployment.nodes.get(n)) for n in named]))
-    return deployment, authority, entries
+    return deployment, authority, trails
+
+
+def _verdicts(trails: dict[str, list[Any]], seal: Any) -> dict[str, Any]:
+    """Each trail's verdict; a bad one names the object holding its first bad entry where
+    the store says which (``where``)."""
+    from powerplane.authority.chain import verify
+
+    out = {}
+    for name, entries in trails.items():
+        verdict = verify(entries, seal=seal)
+        if not verdict.intact and verdict.first_bad:
+            where = getattr(entries[verdict.first_bad - 1], "where", "")
+            if where:
+                verdict.problem += f" [{where}]"
+        out[name] = verdict
+    return out
+
+
+def _combined(verdicts: dict[str, Any], description: str) -> tuple[Any, str]:
+    """One verdict for the trails of a store that keeps several, and the words naming
+    them: the first bad trail's, else their sum."""
+    from powerplane.authority.chain import Verdict
+
+    for where, verdict in verdicts.items():
+        if not verdict.intact:
+            return verdict, f"{where} (the first bad of {len(verdicts)} trails)"
+    total = Verdict(True, sum(v.records for v in verdicts.values()), "",
+                    checkpoints=sum(v.checkpoints for v in verdicts.values()),
+                    sealed=any(v.sealed for v in verdicts.values()))
+    heads = ", ".join(f"{w.rsplit(' ', 1)[-1]} {v.head[:16]}" for w, v in verdicts.items())
+    return total, f"{description}: {len(verdicts)} trails, every one intact (heads: {heads})"
 
 
 def _seal_of(public_key: str | None, deployment: Any) -> Any:
@@ -207,23 +244,34 @@ def _seal_of(public_key: str | None, deployment: Any) -> Any:
 @handle_errors
 def verify_cmd(ctx: click.Context, public_key: str | None, expect_head: str | None,
                output: str) -> None:
-    """Check the audit trail: exit 0 intact, 1 naming the first bad entry and what is wrong."""
-    from powerplane.authority.chain import verify
-
-    deployment, authority, entries = _trail(ctx)
-    verdict = verify(entries, seal=_seal_of(public_key, deployment))
-    if verdict.intact and expect_head is not None and not any(
-            e.hash == expect_head for e in entries):
+    """Check the audit trail: exit 0 intact, 1 naming the first bad entry and what is wrong
+    (of each trail, where the store keeps one per writer)."""
+    deployment, authority, trails = _trails(ctx)
+    verdicts = _verdicts(trails, _seal_of(public_key, deployment))
+    if expect_head is not None and all(v.intact for v in verdicts.values()) and not any(
+            e.hash == expect_head for entries in trails.values() for e in entries):
+        name = next(iter(trails))
+        verdict = verdicts[name]
         verdict.intact, verdict.problem = False, (
             f"the head {expect_head[:16]}... an earlier verify printed is not in the trail: "
             "entries were cut off or the trail was replaced")
-        verdict.first_bad = len(entries)
-    where = authority.sink.description
+        verdict.first_bad = len(trails[name])
     if output == "json":
-        emit_json({"trail": where, **verdict.as_dict()})
+        bad = [(w, v) for w, v in verdicts.items() if not v.intact]
+        if bad:
+            where, top = bad[0]
+        elif len(verdicts) == 1:
+            ((where, top),) = verdicts.items()
+        else:
+            top, where = _combined(verdicts, authority.sink.description)
+        emit_json({"trail": where, **top.as_dict(),
+                   "trails": [{"trail": w, **v.as_dict()} for w, v in verdicts.items()]})
     else:
-        printer(stderr=not verdict.intact).print("{}", verdict.words(where))
-    if not verdict.intact:
+        if not verdicts:
+            printer().print("{}", f"{authority.sink.description}: no trail (no record)")
+        for where, verdict in verdicts.items():
+            printer(stderr=not verdict.intact).print("{}", verdict.words(where))
+    if not all(v.intact for v in verdicts.values()):
         sys.exit(1)
 
 
@@ -239,13 +287,19 @@ def verify_cmd(ctx: click.Context, public_key: str | None, expect_head: str | No
 @handle_errors
 def export_cmd(ctx: click.Context, fmt: str, output_file: str | None,
                public_key: str | None) -> None:
-    """Write the audit trail for an inspector, with whether it verifies."""
-    from powerplane.authority.chain import verify
+    """Write the audit trail for an inspector, with whether it verifies (every trail of a
+    store that keeps one per writer, one after the other: the first bad one's verdict on
+    the first page)."""
     from powerplane.authority.export import export
 
-    deployment, authority, entries = _trail(ctx)
-    verdict = verify(entries, seal=_seal_of(public_key, deployment))
-    data = export(fmt, entries, verdict, authority.sink.description)
+    deployment, authority, trails = _trails(ctx)
+    verdicts = _verdicts(trails, _seal_of(public_key, deployment))
+    if len(trails) == 1:
+        ((where, entries),) = trails.items()
+        data = export(fmt, entries, verdicts[where], where)
+    else:
+        data = export(fmt, [e for entries in trails.values() for e in entries],
+                      *_combined(verdicts, authority.sink.description))
     if output_file is None:
         click.echo(data, nl=False)
     else:

@@ -15,7 +15,8 @@ This package is the one public home of the lifecycle's names, for two audiences 
 - port vendors, a plugin's cluster, storage or store type: ``ClusterType``, ``StorageType``,
   ``StoreType``, ``PortContext``, ``StoreContext``, the protocols ``ClusterPort``,
   ``StoragePort`` and ``MaintenanceStore`` (with ``find_maintenance``), what a store keeps
-  (``NodeMaintenance``, ``Phase``, ``AuditRecord``, ...) and what ports and stores raise
+  (``NodeMaintenance``, ``Phase``, ``AuditRecord``, and for a store chaining its own
+  trail ``AuditEntry`` and ``encode_entry``, ...) and what ports and stores raise
   (``PortError`` and its two kinds, ``StoreError``, ``NotFound``, ``StoreConflict``: the store's
   retry signal, ...);
 - embedders running maintenance: ``Lifecycle``, ``Store``, ``open_store``, the ceremony,
@@ -51,9 +52,11 @@ from powerplane._lazy import lazy_exports as _lazy_exports
 if typing.TYPE_CHECKING:
     from powerplane.lifecycle.audit import (
         Action,
+        AuditEntry,
         AuditRecord,
         action_for_intent,
         action_for_request,
+        encode_entry,
     )
     from powerplane.lifecycle.ceremony import Ceremony, CeremonyRequired, MaintenanceRefused
     from powerplane.lifecycle.cluster import ClusterPort, DrainProgress
@@ -108,6 +111,7 @@ __all__ = [
     "AbandonRequest",
     "Action",
     "AlreadyActive",
+    "AuditEntry",
     "AuditRecord",
     "Ceremony",
     "CeremonyRequired",
@@ -147,6 +151,7 @@ __all__ = [
     "TemporaryPortError",
     "action_for_intent",
     "action_for_request",
+    "encode_entry",
     "evacuation_status",
     "find_maintenance",
     "lifecycle_config",
@@ -159,6 +164,8 @@ __getattr__, __dir__ = _lazy_exports(
         # the port SDK: what a cluster, storage or store plugin builds, registers and raises
         "Action": ".audit",
         "AuditRecord": ".audit",
+        "AuditEntry": ".audit",
+        "encode_entry": ".audit",
         "action_for_intent": ".audit",
         "action_for_request": ".audit",
         "ClusterPort": ".cluster",

@@ -116,6 +116,10 @@ class StoreContext:
     """Call it, with a name, at each point of the store's own writes where a crash must be
     survivable: the crash test kills the process there (``POWERPLANE_CRASH_AT``); a no-op
     otherwise."""
+    signer: Callable[[], Any] | None = None
+    """The deployment's ``audit.key`` as a signer (``powerplane.authority.seal.Signer``),
+    loaded when called (None: no key): a store that writes audit records of its own (the
+    ``kubernetes`` store's, with the writes they record) seals them with it."""
 
 
 @dataclass(frozen=True)
@@ -285,14 +289,17 @@ def open_store(
     *,
     create: bool = True,
     registry: Registry | None = None,
+    signer: Callable[[], Any] | None = None,
 ) -> MaintenanceStore:
     """The store ``lifecycle.store`` names, through its registered store type.
 
     ``source`` is the config file (relative paths are relative to its directory); with
-    ``create=False`` a store that does not exist yet is not created (a dry run).
+    ``create=False`` a store that does not exist yet is not created (a dry run);
+    ``signer``: the audit key (:attr:`StoreContext.signer`).
     """
     stype = _port_type(registry, "store", str(getattr(config.store, "type", "")))
-    context = StoreContext(config_dir=_config_dir(source), lifecycle=config, create=create)
+    context = StoreContext(config_dir=_config_dir(source), lifecycle=config, create=create,
+                           signer=signer)
     store: MaintenanceStore = stype.factory(config.store, context)
     return store
 
@@ -309,10 +316,13 @@ class SharedStore:
     """
 
     def __init__(self, config: LifecycleConfig, source: str = "<memory>",
-                 registry: Registry | None = None) -> None:
+                 registry: Registry | None = None,
+                 signer: Callable[[], Any] | None = None) -> None:
         self.config = config
         self.source = source
         self.registry = registry
+        self.signer = signer
+        """The audit key each store opened is given (:attr:`StoreContext.signer`)."""
         self._held: MaintenanceStore | None = None
         self._holders = 0
 
@@ -322,7 +332,7 @@ class SharedStore:
         not exist yet is read as empty and not held (a dry run creates nothing)."""
         if self._held is None:
             store = open_store(self.config, self.source, create=create,
-                               registry=self.registry)
+                               registry=self.registry, signer=self.signer)
             if not create:
                 return store
             self._held = store
@@ -347,7 +357,8 @@ class SharedStore:
         if self._held is not None:
             yield self._held
             return
-        store = open_store(self.config, self.source, create=create, registry=self.registry)
+        store = open_store(self.config, self.source, create=create, registry=self.registry,
+                           signer=self.signer)
         try:
             yield store
         finally:

@@ -230,6 +230,10 @@ def _cause(exc: BaseException, path: Path, busy_timeout_s: float) -> str:
 class Store:
     """One SQLite file holding maintenances and the audit trail."""
 
+    _chained = True
+    """False in a benchmark alone (``bench/``: the audit rows written with no chain fields,
+    to measure what the chain costs, side by side); no deployment option reaches it."""
+
     def __init__(self, path: str | os.PathLike[str], busy_timeout_s: float = 5.0) -> None:
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s
@@ -467,8 +471,18 @@ class Store:
 
     def _insert_audits(self, records: Sequence[AuditRecord],
                        signer: Signer | None = None) -> None:
+        if not self._chained:
+            for rec in records:
+                self.db.execute(
+                    "INSERT INTO audit (at, actor, action, reason, node, maintenance, "
+                    "source, detail, extra) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (rec.at.isoformat(), rec.actor, rec.action.value, rec.reason, rec.node,
+                     rec.maintenance, rec.source, rec.detail,
+                     json.dumps(rec.extra(), separators=(",", ":"))))
+            return
         tail = self._audit_tail()
         seq, prev, floor = tail.seq, tail.hash, tail.at
+        last: tuple[Any, ...] = ()
         for rec in records:
             if floor is not None and rec.at < floor:  # time never goes back in a trail
                 rec = dataclasses.replace(rec, at=floor)
@@ -476,32 +490,46 @@ class Store:
             seq += 1
             prev_here = prev
             prev = digest(canonical({**rec.as_dict(), "seq": seq, "prev": prev_here}))
-            self.db.execute(
+            values = (rec.at.isoformat(), rec.actor, rec.action.value, rec.reason, rec.node,
+                      rec.maintenance, rec.source, rec.detail,
+                      json.dumps(rec.extra(), separators=(",", ":")), "record", seq,
+                      prev_here)
+            row = self.db.execute(
                 "INSERT INTO audit (at, actor, action, reason, node, maintenance, source, "
-                "detail, extra, kind, seq, prev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "'record', ?, ?)",
-                (rec.at.isoformat(), rec.actor, rec.action.value, rec.reason, rec.node,
-                 rec.maintenance, rec.source, rec.detail,
-                 json.dumps(rec.extra(), separators=(",", ":")), seq, prev_here),
-            )
+                "detail, extra, kind, seq, prev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                values)
+            last = (row.lastrowid, *values)
         if signer is not None and records:
             assert floor is not None
             body = {"entries": seq, "head": prev, "at": floor.isoformat(),
                     "key": signer.seal.id}
             extra = {"checkpoint": body, "signature": signer.sign(body)}
-            self.db.execute(
+            values = (floor.isoformat(), "", "", "", "", "", "", "",
+                      json.dumps(extra, separators=(",", ":")), "checkpoint", seq + 1, prev)
+            row = self.db.execute(
                 "INSERT INTO audit (at, actor, action, reason, node, maintenance, source, "
-                "detail, extra, kind, seq, prev) VALUES (?, '', '', '', '', '', '', '', ?, "
-                "'checkpoint', ?, ?)",
-                (floor.isoformat(), json.dumps(extra, separators=(",", ":")), seq + 1, prev))
+                "detail, extra, kind, seq, prev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                values)
+            last = (row.lastrowid, *values)
+            seq, prev = seq + 1, digest(canonical({**extra, "seq": seq + 1, "prev": prev}))
+        if last:
+            self._tail_seen = (last, Tail(seq, prev, floor))
 
     _ENTRY_SQL = ("SELECT id, at, actor, action, reason, node, maintenance, source, detail, "
                   "extra, kind, seq, prev FROM audit")
+
+    _tail_seen: tuple[tuple[Any, ...], Tail] | None = None
+    """The last row this store wrote, as the table returns it, and the tail it makes: the
+    next append reads the last row and, where it is that row to the byte (no other writer
+    appended, nothing rolled back), chains to it without rebuilding its encoding."""
 
     def _audit_tail(self) -> Tail:
         row = self.db.execute(self._ENTRY_SQL + " ORDER BY id DESC LIMIT 1").fetchone()
         if row is None:
             return Tail()
+        seen = self._tail_seen
+        if seen is not None and seen[0] == tuple(row):
+            return seen[1]
         entry = self._entry(row, 0)
         if entry.seq is None or entry.prev is None:
             raise StoreError(self.path, "its audit trail ends with a record that is not "

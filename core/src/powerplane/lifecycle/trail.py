@@ -75,3 +75,15 @@ class StoreAudit:
         with self._opened(create=False) as store:
             found = getattr(store, "audit_entries", None)
             return list(found()) if callable(found) else []
+
+    def trails(self) -> dict[str, list[Entry]]:
+        """Every trail the store keeps, by a name for people, each as entries: one per
+        writer where the store keeps one per concurrent writer (``audit_trails``: the
+        ``kubernetes`` store), else the store's one trail (:meth:`entries`)."""
+        with self._opened(create=False) as store:
+            found = getattr(store, "audit_trails", None)
+            if callable(found):
+                return {f"{self.description}, trail {name}": list(entries)
+                        for name, entries in found().items()}
+            found = getattr(store, "audit_entries", None)
+            return {self.description: list(found()) if callable(found) else []}

@@ -69,6 +69,7 @@ __all__ = [
     "REQUESTER_BINDING",
     "SPEC_FIELDS",
     "SPEC_IMMUTABLE",
+    "TRAIL_LABEL",
     "VERSION",
     "audit_crd_manifest",
     "audit_schema",
@@ -96,6 +97,9 @@ ACTIVE_LABEL = "powerplane.io/active"
 """``"true"`` while the maintenance is in an active phase, ``"false"`` once terminal."""
 MAINTENANCE_LABEL = "powerplane.io/maintenance"
 """On an audit record: the maintenance it joins to (hashed when not a label value)."""
+TRAIL_LABEL = "powerplane.io/audit-trail"
+"""On an audit record: its trail (hashed: ``kubectl get nmaudit -l`` selects one; readers
+group by the record's own ``spec.trail``, which its hash covers)."""
 CREATED_ANNOTATION = "powerplane.io/created-at"
 """The maintenance's ``created_at`` to the microsecond (``creationTimestamp`` has seconds)."""
 
@@ -304,10 +308,31 @@ def audit_schema() -> dict[str, Any]:
     for key, value in blank.items():
         if value is None:
             props[key] = {**props[key], "nullable": True}
+    props.update(_CHAIN_SCHEMA)
     spec["properties"] = props
     if spec.get("required"):
         spec["required"] = [_camel(k) for k in spec["required"]]
     return spec
+
+
+_CHAIN_SCHEMA: dict[str, Any] = {
+    "trail": {"type": "string", "description": "The writer's trail (powerplane_kubernetes."
+              "trail): the authenticated user, the host, a token of the writing store."},
+    "seq": {"type": "integer", "minimum": 1,
+            "description": "The record's place in its trail (1, 2, ...)."},
+    "prev": {"type": "string", "description": "SHA-256 (hex) of the entry before it in its "
+             "trail over the chain's canonical encoding; empty for the first."},
+    "checkpoint": {
+        "type": "object", "description": "Where the deployment names a signing key: the "
+        "checkpoint sealing the trail up to this record (the entry after it).",
+        "required": ["entries", "head", "at", "key"],
+        "properties": {"entries": {"type": "integer"}, "head": {"type": "string"},
+                       "at": {"type": "string"}, "key": {"type": "string"}}},
+    "signature": {"type": "string",
+                  "description": "Base64 Ed25519 signature over the checkpoint's encoding."},
+}
+"""What the chained trail adds to a record's ``spec`` (optional: a record written before
+the trail was chained has none, and does not verify)."""
 
 
 def audit_crd_manifest() -> dict[str, Any]:

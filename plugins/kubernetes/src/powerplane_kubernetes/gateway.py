@@ -33,6 +33,10 @@ Acting (:meth:`KubernetesGateway.store_for`)
       (:func:`powerplane_kubernetes.operator.manifests.server_impersonation_role`): it can
       act as anyone, which is why passthrough is the default.
 
+    The stores acting as one caller share that caller's audit trail in this process (one
+    chained trail per caller, ``<caller>@<host>/<token>``, not one per request), sealed by
+    the deployment's audit key where it names one.
+
     Either way the identity the API server sees is the identity the surface gave the
     policy port and wrote in the audit record: the ValidatingAdmissionPolicy binds
     ``spec.requestedBy`` and ``spec.requesterGroups`` to ``request.userInfo``, so a request
@@ -51,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -64,6 +69,7 @@ from powerplane.lifecycle import PermanentPortError, TemporaryPortError
 from powerplane_kubernetes.client import FIELD_MANAGER
 from powerplane_kubernetes.errors import answer_of
 from powerplane_kubernetes.store import KubernetesStore
+from powerplane_kubernetes.trail import TrailWriter, trail_name
 from powerplane_kubernetes.watch import MaintenanceWatch, following
 
 __all__ = ["Credentials", "ImpersonatingTransport", "KubernetesGateway", "gateway_for"]
@@ -114,6 +120,10 @@ class KubernetesGateway:
                else "by impersonating the caller"))
         self._watch: MaintenanceWatch | None = None
         self._kept = contextlib.AsyncExitStack()
+        self._trails: dict[str, TrailWriter] = {}
+        """Each caller's audit trail in this process (the stores acting as one caller
+        share it: one trail per caller, not one per request; :mod:`.trail`)."""
+        self._trails_lock = threading.Lock()
 
     async def start(self) -> None:
         """Keep the watch of the NodeMaintenances (see the module docstring)."""
@@ -198,9 +208,14 @@ class KubernetesGateway:
             inner = httpx2.HTTPTransport(verify=verify)
             client = self._client(config, ImpersonatingTransport(
                 inner, identity.user, _groups_sent(identity.groups)))
+        with self._trails_lock:  # one trail per caller in this process, not per request
+            trail = self._trails.get(identity.user)
+            if trail is None:
+                trail = self._trails[identity.user] = TrailWriter(trail_name(identity.user))
         store = KubernetesStore(self.store.access, namespace=self.store.namespace,
                                 where=f"{self.store.where} as {identity.user}",
-                                client=client, lock_duration_s=self.store.lock_duration_s)
+                                client=client, lock_duration_s=self.store.lock_duration_s,
+                                signer=lambda: self.store.signer, trail=trail)
         if self._watch is not None:  # the guard's question answered by the server's watch
             store.active_view = self._watch.active_view
         return store

@@ -108,7 +108,7 @@ def _store(config: KubernetesStoreConfig, context: StoreContext) -> MaintenanceS
     access = config.access(cluster if isinstance(cluster, KubernetesClusterConfig) else None)
     return KubernetesStore(access, context.config_dir, namespace=config.namespace,
                            create=context.create, lock_duration_s=config.lock_duration_s,
-                           crashpoint=context.crashpoint)
+                           crashpoint=context.crashpoint, signer=context.signer)
 
 
 def _kubernetes() -> ClusterType[KubernetesClusterConfig]:

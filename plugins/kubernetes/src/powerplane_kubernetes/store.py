@@ -94,7 +94,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
@@ -152,6 +152,7 @@ from powerplane_kubernetes.crd import (
 )
 from powerplane_kubernetes.errors import answer_of
 from powerplane_kubernetes.ledger import Ledger
+from powerplane_kubernetes.trail import Sealer, TrailWriter, trail_name, trails_of
 
 __all__ = [
     "LOCK_PREFIX",
@@ -382,8 +383,16 @@ class KubernetesStore:
                  namespace: str, create: bool = True, where: str = "lifecycle.store",
                  client: Client | None = None, lock_duration_s: int = LOCK_DURATION_S,
                  clock: Callable[[], dt.datetime] | None = None,
-                 crashpoint: Callable[[str], None] | None = None) -> None:
+                 crashpoint: Callable[[str], None] | None = None,
+                 signer: Sealer | Callable[[], Sealer | None] | None = None,
+                 trail: TrailWriter | None = None) -> None:
         self.access = access
+        self._signer = signer
+        self._trail = trail
+        """This store's audit trail (made on its first record: named by the identity the
+        API server knows its client as; or given: the gateway's stores acting as one
+        caller share the caller's trail)."""
+        self._trail_lock = threading.Lock()
         self.config_dir = config_dir
         """Where a relative kubeconfig path is resolved (the deployment file's folder)."""
         self.config_where = where
@@ -799,8 +808,7 @@ class KubernetesStore:
             with self._errors(f"writing the request record of {m.name} "
                               f"({AUDIT_PLURAL}.{GROUP})"):
                 try:
-                    self.client.create(MaintenanceAuditResource(
-                        **audit_object(self.recorded(record), name)))
+                    record = self._append(self.recorded(record), name)
                 except httpx2.HTTPStatusError as exc:
                     if self._code(exc) != 409:
                         raise  # a 409: written already (by its creator), one record
@@ -1149,14 +1157,70 @@ class KubernetesStore:
         return self.ledger_entries.entries(m)
 
     # -- audit -----------------------------------------------------------------------------
-    def _audit(self, rec: AuditRecord | None, about: dict[str, Any] | None) -> None:
+    def _audit(self, rec: AuditRecord | None, about: dict[str, Any] | None,
+               signer: Sealer | None = None) -> None:
         if rec is None:
             return
         rec = self.recorded(rec)
         with self._errors(f"writing the audit record of {rec.maintenance or rec.node} "
                           f"({AUDIT_PLURAL}.{GROUP})"):
-            self.client.create(MaintenanceAuditResource(**audit_object(rec)))
+            rec = self._append(rec, signer=signer)
         self._event(rec, about)
+
+    def _append(self, rec: AuditRecord, name: str | None = None,
+                signer: Sealer | None = None) -> AuditRecord:
+        """Create ``rec``'s object (under ``name``, else a fresh one), chained in this
+        store's trail (:mod:`.trail`); what the client raises passes to the caller."""
+        with self._trail_lock:
+            if self._trail is None:
+                self._trail = TrailWriter(trail_name(self.authenticated_identity().user))
+            trail = self._trail
+
+        def read(found: str) -> dict[str, Any] | None:
+            try:
+                return _plain(self.client.get(MaintenanceAuditResource, found))
+            except httpx2.HTTPStatusError as exc:
+                if self._code(exc) == 404:
+                    return None
+                raise
+
+        return trail.append(
+            rec, lambda r: audit_object(r, name),
+            lambda obj: self.client.create(MaintenanceAuditResource(**obj)), read,
+            signer if signer is not None else self.signer)
+
+    @property
+    def signer(self) -> Sealer | None:
+        """The deployment's audit key (loaded on first use): each record this store writes
+        carries its signed checkpoint (:mod:`.trail`); None: chained, not sealed."""
+        if callable(self._signer) and not hasattr(self._signer, "sign"):
+            self._signer = self._signer()
+        return self._signer  # type: ignore[return-value]
+
+    @property
+    def trail(self) -> str | None:
+        """This store's audit trail (None: it has written no record yet)."""
+        return self._trail.trail if self._trail is not None else None
+
+    def audit_trails(self) -> dict[str, list[Any]]:
+        """Every writer's trail, its entries in order (``powerplane audit verify``; see
+        :mod:`.trail`)."""
+        with self._errors(f"listing {AUDIT_PLURAL}.{GROUP}"):
+            try:
+                objs = [_plain(o) for o in self.client.list(MaintenanceAuditResource)]
+            except httpx2.HTTPStatusError as exc:
+                if not self.create_missing and self._code(exc) == 404:
+                    return {}
+                raise
+        return dict(trails_of(objs))
+
+    def append_audits(self, records: Sequence[AuditRecord],
+                      signer: Sealer | None = None) -> None:
+        """Append a call's records (each its own object, chained; each sealed with
+        ``signer``, else the store's own key, where there is one)."""
+        for rec in records:
+            about = self._seen.get(rec.maintenance) if rec.maintenance else None
+            self._audit(rec, about, signer=signer)
 
     def recorded(self, rec: AuditRecord) -> AuditRecord:
         """``rec`` as this store writes it: a record of another identity than the one the
