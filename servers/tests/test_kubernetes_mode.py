@@ -179,7 +179,14 @@ async def test_one_callers_records_through_the_server_chain_in_one_trail(
             resp = await c.post("/api/v1/maintenances", json=cordon(node),
                                 headers=bearer(world.eve))
             assert resp.status_code == 201, resp.text
+        # the audit view verifies every trail the store keeps (one per writer), not none
+        page = await c.get("/api/v1/audit", headers=bearer(world.eve))
+        assert page.status_code == 200, page.text
+        verification = page.json()["verification"]
     specs = sorted((a["spec"] for a in world.audits()), key=lambda s: s["seq"])
+    shown = [t for t in verification["trails"] if specs[0]["trail"] in t["trail"]]
+    assert verification["intact"] is True, verification
+    assert len(shown) == 1 and shown[0]["intact"] and shown[0]["records"] == 2, verification
     assert [(s["actor"], s["node"], s["seq"]) for s in specs] == [("eve", "w1", 1),
                                                                  ("eve", "w2", 2)]
     assert len({s["trail"] for s in specs}) == 1 and specs[0]["trail"].startswith("eve@")

@@ -379,23 +379,36 @@ class Surface:
         whether each trail is intact and the position of its first bad entry."""
         authority = self.host.authority
         sink = authority.sink
-        trails: list[tuple[str, Callable[[], Sequence[Any]]]] = [
-            (sink.description, sink.entries)]
-        store_entries = getattr(self.lifecycle.store, "audit_entries", None)
-        if self.host.deployment.audit.path is not None and callable(store_entries):
-            # an audit file of its own: the maintenances' records are the store's trail
-            trails.append(("the lifecycle store's audit", store_entries))
+        # each source gives its trails by name: a store's audit every trail it keeps (one
+        # per writer in the kubernetes store), an audit file its one
+        sink_trails = getattr(sink, "trails", None)
+        sources: list[tuple[str, Callable[[], dict[str, Sequence[Any]]]]] = [
+            (sink.description, sink_trails if callable(sink_trails)
+             else (lambda: {sink.description: sink.entries()}))]
+        store = self.lifecycle.store
+        if self.host.deployment.audit.path is not None:
+            # an audit file of its own: the maintenances' records are the store's trails
+            where = "the lifecycle store's audit"
+            by_writer = getattr(store, "audit_trails", None)
+            one = getattr(store, "audit_entries", None)
+            if callable(by_writer):
+                sources.append((where, lambda: {f"{where}, trail {name}": entries
+                                                for name, entries in by_writer().items()}))
+            elif callable(one):
+                sources.append((where, lambda: {where: one()}))
         out = []
         named: set[str] = set()
-        for where, entries in trails:
+        trails: list[tuple[str, Sequence[Any]]] = []
+        for where, read in sources:
             try:
-                found = entries()
+                trails.extend(read().items())
+            except Exception as exc:  # a trail that cannot be read is not intact
+                out.append(_unreadable(where, exc))
+        for where, found in trails:
+            try:
                 verdict = authority.verify(found)
             except Exception as exc:  # a trail that cannot be read is not intact
-                out.append({"trail": where, "intact": False, "records": None,
-                            "firstBad": None,
-                            "problem": f"the trail could not be read ({type(exc).__name__})",
-                            "checkpoints": 0, "sealed": False, "summary": ""})
+                out.append(_unreadable(where, exc))
                 continue
             named.update(str(e.doc["node"]) for e in found
                          if e.doc is not None and isinstance(e.doc.get("node"), str))
@@ -413,6 +426,13 @@ class Surface:
                     t["problem"] = ("an entry is not intact (what is wrong is shown to a "
                                     "reader of every node the trail names)")
         return {"intact": all(t["intact"] for t in out), "trails": out}
+
+
+def _unreadable(where: str, exc: BaseException) -> dict[str, Any]:
+    """A trail that could not be read or verified: not intact, and why in one word."""
+    return {"trail": where, "intact": False, "records": None, "firstBad": None,
+            "problem": f"the trail could not be read ({type(exc).__name__})",
+            "checkpoints": 0, "sealed": False, "summary": ""}
 
 
 def maintenance_doc(m: NodeMaintenance) -> dict[str, Any]:
