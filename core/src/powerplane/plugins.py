@@ -61,8 +61,8 @@ GROUP = "powerplane"
 ENV_RESTRICT = "POWERPLANE_LOAD_PLUGINS"
 CORE_DISTRIBUTION = "powerplane"
 PROJECT_DISTRIBUTIONS = frozenset(
-    {"powerplane-cloud", "powerplane-ipmi", "powerplane-kubernetes", "powerplane-pdu",
-     "powerplane-redfish", "powerplane-talos"}
+    {"powerplane-cloud", "powerplane-ipmi", "powerplane-kubernetes", "powerplane-metal3",
+     "powerplane-pdu", "powerplane-redfish", "powerplane-talos"}
 )
 """The plugin distributions of the powerplane project: built-ins, loaded right after core's."""
 

@@ -48,13 +48,13 @@ from powerplane import (
 )
 from powerplane_kubernetes.client import KubeApi, custom_resource
 from powerplane_kubernetes.errors import answer_of
-from powerplane_kubernetes.metal3.config import (
+from powerplane_metal3.config import (
     DEFAULT_NAMESPACE,
     Metal3ChannelConfig,
     Metal3Target,
 )
-from powerplane_kubernetes.metal3.errors import raise_mapped
-from powerplane_kubernetes.metal3.hosts import (
+from powerplane_metal3.errors import raise_mapped
+from powerplane_metal3.hosts import (
     NODE_LABEL,
     REBOOT_PREFIX,
     capabilities_of,

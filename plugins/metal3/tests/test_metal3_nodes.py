@@ -10,7 +10,7 @@ import pytest
 from metal3_peers import channel_config, make_channel, metal3_cluster
 
 from powerplane import PowerHost, PowerState, Verb, parse_config
-from powerplane_kubernetes.metal3.nodes import list_hosts, nodes_from_hosts
+from powerplane_metal3.nodes import list_hosts, nodes_from_hosts
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from powerplane_kubernetes.metal3.hosts import NODE_LABEL, host_name
+from powerplane_metal3.hosts import NODE_LABEL, host_name
 
 __all__ = ["list_hosts", "node_of", "nodes_from_hosts"]
 
@@ -53,7 +53,7 @@ def nodes_from_hosts(hosts: Iterable[Mapping[str, Any]], channel: str = "metal3"
 async def list_hosts(channel: Any, namespace: str | None = None) -> list[dict[str, Any]]:
     """Every BareMetalHost a :class:`~.channel.Metal3Channel` can see (``namespace``, else
     the channel's, else every namespace)."""
-    from powerplane_kubernetes.metal3.channel import BMH
+    from powerplane_metal3.channel import BMH
 
     where = namespace or channel.config.namespace or "*"
     hosts: list[dict[str, Any]] = await channel.api.list_custom(BMH, where)

@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from powerplane_kubernetes.metal3.channel import Metal3Channel
-from powerplane_kubernetes.metal3.config import Metal3ChannelConfig
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
-from powerplane_kubernetes.testing.metal3 import BareMetalOperator, baremetalhost_crd
+from powerplane_metal3.channel import Metal3Channel
+from powerplane_metal3.config import Metal3ChannelConfig
+from powerplane_metal3.testing.operator import BareMetalOperator, baremetalhost_crd
 
 CHANNEL = "powerplane"
 """The user of a kubeconfig written with ``client=CHANNEL``: a metal3 channel's own access."""

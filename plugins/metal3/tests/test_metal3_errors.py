@@ -1,4 +1,4 @@
-"""powerplane_kubernetes.metal3.errors: every row of the mapping table, and the channel's
+"""powerplane_metal3.errors: every row of the mapping table, and the channel's
 errors against a real server that answers them (a closed port, a 403, a 500, a 404)."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from powerplane import (
     status_error,
 )
 from powerplane.testing import closed_port
-from powerplane_kubernetes.metal3.config import parse_target
-from powerplane_kubernetes.metal3.errors import map_error
+from powerplane_metal3.config import parse_target
+from powerplane_metal3.errors import map_error
 
 pytestmark = pytest.mark.timeout(60)
 

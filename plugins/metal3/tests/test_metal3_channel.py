@@ -14,10 +14,10 @@ from metal3_peers import make_channel, metal3_cluster
 
 from powerplane import NotSupported, PowerState, RefusedByDevice, Verb
 from powerplane.testing import send_gate
-from powerplane_kubernetes.metal3.channel import REBOOT_KEY_PREFIX
-from powerplane_kubernetes.metal3.config import parse_target
 from powerplane_kubernetes.testing.apiserver import KubeApiServer
-from powerplane_kubernetes.testing.metal3 import BareMetalOperator
+from powerplane_metal3.channel import REBOOT_KEY_PREFIX
+from powerplane_metal3.config import parse_target
+from powerplane_metal3.testing.operator import BareMetalOperator
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -42,7 +42,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from powerplane_kubernetes.metal3.hosts import (
+from powerplane_kubernetes.testing.apiserver import KubeApiServer
+from powerplane_metal3.hosts import (
     ACTS_ON_ONLINE,
     REBOOT_PREFIX,
     REBOOT_STATES,
@@ -51,7 +52,6 @@ from powerplane_kubernetes.metal3.hosts import (
     reboot_requested,
     unmanaged_reason,
 )
-from powerplane_kubernetes.testing.apiserver import KubeApiServer
 
 __all__ = ["BMH_RESOURCE", "BareMetalOperator", "Liar", "baremetalhost_crd"]
 

@@ -14,7 +14,7 @@ be part of loading a file (which makes no network call). The plugin registers
 (``register_deployment_checks``), which core runs in ``powerplane check`` (exit 2 naming
 each channel and BareMetalHost) and in ``PowerHost.start`` before any channel is created
 (so ``powerplane invoke``, ``state`` and every other command refuse the same way before any
-power request). ``python -m powerplane_kubernetes.metal3.guard [--config FILE]`` and
+power request). ``python -m powerplane_metal3.guard [--config FILE]`` and
 :func:`refuse_managed` run it alone. Without a ``metal3`` channel the deployment names no
 cluster and nothing is asked (no request at all), nor without a ``redfish``, ``ipmi`` or
 ``pdu`` channel: see the README for why a direct channel to such a BMC must not be
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from powerplane import ConfigError, ConfigProblem, Deployment
-from powerplane_kubernetes.metal3.hosts import BmcEndpoint, bmc_endpoint, bmc_of, host_name
+from powerplane_metal3.hosts import BmcEndpoint, bmc_endpoint, bmc_of, host_name
 
 __all__ = ["DIRECT_TYPES", "check_deployment", "main", "managed_conflicts", "refuse_managed"]
 
@@ -106,8 +106,8 @@ def managed_conflicts(deployment: Deployment,
 async def _hosts(deployment: Deployment) -> list[dict[str, Any]]:
     """Every BareMetalHost each ``metal3`` channel's cluster holds (its namespace, when it
     names one; else every namespace)."""
-    from powerplane_kubernetes.metal3.channel import BMH, Metal3Channel
-    from powerplane_kubernetes.metal3.config import Metal3ChannelConfig
+    from powerplane_metal3.channel import BMH, Metal3Channel
+    from powerplane_metal3.config import Metal3ChannelConfig
 
     found: dict[str, dict[str, Any]] = {}
     for name, configured in deployment.channels.items():
@@ -118,7 +118,7 @@ async def _hosts(deployment: Deployment) -> list[dict[str, Any]]:
         try:
             listed = await channel.api.list_custom(BMH, configured.config.namespace or "*")
         except Exception as exc:
-            from powerplane_kubernetes.metal3.errors import raise_mapped
+            from powerplane_metal3.errors import raise_mapped
 
             raise raise_mapped(exc, "listing BareMetalHosts for the metal3.guard deployment "
                                "check (the redfish, ipmi and pdu channels are not checked)",
@@ -148,14 +148,14 @@ def refuse_managed(deployment: Deployment) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m powerplane_kubernetes.metal3.guard [--config FILE]``: 2 naming each
+    """``python -m powerplane_metal3.guard [--config FILE]``: 2 naming each
     channel and BareMetalHost, 1 when the cluster could not be asked, 0 when none."""
     import argparse
 
     from powerplane import PowerplaneError, load_config
 
     parser = argparse.ArgumentParser(
-        prog="python -m powerplane_kubernetes.metal3.guard",
+        prog="python -m powerplane_metal3.guard",
         description="Refuse redfish, ipmi and pdu channels for hosts a BareMetalHost manages.")
     parser.add_argument("--config", default=None,
                         help="the deployment file (default: $POWERPLANE_CONFIG, else "

@@ -21,8 +21,8 @@ from metal3_peers import channel_config, metal3_cluster
 
 from powerplane import ConfigError, PowerHost, load_config, parse_config
 from powerplane.testing import JsonHttpServer, closed_port
-from powerplane_kubernetes.metal3.guard import managed_conflicts, refuse_managed
-from powerplane_kubernetes.metal3.hosts import BmcEndpoint, bmc_endpoint
+from powerplane_metal3.guard import managed_conflicts, refuse_managed
+from powerplane_metal3.hosts import BmcEndpoint, bmc_endpoint
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,7 +68,7 @@ def test_a_direct_channel_to_a_managed_bmc_is_refused_naming_the_host(tmp_path: 
         # the same from the command line: exit 2, each problem named
         path = tmp_path / "powerplane.yaml"
         path.write_text(yaml.safe_dump(_deployment(kubeconfig)), encoding="utf-8")
-        run = subprocess.run([sys.executable, "-m", "powerplane_kubernetes.metal3.guard",
+        run = subprocess.run([sys.executable, "-m", "powerplane_metal3.guard",
                               "--config", str(path)], capture_output=True, text=True,
                              timeout=60, check=False)
         assert run.returncode == 2, run.stderr
@@ -240,5 +240,6 @@ def test_the_plugins_listing_names_the_check() -> None:
     run = _cli("plugins", "-o", "json")
     assert run.returncode == 0, run.stderr
     found = {p["name"]: p["deployment_checks"] for p in json.loads(run.stdout)["plugins"]}
-    assert found["kubernetes"] == ["metal3.guard"]
-    assert "deployment check metal3.guard (plugin kubernetes)" in _cli("plugins").stdout
+    assert found["metal3"] == ["metal3.guard"]
+    assert found["kubernetes"] == []
+    assert "deployment check metal3.guard (plugin metal3)" in _cli("plugins").stdout
