@@ -143,7 +143,8 @@ def _corpus() -> str:
     source and tests, the plugin template, and the documentation."""
     globs = ("plugins/*/src/**/*.py", "plugins/*/tests/**/*.py", "demo/src/**/*.py",
              "conformance/src/**/*.py", "conformance/src/**/*.tmpl", "bench/*.py",
-             "README.md", "docs/*.md", "plugins/*/README.md", "conformance/README.md",
+             "README.md", "docs/*.md", "docs/reference/*.md", "plugins/*/README.md",
+             "conformance/README.md",
              "demo/README.md")
     return "\n".join(p.read_text(encoding="utf-8") for g in globs for p in REPO.glob(g))
 

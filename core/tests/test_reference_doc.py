@@ -48,6 +48,15 @@ from powerplane.plugins import load_plugins
 from powerplane.settings.lifecycle import PORTS, LifecycleConfig
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
+"""The reference's index; its pages are :data:`PAGES`, in the index's order."""
+PAGES = REFERENCE.parent / "reference"
+
+
+def reference_text() -> str:
+    """The index and every page it links, in its order: the reference as one text."""
+    index = REFERENCE.read_text(encoding="utf-8")
+    names = re.findall(r"\]\(reference/([\w-]+\.md)\)", index)
+    return "\n".join([index, *((PAGES / n).read_text(encoding="utf-8") for n in names)])
 POWERPLANE = [sys.executable, "-m", "powerplane.cli"]
 
 
@@ -102,7 +111,7 @@ def json_keys(body: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def reference() -> str:
-    return REFERENCE.read_text(encoding="utf-8")
+    return reference_text()
 
 
 # --- the CLI ---------------------------------------------------------------------------------

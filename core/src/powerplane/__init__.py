@@ -1,6 +1,6 @@
 """powerplane: a plugin framework for controlling server power safely.
 
-Each audience imports from one home (docs/reference.md, "Public API: one home per
+Each audience imports from one home (docs/reference/plugin-api.md, "Public API: one home per
 audience"; ``core/tests/test_public_api.py`` keeps each home's ``__all__`` equal to what it
 gives):
 
@@ -30,7 +30,7 @@ and throwaway certificates. It needs only the standard library.
 
 Core's modules stand in layers, each importing only those below it, at run time, inside a
 function or under ``TYPE_CHECKING`` alike (kept by the import contracts in
-``pyproject.toml``, ``lint-imports``, with no import excepted; docs/reference.md, "Layers
+``pyproject.toml``, ``lint-imports``, with no import excepted; docs/reference/plugin-api.md, "Layers
 inside core"), top first: ``cli``; ``builtins`` (core's plugin, loaded by name); ``sim``
 (simulators) and ``testing``; ``runtime`` (one composition of a deployment); ``lifecycle``
 (its own layers in its package docstring); ``host``; ``config_cache`` (the validated-config

@@ -242,7 +242,8 @@ action it is (or why it is none): a test enumerates the click tree, the agent's 
 the public methods of ``PowerHost`` and ``Lifecycle`` and fails on one missing here, and
 proves for each that acts that the policy is asked, the guard runs where a power verb is
 sent (:data:`SENDS_POWER`) and the act's record is durable before the act
-(``core/tests/authority/test_every_entry_point.py``; docs/reference.md, "Every entry point").
+(``core/tests/authority/test_every_entry_point.py``; docs/reference/authority.md, "Every
+entry point").
 The Servers surface's routes are in ``powerplane_servers.actions``; the operator's dispatch
 is ``cli: operator run``. Reads through the library are the embedder's
 (it holds the channels' credentials); the CLI and the Servers surface ask ``servers:read``."""

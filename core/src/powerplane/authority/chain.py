@@ -20,7 +20,7 @@ each append where the deployment names a signing key (:mod:`.seal`)::
 what is wrong: changed, missing (deleted), out of order, inserted (a copy), time going
 backwards, not readable, a checkpoint whose signature does not verify or whose signer is
 unknown. What the chain alone catches, and what only a signed checkpoint does, is in
-docs/reference.md ("Audit records: the chained trail").
+docs/reference/authority.md ("Audit records: the chained trail").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Pacemaker's fencer (and anything else that calls ``fence_*`` agents, such as medik8s'
 fence-agents-remediation) runs an agent with its options as ``key=value`` lines on standard
 input, or, for people, as long options (``--action off --plug node-1``); see
-``docs/reference.md`` ("fence_powerplane"). The agent's "device" is a deployment file
+``docs/reference/servers.md`` ("fence_powerplane"). The agent's "device" is a deployment file
 (``config=``), its plugs are the deployment's nodes (``plug=``, also ``port=``, else
 ``nodename=``).
 
@@ -322,7 +322,7 @@ def metadata() -> str:
             "deployment's policy and recorded in its audit trail, as the fencer's OS user. "
             "Addresses and secrets live in the deployment file, never in the agent's "
             "options.") + "</longdesc>",
-        "<vendor-url>docs/reference.md#fence_powerplane (powerplane)</vendor-url>",
+        "<vendor-url>docs/reference/servers.md#fence_powerplane (powerplane)</vendor-url>",
         "<parameters>",
     ]
     for p in PARAMS:
