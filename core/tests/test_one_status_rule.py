@@ -78,7 +78,7 @@ def test_every_plugin_applies_cores_rule_and_test_and_keeps_no_copy() -> None:
     users = {str(p.relative_to(ROOT)) for src in SOURCES for p in src.rglob("*.py")
              if "status_error" in p.read_text(encoding="utf-8") and str(
                  p.relative_to(ROOT)) != HOME}
-    for plugin in ("pdu", "cloud", "redfish", "kubernetes"):
+    for plugin in ("pdu", "cloud", "redfish", "metal3", "talos"):
         assert any(f"plugins/{plugin}/" in u for u in users), plugin
 
 
